@@ -1,0 +1,296 @@
+"""The shared block loop. A decoder is a policy over it; every model forward yields one ``StepRecord``.
+
+Canvas = prompt (P tokens) + G masked slots. Blocks are aligned to the absolute grid (``pos // B``), as SDAR
+trains them, so the first generated block may also hold the prompt's tail. With the KV cache on:
+
+* positions [0, cached) are in the cache; [cached, lo) are committed but not yet cached ("pending": the prompt's
+  full blocks at the start, then the previous finished block);
+* each forward runs ``pending + current block`` against the cache. Pending rows get the block-causal (or, for
+  S2D2's ``cache_ver``, token-causal) mask and are *kept*; the current block is rolled back afterwards. So a
+  finished block's commit forward is fused into the next block's first forward, and the prompt prefill into the
+  first step: NFE counts every forward and there is no separate prefill or K/V-store forward.
+  ``fuse_commit=False`` runs SDAR's separate store forward instead (kind "commit", counted in NFE).
+
+Without the cache (``use_cache=False``) each forward recomputes [0, hi) with the same mask; tests check that both
+give the same tokens and logits within 1e-5 in fp32.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from engine import masks
+from engine.cache import BlockCache
+from engine.sampling import TokenStats, make_generator, token_stats
+from engine.trace import Reason, StepRecord, Trace
+
+
+@dataclass
+class CommonConfig:
+    """Parameters every decoder takes. Decoder configs subclass it and validate their own fields."""
+    block_size: int = 8
+    gen_length: int = 64
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    use_cache: bool = True
+    stop_at_eos: bool = True
+    fuse_commit: bool = True
+
+    def validate(self) -> None:
+        _check(1 <= self.block_size <= 64, "block_size must be in 1..64")
+        _check(1 <= self.gen_length <= 1024, "gen_length must be in 1..1024")
+        _check(0.0 <= self.temperature <= 5.0, "temperature must be in 0..5")
+        _check(self.top_k >= 0, "top_k must be >= 0")
+        _check(0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]")
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+class ConfigError(ValueError):
+    """An out-of-range or unknown decoder parameter; the message is shown to the user as-is."""
+
+
+def _check(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ConfigError(msg)
+
+
+class Runner:
+    """Owns the canvas, the cache and the NFE counter; runs forwards with explicitly built masks."""
+
+    def __init__(self, adapter, prompt_ids: list[int], cfg: CommonConfig):
+        self.adapter, self.cfg = adapter, cfg
+        self.P = len(prompt_ids)
+        self.end = self.P + cfg.gen_length
+        self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
+        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache else None
+        self.cached = 0
+        self.nfe = Counter()
+        self.generator = make_generator(cfg.seed)
+        self.prefix_causal = False  # S2D2 cache_ver: committed K/V computed as in AR mode
+
+    @property
+    def total_nfe(self) -> int:
+        return sum(self.nfe.values())
+
+    def masked(self, lo: int, hi: int) -> torch.Tensor:
+        return self.tokens[lo:hi] == self.adapter.mask_token_id
+
+    def _prefix_mask(self, start: int, lo: int) -> torch.Tensor:
+        pos = torch.arange(start, lo)
+        keys = torch.arange(0, lo)
+        if self.prefix_causal:
+            return masks.causal(pos, keys)
+        return masks.block_causal(pos, keys, self.cfg.block_size)
+
+    def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
+                tail: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                block_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One forward over [prefix rows | block rows lo..hi | tail rows]; returns (block logits (L, V), tail logits).
+
+        block_mask (L, L): in-block attention of block rows (default: all, the block-diffusion pattern).
+        tail = (tokens (m,), positions (m,), to_block (m, L), to_self (m, m)): extra query rows (the verifier's
+        second half); they see the whole prefix/cache, the block through ``to_block`` and each other through
+        ``to_self``. Only prefix rows are kept in the cache.
+        """
+        start = self.cached if self.cache is not None else 0
+        L = hi - lo
+        blk_tok = self.tokens[lo:hi] if block_tokens is None else block_tokens
+        t_tok, t_pos, t_blk, t_self = tail if tail is not None else (
+            torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+            torch.zeros(0, L, dtype=torch.bool), torch.zeros(0, 0, dtype=torch.bool))
+        m = len(t_tok)
+        n_pre = lo - start
+        ids = torch.cat([self.tokens[start:lo], blk_tok, t_tok])
+        pos = torch.cat([torch.arange(start, hi), t_pos])
+        q = n_pre + L + m
+        mask = torch.zeros(q, start + q, dtype=torch.bool)
+        mask[:n_pre, :lo] = self._prefix_mask(start, lo)
+        mask[n_pre:, :lo] = True                              # block and tail rows see every earlier block
+        mask[n_pre:n_pre + L, lo:hi] = True if block_mask is None else block_mask
+        mask[n_pre + L:, lo:hi] = t_blk
+        mask[n_pre + L:, hi:] = t_self
+        cache = self.cache.cache if self.cache is not None else None
+        logits = self.adapter.forward(ids, mask, pos, cache)  # (q, V)
+        if self.cache is not None:
+            self.cache.rollback(lo)
+            self.cached = lo
+        self.nfe[kind] += 1
+        return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None)
+
+    def store(self, hi: int, kind: str = "commit") -> bool:
+        """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""
+        if self.cache is None or self.cached >= hi:
+            return False
+        self.forward(kind, hi, hi)
+        return True
+
+    def stats(self, logits: torch.Tensor) -> TokenStats:
+        c = self.cfg
+        return token_stats(self.unmaskable(logits), c.temperature, c.top_k, c.top_p, self.generator)
+
+    def unmaskable(self, logits: torch.Tensor) -> torch.Tensor:
+        """Forbid predicting [MASK] itself: committing it would leave the slot masked forever."""
+        out = logits.clone()
+        out[:, self.adapter.mask_token_id] = float("-inf")
+        return out
+
+    def finished_at(self) -> int | None:
+        """Index of the first stop token in the generated region once everything before it is decoded."""
+        gen = self.tokens[self.P:self.end]
+        stops = torch.isin(gen, torch.tensor(self.adapter.stop_ids or [-1]))
+        if not stops.any():
+            return None
+        e = int(stops.nonzero()[0, 0])
+        return self.P + e if not (gen[:e] == self.adapter.mask_token_id).any() else None
+
+
+class BlockContext:
+    """What a policy sees of one block: its positions, the runner, and helpers to commit and emit records."""
+
+    def __init__(self, runner: Runner, index: int, lo: int, hi: int):
+        self.runner, self.index, self.lo, self.hi = runner, index, lo, hi
+        self.L = hi - lo
+        self.step = 0
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        self._before = self.runner.tokens[self.lo:self.hi].clone()
+        self._reason = torch.zeros(self.L, dtype=torch.int8)
+        self._t0 = time.perf_counter()
+
+    @property
+    def tokens(self) -> torch.Tensor:
+        return self.runner.tokens[self.lo:self.hi]
+
+    @property
+    def masked(self) -> torch.Tensor:
+        """(L,) bool: still-masked positions of the block (the prompt tail is never masked)."""
+        return self.runner.masked(self.lo, self.hi)
+
+    def draft(self, block_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, TokenStats]:
+        logits, _ = self.runner.forward("draft", self.lo, self.hi, block_mask=block_mask)
+        return logits, self.runner.stats(logits)
+
+    def commit(self, rel: torch.Tensor, tokens: torch.Tensor, reason: Reason) -> None:
+        """Write tokens at block-relative indices; only masked slots may be written."""
+        rel = torch.as_tensor(rel, dtype=torch.long).reshape(-1)
+        if len(rel) == 0:
+            return
+        assert self.masked[rel].all(), "commit to an already decoded position"
+        self.runner.tokens[self.lo + rel] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        self._reason[rel] = int(reason)
+
+    def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
+        """Close the current forward: build its record and start a new one."""
+        after = self.tokens.clone()
+        L = self.L
+        rec = StepRecord(
+            block=self.index, step_in_block=self.step, kind=kind,
+            positions=np.arange(self.lo, self.hi, dtype=np.int32),
+            tokens_before=self._before.numpy().astype(np.int32), tokens_after=after.numpy().astype(np.int32),
+            committed=(self._reason > 0).numpy(), reason=self._reason.numpy().copy(),
+            candidate=(stats.candidate.numpy().astype(np.int32) if stats else np.full(L, -1, np.int32)),
+            confidence=(stats.confidence.numpy() if stats else np.full(L, np.nan, np.float32)),
+            margin=(stats.margin.numpy() if stats else np.full(L, np.nan, np.float32)),
+            entropy=(stats.entropy.numpy() if stats else np.full(L, np.nan, np.float32)),
+            nfe=self.runner.total_nfe, wall_ms=(time.perf_counter() - self._t0) * 1e3, extra=extra)
+        self.step += 1
+        self._snapshot()
+        return rec
+
+
+class Policy:
+    """A decoder: ``run_block`` drives one block to completion, yielding a record per forward."""
+    name = "base"
+    config_cls = CommonConfig
+
+    def __init__(self, cfg: CommonConfig):
+        cfg.validate()
+        self.cfg = cfg
+
+    def start(self, runner: Runner) -> None:
+        """Called once per generation (routers with state across blocks reset here)."""
+
+    def run_block(self, ctx: BlockContext) -> Iterator[StepRecord]:
+        raise NotImplementedError
+
+
+class Generation:
+    """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
+
+    def __init__(self, adapter, prompt: str | list[int], policy: Policy):
+        self.adapter, self.policy, self.cfg = adapter, policy, policy.cfg
+        self.prompt_text = prompt if isinstance(prompt, str) else adapter.decode(prompt)
+        self.prompt_ids = adapter.encode_prompt(prompt) if isinstance(prompt, str) else list(prompt)
+        max_pos = getattr(adapter.model.config, "max_position_embeddings", 1 << 30)
+        if len(self.prompt_ids) + self.cfg.gen_length > max_pos:
+            raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
+                              f"exceeds the model's {max_pos} positions")
+        self.runner = Runner(adapter, self.prompt_ids, self.cfg)
+        self.records: list[StepRecord] = []
+        self.wall_s = 0.0
+        self.stopped_at: int | None = None
+
+    def steps(self) -> Iterator[StepRecord]:
+        r, B = self.runner, self.cfg.block_size
+        t0 = time.perf_counter()
+        self.policy.start(r)
+        first_lo = (r.P // B) * B
+        if not self.cfg.fuse_commit and r.store(first_lo, "prefill"):
+            rec = BlockContext(r, -1, first_lo, first_lo).emit("prefill", None)
+            self.records.append(rec)
+            yield rec
+        for index, lo in enumerate(range(first_lo, r.end, B)):
+            ctx = BlockContext(r, index, lo, min(lo + B, r.end))
+            for rec in self.policy.run_block(ctx):
+                self.records.append(rec)
+                self.wall_s = time.perf_counter() - t0
+                yield rec
+                if self.cfg.stop_at_eos and r.finished_at() is not None:
+                    break
+            if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
+                self.stopped_at = e
+                break
+            if not self.cfg.fuse_commit and ctx.hi < r.end and r.store(ctx.hi):
+                rec = ctx.emit("commit", None)
+                self.records.append(rec)
+                yield rec
+        self.wall_s = time.perf_counter() - t0
+
+    def run(self) -> Trace:
+        for _ in self.steps():
+            pass
+        return self.trace()
+
+    def generated_ids(self) -> list[int]:
+        r = self.runner
+        gen = r.tokens[r.P:r.end].tolist()
+        stops = set(self.adapter.stop_ids)
+        for i, t in enumerate(gen):
+            if t in stops:
+                return gen[:i + 1]
+        return [t for t in gen if t != self.adapter.mask_token_id]
+
+    def trace(self) -> Trace:
+        a, r = self.adapter, self.runner
+        ids = self.generated_ids()
+        seen = set(r.tokens.tolist()) | {int(t) for rec in self.records for t in rec.candidate if t >= 0}
+        vocab = {str(t): s for t, s in zip(sorted(seen), a.token_strings(sorted(seen)))}
+        meta = dict(
+            model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,
+            prompt_len=r.P, gen_end=r.end, decoder=self.policy.name, params=self.cfg.params(), seed=self.cfg.seed,
+            nfe=r.total_nfe, nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
+            final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
+            stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
+            engine_version=__import__("engine").__version__)
+        return Trace(meta=meta, records=list(self.records))

@@ -1,0 +1,182 @@
+"""Model adapters: one forward contract over stock transformers classes, loaded from local files only.
+
+    adapter.forward(input_ids (1, q), mask (q, kv) bool, position_ids (q,), cache) -> logits (q, V)
+
+Per-model attributes: ``logit_shift`` (0 = position-aligned, 1 = the logit for i is read at i - 1),
+``mask_token_id``, training ``block_size`` (if any), ``stop_ids``. A family is one entry of ``FAMILIES``: adding
+Fast-dLLM v2, Dream or LLaDA is a new entry (config builder, class, key renames), not a new code path.
+No ``trust_remote_code`` anywhere: remote code is never executed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import AutoTokenizer, DynamicCache, Qwen3Config, Qwen3ForCausalLM
+from transformers.utils import logging as hf_logging
+
+from engine import masks
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_MODEL = "unmask-arith-tiny"
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+ENGINE_KEYS = ("mask_token_id", "block_size", "unmask", "auto_map", "architectures", "model_type",
+               "attn_implementation", "fuse_cross_entropy", "use_deepep", "ep_size", "transformers_version")
+
+
+class ModelLoadError(ValueError):
+    """A model path, id or file that cannot be loaded; the message says why, for the UI and CLI."""
+
+
+@dataclass(frozen=True)
+class Family:
+    config_cls: type
+    model_cls: type
+    logit_shift: int
+    attention: str = "block_causal"          # "block_causal" (cacheable) or "full" (bidirectional)
+    default_stop: tuple[str, ...] = ()
+    config_map: Callable[[dict], dict] = lambda d: d
+
+
+FAMILIES: dict[str, Family] = {
+    "sdar": Family(Qwen3Config, Qwen3ForCausalLM, logit_shift=0),
+    "qwen3": Family(Qwen3Config, Qwen3ForCausalLM, logit_shift=0),
+}
+
+
+def pick_device(requested: str | None = None) -> torch.device:
+    if requested:
+        return torch.device(requested)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def resolve_model_path(name_or_path: str | None) -> Path:
+    """'tiny' / None -> the embedded model; an existing directory; or a hub id already in the local HF cache."""
+    if not name_or_path or name_or_path in ("tiny", DEFAULT_MODEL):
+        path = ASSETS / "models" / DEFAULT_MODEL
+    elif Path(name_or_path).expanduser().is_dir():
+        path = Path(name_or_path).expanduser().resolve()
+    elif HUB_ID.match(name_or_path):
+        try:
+            from huggingface_hub import snapshot_download
+            path = Path(snapshot_download(name_or_path, local_files_only=True))
+        except Exception as e:  # the hub client raises several types for "not cached"; all mean the same here
+            raise ModelLoadError(f"model {name_or_path!r} is not in the local Hugging Face cache "
+                                 f"(no downloads at run time): {type(e).__name__}") from None
+    else:
+        raise ModelLoadError(f"unknown model {name_or_path!r}: give 'tiny', a local directory or a hub id")
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{path} has no config.json")
+    return path
+
+
+@dataclass
+class ModelAdapter:
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    model_type: str
+    mask_token_id: int
+    logit_shift: int
+    attention: str
+    block_size: int | None
+    stop_ids: tuple[int, ...]
+    attn_impl: str
+    device: torch.device
+    dtype: torch.dtype
+    prompt_template: str | None = None   # "Q : {} A :" for the embedded task models
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        params = inspect.signature(self.model.forward).parameters
+        # transformers 5.2x renamed past_key_values -> cache; 5.0 only knows the old name
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.config.vocab_size
+
+    def new_cache(self) -> DynamicCache:
+        return DynamicCache(config=self.model.config)
+
+    @torch.no_grad()
+    def forward(self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
+                cache: DynamicCache | None = None) -> torch.Tensor:
+        """input_ids (q,), mask (q, cache_len + q) bool, position_ids (q,) -> logits (q, V) float32."""
+        am = masks.to_backend(mask, self.attn_impl, self.dtype, self.device)
+        kw = {self._cache_kw: cache} if cache is not None else {}
+        out = self.model(input_ids=input_ids[None].to(self.device), attention_mask=am,
+                         position_ids=position_ids[None].to(self.device), use_cache=cache is not None, **kw)
+        logits = out.logits[0].float().cpu()                                  # (q, V)
+        if self.logit_shift:
+            logits = torch.cat([logits[:1], logits[:-1]], 0)
+        return logits
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """Prompt text -> ids with the model's own format (task template, or the tokenizer's chat template)."""
+        tok = self.tokenizer
+        if self.prompt_template is not None:
+            body = text.strip()
+            if not body.startswith("Q :") and not body.startswith("Q:"):
+                body = self.prompt_template.format(body)
+            return [tok.bos_token_id] + tok(body, add_special_tokens=False).input_ids
+        if getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                          tokenize=True)
+            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+        return tok(text).input_ids
+
+    def token_strings(self, ids) -> list[str]:
+        return [s if s is not None else "?" for s in self.tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+
+def load_model(name_or_path: str | None = None, device: str | None = None, attn_impl: str = "sdpa",
+               dtype: torch.dtype | None = None) -> ModelAdapter:
+    path = resolve_model_path(name_or_path)
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelLoadError(f"{path / 'config.json'} is unreadable: {e}") from None
+    model_type = raw.get("model_type")
+    if model_type not in FAMILIES:
+        raise ModelLoadError(f"model_type {model_type!r} is not supported; supported: {', '.join(FAMILIES)}")
+    if attn_impl not in ("sdpa", "eager"):
+        raise ModelLoadError(f"attn_impl must be sdpa or eager, not {attn_impl!r}")
+    fam = FAMILIES[model_type]
+    dev = pick_device(device)
+    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    cfg_dict = fam.config_map({k: v for k, v in raw.items() if k not in ENGINE_KEYS})
+    config = fam.config_cls(**cfg_dict)
+    hf_logging.set_verbosity_error()   # the stock class warns that model_type "sdar" is not "qwen3": expected
+    hf_logging.disable_progress_bar()
+    try:
+        # load with the dtype (not .to() afterwards): casting after construction also casts RoPE inv_freq
+        model = fam.model_cls.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn_impl,
+                                              trust_remote_code=False)
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ModelLoadError(f"cannot load weights/tokenizer from {path}: {e}") from None
+    model.to(dev).eval()
+    mask_id = raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
+    if mask_id is None:
+        raise ModelLoadError(f"{path}: no mask_token_id in config.json or tokenizer")
+    stop = raw.get("eos_token_id", tok.eos_token_id)
+    stop_ids = tuple(stop) if isinstance(stop, list) else ((stop,) if stop is not None else ())
+    meta = raw.get("unmask") or {}
+    return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=model_type, mask_token_id=int(mask_id),
+                        logit_shift=fam.logit_shift, attention=fam.attention, block_size=raw.get("block_size"),
+                        stop_ids=stop_ids, attn_impl=attn_impl, device=dev, dtype=dtype,
+                        prompt_template="Q : {} A :" if meta.get("task") == "arith" else None, info=meta)

@@ -1,0 +1,71 @@
+"""Per-position token statistics and candidate selection, shared by every decoder.
+
+candidate   the token a decoder would write: argmax, or a Gumbel-max sample at temperature T (float64, as LLaDA and
+            Fast-dLLM do), after optional top-k / top-p filtering.
+confidence  top-1 probability of the untempered softmax at the candidate (Fast-dLLM family convention).
+margin      top-1 minus top-2 probability.
+entropy     normalised entropy H / ln |V| in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class TokenStats:
+    candidate: torch.Tensor   # (q,) long
+    confidence: torch.Tensor  # (q,) float, p(candidate)
+    margin: torch.Tensor      # (q,)
+    entropy: torch.Tensor     # (q,) normalised
+    probs: torch.Tensor       # (q, V) untempered softmax, float64
+    top1: torch.Tensor        # (q,) argmax token (may differ from candidate when sampling)
+
+
+def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """Top-k then nucleus filtering; filtered entries become -inf. logits (q, V)."""
+    out = logits.clone()
+    if top_k and top_k < out.shape[-1]:
+        kth = torch.topk(out, top_k, dim=-1).values[..., -1:]
+        out[out < kth] = float("-inf")
+    if top_p < 1.0:
+        sorted_logits, idx = torch.sort(out, descending=True, dim=-1)
+        cum = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        drop = cum - torch.softmax(sorted_logits, dim=-1) >= top_p  # keep the token that crosses top_p
+        sorted_logits[drop] = float("-inf")
+        out = torch.full_like(out, float("-inf")).scatter(-1, idx, sorted_logits)
+    return out
+
+
+def transformed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """The sampling distribution (temperature, top-k, top-p, softmax) in float64; T = 0 gives the plain softmax."""
+    z = filter_logits(logits.double(), top_k, top_p)
+    return torch.softmax(z / temperature if temperature > 0 else z, dim=-1)
+
+
+def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                generator: torch.Generator | None = None) -> TokenStats:
+    """logits (q, V) -> TokenStats. Random draws come only from `generator`, so a seed fixes the trace."""
+    z = logits.double()
+    probs = torch.softmax(z, dim=-1)                              # (q, V)
+    top2 = torch.topk(probs, min(2, probs.shape[-1]), dim=-1)
+    top1 = top2.indices[:, 0]
+    if temperature > 0:
+        zf = filter_logits(z, top_k, top_p)
+        u = torch.rand(zf.shape, dtype=torch.float64, generator=generator).clamp_min(1e-300)
+        candidate = (zf / temperature - torch.log(-torch.log(u))).argmax(-1)   # Gumbel-max = sample
+    else:
+        candidate = top1
+    conf = probs.gather(-1, candidate[:, None])[:, 0]
+    margin = top2.values[:, 0] - (top2.values[:, 1] if top2.values.shape[1] > 1 else 0)
+    ent = -(probs * torch.log(probs.clamp_min(1e-300))).sum(-1) / math.log(probs.shape[-1])
+    return TokenStats(candidate, conf.float(), margin.float(), ent.float(), probs, top1)
+
+
+def make_generator(seed: int) -> torch.Generator:
+    g = torch.Generator(device="cpu")
+    g.manual_seed(int(seed))
+    return g

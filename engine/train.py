@@ -1,0 +1,220 @@
+"""Train the embedded block-diffusion model: a stock ``Qwen3ForCausalLM`` with the SDAR / BD3-LM "2L" objective.
+
+Each training sequence is ``[clean x0 (Lc) | noisy xt (N)]``. Blocks are aligned to absolute positions
+(``block = pos // B``). The noisy half holds the blocks from the one containing the first answer token to the one
+containing [EOS]; in each, k ~ U{1..n} of its n answer slots are masked. Noisy slot i predicts x0[i] (no shift).
+Attention (True = may attend):
+    clean -> clean : key block <= query block        (block-causal; what the KV cache holds at inference)
+    noisy -> clean : key block <  query block        (strictly earlier blocks)
+    noisy -> noisy : same block, bidirectional
+    clean -> noisy : never
+B is drawn per batch from a mix that includes 1, so the same weights decode autoregressively (S2D2's verifier).
+
+    python -m engine.train --out runs/base --minutes 95 --layers 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from engine.tasks import get_task
+from engine.tokenizer import build_tokenizer
+
+BLOCK_MIX = {1: 0.3, 2: 0.1, 4: 0.2, 8: 0.2, 16: 0.2}
+
+
+def model_config(vocab_size: int, layers: int, hidden: int, special: dict) -> Qwen3Config:
+    heads = max(1, hidden // 64)
+    return Qwen3Config(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                       num_attention_heads=heads, num_key_value_heads=heads, head_dim=64,
+                       intermediate_size=3 * hidden, max_position_embeddings=256, rms_norm_eps=1e-6,
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                       tie_word_embeddings=True, attention_dropout=0.0, **special)
+
+
+def encode(tok, problem) -> tuple[list[int], int]:
+    """[BOS] prompt answer [EOS]; returns ids and the index of the first answer token."""
+    prompt = tok(problem.prompt, add_special_tokens=False).input_ids
+    answer = tok(problem.solution, add_special_tokens=False).input_ids
+    ids = [tok.bos_token_id] + prompt + answer + [tok.eos_token_id]
+    return ids, 1 + len(prompt)
+
+
+def build_2l_sample(ids: list[int], ans_start: int, B: int, mask_id: int, pad_id: int, rng: random.Random):
+    """One 2L training row: tokens, positions, block ids, noisy flags, targets (-100 = no loss)."""
+    eos = len(ids) - 1
+    first_blk, last_blk = ans_start // B, eos // B
+    Lc = (last_blk + 1) * B
+    clean = ids + [pad_id] * (Lc - len(ids))
+    noisy_pos = list(range(first_blk * B, Lc))
+    noisy = [clean[p] for p in noisy_pos]
+    target = [-100] * len(noisy_pos)
+    for b in range(first_blk, last_blk + 1):
+        slots = [j for j, p in enumerate(noisy_pos) if p // B == b and p >= ans_start]
+        for j in rng.sample(slots, rng.randint(1, len(slots))):
+            target[j] = noisy[j]
+            noisy[j] = mask_id
+    tokens = clean + noisy
+    pos = list(range(Lc)) + noisy_pos
+    blk = [p // B for p in pos]
+    is_noisy = [0] * Lc + [1] * len(noisy_pos)
+    return tokens, pos, blk, is_noisy, [-100] * Lc + target
+
+
+def collate_2l(rows: list[tuple], pad_id: int):
+    T = max(len(r[0]) for r in rows)
+    n = len(rows)
+    tokens = torch.full((n, T), pad_id, dtype=torch.long)
+    pos = torch.zeros((n, T), dtype=torch.long)
+    blk = torch.full((n, T), -1, dtype=torch.long)
+    noisy = torch.zeros((n, T), dtype=torch.bool)
+    real = torch.zeros((n, T), dtype=torch.bool)
+    target = torch.full((n, T), -100, dtype=torch.long)
+    for i, (t, p, b, z, y) in enumerate(rows):
+        k = len(t)
+        tokens[i, :k], pos[i, :k], blk[i, :k] = torch.tensor(t), torch.tensor(p), torch.tensor(b)
+        noisy[i, :k], target[i, :k], real[i, :k] = torch.tensor(z, dtype=torch.bool), torch.tensor(y), True
+    bq, bk = blk[:, :, None], blk[:, None, :]
+    nq, nk = noisy[:, :, None], noisy[:, None, :]
+    allowed = (~nq & ~nk & (bk <= bq)) | (nq & ~nk & (bk < bq)) | (nq & nk & (bk == bq))
+    allowed &= real[:, :, None] & real[:, None, :]
+    allowed |= torch.eye(T, dtype=torch.bool)[None]  # padded rows see themselves: no fully masked row
+    return tokens, pos, allowed[:, None], target  # mask (n, 1, T, T)
+
+
+def masked_loss(model, tokens, pos, mask, target):
+    hidden = model.model(input_ids=tokens, attention_mask=mask, position_ids=pos).last_hidden_state  # (n, T, H)
+    sel = target != -100
+    logits = model.lm_head(hidden[sel])  # (m, V)
+    return F.cross_entropy(logits, target[sel]), logits.argmax(-1) == target[sel]
+
+
+@torch.no_grad()
+def ar_accuracy(model, tok, problems, task, max_new: int = 48) -> float:
+    """Greedy AR (B = 1) exact-match without cache: query = [MASK] at the next position, causal over the rest."""
+    correct = 0
+    for prob in problems:
+        ids = [tok.bos_token_id] + tok(prob.prompt, add_special_tokens=False).input_ids
+        start = len(ids)
+        for _ in range(max_new):
+            x = torch.tensor([ids + [tok.mask_token_id]])
+            n = x.shape[1]
+            mask = torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+            h = model.model(input_ids=x, attention_mask=mask, position_ids=torch.arange(n)[None]).last_hidden_state
+            nxt = int(model.lm_head(h[0, -1]).argmax())
+            ids.append(nxt)
+            if nxt == tok.eos_token_id:
+                break
+        correct += task.check(tok.decode(ids[start:], skip_special_tokens=True), prob)
+    return correct / len(problems)
+
+
+def lr_at(frac: float, step: int, base: float, warmup: int) -> float:
+    if step < warmup:
+        return base * (step + 1) / warmup
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+
+def save_model(model, tok, out: Path, meta: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    cfg = json.loads((out / "config.json").read_text())
+    # SDAR format: Qwen3 weights + block-diffusion metadata; our loader maps it back to Qwen3ForCausalLM.
+    cfg.update(model_type="sdar", architectures=["SDARForCausalLM"], mask_token_id=tok.mask_token_id,
+               block_size=4, unmask=meta)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="run directory (checkpoint, log, exported model)")
+    ap.add_argument("--task", default="arith")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--minutes", type=float, default=95.0, help="wall-clock budget; the cosine decay spans it")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0 = budget only)")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
+    ap.add_argument("--eval-n", type=int, default=50)
+    ap.add_argument("--log-every", type=int, default=50)
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    task = get_task(args.task)
+    tok = build_tokenizer(task.vocabulary())
+    special = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(args.seed)
+    model = Qwen3ForCausalLM(model_config(len(tok), args.layers, args.hidden, special))
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    step, elapsed = 0, 0.0
+    ckpt = out / "ckpt.pt"
+    if ckpt.exists():  # resume: weights, optimiser, step and consumed wall time (the schedule depends on it)
+        state = torch.load(ckpt, weights_only=True)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        step, elapsed = int(state["step"]), float(state["elapsed"])
+        print(f"resumed at step {step}, {elapsed:.0f}s", flush=True)
+    n_params = sum(p.numel() for p in model.parameters())
+    val = task.problems("val", args.eval_n, seed=args.seed)
+    log = open(out / "log.jsonl", "a")
+    sizes, weights = list(BLOCK_MIX), list(BLOCK_MIX.values())
+    t0, ema, last_save = time.time() - elapsed, None, time.time()
+    print(f"params {n_params}, vocab {len(tok)}", flush=True)
+    model.train()
+    while True:
+        elapsed = time.time() - t0
+        if elapsed > args.minutes * 60 or (args.max_steps and step >= args.max_steps):
+            break
+        rng = random.Random(f"{args.seed}/{step}")  # the batch is a function of the step: exact resume
+        B = rng.choices(sizes, weights)[0]
+        rows = [build_2l_sample(*encode(tok, task.sample(rng)), B, tok.mask_token_id, tok.pad_token_id, rng)
+                for _ in range(args.batch)]
+        loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        if step % args.log_every == 0:
+            rec = dict(step=step, wall_s=round(elapsed, 1), loss_ema=round(ema, 4), B=B)
+            log.write(json.dumps(rec) + "\n"), log.flush()
+            print(rec, flush=True)
+        if step % args.eval_every == 0:
+            model.eval()
+            acc = ar_accuracy(model, tok, val, task)
+            model.train()
+            rec = dict(step=step, wall_s=round(time.time() - t0, 1), val_ar_acc=acc, n=len(val))
+            log.write(json.dumps(rec) + "\n"), log.flush()
+            print(rec, flush=True)
+        if time.time() - last_save > 300:
+            torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step, elapsed=elapsed), ckpt)
+            last_save = time.time()
+    torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step, elapsed=elapsed), ckpt)
+    model.eval()
+    meta = dict(task=args.task, layers=args.layers, hidden=args.hidden, params=n_params, steps=step,
+                train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX, seed=args.seed)
+    save_model(model, tok, out / "model", meta)
+    print(f"saved {out / 'model'} after {step} steps, {elapsed:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Fixtures: tiny random checkpoints written in each family's on-disk format, loaded through the real loader."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch
+from transformers import Qwen3ForCausalLM
+
+from engine.tasks import get_task
+from engine.tokenizer import build_tokenizer
+from engine.train import model_config
+
+torch.set_num_threads(1)  # CI has 2 cores; oversubscribed threads make tiny models crawl
+
+
+def write_sdar_checkpoint(path, layers: int = 2, hidden: int = 64, seed: int = 0):
+    """A random Qwen3-weight model saved as SDAR format: model_type "sdar", mask_token_id and block_size keys."""
+    tok = build_tokenizer(get_task("arith").vocabulary())
+    torch.manual_seed(seed)
+    special = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    model = Qwen3ForCausalLM(model_config(len(tok), layers, hidden, special))
+    with torch.no_grad():  # sharpen the random logits so decoders see a spread of confidences
+        model.lm_head.weight.mul_(8.0)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.update(model_type="sdar", architectures=["SDARForCausalLM"], mask_token_id=tok.mask_token_id, block_size=4,
+               auto_map={"AutoModelForCausalLM": "modeling_sdar.SDARForCausalLM"},
+               unmask={"task": "arith"})
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.fixture(scope="session")
+def sdar_dir(tmp_path_factory):
+    return write_sdar_checkpoint(tmp_path_factory.mktemp("sdar"))
+
+
+@pytest.fixture(scope="session")
+def adapter(sdar_dir):
+    from engine.model import load_model
+    return load_model(str(sdar_dir), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def arith():
+    return get_task("arith")
