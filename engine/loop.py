@@ -224,6 +224,10 @@ class Policy:
     def run_block(self, ctx: BlockContext) -> Iterator[StepRecord]:
         raise NotImplementedError
 
+    def summary(self, runner: Runner) -> dict:
+        """Decoder-specific run totals added to the trace metadata."""
+        return {}
+
 
 class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
@@ -292,5 +296,5 @@ class Generation:
             nfe=r.total_nfe, nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
-            engine_version=__import__("engine").__version__)
+            engine_version=__import__("engine").__version__, **self.policy.summary(r))
         return Trace(meta=meta, records=list(self.records))

@@ -174,7 +174,7 @@ def main(argv=None) -> None:
     val = task.problems("val", args.eval_n, seed=args.seed)
     log = open(out / "log.jsonl", "a")
     sizes, weights = list(BLOCK_MIX), list(BLOCK_MIX.values())
-    t0, ema, last_save = time.time() - elapsed, None, time.time()
+    t0, ema, last_save, window = time.time() - elapsed, None, time.time(), []
     print(f"params {n_params}, vocab {len(tok)}", flush=True)
     model.train()
     while True:
@@ -194,8 +194,11 @@ def main(argv=None) -> None:
         opt.step()
         step += 1
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        window.append(loss.item())
         if step % args.log_every == 0:
-            rec = dict(step=step, wall_s=round(elapsed, 1), loss_ema=round(ema, 4), B=B)
+            rec = dict(step=step, wall_s=round(elapsed, 1), loss=round(sum(window) / len(window), 4),
+                       loss_ema=round(ema, 4), B=B)
+            window.clear()
             log.write(json.dumps(rec) + "\n"), log.flush()
             print(rec, flush=True)
         if step % args.eval_every == 0:

@@ -6,10 +6,11 @@ import dataclasses
 
 from engine.decoders.ar import ARPolicy
 from engine.decoders.llada import LLaDAPolicy
+from engine.decoders.s2d2 import S2D2Policy
 from engine.decoders.threshold import ThresholdPolicy
 from engine.loop import ConfigError, Policy
 
-DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy)}
+DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy)}
 
 
 def _coerce(field: dataclasses.Field, raw):
@@ -41,7 +42,14 @@ def build_decoder(name: str, **params) -> Policy:
     unknown = sorted(set(params) - set(fields))
     if unknown:
         raise ConfigError(f"unknown parameter(s) for {name}: {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
-    cfg = cls.config_cls(**{k: _coerce(fields[k], v) for k, v in params.items() if v is not None})
+    params = {k: _coerce(fields[k], v) for k, v in params.items() if v is not None}
+    preset = params.get("preset")
+    if preset:  # a named preset supplies defaults; explicit parameters still win
+        presets = getattr(cls, "presets", {})
+        if preset not in presets:
+            raise ConfigError(f"unknown preset {preset!r} for {name}; known: {', '.join(presets) or 'none'}")
+        params = {**presets[preset], **params}
+    cfg = cls.config_cls(**params)
     return cls(cfg)
 
 

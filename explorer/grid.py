@@ -1,0 +1,106 @@
+"""Step x position matrices derived from a trace: the data behind every heatmap and the text view.
+
+Rows are forwards (trace records), columns are generated positions [P, end). State codes: 0 masked, 1 decoded
+earlier, 2 committed at this step; prompt-tail positions of the first block are not columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+MASKED, DECODED, NEW = 0, 1, 2
+
+
+@dataclass
+class Grid:
+    trace: object
+
+    @cached_property
+    def P(self) -> int:
+        return int(self.trace.meta["prompt_len"])
+
+    @cached_property
+    def end(self) -> int:
+        """One past the last position any forward scored (so an EOS early stop does not show empty columns)."""
+        last = max((int(r.positions.max()) for r in self.trace.records if r.positions.size), default=self.P)
+        return max(self.P + 1, min(last + 1, int(self.trace.meta["gen_end"])))
+
+    @property
+    def positions(self) -> np.ndarray:
+        return np.arange(self.P, self.end)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.trace.records)
+
+    def _fill(self, field: str, fill=np.nan, dtype=np.float32, only_masked: bool = True) -> np.ndarray:
+        out = np.full((self.n_steps, self.end - self.P), fill, dtype=dtype)
+        for s, r in enumerate(self.trace.records):
+            cols = r.positions - self.P
+            keep = (cols >= 0) & (cols < out.shape[1])
+            if only_masked:
+                keep &= r.tokens_before == self.trace.meta["mask_token_id"]
+            out[s, cols[keep]] = np.asarray(getattr(r, field))[keep]
+        return out
+
+    @cached_property
+    def tokens(self) -> np.ndarray:
+        """(steps, n) token ids after each forward (mask id where still masked)."""
+        mask_id = self.trace.meta["mask_token_id"]
+        cur = np.full(self.end - self.P, mask_id, dtype=np.int64)
+        out = np.empty((self.n_steps, cur.size), dtype=np.int64)
+        for s, r in enumerate(self.trace.records):
+            cols = r.positions - self.P
+            keep = (cols >= 0) & (cols < cur.size)
+            cur[cols[keep]] = r.tokens_after[keep]
+            out[s] = cur
+        return out
+
+    @cached_property
+    def state(self) -> np.ndarray:
+        mask_id = self.trace.meta["mask_token_id"]
+        st = np.where(self.tokens == mask_id, MASKED, DECODED).astype(np.int8)
+        st[self.committed] = NEW
+        return st
+
+    @cached_property
+    def committed(self) -> np.ndarray:
+        return self._fill("committed", False, bool, only_masked=False)
+
+    @cached_property
+    def reason(self) -> np.ndarray:
+        return self._fill("reason", 0, np.int8, only_masked=False)
+
+    @cached_property
+    def confidence(self) -> np.ndarray:
+        """Confidence of each still-masked position's candidate at each forward (NaN elsewhere)."""
+        return self._fill("confidence")
+
+    @cached_property
+    def entropy(self) -> np.ndarray:
+        return self._fill("entropy")
+
+    @cached_property
+    def candidate(self) -> np.ndarray:
+        return self._fill("candidate", -1, np.int64)
+
+    @cached_property
+    def commit_step(self) -> np.ndarray:
+        """(n,) the step at which each position was committed (-1 if never)."""
+        c = self.committed
+        return np.where(c.any(0), c.argmax(0), -1)
+
+    @cached_property
+    def commit_confidence(self) -> np.ndarray:
+        """(n,) confidence of the committed token at its commit step."""
+        cs = self.commit_step
+        conf = self.confidence
+        return np.array([conf[s, j] if s >= 0 else np.nan for j, s in enumerate(cs)], dtype=np.float32)
+
+    def block_edges(self) -> list[int]:
+        """Column indices where a new block starts (block boundaries to draw)."""
+        B = int(self.trace.meta["block_size"])
+        return [p - self.P for p in range(((self.P // B) + 1) * B, self.end, B)] if B > 1 else []

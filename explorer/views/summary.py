@@ -1,0 +1,25 @@
+"""Summary cards: NFE, TPF, tokens/s, steps, and correctness when the prompt's answer is known."""
+
+from __future__ import annotations
+
+import html
+
+
+def card(label: str, value: str, hint: str = "") -> str:
+    return (f"<div class='um-card' title='{html.escape(hint)}'><div class='um-card-v'>{html.escape(value)}</div>"
+            f"<div class='um-card-l'>{html.escape(label)}</div></div>")
+
+
+def render_summary(trace, correct: bool | None = None) -> str:
+    m = trace.meta
+    n = m["generated_tokens"]
+    wall = max(m["wall_s"], 1e-9)
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.get("nfe_by_kind", {}).items()))
+    cards = [card("NFE", str(trace.nfe), f"model forwards: {kinds}"),
+             card("TPF", f"{trace.tpf:.2f}", "generated tokens per forward"),
+             card("tokens/s", f"{n / wall:.1f}", f"{n} tokens in {wall:.3f}s"),
+             card("tokens", str(n), "generated, up to and including the stop token"),
+             card("decoder", m["decoder"], str(m.get("params", {})))]
+    if correct is not None:
+        cards.append(card("answer", "correct" if correct else "wrong", "exact match of the final answer"))
+    return "<div class='um-cards'>" + "".join(cards) + "</div>"

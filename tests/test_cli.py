@@ -1,0 +1,53 @@
+"""The CLI contract other tools depend on: JSON keys, exit codes, one-line errors without tracebacks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_generate_json(sdar_dir, tmp_path):
+    out = cli("generate", "--prompt", "Ann has 3 apples. She buys 5 more. How many apples does she have now?",
+              "--model", str(sdar_dir), "--decoder", "threshold", "--tau", "0.8", "--block-size", "4",
+              "--gen-length", "16", "--json", "--trace-out", str(tmp_path / "t.npz"))
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    for key in ("text", "token_ids", "nfe", "steps", "generated_tokens", "wall_s", "decoder", "params"):
+        assert key in d
+    assert d["decoder"] == "threshold" and d["params"]["tau"] == 0.8 and d["params"]["block_size"] == 4
+    assert 1 <= len(d["token_ids"]) <= 16 and d["nfe"] >= 1
+    assert (tmp_path / "t.npz").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["generate", "--prompt", "x", "--decoder", "nope"], "unknown decoder"),
+    (["generate", "--prompt", "x", "--tau", "2"], "tau"),
+    (["generate", "--prompt", "x", "--block-size", "0"], "block_size"),
+    (["generate", "--prompt", "   "], "empty"),
+    (["generate", "--prompt", "x", "--model", "/no/such/dir"], "unknown model"),
+    (["generate", "--prompt", "x", "--bogus"], "unrecognized"),
+    (["bench", "--n", "2", "--decoder", "threshold:nope=1"], "unknown parameter"),
+])
+def test_bad_arguments_fail_with_one_line(args, needle, sdar_dir):
+    if "--model" not in args:
+        args = args + ["--model", str(sdar_dir)]
+    out = cli(*args)
+    assert out.returncode != 0
+    assert needle in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_bench_json(sdar_dir):
+    out = cli("bench", "--model", str(sdar_dir), "--n", "2", "--decoder", "ar",
+              "--decoder", "threshold:tau=0.9,block_size=8", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["decoder"] for r in rows] == ["ar", "threshold"]
+    for r in rows:
+        assert {"accuracy", "nfe", "tpf", "tokens_per_s", "decoder", "params", "speedup"} <= set(r)
+    assert rows[0]["speedup"] == 1.0 and rows[0]["tpf"] == pytest.approx(1.0)

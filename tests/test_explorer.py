@@ -1,0 +1,59 @@
+"""Every view renders from a saved trace with no model (the explorer never touches torch)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from engine.decoders import build_decoder
+from engine.loop import Generation
+from engine.trace import Trace
+from explorer.grid import MASKED, NEW, Grid
+from explorer.views import heatmaps
+from explorer.views.summary import render_summary
+from explorer.views.text import render_text
+
+
+@pytest.fixture(scope="module")
+def saved_trace(adapter, tmp_path_factory):
+    tr = Generation(adapter, "Kate has 40 shells . She loses 8 of them . How many shells does she have now ?",
+                    build_decoder("threshold", tau=0.7, block_size=4, gen_length=16, stop_at_eos=False)).run()
+    path = tmp_path_factory.mktemp("tr") / "trace.npz"
+    tr.save(path)
+    return Trace.load(path)
+
+
+def test_grid_matches_trace(saved_trace):
+    g = Grid(saved_trace)
+    assert g.state.shape == (len(saved_trace.records), g.end - g.P)
+    final = np.array(saved_trace.meta["final_tokens"][g.P:g.end])
+    assert np.array_equal(g.tokens[-1], final)
+    assert (g.state[-1] != MASKED).all()
+    # every position is committed exactly once, and NEW marks exactly the committed cells
+    assert (g.committed.sum(0) == 1).all()
+    assert np.array_equal(g.state == NEW, g.committed)
+    assert g.block_edges() == [p - g.P for p in range((g.P // 4 + 1) * 4, g.end, 4)]
+
+
+def test_views_render(saved_trace):
+    g = Grid(saved_trace)
+    html_last = render_text(saved_trace, None, g)
+    html_first = render_text(saved_trace, 0, g)
+    assert html_last.count("um-mask") == 0 and html_first.count("um-mask") > 0
+    assert f"step 1 / {g.n_steps}" in html_first
+    fig = heatmaps.mask_state(saved_trace, 2, g)
+    assert fig.data[0].z.shape == g.state.shape
+    assert any(s.y0 == 2 for s in fig.layout.shapes)                 # step cursor
+    assert sum(1 for s in fig.layout.shapes if s.x0 == s.x1) == len(g.block_edges())
+    conf = heatmaps.confidence(saved_trace, None, g)
+    z = np.array(conf.data[0].z, dtype=float)
+    assert np.nanmax(z) <= 1 and np.isnan(z).any()
+    assert "TPF" in render_summary(saved_trace, True) and "correct" in render_summary(saved_trace, True)
+
+
+def test_explorer_does_not_import_torch():
+    code = ("import sys; import explorer.layout, explorer.views.heatmaps, explorer.views.text, explorer.grid; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
