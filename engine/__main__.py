@@ -10,6 +10,11 @@ from engine.loop import ConfigError
 from engine.model import ModelLoadError
 
 
+DECODER_FLAGS = ("block_size", "steps", "tau", "gen_length", "temperature", "top_k", "top_p", "seed", "rule",
+                 "remasking", "preset", "router", "estimator", "beta", "cost", "score_type", "tau_span", "tau_score",
+                 "tau_on", "tau_off", "acceptance", "draft_ver", "cache_ver")
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump: scripts read stderr
         print(f"error: {message}", file=sys.stderr)
@@ -25,15 +30,10 @@ def _cmd_generate(args) -> None:
         raise ConfigError("the prompt is empty")
     if len(args.prompt) > 4000:
         raise ConfigError(f"the prompt is {len(args.prompt)} characters; at most 4000")
-    params = dict(block_size=args.block_size, steps=args.steps, tau=args.tau, gen_length=args.gen_length,
-                  temperature=args.temperature, seed=args.seed, use_cache=not args.no_cache)
-    if args.decoder == "ar":
-        params.pop("block_size"), params.pop("steps"), params.pop("tau")
-    elif args.decoder == "llada":
-        params.pop("tau")
-    elif args.decoder == "threshold":
-        params.pop("steps") if args.steps is None else None
-    policy = build_decoder(args.decoder, **{k: v for k, v in params.items() if v is not None})
+    params = {k: v for k, v in vars(args).items() if k in DECODER_FLAGS and v is not None}
+    if args.no_cache:
+        params["use_cache"] = False
+    policy = build_decoder(args.decoder, **params)
     adapter = load_model(args.model, device=args.device)
     tr = Generation(adapter, args.prompt, policy).run()
     if args.trace_out:
@@ -42,6 +42,8 @@ def _cmd_generate(args) -> None:
     out = dict(text=m["text"], token_ids=m["token_ids"], nfe=m["nfe"], steps=len(tr.records),
                generated_tokens=m["generated_tokens"], wall_s=round(m["wall_s"], 4), decoder=m["decoder"],
                params=m["params"], tpf=round(tr.tpf, 4), nfe_by_kind=m["nfe_by_kind"], model=m["model"])
+    if args.decoder == "s2d2":
+        out.update(verify_forwards=m["verify_forwards"], accepted_tokens=m["accepted_tokens"])
     if args.json:
         print(json.dumps(out))
     else:
@@ -76,9 +78,27 @@ def main(argv=None) -> int:
     g.add_argument("--block-size", type=int)
     g.add_argument("--steps", type=int)
     g.add_argument("--tau", type=float)
-    g.add_argument("--gen-length", type=int, default=64)
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--gen-length", type=int)
+    g.add_argument("--temperature", type=float)
+    g.add_argument("--top-k", type=int)
+    g.add_argument("--top-p", type=float)
+    g.add_argument("--seed", type=int)
+    g.add_argument("--rule", help="threshold: fastdllm | sdar")
+    g.add_argument("--remasking", help="llada: low_confidence | random")
+    s2 = g.add_argument_group("s2d2")
+    s2.add_argument("--preset", help="sdar-a | sdar-b | quality | speed")
+    s2.add_argument("--router", help="always | never | span | score | hysteresis | ucb")
+    s2.add_argument("--estimator", help="entropy | margin | hard_entropy | confidence | linear_margin | renyi2")
+    s2.add_argument("--beta", type=float)
+    s2.add_argument("--cost", type=float)
+    s2.add_argument("--score-type", help="static | dynamic")
+    s2.add_argument("--tau-span", type=int)
+    s2.add_argument("--tau-score", type=float)
+    s2.add_argument("--tau-on", type=float)
+    s2.add_argument("--tau-off", type=float)
+    s2.add_argument("--acceptance", help="stochastic | greedy")
+    s2.add_argument("--draft-ver", action="store_const", const=True, help="partial-causal drafting mask")
+    s2.add_argument("--cache-ver", action="store_const", const=True, help="AR-like (token-causal) committed K/V")
     g.add_argument("--no-cache", action="store_true", help="recompute the prefix every forward (exactness check)")
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")

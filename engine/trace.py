@@ -94,7 +94,8 @@ class Trace:
             chunks = []
             for r in self.records:
                 v = getattr(r, name) if not name.startswith("x.") else r.extra.get(name[2:])
-                chunks.append(np.asarray(v) if v is not None else None)
+                # extras are stored flat (shapes go to JSON), so their trailing dims may differ step to step
+                chunks.append(None if v is None else np.asarray(v).ravel() if name.startswith("x.") else np.asarray(v))
             like = next((c for c in chunks if c is not None), np.zeros(0))
             chunks = [c if c is not None else np.zeros((0,) + like.shape[1:], like.dtype) for c in chunks]
             arrays[name] = np.concatenate(chunks, 0) if chunks else like
@@ -102,6 +103,7 @@ class Trace:
         for r in self.records:
             d = {k: getattr(r, k) for k in SCALAR_FIELDS}
             d["extra"] = {k: v for k, v in r.extra.items() if not isinstance(v, np.ndarray)}
+            d["shapes"] = {k: list(v.shape) for k, v in r.extra.items() if isinstance(v, np.ndarray)}
             per_step.append(d)
         meta = dict(self.meta, format=TRACE_FORMAT, steps=per_step)
         arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
@@ -124,7 +126,9 @@ class Trace:
         records = []
         for i, s in enumerate(steps):
             extra = dict(s["extra"])
-            extra.update({k[2:]: v[i] for k, v in cols.items() if k.startswith("x.") and len(v[i])})
+            shapes = s.get("shapes", {})
+            extra.update({k[2:]: v[i].reshape(shapes[k[2:]]) for k, v in cols.items()
+                          if k.startswith("x.") and k[2:] in shapes})
             records.append(StepRecord(block=s["block"], step_in_block=s["step_in_block"], kind=s["kind"],
                                       nfe=s["nfe"], wall_ms=s["wall_ms"], extra=extra,
                                       **{f: cols[f][i] for f in ARRAY_FIELDS}))

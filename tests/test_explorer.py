@@ -57,3 +57,38 @@ def test_explorer_does_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def s2d2_trace(adapter, tmp_path_factory):
+    tr = Generation(adapter, "Paul has 15 cards . He buys 6 more cards . How many cards does he have now ?",
+                    build_decoder("s2d2", router="ucb", block_size=4, gen_length=16, stop_at_eos=False,
+                                  temperature=1.0, seed=3)).run()
+    path = tmp_path_factory.mktemp("s2") / "trace.npz"
+    tr.save(path)
+    return Trace.load(path)
+
+
+def test_s2d2_views_render_from_saved_trace(s2d2_trace):
+    from explorer.views.attention import attention_mask
+    from explorer.views.router import router_timeline
+    from explorer.views.verifier import ACCEPTED, FALLBACK, NONE, RESAMPLED, verifier_grid, verifier_map
+
+    g = Grid(s2d2_trace)
+    code, p, q, ratio, draft = verifier_grid(s2d2_trace, g)
+    verify_rows = [s for s, r in enumerate(s2d2_trace.records) if r.kind == "verify"]
+    assert verify_rows, "UCB explores verify at least once"
+    # every committed cell in a verify row is accepted, resampled or a fallback commit
+    for s in verify_rows:
+        assert set(np.unique(code[s][g.committed[s]])) <= {ACCEPTED, RESAMPLED, FALLBACK}
+        assert (~np.isnan(ratio[s][code[s] == ACCEPTED])).all()
+    assert (code[~g.committed] != ACCEPTED).all() and (code[g.committed] != NONE).all()
+    assert verifier_map(s2d2_trace, 1, g).data[0].z.shape == code.shape
+    rt = router_timeline(s2d2_trace, 2)
+    n_drafts = sum(r.kind == "draft" for r in s2d2_trace.records)
+    assert len(rt.data[0].x) == n_drafts
+    am = attention_mask(s2d2_trace, verify_rows[0])
+    z = np.array(am.data[0].z)
+    L = len(s2d2_trace.records[verify_rows[0]].positions)
+    assert z.shape == (2 * L, 2 * L) and z[L:, L:].tolist() == np.eye(L, dtype=int).tolist()
+    assert "verify" in am.layout.title.text

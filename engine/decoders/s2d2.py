@@ -126,6 +126,7 @@ class S2D2Policy(Policy):
                 f = int(masked.nonzero()[0, 0])
                 block_mask = masks.partial_causal_draft(0, ctx.L, f)
             logits, st = ctx.draft(block_mask)
+            draft_mask = (block_mask if block_mask is not None else torch.ones(ctx.L, ctx.L, dtype=torch.bool))
             p = self._transform(r, logits)                                   # (L, V)
             # span + estimate
             span = first_span(masked)
@@ -145,9 +146,9 @@ class S2D2Policy(Policy):
             if not verify:
                 done = self._fallback(ctx, st, quota, 0)
                 self.router.update(False, done)
-                yield ctx.emit("draft", st, router=router_rec, verified=False)
+                yield ctx.emit("draft", st, router=router_rec, verified=False, attn_mask=draft_mask.numpy())
                 continue
-            yield ctx.emit("draft", st, router=router_rec, verified=True)
+            yield ctx.emit("draft", st, router=router_rec, verified=True, attn_mask=draft_mask.numpy())
             # verify + accept
             draft_tok = st.candidate.clone()
             filled = torch.where(masked, draft_tok, ctx.tokens)
@@ -175,7 +176,7 @@ class S2D2Policy(Policy):
             ratio[span[:n_seen].numpy()], pd[span[:n_seen].numpy()], qd[span[:n_seen].numpy()] = \
                 v.ratios, v.p_draft, v.q_draft
             qst = q.max(-1)
-            yield ctx.emit("verify", None, verdict=verdict, ratio=ratio, p_draft=pd, q_draft=qd,
+            yield ctx.emit("verify", None, verdict=verdict, attn_mask=masks.verifier_2l(0, ctx.L).numpy(), ratio=ratio, p_draft=pd, q_draft=qd,
                            draft_tokens=draft_tok.numpy().astype(np.int32), q_top=qst.indices.numpy().astype(np.int32),
                            accepted=v.accepted, rejected_at=(int(ctx.lo + span[v.rejected_at])
                                                              if v.rejected_at is not None else None),

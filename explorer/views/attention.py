@@ -1,0 +1,51 @@
+"""The attention mask a forward used, drawn as a matrix (rows = queries, columns = keys, dark = may attend).
+
+How to read: for an S2D2 verify forward the 2L mask has four quadrants: top-left the draft-filled block under a
+token-causal mask, bottom-left each [MASK] query seeing only the drafts before it, bottom-right the identity.
+The verified span is outlined. Every query also sees the whole cache (not drawn). Draft forwards show the block
+pattern (all ones, or partial-causal with draft_ver).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+
+def nearest_masked_record(trace, step: int | None):
+    s = len(trace.records) - 1 if step is None else step
+    for i in range(min(s, len(trace.records) - 1), -1, -1):
+        if "attn_mask" in trace.records[i].extra:
+            return i
+    return None
+
+
+def attention_mask(trace, step: int | None = None) -> go.Figure:
+    i = nearest_masked_record(trace, step)
+    fig = go.Figure()
+    if i is None:
+        fig.add_annotation(text="this decoder records no per-step masks", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+        return fig.update_layout(height=260, template="plotly_white")
+    r = trace.records[i]
+    m = np.asarray(r.extra["attn_mask"]).astype(int)
+    lo = int(r.positions[0])
+    L = len(r.positions)
+    if r.kind == "verify":
+        labels = [f"y{lo + k}" for k in range(L)] + [f"M{lo + k}" for k in range(L)]
+    else:
+        labels = [f"{lo + k}" for k in range(m.shape[0])]
+    fig.add_trace(go.Heatmap(z=m, x=labels, y=labels[:m.shape[0]], colorscale=[[0, "#f7f7f7"], [1, "#08519c"]],
+                             showscale=False, xgap=1, ygap=1,
+                             hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>"))
+    span = r.extra.get("span")
+    if r.kind == "verify" and span:
+        a, n = span[0] - lo, span[1]
+        for off in (0, L):  # outline the span in both halves
+            fig.add_shape(type="rect", x0=a - 0.5 + off, x1=a + n - 0.5 + off, y0=a - 0.5 + L, y1=a + n - 0.5 + L,
+                          line=dict(color="crimson", width=2))
+    fig.update_layout(height=420, template="plotly_white", yaxis=dict(autorange="reversed"),
+                      margin=dict(l=50, r=10, t=36, b=30),
+                      title=dict(text=f"attention mask of step {i} ({r.kind}, block {r.block})", x=0.01,
+                                 font=dict(size=14)))
+    return fig

@@ -1,0 +1,67 @@
+"""S2D2 router timeline: per draft step, the score against its threshold(s) and the verify/skip decision.
+
+How to read: the line is the router's score s = K̂ − c (static) or K̂ − c·N_hi (dynamic); dashed lines are the
+thresholds (τ_score, or τ_on / τ_off for hysteresis). Filled markers = verify, hollow = skip. The bars below show
+the first masked span |C_t|, N_hi (tokens the threshold rule would take anyway) and K̂ (expected accepted tokens).
+For UCB the lower panel also shows each arm's upper confidence bound in the step's context bucket.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+
+def router_rows(trace) -> list[tuple[int, dict]]:
+    return [(s, r.extra["router"]) for s, r in enumerate(trace.records) if r.kind == "draft" and "router" in r.extra]
+
+
+def router_timeline(trace, step: int | None = None) -> go.Figure:
+    rows = router_rows(trace)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+    if not rows:
+        fig.add_annotation(text="no router decisions in this trace (not an S2D2 run)", showarrow=False,
+                           x=0.5, y=0.5, xref="paper", yref="paper")
+        return fig.update_layout(height=260, template="plotly_white")
+    x = np.array([s for s, _ in rows])
+    score = np.array([d["score"] if d["score"] is not None and math.isfinite(d["score"]) else np.nan
+                      for _, d in rows])
+    decision = np.array([d["decision"] for _, d in rows])
+    fig.add_trace(go.Scatter(x=x, y=score, mode="lines", name="score s", line=dict(color="#555")), 1, 1)
+    for flag, sym, name in ((True, "circle", "verify"), (False, "circle-open", "skip")):
+        sel = decision == flag
+        fig.add_trace(go.Scatter(x=x[sel], y=score[sel], mode="markers", name=name,
+                                 marker=dict(symbol=sym, size=9, color="#31a354" if flag else "#de2d26"),
+                                 customdata=np.array([[d["span"][1] if d["span"] else 0, d["n_hi"], d["k_hat"]]
+                                                      for _, d in rows])[sel] if sel.any() else None,
+                                 hovertemplate="step %{x}<br>s=%{y:.3f}<br>|C|=%{customdata[0]} "
+                                               "N_hi=%{customdata[1]} K̂=%{customdata[2]:.2f}<extra>" + name +
+                                               "</extra>"), 1, 1)
+    first = rows[0][1]
+    for key, colour in (("tau_score", "#3182bd"), ("tau_on", "#31a354"), ("tau_off", "#de2d26")):
+        if key in first:
+            fig.add_hline(y=first[key], line=dict(dash="dash", color=colour), annotation_text=key, row=1, col=1)
+    if "state_before" in first:
+        on = np.array([d["decision"] for _, d in rows], float)
+        fig.add_trace(go.Scatter(x=x, y=on, mode="lines", line=dict(shape="hv", color="#fd8d3c"),
+                                 name="hysteresis on", yaxis="y2", visible="legendonly"), 1, 1)
+    span = [d["span"][1] if d["span"] else 0 for _, d in rows]
+    fig.add_trace(go.Bar(x=x, y=span, name="|C_t| span", marker_color="#9ecae1"), 2, 1)
+    fig.add_trace(go.Bar(x=x, y=[d["n_hi"] for _, d in rows], name="N_hi", marker_color="#fdae6b"), 2, 1)
+    fig.add_trace(go.Scatter(x=x, y=[d["k_hat"] for _, d in rows], name="K̂", mode="lines+markers",
+                             line=dict(color="#756bb1")), 2, 1)
+    if "ucb" in first:
+        for arm, colour in ((0, "#de2d26"), (1, "#31a354")):
+            fig.add_trace(go.Scatter(x=x, y=[d["ucb"][arm] for _, d in rows], mode="markers",
+                                     name=f"UCB {'skip' if arm == 0 else 'verify'}",
+                                     marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="crimson", width=2))
+    fig.update_layout(height=420, template="plotly_white", barmode="group", margin=dict(l=50, r=10, t=36, b=30),
+                      title=dict(text=f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})",
+                                 x=0.01, font=dict(size=14)), legend=dict(orientation="h", y=-0.12))
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    return fig
