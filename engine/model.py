@@ -95,6 +95,7 @@ class ModelAdapter:
     device: torch.device
     dtype: torch.dtype
     prompt_template: str | None = None   # "Q : {} A :" for the embedded task models
+    path: Path | None = None             # the model directory (decoders read fitted side files from it)
     info: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -179,4 +180,4 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
     return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=model_type, mask_token_id=int(mask_id),
                         logit_shift=fam.logit_shift, attention=fam.attention, block_size=raw.get("block_size"),
                         stop_ids=stop_ids, attn_impl=attn_impl, device=dev, dtype=dtype,
-                        prompt_template="Q : {} A :" if meta.get("task") == "arith" else None, info=meta)
+                        prompt_template="Q : {} A :" if meta.get("task") == "arith" else None, info=meta, path=path)

@@ -8,9 +8,10 @@ from engine.decoders.ar import ARPolicy
 from engine.decoders.llada import LLaDAPolicy
 from engine.decoders.s2d2 import S2D2Policy
 from engine.decoders.threshold import ThresholdPolicy
+from engine.decoders.tspd import TSPDPolicy
 from engine.loop import ConfigError, Policy
 
-DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy)}
+DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy, TSPDPolicy)}
 
 
 def _coerce(field: dataclasses.Field, raw):
