@@ -14,9 +14,12 @@ from engine.tasks.arith import extract_answer  # pure-python task code, no torch
 from explorer.grid import Grid
 from explorer.views import heatmaps
 from explorer.views.attention import attention_mask
+from explorer.views.ce_maps import ce_maps
+from explorer.views.reasons import reason_map
 from explorer.views.router import router_timeline
 from explorer.views.summary import render_summary
 from explorer.views.text import render_text
+from explorer.views.trajectory import trajectories
 from explorer.views.verifier import verifier_map
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
@@ -27,6 +30,9 @@ DECODERS = {
     "ar": "**Autoregressive**: the same model with block size 1, one token per forward.",
     "s2d2": "**S2D2** self-speculation: the block-diffusion draft is checked by the same model in AR mode (one "
             "extra forward, the 2L mask) when the router judges it worth the cost c.",
+    "tspd": "**TSPD + CE** — *our reconstruction (PROPOSED): the paper's method section was not available.* A small "
+            "controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits early "
+            "when the forecast's lower bound clears τ; oscillating tokens are held back.",
 }
 S2D2_PRESETS = {
     "": {},
@@ -37,6 +43,7 @@ S2D2_PRESETS = {
     "quality": dict(block=4, router="span", tau_span=2, beta=0.7),
     "speed": dict(block=16, router="hysteresis", tau_on=1.0, tau_off=-2.0),
 }
+TSPD_KEYS = ("controller", "ce", "kappa", "h_max", "tau_s")
 S2D2_KEYS = ("router", "estimator", "beta", "cost", "score_type", "tau_span", "tau_score", "tau_on", "tau_off",
              "acceptance", "draft_ver", "cache_ver")
 
@@ -50,16 +57,22 @@ def decoder_params(decoder: str, c: dict) -> dict:
         return dict(common, block_size=int(c["block"]), steps=int(c["steps"]))
     if decoder == "s2d2":
         return dict(common, block_size=int(c["block"]), tau=float(c["tau"]), **{k: c[k] for k in S2D2_KEYS})
+    if decoder == "tspd":
+        return dict(common, block_size=int(c["block"]), tau=min(float(c["tau"]), 0.99),
+                    **{k: c[k] for k in TSPD_KEYS})
     return dict(common, block_size=int(c["block"]), tau=float(c["tau"]))
 
 
-def render_all(trace, step: int | None, answers: dict):
+def render_all(trace, step: int | None, answers: dict, selected: int | None = None):
     g = Grid(trace)
     key = trace.meta.get("prompt", "").strip()
     correct = extract_answer(trace.meta["text"]) == answers[key] if key in answers else None
-    return (render_summary(trace, correct), render_text(trace, step, g),
-            heatmaps.mask_state(trace, step, g), heatmaps.confidence(trace, step, g),
-            verifier_map(trace, step, g), router_timeline(trace, step), attention_mask(trace, step))
+    chosen = [selected] if selected is not None else None
+    return (render_summary(trace, correct), render_text(trace, step, g, selected),
+            heatmaps.mask_state(trace, step, g, selected), heatmaps.confidence(trace, step, g, selected),
+            reason_map(trace, step, g, selected),
+            verifier_map(trace, step, g, selected), router_timeline(trace, step), attention_mask(trace, step),
+            trajectories(trace, step, chosen, g), ce_maps(trace, step, g))
 
 
 def build_demo(service, examples: list[tuple[str, int]]) -> gr.Blocks:
@@ -97,6 +110,13 @@ def build_demo(service, examples: list[tuple[str, int]]) -> gr.Blocks:
                     c["acceptance"] = gr.Radio(["stochastic", "greedy"], value="stochastic", label="Acceptance")
                     c["draft_ver"] = gr.Checkbox(False, label="partial-causal drafting (draft_ver)")
                     c["cache_ver"] = gr.Checkbox(False, label="AR-like caching (cache_ver)")
+                with gr.Accordion("TSPD + CE (proposed reconstruction)", open=False) as tspd_box:
+                    c["controller"] = gr.Radio(["mlp", "heuristic"], value="mlp", label="Controller")
+                    c["ce"] = gr.Checkbox(True, label="Confidence extrapolation (look-ahead)")
+                    c["kappa"] = gr.Slider(0.0, 4.0, value=1.64, step=0.01, label="κ (LCB width, in σ)")
+                    c["h_max"] = gr.Slider(0, 8, value=4, step=1, label="h_max (longest horizon)")
+                    c["tau_s"] = gr.Slider(0.0, 0.99, value=0.0, step=0.01,
+                                           label="controller threshold τ_s (0 = calibrated)")
                 with gr.Accordion("Sampling", open=False):
                     c["temperature"] = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
                     c["seed"] = gr.Number(value=0, precision=0, label="Seed")
@@ -104,42 +124,55 @@ def build_demo(service, examples: list[tuple[str, int]]) -> gr.Blocks:
             with gr.Column(scale=2):
                 summary = gr.HTML(elem_id="summary")
                 text = gr.HTML(elem_id="text")
-                step = gr.Slider(1, 2, value=1, step=1, label="Step (scrub a finished run)", elem_id="step")
+                with gr.Row():
+                    step = gr.Slider(1, 2, value=1, step=1, label="Step (scrub a finished run)", elem_id="step",
+                                     scale=4)
+                    position = gr.Dropdown([], value=None, label="Position", elem_id="position", scale=1,
+                                           allow_custom_value=False)
                 with gr.Tabs():
                     with gr.Tab("Decode"):
                         mask_fig = gr.Plot(label="Mask state", elem_id="mask-plot")
                         conf_fig = gr.Plot(label="Confidence", elem_id="conf-plot")
+                        reason_fig = gr.Plot(label="Commit reasons", elem_id="reason-plot")
                     with gr.Tab("S2D2"):
                         ver_fig = gr.Plot(label="Verifier map", elem_id="verifier-plot")
                         router_fig = gr.Plot(label="Router timeline", elem_id="router-plot")
                         attn_fig = gr.Plot(label="Attention mask of the step", elem_id="attn-plot")
+                    with gr.Tab("TSPD + CE"):
+                        gr.Markdown("*PROPOSED: our reconstruction of TSPD + CE; the paper's method section was "
+                                    "not available.*")
+                        traj_fig = gr.Plot(label="Trajectories and forecast fan", elem_id="traj-plot")
+                        ce_fig = gr.Plot(label="Forecast LCB, horizon, class", elem_id="ce-plot")
         keys = list(c)
-        views = [summary, text, mask_fig, conf_fig, ver_fig, router_fig, attn_fig]
+        views = [summary, text, mask_fig, conf_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig]
 
         def on_run(prompt_v, decoder_v, *values):
             params = decoder_params(decoder_v, dict(zip(keys, values)))
             try:
                 for tr in service.stream(prompt_v, decoder_v, params):
                     n = max(1, len(tr.records))
-                    yield (*render_all(tr, None, answers), tr, gr.update(maximum=max(2, n), value=n))
+                    g = Grid(tr)
+                    yield (*render_all(tr, None, answers), tr, gr.update(maximum=max(2, n), value=n),
+                           gr.update(choices=[int(p) for p in g.positions], value=None))
             except ValueError as e:  # UserError and ConfigError: shown to this user, the server goes on
                 raise gr.Error(str(e)) from None
 
-        def on_step(tr, s):
+        def on_step(tr, s, pos):
             if tr is None:
                 return tuple(gr.skip() for _ in views)
-            return render_all(tr, int(s) - 1, answers)
+            return render_all(tr, int(s) - 1, answers, int(pos) if pos is not None else None)
 
         def on_preset(name):
             vals = S2D2_PRESETS.get(name, {})
             return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
 
-        decoder.change(lambda d: (DECODERS.get(d, ""), gr.update(open=d == "s2d2")), decoder,
-                       [decoder_info, s2d2_box])
+        decoder.change(lambda d: (DECODERS.get(d, ""), gr.update(open=d == "s2d2"), gr.update(open=d == "tspd")),
+                       decoder, [decoder_info, s2d2_box, tspd_box])
         preset.change(on_preset, preset, [c[k] for k in keys])
-        run.click(on_run, [prompt, decoder, *[c[k] for k in keys]], [*views, trace_state, step],
+        run.click(on_run, [prompt, decoder, *[c[k] for k in keys]], [*views, trace_state, step, position],
                   concurrency_id="model", concurrency_limit=1)
-        step.change(on_step, [trace_state, step], views, show_progress="hidden")
+        step.change(on_step, [trace_state, step, position], views, show_progress="hidden")
+        position.change(on_step, [trace_state, step, position], views, show_progress="hidden")
     return demo
 
 

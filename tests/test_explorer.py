@@ -92,3 +92,22 @@ def test_s2d2_views_render_from_saved_trace(s2d2_trace):
     L = len(s2d2_trace.records[verify_rows[0]].positions)
     assert z.shape == (2 * L, 2 * L) and z[L:, L:].tolist() == np.eye(L, dtype=int).tolist()
     assert "verify" in am.layout.title.text
+
+
+def test_tspd_and_reason_views(adapter):
+    from explorer.views.ce_maps import ce_maps
+    from explorer.views.reasons import reason_map
+    from explorer.views.trajectory import default_positions, trajectories
+
+    tr = Generation(adapter, "Noah has 50 coins . He loses 20 of them . How many coins are there now ?",
+                    build_decoder("tspd", controller="heuristic", block_size=8, gen_length=16)).run()
+    tr = Trace.from_bytes(tr.to_bytes())
+    g = Grid(tr)
+    rm = reason_map(tr, 1, g)
+    assert sum(len(d.x) for d in rm.data) == int(g.committed.sum())
+    pos = default_positions(tr, g, 0)
+    fig = trajectories(tr, 0, pos[:1], g)
+    assert fig.data[0].name == f"pos {pos[0]}"
+    assert any(d.fill == "toself" for d in fig.data) or np.isnan(tr.records[0].extra["forecast_mean"]).all()
+    cm = ce_maps(tr, 0, g)
+    assert cm.data[0].z.shape == g.state.shape and len(cm.data) == 3

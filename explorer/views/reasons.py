@@ -1,0 +1,38 @@
+"""Commit-reason map: which rule committed each token, and when (step x position), for any decoder.
+
+How to read: each coloured cell is a commit; the colour names the rule (threshold, forced argmax, LLaDA quota,
+S2D2 accept/resample/fallback, TSPD controller, CE look-ahead, stabilised, forced progress).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.grid import Grid
+from explorer.views.heatmaps import _decorate
+
+# Reason codes as in engine.trace.Reason (kept as plain ints: the explorer does not import torch-side modules)
+REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax", "#9ecae1"),
+           4: ("LLaDA quota", "#6baed6"), 5: ("S2D2 accept", "#31a354"), 6: ("S2D2 resample", "#de2d26"),
+           7: ("S2D2 fallback", "#08519c"), 8: ("TSPD controller", "#756bb1"), 9: ("CE look-ahead", "#e6550d"),
+           10: ("stabilised", "#fdae6b"), 11: ("forced progress", "#bcbddc")}
+
+
+def reason_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
+    g = grid or Grid(trace)
+    fig = go.Figure()
+    cells = np.argwhere(g.reason > 0)
+    for code, (name, colour) in REASONS.items():
+        sel = cells[g.reason[cells[:, 0], cells[:, 1]] == code] if len(cells) else cells
+        if len(sel) == 0:
+            continue
+        toks = [trace.token_str(int(g.tokens[s, j])) for s, j in sel]
+        fig.add_trace(go.Scatter(x=g.positions[sel[:, 1]], y=sel[:, 0], mode="markers", name=name, text=toks,
+                                 marker=dict(symbol="square", size=9, color=colour),
+                                 hovertemplate="pos %{x} · step %{y}<br>%{text}<extra>" + name + "</extra>"))
+    fig.update_layout(legend=dict(orientation="h", y=-0.2), xaxis=dict(range=[g.P - 0.5, g.end - 0.5]),
+                      yaxis=dict(range=[g.n_steps - 0.5, -0.5]))
+    fig = _decorate(fig, g, step, "commit reasons (one square per committed token)", selected)
+    fig.update_yaxes(autorange=False, range=[g.n_steps - 0.5, -0.5])
+    return fig

@@ -1,0 +1,76 @@
+"""Per-token confidence trajectories with the Kalman forecast fan (TSPD + CE, PROPOSED reconstruction).
+
+How to read: each line is one position's top-1 confidence while it was masked, step by step. At the chosen step
+the fan shows CE's forecast of that position's confidence over the horizon: the mean and the band ± κσ,
+mapped back from logits to probabilities. The dashed line is τ: CE commits early when the band's lower edge
+clears it at the position's horizon.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.grid import Grid
+
+
+def _sigmoid(z):
+    return 1 / (1 + np.exp(-np.asarray(z, dtype=float)))
+
+
+def default_positions(trace, g: Grid, step: int | None, k: int = 4) -> list[int]:
+    """The k positions of the current block that stayed masked longest (the interesting ones)."""
+    s = g.n_steps - 1 if step is None else step
+    r = trace.records[s]
+    cols = [int(p) - g.P for p in r.positions if g.P <= p < g.end]
+    masked_steps = sorted(cols, key=lambda j: -np.sum(~np.isnan(g.confidence[:, j])))
+    return [g.P + j for j in masked_steps[:k]]
+
+
+def trajectories(trace, step: int | None = None, positions: list[int] | None = None,
+                 grid: Grid | None = None) -> go.Figure:
+    g = grid or Grid(trace)
+    s = g.n_steps - 1 if step is None else int(step)
+    positions = positions or default_positions(trace, g, s)
+    fig = go.Figure()
+    tau = float(trace.meta.get("params", {}).get("tau", 0.9))
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    for n, pos in enumerate(positions):
+        j = pos - g.P
+        if not 0 <= j < g.end - g.P:
+            continue
+        colour = palette[n % len(palette)]
+        y = g.confidence[:, j]
+        steps = np.flatnonzero(~np.isnan(y))
+        fig.add_trace(go.Scatter(x=steps, y=y[steps], mode="lines+markers", name=f"pos {pos}",
+                                 line=dict(color=colour),
+                                 text=[trace.token_str(int(c)) for c in g.candidate[steps, j]],
+                                 hovertemplate="step %{x}: %{y:.3f} (%{text})<extra>pos " + str(pos) + "</extra>"))
+        rec = trace.records[s]
+        if "forecast_mean" in rec.extra and pos in rec.positions:
+            i = int(np.flatnonzero(rec.positions == pos)[0])
+            mean, std = rec.extra["forecast_mean"][i], rec.extra["forecast_std"][i]
+            if not np.isnan(mean).any():
+                kappa = float(rec.extra.get("kappa", 1.64))
+                hs = s + np.arange(1, len(mean) + 1)
+                fig.add_trace(go.Scatter(x=np.r_[hs, hs[::-1]], y=np.r_[_sigmoid(mean + kappa * std),
+                                                                       _sigmoid(mean - kappa * std)[::-1]],
+                                         fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0),
+                                         hoverinfo="skip", showlegend=False))
+                fig.add_trace(go.Scatter(x=np.r_[s, hs], y=np.r_[y[s] if not np.isnan(y[s]) else _sigmoid(mean[0]),
+                                                                 _sigmoid(mean)],
+                                         mode="lines", line=dict(color=colour, dash="dot"), showlegend=False,
+                                         hovertemplate="forecast step %{x}: %{y:.3f}<extra></extra>"))
+                h = int(rec.extra["horizon"][i])
+                if h >= 1:
+                    fig.add_trace(go.Scatter(x=[s + h], y=[_sigmoid(mean[h - 1] - kappa * std[h - 1])],
+                                             mode="markers", marker=dict(symbol="triangle-up", size=10, color=colour),
+                                             name=f"LCB @ horizon {h}", showlegend=False,
+                                             hovertemplate="LCB at horizon %{x}: %{y:.3f}<extra></extra>"))
+    fig.add_hline(y=tau, line=dict(dash="dash", color="#444"), annotation_text=f"τ = {tau:g}")
+    fig.add_vline(x=s, line=dict(color="crimson", width=1))
+    fig.update_layout(height=360, template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
+                      yaxis=dict(range=[0, 1.02], title="confidence"), xaxis_title="step",
+                      title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
+                                 font=dict(size=14)))
+    return fig
