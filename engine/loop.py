@@ -246,20 +246,25 @@ class Generation:
         self.stopped_at: int | None = None
 
     def steps(self) -> Iterator[StepRecord]:
+        """Records as they happen. ``wall_s`` and each record's ``wall_ms`` count only the engine's own time,
+        not the time a consumer (the app rendering figures) holds the generator between records."""
         r, B = self.runner, self.cfg.block_size
-        t0 = time.perf_counter()
+        clock = time.perf_counter()
         self.policy.start(r)
         first_lo = (r.P // B) * B
         if not self.cfg.fuse_commit and r.store(first_lo, "prefill"):
             rec = BlockContext(r, -1, first_lo, first_lo).emit("prefill", None)
             self.records.append(rec)
+            self.wall_s += time.perf_counter() - clock
             yield rec
+            clock = time.perf_counter()
         for index, lo in enumerate(range(first_lo, r.end, B)):
             ctx = BlockContext(r, index, lo, min(lo + B, r.end))
             for rec in self.policy.run_block(ctx):
                 self.records.append(rec)
-                self.wall_s = time.perf_counter() - t0
+                self.wall_s += time.perf_counter() - clock
                 yield rec
+                clock = ctx._t0 = time.perf_counter()
                 if self.cfg.stop_at_eos and r.finished_at() is not None:
                     break
             if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
@@ -268,8 +273,10 @@ class Generation:
             if not self.cfg.fuse_commit and ctx.hi < r.end and r.store(ctx.hi):
                 rec = ctx.emit("commit", None)
                 self.records.append(rec)
+                self.wall_s += time.perf_counter() - clock
                 yield rec
-        self.wall_s = time.perf_counter() - t0
+                clock = time.perf_counter()
+        self.wall_s += time.perf_counter() - clock
 
     def run(self) -> Trace:
         for _ in self.steps():
