@@ -10,6 +10,7 @@ No ``trust_remote_code`` anywhere: remote code is never executed.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import re
@@ -176,7 +177,10 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
         raise ModelLoadError(f"{path}: no mask_token_id in config.json or tokenizer")
     stop = raw.get("eos_token_id", tok.eos_token_id)
     stop_ids = tuple(stop) if isinstance(stop, list) else ((stop,) if stop is not None else ())
-    meta = raw.get("unmask") or {}
+    meta = dict(raw.get("unmask") or {})
+    weights = sorted(path.glob("*.safetensors"))
+    fingerprint = (path / "config.json").read_bytes() + b"".join(str(w.stat().st_size).encode() for w in weights)
+    meta["revision"] = hashlib.sha256(fingerprint).hexdigest()[:12]
     return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=model_type, mask_token_id=int(mask_id),
                         logit_shift=fam.logit_shift, attention=fam.attention, block_size=raw.get("block_size"),
                         stop_ids=stop_ids, attn_impl=attn_impl, device=dev, dtype=dtype,

@@ -41,6 +41,11 @@ class DecodeService:
                     raise UserError(str(e)) from None
             return self._models[key]
 
+    def model_id(self, name: str | None = None) -> str:
+        """Model name plus a revision fingerprint: part of every trace cache key."""
+        a = self.model(name)
+        return f"{a.name}@{a.info.get('revision', '?')}"
+
     def check_prompt(self, prompt: str | None) -> str:
         text = (prompt or "").strip()
         if not text:

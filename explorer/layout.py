@@ -11,7 +11,11 @@ from pathlib import Path
 import gradio as gr
 
 from engine.tasks.arith import extract_answer  # pure-python task code, no torch
+from engine import __version__ as ENGINE_VERSION
+from explorer.export import to_csv, to_json
 from explorer.grid import Grid
+from explorer.state import parse_query, to_query
+from explorer.store import canonical_key
 from explorer.views import heatmaps
 from explorer.views.attention import attention_mask
 from explorer.views.ce_maps import ce_maps
@@ -75,8 +79,12 @@ def render_all(trace, step: int | None, answers: dict, selected: int | None = No
             trajectories(trace, step, chosen, g), ce_maps(trace, step, g))
 
 
-def build_demo(service, examples: list[tuple[str, int]]) -> gr.Blocks:
+def build_demo(service, examples: list[tuple[str, int]], store=None, example_traces: dict | None = None,
+               export_dir: Path | None = None) -> gr.Blocks:
+    """service: stream()/check_prompt()/model_id(); store: a TraceStore or None; example_traces: decoder ->
+    pre-baked Trace shown on page load; export_dir: where export files are written (None: no export)."""
     answers = {p: a for p, a in examples}
+    example_traces = example_traces or {}
     with gr.Blocks(title="Unmask — see how diffusion LMs decode") as demo:
         gr.Markdown("# Unmask\nWatch a diffusion language model unmask its answer, forward by forward: which "
                     "positions are still masked, how confident each candidate is, and what each decoder commits.")
@@ -143,19 +151,55 @@ def build_demo(service, examples: list[tuple[str, int]]) -> gr.Blocks:
                                     "not available.*")
                         traj_fig = gr.Plot(label="Trajectories and forecast fan", elem_id="traj-plot")
                         ce_fig = gr.Plot(label="Forecast LCB, horizon, class", elem_id="ce-plot")
+        with gr.Row():
+            prev_btn = gr.Button("◀ prev", size="sm", elem_id="prev")
+            play_btn = gr.Button("▶ play / ❚❚ pause", size="sm", elem_id="play")
+            next_btn = gr.Button("next ▶", size="sm", elem_id="next")
+            link = gr.Textbox(label="Link to this run (query string)", interactive=False, buttons=["copy"],
+                              elem_id="link", scale=3)
+            export = gr.File(label="Export: JSON · CSV · npz", file_count="multiple", elem_id="export", scale=2)
+        timer = gr.Timer(0.5, active=False)
+        playing = gr.State(False)
         keys = list(c)
+        controls = [c[k] for k in keys]
         views = [summary, text, mask_fig, conf_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig]
 
+        def finished(tr, values: dict, prompt_v: str, decoder_v: str, step_v: int | None = None):
+            """Everything the page shows for a trace, plus the slider, positions, link and export files."""
+            n = max(1, len(tr.records))
+            s = n if step_v is None else min(max(1, step_v), n)
+            q = to_query(dict(values, prompt=prompt_v, decoder=decoder_v))
+            return (*render_all(tr, s - 1 if step_v is not None else None, answers), tr,
+                    gr.update(maximum=max(2, n), value=s),
+                    gr.update(choices=[int(p) for p in Grid(tr).positions], value=None), q,
+                    export_files(tr, export_dir) if export_dir else None)
+
         def on_run(prompt_v, decoder_v, *values):
-            params = decoder_params(decoder_v, dict(zip(keys, values)))
+            yield from decode(prompt_v, decoder_v, values, None)
+
+        def decode(prompt_v, decoder_v, values, step_v):
+            vals = dict(zip(keys, values))
+            params = decoder_params(decoder_v, vals)
+            key = None
             try:
-                for tr in service.stream(prompt_v, decoder_v, params):
-                    n = max(1, len(tr.records))
-                    g = Grid(tr)
-                    yield (*render_all(tr, None, answers), tr, gr.update(maximum=max(2, n), value=n),
-                           gr.update(choices=[int(p) for p in g.positions], value=None))
+                if store is not None:
+                    key = canonical_key(model=service.model_id(), prompt=service.check_prompt(prompt_v),
+                                        decoder=decoder_v, params=params, engine=ENGINE_VERSION)
+                    hit = store.get(key)
+                    if hit is not None:  # decoded before: explore at once, no model call
+                        yield finished(hit, vals, prompt_v, decoder_v, step_v)
+                        return
+                last = None
+                for last in service.stream(prompt_v, decoder_v, params):
+                    n = max(1, len(last.records))
+                    yield (*render_all(last, None, answers), last, gr.update(maximum=max(2, n), value=n),
+                           gr.skip(), gr.skip(), gr.skip())
             except ValueError as e:  # UserError and ConfigError: shown to this user, the server goes on
                 raise gr.Error(str(e)) from None
+            if last is not None:
+                if store is not None:
+                    store.put(key, last)
+                yield finished(last, vals, prompt_v, decoder_v, step_v)
 
         def on_step(tr, s, pos):
             if tr is None:
@@ -166,14 +210,69 @@ def build_demo(service, examples: list[tuple[str, int]]) -> gr.Blocks:
             vals = S2D2_PRESETS.get(name, {})
             return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
 
+        def move(tr, s, delta):
+            if tr is None:
+                return gr.skip()
+            return int(min(max(1, int(s) + delta), len(tr.records)))
+
+        def toggle(is_playing, tr, s):
+            start = not is_playing and tr is not None
+            rewind = start and int(s) >= len(tr.records)
+            return start, gr.Timer(active=start), (1 if rewind else gr.skip())
+
+        def tick(tr, s, is_playing):
+            if tr is None or not is_playing or int(s) >= len(tr.records):
+                return gr.skip(), False, gr.Timer(active=False)
+            return int(s) + 1, True, gr.skip()
+
+        def on_load(request: gr.Request):
+            """Restore controls from the URL; show a pre-baked example at once (before any model call)."""
+            values, problems = parse_query(dict(request.query_params) if request else {})
+            if problems:
+                gr.Warning("Ignored in the link: " + "; ".join(problems))
+            updates = [gr.update(value=values["prompt"]) if "prompt" in values else gr.skip(),
+                       gr.update(value=values["decoder"]) if "decoder" in values else gr.skip()]
+            updates += [gr.update(value=values[k]) if k in values else gr.skip() for k in keys]
+            autorun = bool(values)
+            example = example_traces.get(values.get("decoder", "threshold")) if not autorun else None
+            shown = render_all(example, None, answers) if example is not None else tuple(gr.skip() for _ in views)
+            return (*updates, autorun, values.get("step"), *shown, example if example is not None else gr.skip())
+
+        def maybe_run(autorun, step_v, prompt_v, decoder_v, *values):
+            if not autorun:
+                yield tuple(gr.skip() for _ in range(len(views) + 5))
+                return
+            yield from decode(prompt_v, decoder_v, values, int(step_v) if step_v else None)
+
+        autorun_state, step_from_url = gr.State(False), gr.State(None)
+        run_outputs = [*views, trace_state, step, position, link, export]
         decoder.change(lambda d: (DECODERS.get(d, ""), gr.update(open=d == "s2d2"), gr.update(open=d == "tspd")),
                        decoder, [decoder_info, s2d2_box, tspd_box])
-        preset.change(on_preset, preset, [c[k] for k in keys])
-        run.click(on_run, [prompt, decoder, *[c[k] for k in keys]], [*views, trace_state, step, position],
-                  concurrency_id="model", concurrency_limit=1)
+        preset.change(on_preset, preset, controls)
+        run_evt = run.click(on_run, [prompt, decoder, *controls], run_outputs, concurrency_id="model",
+                            concurrency_limit=1)
+        run_evt.then(None, link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
         step.change(on_step, [trace_state, step, position], views, show_progress="hidden")
         position.change(on_step, [trace_state, step, position], views, show_progress="hidden")
+        prev_btn.click(lambda tr, s: move(tr, s, -1), [trace_state, step], step, show_progress="hidden")
+        next_btn.click(lambda tr, s: move(tr, s, +1), [trace_state, step], step, show_progress="hidden")
+        play_btn.click(toggle, [playing, trace_state, step], [playing, timer, step], show_progress="hidden")
+        timer.tick(tick, [trace_state, step, playing], [step, playing, timer], show_progress="hidden")
+        demo.load(on_load, None, [prompt, decoder, *controls, autorun_state, step_from_url, *views, trace_state]) \
+            .then(maybe_run, [autorun_state, step_from_url, prompt, decoder, *controls], run_outputs,
+                  concurrency_id="model", concurrency_limit=1)
     return demo
+
+
+def export_files(trace, directory: Path) -> list[str]:
+    """Write the trace as JSON, CSV and npz under a content-addressed name; returns the paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = directory / f"unmask-{trace.meta['decoder']}-{canonical_key(t=trace.meta['final_tokens'], p=trace.meta['params'])[:10]}"
+    paths = [stem.with_suffix(".json"), stem.with_suffix(".csv"), stem.with_suffix(".npz")]
+    paths[0].write_text(to_json(trace))
+    paths[1].write_text(to_csv(trace))
+    trace.save(paths[2])
+    return [str(p) for p in paths]
 
 
 def launch_kwargs() -> dict:

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.grid import Grid
+from explorer.views.heatmaps import discrete_scale
 
 CLASS_NAMES = ["none", "converging", "oscillatory", "stalled", "stable-high"]
 CLASS_COLOURS = ["#f0f0f0", "#31a354", "#de2d26", "#969696", "#3182bd"]
@@ -43,7 +44,7 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None) -> go.Figu
     fig.add_trace(go.Heatmap(z=horizon, x=g.positions, y=y, colorscale="Blues", showscale=False,
                              hovertemplate="pos %{x} · step %{y}<br>h=%{z}<extra></extra>"), 1, 2)
     n = len(CLASS_COLOURS)
-    scale = [[v, CLASS_COLOURS[i]] for i in range(n) for v in (i / n, (i + 1) / n - 1e-9)]
+    scale = discrete_scale(CLASS_COLOURS)
     names = np.vectorize(lambda c: "" if np.isnan(c) else CLASS_NAMES[int(c)], otypes=[object])(klass)
     fig.add_trace(go.Heatmap(z=klass, x=g.positions, y=y, zmin=-0.5, zmax=n - 0.5, colorscale=scale,
                              showscale=False, text=names,

@@ -12,8 +12,16 @@ import plotly.graph_objects as go
 
 from explorer.grid import Grid
 
-STATE_COLOURS = [[0.0, "#d9d9d9"], [0.333, "#d9d9d9"], [0.334, "#9ecae1"], [0.666, "#9ecae1"],
-                 [0.667, "#fd8d3c"], [1.0, "#fd8d3c"]]
+def discrete_scale(colours: list[str]) -> list[list]:
+    """A stepped colorscale: integer z in 0..n-1 (with zmin=-0.5, zmax=n-0.5) gets colours[z]."""
+    n = len(colours)
+    stops = []
+    for i, c in enumerate(colours):
+        stops += [[i / n, c], [(i + 1) / n if i == n - 1 else (i + 1) / n - 1e-6, c]]
+    return stops
+
+
+STATE_COLOURS = discrete_scale(["#d9d9d9", "#9ecae1", "#fd8d3c"])
 
 
 def _decorate(fig: go.Figure, g: Grid, step: int | None, title: str, selected: int | None = None) -> go.Figure:
@@ -38,7 +46,7 @@ def _hover_tokens(trace, ids: np.ndarray) -> np.ndarray:
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid(trace)
     text = _hover_tokens(trace, g.tokens)
-    fig = go.Figure(go.Heatmap(z=g.state, x=g.positions, y=np.arange(g.n_steps), zmin=0, zmax=2,
+    fig = go.Figure(go.Heatmap(z=g.state, x=g.positions, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
                                colorscale=STATE_COLOURS, showscale=False, text=text,
                                hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>"))
     return _decorate(fig, g, step, "mask state (grey masked · blue decoded · orange committed now)", selected)

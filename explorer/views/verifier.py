@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import _decorate
+from explorer.views.heatmaps import _decorate, discrete_scale
 
 NONE, ACCEPTED, RESAMPLED, FALLBACK, PENDING, OTHER = 0, 1, 2, 3, 4, 5
 LABELS = ["", "accepted", "rejected → resampled", "fallback commit", "span, not reached", "committed (rule)"]
@@ -56,7 +56,7 @@ def verifier_map(trace, step: int | None = None, grid: Grid | None = None, selec
             hover[s, j] = (f"{LABELS[c]}<br>draft {names.get(int(draft[s, j]), '?')!r}<br>p={p[s, j]:.3f} "
                            f"q={q[s, j]:.3f} ratio={ratio[s, j]:.3f}")
     n = len(COLOURS)
-    scale = [[v, COLOURS[i]] for i in range(n) for v in (i / n, (i + 1) / n - 1e-9)]
+    scale = discrete_scale(COLOURS)
     fig = go.Figure(go.Heatmap(z=code, x=g.positions, y=np.arange(g.n_steps), zmin=-0.5, zmax=n - 0.5,
                                colorscale=scale, showscale=False, text=hover,
                                hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>"))

@@ -1,0 +1,34 @@
+"""Export a trace as JSON (metadata + per-step summary), CSV (one row per step and scored position) or npz."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+
+
+def to_json(trace) -> str:
+    meta = {k: v for k, v in trace.meta.items() if k != "vocab"}
+    steps = [dict(step=s, block=r.block, step_in_block=r.step_in_block, kind=r.kind, nfe=r.nfe,
+                  wall_ms=round(r.wall_ms, 3), committed_positions=[int(p) for p in r.positions[r.committed]],
+                  committed_tokens=[trace.token_str(int(t)) for t in r.tokens_after[r.committed]],
+                  **{k: v for k, v in r.extra.items() if not isinstance(v, np.ndarray)})
+             for s, r in enumerate(trace.records)]
+    return json.dumps(dict(meta=meta, steps=steps), default=lambda o: o.item() if hasattr(o, "item") else str(o))
+
+
+def to_csv(trace) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["step", "block", "kind", "position", "token_before", "token_after", "candidate", "confidence",
+                "margin", "entropy", "committed", "reason"])
+    for s, r in enumerate(trace.records):
+        for j, pos in enumerate(r.positions):
+            w.writerow([s, r.block, r.kind, int(pos), trace.token_str(r.tokens_before[j]),
+                        trace.token_str(r.tokens_after[j]),
+                        trace.token_str(r.candidate[j]) if r.candidate[j] >= 0 else "",
+                        f"{r.confidence[j]:.6g}", f"{r.margin[j]:.6g}", f"{r.entropy[j]:.6g}",
+                        int(r.committed[j]), int(r.reason[j])])
+    return buf.getvalue()

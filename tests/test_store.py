@@ -1,0 +1,62 @@
+"""TraceStore: canonical keys, bytes-only storage, corruption detected and dropped, size limit."""
+
+import pickle
+import sqlite3
+
+import pytest
+
+from engine.decoders import build_decoder
+from engine.loop import Generation
+from explorer.store import TraceStore, canonical_key
+
+
+@pytest.fixture(scope="module")
+def trace(adapter):
+    return Generation(adapter, "Olga has 9 eggs . How many eggs are there now ?",
+                      build_decoder("threshold", block_size=4, gen_length=12)).run()
+
+
+def test_canonical_key():
+    a = canonical_key(model="m", params={"tau": 0.9, "block_size": 8}, prompt="p")
+    b = canonical_key(prompt="p", params={"block_size": 8, "tau": 0.9}, model="m")
+    assert a == b and len(a) == 64
+    assert a != canonical_key(model="m", params={"tau": 0.91, "block_size": 8}, prompt="p")
+
+
+def test_roundtrip_and_corruption(tmp_path, trace):
+    store = TraceStore(str(tmp_path / "c"))
+    key = canonical_key(x=1)
+    assert store.get(key) is None
+    store.put(key, trace)
+    back = store.get(key)
+    assert back.meta["token_ids"] == trace.meta["token_ids"] and len(back.records) == len(trace.records)
+    # flip a byte of the stored value: detected, dropped, reported as a miss
+    raw = bytearray(store.cache.get(key))
+    raw[len(raw) // 2] ^= 0xFF
+    store.cache.set(key, bytes(raw))
+    assert store.get(key) is None and key not in store.cache
+    store.close()
+
+
+def test_refuses_pickled_rows(tmp_path, trace):
+    store = TraceStore(str(tmp_path / "p"))
+    key = canonical_key(x=2)
+    store.put(key, trace)
+    store.close()
+    db = sqlite3.connect(str(tmp_path / "p" / "cache.db"))
+    db.execute("UPDATE Cache SET mode = 4, value = ? WHERE key = ?", (pickle.dumps({"evil": 1}), key))
+    db.commit()
+    db.close()
+    store = TraceStore(str(tmp_path / "p"))
+    assert store.get(key) is None           # refused, not unpickled
+    with pytest.raises(TypeError):
+        store.cache.set(key, {"not": "bytes"})
+    store.close()
+
+
+def test_size_limit(tmp_path, trace):
+    store = TraceStore(str(tmp_path / "s"), size_limit=200_000)
+    for i in range(60):
+        store.put(canonical_key(i=i), trace)
+    assert store.cache.volume() < 600_000 and len(store) < 60
+    store.close()
