@@ -1,0 +1,136 @@
+"""Browser tests: a real Chromium (Debian's, via Playwright) against the app on a free local port.
+
+Each test saves a screenshot under artifacts/. Skipped where Chromium or Playwright is missing; CI installs both.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+pytestmark = pytest.mark.browser
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip("Debian chromium not installed", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+               UNMASK_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), GRADIO_ANALYTICS_ENABLED="False")
+    log = open(tmp_path_factory.mktemp("log") / "app.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("the app exited during start-up")
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("the app did not start in 120 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                    "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1400})
+    yield pg
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    pg.close()
+
+
+def step_label(pg) -> str:
+    return pg.locator("#text .um-step").inner_text()
+
+
+def wait_run_done(pg, timeout=60000):
+    pg.wait_for_function("() => document.querySelector('#link textarea') && "
+                         "document.querySelector('#link textarea').value.length > 0", timeout=timeout)
+
+
+def test_page_loads_with_example(page, server):
+    page.goto(server)
+    page.wait_for_selector("#text .um-step", timeout=30000)       # the pre-baked trace, before any model call
+    assert "step" in step_label(page)
+    page.wait_for_selector("#mask-plot .js-plotly-plot", timeout=30000)
+
+
+def test_run_renders_heatmaps_and_scrubs(page, server):
+    page.goto(server)
+    page.wait_for_timeout(1500)
+    page.click("#run")
+    wait_run_done(page)
+    page.wait_for_selector("#mask-plot .js-plotly-plot")
+    page.wait_for_selector("#conf-plot .js-plotly-plot")
+    last = step_label(page)
+    n = int(last.split("/")[1].split("·")[0])
+    box = page.locator("#step input[type=number]")
+    box.fill("1")
+    box.press("Enter")
+    page.wait_for_function("() => document.querySelector('#text .um-step').innerText.startsWith('step 1 ')",
+                           timeout=15000)
+    assert step_label(page).startswith(f"step 1 / {n}")
+    assert page.locator("#text .um-mask").count() > 0               # masked slots at the first step
+    page.click("#next")
+    page.wait_for_function("() => document.querySelector('#text .um-step').innerText.startsWith('step 2 ')",
+                           timeout=15000)
+
+
+def test_url_parameters_restore_a_run(page, server):
+    page.goto(server + "?decoder=llada&block=4&steps=2&gen_length=16&tau=0.7&step=3")
+    wait_run_done(page)
+    page.wait_for_function("() => document.querySelector('#text .um-step').innerText.startsWith('step 3 ')",
+                           timeout=30000)
+    assert page.locator("#block input[type=number]").input_value() == "4"
+    assert page.locator("#steps input[type=number]").input_value() == "2"
+    assert "decoder=llada" in page.locator("#link textarea").input_value()
+
+
+@pytest.mark.parametrize("prompt", ["", "x" * 2100], ids=["empty", "oversized"])
+def test_bad_prompt_shows_error_and_page_keeps_working(page, server, prompt):
+    page.goto(server)
+    page.wait_for_timeout(1500)
+    page.fill("#prompt textarea", prompt)
+    page.click("#run")
+    page.wait_for_selector("text=/empty|limit/", timeout=20000)
+    page.fill("#prompt textarea", "Ann has 3 apples. She buys 5 more. How many apples does she have now?")
+    page.click("#run")
+    wait_run_done(page)
+    assert "Ann has 3 apples" in page.locator("#text").inner_text()
