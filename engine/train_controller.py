@@ -40,7 +40,8 @@ def train(rows_tr, epochs: int = 20, seed: int = 0, lr: float = 1e-3) -> MLP:
     mlp = MLP()
     x = torch.from_numpy(rows_tr.features)
     y = torch.from_numpy(rows_tr.label)
-    pos_weight = torch.tensor((len(y) - y.sum()) / max(1.0, float(y.sum())))
+    n_pos = float(y.sum())
+    pos_weight = torch.tensor((len(y) - n_pos) / max(1.0, n_pos))
     opt = torch.optim.AdamW(mlp.parameters(), lr=lr, weight_decay=1e-4)
     g = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
