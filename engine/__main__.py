@@ -33,6 +33,8 @@ def _cmd_generate(args) -> None:
     params = {k: v for k, v in vars(args).items() if k in DECODER_FLAGS and v is not None}
     if args.no_cache:
         params["use_cache"] = False
+    if args.no_eos_stop:
+        params["stop_at_eos"] = False
     policy = build_decoder(args.decoder, **params)
     adapter = load_model(args.model, device=args.device)
     tr = Generation(adapter, args.prompt, policy).run()
@@ -100,6 +102,7 @@ def main(argv=None) -> int:
     s2.add_argument("--draft-ver", action="store_const", const=True, help="partial-causal drafting mask")
     s2.add_argument("--cache-ver", action="store_const", const=True, help="AR-like (token-causal) committed K/V")
     g.add_argument("--no-cache", action="store_true", help="recompute the prefix every forward (exactness check)")
+    g.add_argument("--no-eos-stop", action="store_true", help="decode all --gen-length tokens")
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")
     g.add_argument("--device")

@@ -14,9 +14,17 @@ import numpy as np
 MASKED, DECODED, NEW = 0, 1, 2
 
 
-@dataclass
+@dataclass(eq=False)
 class Grid:
     trace: object
+
+    @classmethod
+    def of(cls, trace) -> "Grid":
+        """The trace's grid, computed once and kept on the trace (scrubbing re-renders, never recomputes)."""
+        g = trace.__dict__.get("_grid")
+        if g is None:
+            g = trace.__dict__["_grid"] = cls(trace)
+        return g
 
     @cached_property
     def P(self) -> int:
@@ -99,6 +107,14 @@ class Grid:
         cs = self.commit_step
         conf = self.confidence
         return np.array([conf[s, j] if s >= 0 else np.nan for j, s in enumerate(cs)], dtype=np.float32)
+
+    @cached_property
+    def labels(self) -> np.ndarray:
+        """(n,) column labels "position token" (final token): token strings sent once per position."""
+        toks = self.tokens[-1] if self.n_steps else np.zeros(0, np.int64)
+        uniq, inv = np.unique(toks, return_inverse=True)
+        names = [self.trace.token_str(int(t)) for t in uniq]
+        return np.array([f"{p} {names[i]}" for p, i in zip(self.positions, inv)], dtype=object)
 
     def block_edges(self) -> list[int]:
         """Column indices where a new block starts (block boundaries to draw)."""

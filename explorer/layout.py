@@ -16,7 +16,15 @@ from explorer.export import to_csv, to_json
 from explorer.grid import Grid
 from explorer.state import parse_query, to_query
 from explorer.store import canonical_key
+from explorer.glossary import GLOSSARY, how_to_read
+from explorer.views import attention as attention_view
+from explorer.views import ce_maps as ce_view
 from explorer.views import heatmaps
+from explorer.views import reasons as reasons_view
+from explorer.views import router as router_view
+from explorer.views import text as text_view
+from explorer.views import trajectory as trajectory_view
+from explorer.views import verifier as verifier_view
 from explorer.views.attention import attention_mask
 from explorer.views.ce_maps import ce_maps
 from explorer.views.reasons import reason_map
@@ -68,7 +76,7 @@ def decoder_params(decoder: str, c: dict) -> dict:
 
 
 def render_all(trace, step: int | None, answers: dict, selected: int | None = None):
-    g = Grid(trace)
+    g = Grid.of(trace)
     key = trace.meta.get("prompt", "").strip()
     correct = extract_answer(trace.meta["text"]) == answers[key] if key in answers else None
     chosen = [selected] if selected is not None else None
@@ -77,6 +85,12 @@ def render_all(trace, step: int | None, answers: dict, selected: int | None = No
             reason_map(trace, step, g, selected),
             verifier_map(trace, step, g, selected), router_timeline(trace, step), attention_mask(trace, step),
             trajectories(trace, step, chosen, g), ce_maps(trace, step, g))
+
+
+def note(module) -> None:
+    """A collapsed "how to read this" under a view, taken from the view module's docstring."""
+    with gr.Accordion("How to read this", open=False):
+        gr.Markdown(how_to_read(module))
 
 
 def build_demo(service, examples: list[tuple[str, int]], store=None, example_traces: dict | None = None,
@@ -132,6 +146,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             with gr.Column(scale=2):
                 summary = gr.HTML(elem_id="summary")
                 text = gr.HTML(elem_id="text")
+                note(text_view)
                 with gr.Row():
                     step = gr.Slider(1, 2, value=1, step=1, label="Step (scrub a finished run)", elem_id="step",
                                      scale=4)
@@ -141,16 +156,25 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                     with gr.Tab("Decode"):
                         mask_fig = gr.Plot(label="Mask state", elem_id="mask-plot")
                         conf_fig = gr.Plot(label="Confidence", elem_id="conf-plot")
+                        note(heatmaps)
                         reason_fig = gr.Plot(label="Commit reasons", elem_id="reason-plot")
+                        note(reasons_view)
                     with gr.Tab("S2D2"):
                         ver_fig = gr.Plot(label="Verifier map", elem_id="verifier-plot")
+                        note(verifier_view)
                         router_fig = gr.Plot(label="Router timeline", elem_id="router-plot")
+                        note(router_view)
                         attn_fig = gr.Plot(label="Attention mask of the step", elem_id="attn-plot")
+                        note(attention_view)
                     with gr.Tab("TSPD + CE"):
                         gr.Markdown("*PROPOSED: our reconstruction of TSPD + CE; the paper's method section was "
                                     "not available.*")
                         traj_fig = gr.Plot(label="Trajectories and forecast fan", elem_id="traj-plot")
+                        note(trajectory_view)
                         ce_fig = gr.Plot(label="Forecast LCB, horizon, class", elem_id="ce-plot")
+                        note(ce_view)
+                    with gr.Tab("Glossary"):
+                        gr.Markdown(GLOSSARY)
         with gr.Row():
             prev_btn = gr.Button("◀ prev", size="sm", elem_id="prev")
             play_btn = gr.Button("▶ play / ❚❚ pause", size="sm", elem_id="play")
@@ -171,7 +195,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             q = to_query(dict(values, prompt=prompt_v, decoder=decoder_v))
             return (*render_all(tr, s - 1 if step_v is not None else None, answers), tr,
                     gr.update(maximum=max(2, n), value=s),
-                    gr.update(choices=[int(p) for p in Grid(tr).positions], value=None), q,
+                    gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None), q,
                     export_files(tr, export_dir) if export_dir else None)
 
         def on_run(prompt_v, decoder_v, *values):

@@ -47,8 +47,11 @@ def test_views_render(saved_trace):
     assert any(s.y0 == 2 for s in fig.layout.shapes)                 # step cursor
     assert sum(1 for s in fig.layout.shapes if s.x0 == s.x1) == len(g.block_edges())
     conf = heatmaps.confidence(saved_trace, None, g)
-    z = np.array(conf.data[0].z, dtype=float)
-    assert np.nanmax(z) <= 1 and np.isnan(z).any()
+    z = np.array(conf.data[0].z)
+    assert z.dtype == np.uint8 and (z == heatmaps.NO_VALUE).any() and z[z != heatmaps.NO_VALUE].max() <= 100
+    live = ~np.isnan(g.confidence)
+    assert np.array_equal(z[live], np.rint(g.confidence[live] * 100).astype(np.uint8))
+    assert len(conf.data[0].x) == len(g.positions) and conf.data[0].x[0].startswith(f"{g.P} ")
     assert "TPF" in render_summary(saved_trace, True) and "correct" in render_summary(saved_trace, True)
 
 
@@ -83,7 +86,8 @@ def test_s2d2_views_render_from_saved_trace(s2d2_trace):
         assert set(np.unique(code[s][g.committed[s]])) <= {ACCEPTED, RESAMPLED, FALLBACK}
         assert (~np.isnan(ratio[s][code[s] == ACCEPTED])).all()
     assert (code[~g.committed] != ACCEPTED).all() and (code[g.committed] != NONE).all()
-    assert verifier_map(s2d2_trace, 1, g).data[0].z.shape == code.shape
+    vm = verifier_map(s2d2_trace, 1, g)
+    assert sum(len(d.y) for d in vm.data) == int((code > 0).sum())
     rt = router_timeline(s2d2_trace, 2)
     n_drafts = sum(r.kind == "draft" for r in s2d2_trace.records)
     assert len(rt.data[0].x) == n_drafts

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import discrete_scale
+from explorer.views.heatmaps import (MISSING_CODE, NO_VALUE, categorical_missing_scale, hline, percent_scale,
+                                      quantize)
 
 CLASS_NAMES = ["none", "converging", "oscillatory", "stalled", "stable-high"]
 CLASS_COLOURS = ["#f0f0f0", "#31a354", "#de2d26", "#969696", "#3182bd"]
@@ -30,27 +31,31 @@ def _field(trace, g: Grid, key: str, fill=np.nan, dtype=np.float32) -> np.ndarra
 
 
 def ce_maps(trace, step: int | None = None, grid: Grid | None = None) -> go.Figure:
-    g = grid or Grid(trace)
-    lcb = 1 / (1 + np.exp(-_field(trace, g, "lcb_h")))
-    horizon = _field(trace, g, "horizon", -1, np.float32)
-    horizon[horizon < 0] = np.nan
-    klass = _field(trace, g, "klass", -1, np.float32)
-    klass[klass < 0] = np.nan
+    g = grid or Grid.of(trace)
+    lcb = quantize(1 / (1 + np.exp(-_field(trace, g, "lcb_h"))))
+    # "not masked" is MISSING_CODE, not -1: a 0xFF byte is "/" in base64, which to_json escapes to 6 bytes
+    horizon = _field(trace, g, "horizon", -1, np.int16)
+    klass = _field(trace, g, "klass", -1, np.int16)
+    horizon = np.where(horizon < 0, MISSING_CODE, horizon).astype(np.uint8)
+    klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=("forecast LCB at horizon (as p)", "horizon h", "trajectory class"))
+                        subplot_titles=("forecast LCB at horizon (as p)", "horizon h",
+                                        "class: 0 none · 1 converging · 2 oscillatory · 3 stalled · 4 stable-high"))
     y = np.arange(g.n_steps)
-    fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=1, colorscale="Viridis", showscale=False,
-                             hovertemplate="pos %{x} · step %{y}<br>LCB p=%{z:.3f}<extra></extra>"), 1, 1)
-    fig.add_trace(go.Heatmap(z=horizon, x=g.positions, y=y, colorscale="Blues", showscale=False,
+    fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=NO_VALUE, colorscale=percent_scale(),
+                             showscale=False, hovertemplate="pos %{x} · step %{y}<br>LCB %{z}%<extra></extra>"), 1, 1)
+    hmax = int(horizon[horizon != MISSING_CODE].max()) if (horizon != MISSING_CODE).any() else 1
+    blues = [f"rgba(49,130,189,{(k + 1) / (hmax + 1):.2f})" for k in range(hmax + 1)]
+    fig.add_trace(go.Heatmap(z=horizon, x=g.positions, y=y, zmin=-0.5, zmax=MISSING_CODE, showscale=False,
+                             colorscale=categorical_missing_scale(blues),
                              hovertemplate="pos %{x} · step %{y}<br>h=%{z}<extra></extra>"), 1, 2)
-    n = len(CLASS_COLOURS)
-    scale = discrete_scale(CLASS_COLOURS)
-    names = np.vectorize(lambda c: "" if np.isnan(c) else CLASS_NAMES[int(c)], otypes=[object])(klass)
-    fig.add_trace(go.Heatmap(z=klass, x=g.positions, y=y, zmin=-0.5, zmax=n - 0.5, colorscale=scale,
-                             showscale=False, text=names,
-                             hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>"), 1, 3)
+    fig.add_trace(go.Heatmap(z=klass, x=g.positions, y=y, zmin=-0.5, zmax=MISSING_CODE,
+                             colorscale=categorical_missing_scale(CLASS_COLOURS),
+                             showscale=False, hovertemplate="pos %{x} · step %{y}<br>class %{z}<extra></extra>"),
+                  1, 3)
     if step is not None:
-        fig.add_hline(y=step, line=dict(color="crimson", width=2))
+        fig.update_layout(shapes=[hline(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")
+                                  for i in (1, 2, 3)])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=max(280, min(560, 60 + 8 * g.n_steps)), template="plotly_white",
                       margin=dict(l=50, r=10, t=40, b=30))

@@ -21,49 +21,92 @@ def discrete_scale(colours: list[str]) -> list[list]:
     return stops
 
 
+MISSING_CODE = 100  # "no value" for small categorical grids (0x64 stays plain in base64)
+
+
+def categorical_missing_scale(colours: list[str]) -> list[list]:
+    """Colorscale for codes 0..n-1 plus MISSING_CODE (transparent), with zmin=-0.5, zmax=MISSING_CODE."""
+    span = MISSING_CODE + 0.5
+    stops = []
+    for i, c in enumerate(colours):
+        stops += [[i / span, c], [(i + 1) / span - 1e-6, c]]
+    return stops + [[len(colours) / span, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
+
+
 STATE_COLOURS = discrete_scale(["#d9d9d9", "#9ecae1", "#fd8d3c"])
 
 
+def vline(x, color="crimson", width=1, dash="solid", yref="paper") -> dict:
+    return dict(type="line", x0=x, x1=x, y0=0, y1=1, xref="x", yref=yref,
+                line=dict(color=color, width=width, dash=dash))
+
+
+def hline(y, color="crimson", width=2, dash="solid", xref="paper", yref="y") -> dict:
+    return dict(type="line", x0=0, x1=1, y0=y, y1=y, xref=xref, yref=yref,
+                line=dict(color=color, width=width, dash=dash))
+
+
+NO_VALUE = 200  # not 255: plotly's to_json escapes "/" as \u002f, and 0xFF bytes are all "/" in base64
+
+
+def quantize(z: np.ndarray) -> np.ndarray:
+    """Probabilities -> uint8 percent (NO_VALUE = none): a quarter of float32's bytes on the wire."""
+    q = np.full(z.shape, NO_VALUE, np.uint8)
+    ok = ~np.isnan(z)
+    q[ok] = np.rint(np.clip(z[ok], 0, 1) * 100).astype(np.uint8)
+    return q
+
+
+def percent_scale(name: str = "Viridis", background: str = "rgba(0,0,0,0)") -> list[list]:
+    """Colorscale for quantize()d values with zmin=0, zmax=NO_VALUE: 0..100 on `name`, NO_VALUE transparent."""
+    from plotly.colors import get_colorscale, sample_colorscale
+    cols = sample_colorscale(get_colorscale(name), [i / 10 for i in range(11)])
+    top = 100 / NO_VALUE
+    return [[top * i / 10, c] for i, c in enumerate(cols)] + [[top + 1e-6, background], [1.0, background]]
+
+
 def _decorate(fig: go.Figure, g: Grid, step: int | None, title: str, selected: int | None = None) -> go.Figure:
-    for e in g.block_edges():
-        fig.add_vline(x=g.P + e - 0.5, line=dict(color="#444", width=1, dash="dot"))
+    # x is categorical (one "position token" label per column); shapes address columns by index. Shapes are
+    # set in one go: fig.add_vline validates the whole layout per call, ~10 ms each.
+    shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
     if step is not None:
-        fig.add_hline(y=step, line=dict(color="crimson", width=2))
-    if selected is not None:
-        fig.add_vline(x=selected, line=dict(color="crimson", width=1))
+        shapes.append(hline(step))
+    if selected is not None and g.P <= selected < g.end:
+        shapes.append(vline(selected - g.P, color="crimson"))
+    fig.update_layout(shapes=shapes)
     fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=max(260, min(620, 60 + 9 * g.n_steps)),
                       margin=dict(l=50, r=10, t=36, b=36), xaxis_title="position", yaxis_title="step",
-                      yaxis=dict(autorange="reversed"), template="plotly_white")
+                      yaxis=dict(autorange="reversed"), template="plotly_white",
+                      xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60))
     return fig
 
 
-def _hover_tokens(trace, ids: np.ndarray) -> np.ndarray:
-    uniq = {int(t): trace.token_str(int(t)) for t in np.unique(ids) if t >= 0}
-    uniq[-1] = ""
-    return np.vectorize(lambda t: uniq.get(int(t), "?"), otypes=[object])(ids)
+def token_labels(trace, ids: np.ndarray) -> np.ndarray:
+    """Vectorised id -> display string (one lookup per distinct id)."""
+    ids = np.asarray(ids)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    names = np.array([trace.token_str(int(t)) if t >= 0 else "" for t in uniq], dtype=object)
+    return names[inv].reshape(ids.shape)
 
 
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    g = grid or Grid(trace)
-    text = _hover_tokens(trace, g.tokens)
-    fig = go.Figure(go.Heatmap(z=g.state, x=g.positions, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
-                               colorscale=STATE_COLOURS, showscale=False, text=text,
-                               hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>"))
+    g = grid or Grid.of(trace)
+    fig = go.Figure(go.Heatmap(z=g.state, x=g.labels, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
+                               colorscale=STATE_COLOURS, showscale=False,
+                               hovertemplate="pos %{x} · step %{y}<extra></extra>"))
     return _decorate(fig, g, step, "mask state (grey masked · blue decoded · orange committed now)", selected)
 
 
 def confidence(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None,
                field: str = "confidence") -> go.Figure:
-    g = grid or Grid(trace)
-    z = getattr(g, field)
-    text = _hover_tokens(trace, g.candidate)
-    fig = go.Figure(go.Heatmap(z=z, x=g.positions, y=np.arange(g.n_steps), zmin=0, zmax=1,
-                               colorscale="Viridis", text=text, colorbar=dict(thickness=10),
-                               hovertemplate="pos %{x} · step %{y}<br>candidate %{text}<br>"
-                                             f"{field} %{{z:.3f}}<extra></extra>"))
+    g = grid or Grid.of(trace)
+    z = quantize(getattr(g, field))
+    fig = go.Figure(go.Heatmap(z=z, x=g.labels, y=np.arange(g.n_steps), zmin=0, zmax=NO_VALUE,
+                               colorscale=percent_scale(), showscale=False,
+                               hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}%<extra></extra>"))
     committed = np.argwhere(g.committed)
     if len(committed):
-        fig.add_trace(go.Scatter(x=g.positions[committed[:, 1]], y=committed[:, 0], mode="markers",
+        fig.add_trace(go.Scatter(x=g.labels[committed[:, 1]], y=committed[:, 0], mode="markers",
                                  marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")),
                                  hoverinfo="skip", showlegend=False))
     label = "confidence (top-1 p of masked positions; × = committed)" if field == "confidence" else \

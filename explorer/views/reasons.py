@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import _decorate
+from explorer.views.heatmaps import _decorate, token_labels
 
 # Reason codes as in engine.trace.Reason (kept as plain ints: the explorer does not import torch-side modules)
 REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax", "#9ecae1"),
@@ -20,19 +20,20 @@ REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax
 
 
 def reason_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    g = grid or Grid(trace)
+    g = grid or Grid.of(trace)
     fig = go.Figure()
-    cells = np.argwhere(g.reason > 0)
+    cells = np.argwhere(g.reason > 0)                                   # sparse: one marker per commit
+    codes = g.reason[cells[:, 0], cells[:, 1]] if len(cells) else np.zeros(0, np.int8)
+    toks = token_labels(trace, g.tokens[cells[:, 0], cells[:, 1]]) if len(cells) else np.zeros(0, object)
     for code, (name, colour) in REASONS.items():
-        sel = cells[g.reason[cells[:, 0], cells[:, 1]] == code] if len(cells) else cells
-        if len(sel) == 0:
+        sel = codes == code
+        if not sel.any():
             continue
-        toks = [trace.token_str(int(g.tokens[s, j])) for s, j in sel]
-        fig.add_trace(go.Scatter(x=g.positions[sel[:, 1]], y=sel[:, 0], mode="markers", name=name, text=toks,
-                                 marker=dict(symbol="square", size=9, color=colour),
+        fig.add_trace(go.Scatter(x=g.labels[cells[sel, 1]], y=cells[sel, 0], mode="markers", name=name,
+                                 text=toks[sel], marker=dict(symbol="square", size=9, color=colour),
                                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra>" + name + "</extra>"))
-    fig.update_layout(legend=dict(orientation="h", y=-0.2), xaxis=dict(range=[g.P - 0.5, g.end - 0.5]),
-                      yaxis=dict(range=[g.n_steps - 0.5, -0.5]))
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
     fig = _decorate(fig, g, step, "commit reasons (one square per committed token)", selected)
+    fig.update_xaxes(categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5])
     fig.update_yaxes(autorange=False, range=[g.n_steps - 0.5, -0.5])
     return fig

@@ -14,6 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.views.heatmaps import hline, vline
+
 
 def router_rows(trace) -> list[tuple[int, dict]]:
     return [(s, r.extra["router"]) for s, r in enumerate(trace.records) if r.kind == "draft" and "router" in r.extra]
@@ -41,9 +43,9 @@ def router_timeline(trace, step: int | None = None) -> go.Figure:
                                                "N_hi=%{customdata[1]} K̂=%{customdata[2]:.2f}<extra>" + name +
                                                "</extra>"), 1, 1)
     first = rows[0][1]
-    for key, colour in (("tau_score", "#3182bd"), ("tau_on", "#31a354"), ("tau_off", "#de2d26")):
-        if key in first:
-            fig.add_hline(y=first[key], line=dict(dash="dash", color=colour), annotation_text=key, row=1, col=1)
+    shapes = [hline(first[key], color=colour, dash="dash", xref="x domain", yref="y")
+              for key, colour in (("tau_score", "#3182bd"), ("tau_on", "#31a354"), ("tau_off", "#de2d26"))
+              if key in first]
     if "state_before" in first:
         on = np.array([d["decision"] for _, d in rows], float)
         fig.add_trace(go.Scatter(x=x, y=on, mode="lines", line=dict(shape="hv", color="#fd8d3c"),
@@ -59,8 +61,8 @@ def router_timeline(trace, step: int | None = None) -> go.Figure:
                                      name=f"UCB {'skip' if arm == 0 else 'verify'}",
                                      marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
     if step is not None:
-        fig.add_vline(x=step, line=dict(color="crimson", width=2))
-    fig.update_layout(height=420, template="plotly_white", barmode="group", margin=dict(l=50, r=10, t=36, b=30),
+        shapes.append(vline(step, width=2))
+    fig.update_layout(shapes=shapes, height=420, template="plotly_white", barmode="group", margin=dict(l=50, r=10, t=36, b=30),
                       title=dict(text=f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})",
                                  x=0.01, font=dict(size=14)), legend=dict(orientation="h", y=-0.12))
     fig.update_xaxes(title_text="step", row=2, col=1)

@@ -21,7 +21,7 @@ def conf_colour(c: float) -> str:
 
 
 def render_text(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> str:
-    g = grid or Grid(trace)
+    g = grid or Grid.of(trace)
     if g.n_steps == 0:
         return "<div class='um-text'>(no steps)</div>"
     s = g.n_steps - 1 if step is None else int(np.clip(step, 0, g.n_steps - 1))

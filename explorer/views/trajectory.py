@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
+from explorer.views.heatmaps import hline, vline
 
 
 def _sigmoid(z):
@@ -29,7 +30,7 @@ def default_positions(trace, g: Grid, step: int | None, k: int = 4) -> list[int]
 
 def trajectories(trace, step: int | None = None, positions: list[int] | None = None,
                  grid: Grid | None = None) -> go.Figure:
-    g = grid or Grid(trace)
+    g = grid or Grid.of(trace)
     s = g.n_steps - 1 if step is None else int(step)
     positions = positions or default_positions(trace, g, s)
     fig = go.Figure()
@@ -67,9 +68,7 @@ def trajectories(trace, step: int | None = None, positions: list[int] | None = N
                                              mode="markers", marker=dict(symbol="triangle-up", size=10, color=colour),
                                              name=f"LCB @ horizon {h}", showlegend=False,
                                              hovertemplate="LCB at horizon %{x}: %{y:.3f}<extra></extra>"))
-    fig.add_hline(y=tau, line=dict(dash="dash", color="#444"), annotation_text=f"τ = {tau:g}")
-    fig.add_vline(x=s, line=dict(color="crimson", width=1))
-    fig.update_layout(height=360, template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
+    fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1), vline(s)], height=360, template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
                       yaxis=dict(range=[0, 1.02], title="confidence"), xaxis_title="step",
                       title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
                                  font=dict(size=14)))

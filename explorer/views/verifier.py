@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import _decorate, discrete_scale
+from explorer.views.heatmaps import _decorate, token_labels
 
 NONE, ACCEPTED, RESAMPLED, FALLBACK, PENDING, OTHER = 0, 1, 2, 3, 4, 5
 LABELS = ["", "accepted", "rejected → resampled", "fallback commit", "span, not reached", "committed (rule)"]
@@ -43,25 +43,25 @@ def verifier_grid(trace, g: Grid):
 
 
 def verifier_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    g = grid or Grid(trace)
+    g = grid or Grid.of(trace)
     code, p, q, ratio, draft = verifier_grid(trace, g)
-    names = {int(t): trace.token_str(int(t)) for t in np.unique(draft) if t >= 0}
-    hover = np.empty(code.shape, dtype=object)
-    for (s, j), c in np.ndenumerate(code):
-        if c == NONE:
-            hover[s, j] = ""
-        elif np.isnan(p[s, j]):
-            hover[s, j] = LABELS[c]
-        else:
-            hover[s, j] = (f"{LABELS[c]}<br>draft {names.get(int(draft[s, j]), '?')!r}<br>p={p[s, j]:.3f} "
-                           f"q={q[s, j]:.3f} ratio={ratio[s, j]:.3f}")
-    n = len(COLOURS)
-    scale = discrete_scale(COLOURS)
-    fig = go.Figure(go.Heatmap(z=code, x=g.positions, y=np.arange(g.n_steps), zmin=-0.5, zmax=n - 0.5,
-                               colorscale=scale, showscale=False, text=hover,
-                               hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>"))
-    for i in range(1, n):  # legend entries
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=LABELS[i],
-                                 marker=dict(size=10, color=COLOURS[i], symbol="square")))
-    fig.update_layout(legend=dict(orientation="h", y=-0.18))
-    return _decorate(fig, g, step, "verifier map (rows: forwards · draft rows show fallback commits)", selected)
+    fig = go.Figure()
+    cells = np.argwhere(code > 0)                                        # sparse: one marker per event
+    kinds = code[cells[:, 0], cells[:, 1]] if len(cells) else np.zeros(0, np.int8)
+    toks = token_labels(trace, draft[cells[:, 0], cells[:, 1]]) if len(cells) else np.zeros(0, object)
+    for c in range(1, len(COLOURS)):
+        sel = kinds == c
+        if not sel.any():
+            continue
+        s_, j = cells[sel, 0], cells[sel, 1]
+        custom = np.stack([p[s_, j], q[s_, j], ratio[s_, j]], 1)
+        fig.add_trace(go.Scatter(x=g.labels[j], y=s_, mode="markers", name=LABELS[c], text=toks[sel],
+                                 customdata=custom, marker=dict(symbol="square", size=9, color=COLOURS[c]),
+                                 hovertemplate="pos %{x} · step %{y}<br>draft %{text}<br>p=%{customdata[0]:.3f} "
+                                               "q=%{customdata[1]:.3f} ratio=%{customdata[2]:.3f}<extra>"
+                                               + LABELS[c] + "</extra>"))
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    fig = _decorate(fig, g, step, "verifier map (rows: forwards; draft rows show fallback commits)", selected)
+    fig.update_xaxes(categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5])
+    fig.update_yaxes(autorange=False, range=[g.n_steps - 0.5, -0.5])
+    return fig

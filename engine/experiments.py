@@ -1,0 +1,135 @@
+"""The benchmark tables of the README, one command each. Every ratio is measured within one run of one process.
+
+    python -m engine.experiments baselines --n 500          # AR, LLaDA, threshold (issue: foundation)
+    python -m engine.experiments s2d2 --n 500               # S2D2 routers vs AR and a tuned threshold
+    python -m engine.experiments tspd --n 200               # TSPD + CE vs LLaDA and threshold, cached / not
+
+Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
+Results are printed as Markdown and saved as JSON under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from engine.bench import run_bench
+from engine.model import load_model
+
+TAU_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def md_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
+    head = "| " + " | ".join(c[1] for c in cols) + " |"
+    sep = "|" + "|".join("---" for _ in cols) + "|"
+    body = ["| " + " | ".join(format(r.get(k, ""), f) if f and r.get(k) is not None else str(r.get(k, ""))
+                              for k, _, f in cols) + " |" for r in rows]
+    return "\n".join([head, sep, *body])
+
+
+COLS = [("spec", "decoder", ""), ("accuracy", "acc", ".3f"), ("nfe", "NFE/sample", ".2f"),
+        ("nfe_per_token", "NFE/token", ".3f"), ("tpf", "TPF", ".2f"), ("tokens_per_s", "tok/s", ".1f"),
+        ("speedup", "× first", ".2f")]
+
+
+def enrich(rows: list[dict]) -> list[dict]:
+    for r in rows:
+        kinds = r["nfe_by_kind"]
+        r["nfe_per_token"] = 1 / r["tpf"] if r["tpf"] else None
+        r["verify_rate"] = kinds.get("verify", 0) / kinds["draft"] if kinds.get("draft") else 0.0
+    return rows
+
+
+def baselines(adapter, n: int) -> dict:
+    specs = ["ar", "llada:block_size=8,steps=8", "threshold:tau=0.9,block_size=8",
+             "threshold:tau=0.9,block_size=16", "threshold:tau=0.9,block_size=4"]
+    rows = enrich(run_bench(adapter, "arith", n, specs))
+    print(md_table(rows, COLS))
+    return dict(rows=rows)
+
+
+def tune_tau(adapter, B: int, n_val: int) -> tuple[float, list[dict]]:
+    """Best-TPF τ whose val accuracy is within 1 point of AR's (val split, never test)."""
+    specs = ["ar"] + [f"threshold:tau={t},block_size={B}" for t in TAU_GRID]
+    rows = run_bench(adapter, "arith", n_val, specs, split="val")
+    ar_acc = rows[0]["accuracy"]
+    ok = [r for r in rows[1:] if r["accuracy"] >= ar_acc - 0.01] or [rows[-1]]
+    best = max(ok, key=lambda r: r["tpf"])
+    return best["params"]["tau"], rows
+
+
+def s2d2(adapter, n: int, n_val: int, blocks=(4, 8, 16)) -> dict:
+    out = {}
+    common = "estimator=entropy,beta=1.0,draft_ver=1,cache_ver=1"
+    routers = {"always": "router=always", "never": "router=never", "span": "router=span,tau_span=2",
+               "score": "router=score,score_type=static,cost=1,tau_score=0",
+               "hysteresis": "router=hysteresis,tau_on=1,tau_off=-2", "ucb": "router=ucb,ucb_beta=1"}
+    for B in blocks:
+        tau, tuning = tune_tau(adapter, B, n_val)
+        specs = ["ar", f"threshold:tau={tau},block_size={B},rule=sdar"]
+        specs += [f"s2d2:block_size={B},tau={tau},{common},{r}" for r in routers.values()]
+        rows = enrich(run_bench(adapter, "arith", n, specs))
+        base_thr = rows[1]["tokens_per_s"]
+        for r in rows:
+            r["speedup_vs_threshold"] = r["tokens_per_s"] / base_thr
+        print(f"\n### B = {B} (threshold τ tuned on val: {tau})\n")
+        print(md_table(rows, COLS + [("verify_rate", "verify rate", ".2f"),
+                                     ("speedup_vs_threshold", "× threshold", ".2f")]))
+        out[str(B)] = dict(tau=tau, tuning=tuning, rows=rows)
+    return out
+
+
+def tspd(adapter, n: int, blocks=(8, 16, 32), gens=(64, 128), eos=(True, False), cache=(True, False)) -> dict:
+    out = {}
+    for G in gens:
+        for B in blocks:
+            for stop in eos:
+                specs = []
+                for use_cache in cache:
+                    tail = f",gen_length={G},stop_at_eos={int(stop)},use_cache={int(use_cache)}"
+                    specs += [f"llada:block_size={B},steps={B}{tail}", f"threshold:tau=0.9,block_size={B}{tail}",
+                              f"tspd:controller=mlp,block_size={B}{tail}",
+                              f"tspd:controller=heuristic,block_size={B}{tail}"]
+                rows = enrich(run_bench(adapter, "arith", n, specs))
+                print(f"\n### G = {G}, B = {B}, EOS stop {'on' if stop else 'off'}\n")
+                print(md_table(rows, COLS))
+                out[f"G{G}_B{B}_eos{int(stop)}"] = rows
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("which", choices=("baselines", "s2d2", "tspd"))
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--n-val", type=int, default=200)
+    ap.add_argument("--blocks", default="", help="comma-separated block sizes (default: the issue's)")
+    ap.add_argument("--gens", default="64,128")
+    ap.add_argument("--no-uncached", action="store_true", help="tspd: skip the uncached runs")
+    ap.add_argument("--eos", default="1,0", help="tspd: EOS early stop settings to run")
+    ap.add_argument("--out", default="results")
+    args = ap.parse_args(argv)
+    adapter = load_model(args.model)
+    t0 = time.time()
+    blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
+    if args.which == "baselines":
+        res = baselines(adapter, args.n)
+    elif args.which == "s2d2":
+        res = s2d2(adapter, args.n, args.n_val, **({"blocks": blocks} if blocks else {}))
+    else:
+        res = tspd(adapter, args.n, **({"blocks": blocks} if blocks else {}),
+                   gens=tuple(int(g) for g in args.gens.split(",")),
+                   eos=tuple(bool(int(e)) for e in args.eos.split(",")),
+                   cache=(True,) if args.no_uncached else (True, False))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    meta = dict(which=args.which, n=args.n, model=adapter.name, revision=adapter.info.get("revision"),
+                seconds=round(time.time() - t0, 1))
+    Path(args.out, f"{args.which}.json").write_text(json.dumps(dict(meta=meta, results=res), indent=1,
+                                                               default=str))
+    print(f"\n({meta['seconds']} s; saved {args.out}/{args.which}.json)")
+
+
+if __name__ == "__main__":
+    main()

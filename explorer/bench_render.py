@@ -1,0 +1,43 @@
+"""Re-render cost of every view for a stored trace, server side, and the payload the page receives.
+
+    python -m explorer.bench_render assets/bench/long256.npz
+Targets (issue: explorer): every view re-rendered for a 256-token trace in <= 150 ms, payload <= 1 MB.
+Prints the median over repetitions for a scrub to a middle step, and the JSON bytes of all figures + HTML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from engine.trace import Trace
+
+
+def measure(trace, reps: int = 15) -> dict:
+    from explorer.layout import render_all
+
+    n = len(trace.records)
+    render_all(trace, n // 2, {})  # warm-up: imports, plotly validators
+    times = []
+    for i in range(reps):
+        t0 = time.perf_counter()
+        out = render_all(trace, (i * 7) % n, {})
+        times.append(time.perf_counter() - t0)
+    payload = sum(len(o.encode()) if isinstance(o, str) else len(o.to_json()) for o in out)
+    gen = len(trace.meta["token_ids"])
+    return dict(steps=n, generated_tokens=gen, median_ms=1e3 * statistics.median(times),
+                max_ms=1e3 * max(times), payload_bytes=payload)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace")
+    ap.add_argument("--reps", type=int, default=15)
+    args = ap.parse_args(argv)
+    print(json.dumps(measure(Trace.load(args.trace), args.reps), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The glossary tab and the "how to read this" notes under each view."""
+
+from __future__ import annotations
+
+import inspect
+
+GLOSSARY = """
+| term | meaning |
+|---|---|
+| **mask** | the `[MASK]` token: a position whose token is not decided yet |
+| **block** | B consecutive positions on the absolute grid (pos // B); blocks are decoded left to right, each attending only to earlier blocks (block-causal), so finished blocks are cached exactly |
+| **step** | one denoising forward of the current block; every forward counts in **NFE** |
+| **commit** | writing a token into a masked position for good |
+| **confidence** | top-1 probability of a position's candidate; **margin** = top-1 − top-2; **entropy** normalised by ln V |
+| **TPF** | tokens per forward = generated tokens / NFE; autoregressive decoding has TPF = 1 |
+| **threshold (Fast-dLLM)** | commit every masked token with confidence ≥ τ, and at least the most confident one |
+| **LLaDA fixed steps** | each block gets `steps` forwards; each commits its share of the most confident tokens |
+| **draft** | S2D2: the ordinary block-diffusion forward, proposing a token at every masked position |
+| **verify** | S2D2: one extra forward of the same model in block-size-1 (AR) mode through the 2L mask |
+| **span** | the first contiguous run of masked positions; only it can be verified |
+| **accept / reject / resample** | a draft x̂ is kept with probability min(1, q/p); at the first rejection a token is drawn from max(q − p, 0) and the rest of the span waits |
+| **estimator α** | a cheap guess of a draft's acceptance chance: exp(−β·H̃), margin, … |
+| **K̂** | expected accepted tokens Σ_k Π_{i≤k} α_i |
+| **router** | decides whether verifying is worth its cost: score s = K̂ − c (static) or K̂ − c·N_hi (dynamic), thresholds, hysteresis, or a UCB bandit |
+| **N_hi** | masked positions the threshold rule would commit anyway this step |
+| **trajectory** | a position's confidence, entropy and candidate over the steps of its block |
+| **level / velocity** | CE's Kalman state on z = logit(confidence) |
+| **forecast / horizon** | the predicted z some steps ahead; the horizon grows with decoded left context, shrinks with uncertainty |
+| **LCB** | lower confidence bound ẑ − κσ of the forecast; look-ahead commits when it clears logit(τ) |
+| **PROPOSED** | TSPD + CE details reconstructed by this project (the paper's method section was not available) |
+"""
+
+
+def how_to_read(module) -> str:
+    """The "How to read" paragraph of a view module's docstring."""
+    doc = inspect.getdoc(module) or ""
+    for para in doc.split("\n\n"):
+        if para.startswith("How to read"):
+            return " ".join(para.split())
+    return ""
