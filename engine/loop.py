@@ -27,6 +27,7 @@ import torch
 
 from engine import masks
 from engine.cache import BlockCache
+from engine.errors import ConfigError
 from engine.sampling import TokenStats, make_generator, token_stats
 from engine.trace import Reason, StepRecord, Trace
 
@@ -53,10 +54,6 @@ class CommonConfig:
 
     def params(self) -> dict:
         return asdict(self)
-
-
-class ConfigError(ValueError):
-    """An out-of-range or unknown decoder parameter; the message is shown to the user as-is."""
 
 
 def _check(ok: bool, msg: str) -> None:

@@ -11,7 +11,8 @@ from typing import Iterator
 
 import torch
 
-from engine.decoders import build_decoder
+from engine.bench import run_bench
+from engine.decoders import build_decoder, parse_spec
 from engine.loop import ConfigError, Generation
 from engine.model import ModelLoadError, load_model
 from engine.trace import Trace
@@ -73,3 +74,22 @@ class DecodeService:
 
     def run(self, prompt: str, decoder: str, params: dict, model: str | None = None) -> Trace:
         return self.generation(prompt, decoder, params, model).run()
+
+    def run_spec(self, prompt: str, spec: str, model: str | None = None) -> Trace:
+        """Decode with a SPEC string such as ``s2d2:preset=sdar-a,block_size=4``."""
+        try:
+            name, params = parse_spec(spec)
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        return self.run(prompt, name, params, model)
+
+    def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None) -> list[dict]:
+        """Accuracy / NFE / TPF / tokens/s of each SPEC on n held-out problems (engine.bench)."""
+        if not 1 <= n <= 500:
+            raise UserError("the number of problems must be in 1..500")
+        if not specs or len(specs) > 48:
+            raise UserError("a sweep takes 1..48 settings")
+        try:
+            return run_bench(self.model(model), "arith", n, specs, progress=progress)
+        except ConfigError as e:
+            raise UserError(str(e)) from None

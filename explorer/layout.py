@@ -12,14 +12,17 @@ import gradio as gr
 
 from engine.tasks.arith import extract_answer  # pure-python task code, no torch
 from engine import __version__ as ENGINE_VERSION
+from engine.spec import parse_spec
 from explorer.export import to_csv, to_json
 from explorer.grid import Grid
 from explorer.state import parse_query, to_query
 from explorer.store import canonical_key
 from explorer.glossary import GLOSSARY, how_to_read
+from explorer.panels import compare_tab, masks_tab, sweep_tab
 from explorer.views import attention as attention_view
 from explorer.views import ce_maps as ce_view
 from explorer.views import heatmaps
+from explorer.views import mask_explorer as mask_explorer_view
 from explorer.views import reasons as reasons_view
 from explorer.views import router as router_view
 from explorer.views import text as text_view
@@ -173,6 +176,13 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                         note(trajectory_view)
                         ce_fig = gr.Plot(label="Forecast LCB, horizon, class", elem_id="ce-plot")
                         note(ce_view)
+                    with gr.Tab("Compare"):
+                        compare_tab(service, prompt, answers)
+                    with gr.Tab("Sweep"):
+                        sweep_point, sweep_open = sweep_tab(service)
+                    with gr.Tab("Masks"):
+                        masks_tab()
+                        note(mask_explorer_view)
                     with gr.Tab("Glossary"):
                         gr.Markdown(GLOSSARY)
         with gr.Row():
@@ -268,6 +278,20 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                 return
             yield from decode(prompt_v, decoder_v, values, int(step_v) if step_v else None)
 
+        def open_point(spec, prompt_v):
+            """A sweep setting, decoded on the current prompt into the main views."""
+            if not spec:
+                raise gr.Error("choose a setting first")
+            try:
+                name, params = parse_spec(spec)
+                for tr in service.stream(prompt_v, name, params):
+                    n = max(1, len(tr.records))
+                    yield (*render_all(tr, None, answers), tr, gr.update(maximum=max(2, n), value=n),
+                           gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None), gr.skip(),
+                           gr.skip())
+            except ValueError as e:
+                raise gr.Error(str(e)) from None
+
         autorun_state, step_from_url = gr.State(False), gr.State(None)
         run_outputs = [*views, trace_state, step, position, link, export]
         decoder.change(lambda d: (DECODERS.get(d, ""), gr.update(open=d == "s2d2"), gr.update(open=d == "tspd")),
@@ -276,6 +300,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         run_evt = run.click(on_run, [prompt, decoder, *controls], run_outputs, concurrency_id="model",
                             concurrency_limit=1)
         run_evt.then(None, link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
+        sweep_open.click(open_point, [sweep_point, prompt], run_outputs, concurrency_id="model",
+                         concurrency_limit=1)
         step.change(on_step, [trace_state, step, position], views, show_progress="hidden")
         position.change(on_step, [trace_state, step, position], views, show_progress="hidden")
         prev_btn.click(lambda tr, s: move(tr, s, -1), [trace_state, step], step, show_progress="hidden")

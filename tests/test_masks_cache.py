@@ -19,7 +19,7 @@ def test_verifier_2l_mask_matches_spec_example():
     m = masks.verifier_2l(cache_len=2, L=4)
     assert m.shape == (8, 10)
     assert m[:, :2].all()
-    inner = m[:, 2:].int().tolist()
+    inner = m[:, 2:].astype(int).tolist()
     assert inner[4] == [0, 0, 0, 0, 1, 0, 0, 0]
     assert inner[7] == [1, 1, 1, 0, 0, 0, 0, 1]
     assert inner[3] == [1, 1, 1, 1, 0, 0, 0, 0]
@@ -32,6 +32,8 @@ def test_to_backend_eager_is_additive_and_rejects_empty_rows():
     assert masks.to_backend(m, "sdpa", torch.float32, "cpu").dtype == torch.bool
     with pytest.raises(AssertionError):
         masks.to_backend(torch.zeros(2, 2, dtype=torch.bool), "sdpa", torch.float32, "cpu")
+    assert masks.partial_causal_draft(1, 4, 2).astype(int).tolist() == [[1, 1, 0, 0, 0], [1, 1, 1, 0, 0],
+                                                                       [1, 1, 1, 1, 1], [1, 1, 1, 1, 1]]
 
 
 def test_rollback_uses_negative_crop(adapter):

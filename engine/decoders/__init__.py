@@ -9,7 +9,9 @@ from engine.decoders.llada import LLaDAPolicy
 from engine.decoders.s2d2 import S2D2Policy
 from engine.decoders.threshold import ThresholdPolicy
 from engine.decoders.tspd import TSPDPolicy
-from engine.loop import ConfigError, Policy
+from engine.errors import ConfigError
+from engine.loop import Policy
+from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.parse_spec)
 
 DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy, TSPDPolicy)}
 
@@ -52,15 +54,3 @@ def build_decoder(name: str, **params) -> Policy:
         params = {**presets[preset], **params}
     cfg = cls.config_cls(**params)
     return cls(cfg)
-
-
-def parse_spec(spec: str) -> tuple[str, dict]:
-    """'threshold:tau=0.9,block_size=8' -> ('threshold', {'tau': '0.9', 'block_size': '8'})."""
-    name, _, rest = spec.partition(":")
-    params = {}
-    for item in filter(None, (s.strip() for s in rest.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise ConfigError(f"bad decoder spec item {item!r}: expected key=value")
-        params[key.strip().replace("-", "_")] = value.strip()
-    return name.strip(), params

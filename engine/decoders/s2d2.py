@@ -124,7 +124,7 @@ class S2D2Policy(Policy):
             block_mask = None
             if cfg.draft_ver:
                 f = int(masked.nonzero()[0, 0])
-                block_mask = masks.partial_causal_draft(0, ctx.L, f)
+                block_mask = torch.from_numpy(masks.partial_causal_draft(0, ctx.L, f))
             logits, st = ctx.draft(block_mask)
             draft_mask = (block_mask if block_mask is not None else torch.ones(ctx.L, ctx.L, dtype=torch.bool))
             p = self._transform(r, logits)                                   # (L, V)
@@ -176,7 +176,8 @@ class S2D2Policy(Policy):
             ratio[span[:n_seen].numpy()], pd[span[:n_seen].numpy()], qd[span[:n_seen].numpy()] = \
                 v.ratios, v.p_draft, v.q_draft
             qst = q.max(-1)
-            yield ctx.emit("verify", None, verdict=verdict, attn_mask=masks.verifier_2l(0, ctx.L).numpy(), ratio=ratio, p_draft=pd, q_draft=qd,
+            yield ctx.emit("verify", None, verdict=verdict, attn_mask=masks.verifier_2l(0, ctx.L), ratio=ratio,
+                           p_draft=pd, q_draft=qd,
                            draft_tokens=draft_tok.numpy().astype(np.int32), q_top=qst.indices.numpy().astype(np.int32),
                            accepted=v.accepted, rejected_at=(int(ctx.lo + span[v.rejected_at])
                                                              if v.rejected_at is not None else None),

@@ -19,7 +19,7 @@ from engine import masks
 def verify_logits(runner, lo: int, hi: int, filled: torch.Tensor) -> torch.Tensor:
     """filled (L,) draft-filled block -> verifier logits (L, V) at the block positions."""
     L = hi - lo
-    full = masks.verifier_2l(0, L)                    # (2L, 2L) in-block part of the 2L mask
+    full = torch.from_numpy(masks.verifier_2l(0, L))  # (2L, 2L) in-block part of the 2L mask
     tail = (torch.full((L,), runner.adapter.mask_token_id, dtype=torch.long), torch.arange(lo, hi),
             full[L:, :L], full[L:, L:])
     _, q_logits = runner.forward("verify", lo, hi, block_mask=full[:L, :L], tail=tail, block_tokens=filled)

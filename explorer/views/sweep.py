@@ -1,0 +1,50 @@
+"""Sweep plots: accuracy against TPF and against tokens/s for a grid of decoder settings, Pareto frontier drawn.
+
+How to read: each point is one decoder setting run on the same held-out problems. Up and to the right is better;
+the line joins the settings no other setting beats on both axes (the Pareto frontier). Hover for the setting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+
+def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of points not dominated (higher-or-equal x and y, one strictly), sorted by x."""
+    idx = []
+    for i in range(len(x)):
+        dominated = np.any((x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i])))
+        if not dominated:
+            idx.append(i)
+    return np.array(sorted(idx, key=lambda i: x[i]), dtype=int)
+
+
+def sweep_figure(rows: list[dict]) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=("accuracy vs tokens per forward", "accuracy vs tokens/s"))
+    if not rows:
+        return fig.update_layout(height=360, template="plotly_white")
+    acc = np.array([r["accuracy"] for r in rows])
+    labels = [r["spec"] for r in rows]
+    for col, key in ((1, "tpf"), (2, "tokens_per_s")):
+        x = np.array([r[key] for r in rows])
+        fig.add_trace(go.Scatter(x=x, y=acc, mode="markers", text=labels, marker=dict(size=9, color="#3182bd"),
+                                 hovertemplate="%{text}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}<extra></extra>",
+                                 showlegend=False), 1, col)
+        front = pareto(x, acc)
+        fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color="#e6550d", shape="hv"),
+                                 name="Pareto frontier", showlegend=col == 1, hoverinfo="skip"), 1, col)
+    fig.update_xaxes(title_text="TPF", row=1, col=1)
+    fig.update_xaxes(title_text="tokens/s", row=1, col=2)
+    fig.update_yaxes(title_text="accuracy", row=1, col=1)
+    fig.update_layout(height=380, template="plotly_white", margin=dict(l=50, r=10, t=40, b=40))
+    return fig
+
+
+def sweep_table(rows: list[dict]) -> str:
+    head = "<tr><th>setting</th><th>acc</th><th>NFE</th><th>TPF</th><th>tok/s</th></tr>"
+    body = "".join(f"<tr><td>{r['spec']}</td><td>{r['accuracy']:.3f}</td><td>{r['nfe']:.1f}</td>"
+                   f"<td>{r['tpf']:.2f}</td><td>{r['tokens_per_s']:.1f}</td></tr>" for r in rows)
+    return f"<table class='um-table'>{head}{body}</table>"

@@ -1,0 +1,65 @@
+"""Pure pieces of the explorer: URL state, export, sweep/Pareto, A/B summary, the mask explorer."""
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+
+from engine import masks
+from engine.decoders import build_decoder
+from engine.loop import Generation
+from explorer.export import to_csv, to_json
+from explorer.state import CONTROLS, parse_query, to_query
+from explorer.views.compare import compare_summary
+from explorer.views.mask_explorer import KINDS, mask_explorer, mask_matrix
+from explorer.views.sweep import pareto, sweep_figure
+
+
+def test_query_roundtrip_and_bad_values():
+    values = {"decoder": "s2d2", "tau": 0.85, "block": 4, "draft_ver": True, "router": "ucb", "prompt": "a b?"}
+    back, problems = parse_query(dict(__import__("urllib.parse").parse.parse_qsl(to_query(values))))
+    assert back == values and not problems
+    got, problems = parse_query({"tau": "7", "block": "abc", "router": "nope", "bogus": "1", "ce": "maybe"})
+    assert got == {"tau": 1.0}                      # clamped to the slider range
+    assert len(problems) == 4
+    assert set(CONTROLS) >= {"tau", "block", "steps", "gen_length", "beta", "cost", "kappa", "h_max"}
+
+
+def test_exports(adapter):
+    tr = Generation(adapter, "Jack has 8 pens . How many pens are there now ?",
+                    build_decoder("s2d2", router="always", block_size=4, gen_length=8)).run()
+    d = json.loads(to_json(tr))
+    assert d["meta"]["nfe"] == tr.nfe and len(d["steps"]) == len(tr.records)
+    assert any("router" in s for s in d["steps"])
+    rows = list(csv.DictReader(io.StringIO(to_csv(tr))))
+    assert len(rows) == sum(len(r.positions) for r in tr.records)
+    assert sum(int(r["committed"]) for r in rows) == sum(r.n_committed for r in tr.records)
+
+
+def test_pareto_and_sweep_figure():
+    x = np.array([1.0, 2.0, 3.0, 2.5, 1.5])
+    y = np.array([0.9, 0.8, 0.5, 0.4, 0.95])
+    assert pareto(x, y).tolist() == [4, 1, 2]
+    rows = [dict(spec=f"s{i}", accuracy=float(a), tpf=float(t), tokens_per_s=10 * float(t), nfe=1.0)
+            for i, (t, a) in enumerate(zip(x, y))]
+    fig = sweep_figure(rows)
+    assert len(fig.data) == 4 and list(fig.data[1].x) == [1.5, 2.0, 3.0]
+
+
+def test_compare_summary(adapter):
+    p = "Mia has 12 toys . She gets 5 more toys . How many toys does she have now ?"
+    a = Generation(adapter, p, build_decoder("ar", gen_length=8)).run()
+    b = Generation(adapter, p, build_decoder("threshold", tau=0.5, block_size=8, gen_length=8)).run()
+    html = compare_summary(a, b, 17, lambda t: None)
+    assert f"{b.tpf / a.tpf:.2f}×" in html and html.count("wrong") == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mask_explorer_uses_engine_masks(kind):
+    m, rows, cols = mask_matrix(kind, 4, 1)
+    fig = mask_explorer(kind, 4, 1, 2)
+    assert np.array_equal(np.array(fig.data[0].z), m.astype(np.uint8)) and len(rows) == m.shape[0]
+    if kind == "2L verifier":
+        assert np.array_equal(m, masks.verifier_2l(0, 4))
