@@ -90,6 +90,37 @@ def render_all(trace, step: int | None, answers: dict, selected: int | None = No
             trajectories(trace, step, chosen, g), ce_maps(trace, step, g))
 
 
+# clicking a token in the text view selects its position in every view (gr.Plot has no click event; the
+# position dropdown is the fallback)
+CLICK_JS = ("element.addEventListener('click', (e) => { const t = e.target.closest('[data-pos]'); "
+            "if (t) trigger('click', {pos: t.dataset.pos}); });")
+
+TOUR = [
+    ("Prompt and blocks", "The answer area starts fully **masked** (grey). It is cut into **blocks** of B positions "
+     "on the absolute grid; the dotted lines in the heatmaps are block boundaries. Blocks are decoded left to "
+     "right; inside a block, positions are filled in parallel."),
+    ("Draft", "Each row of the heatmaps is one **forward**. A *draft* forward proposes a token for every masked "
+     "position of the current block; the confidence map shows how sure the model is of each proposal."),
+    ("Verify", "S2D2 may then spend one more forward to **verify** the first masked span with the same model in "
+     "autoregressive mode (Decode → S2D2 tab: the 2L attention mask). Green squares were accepted, red ones "
+     "rejected and resampled."),
+    ("Commit", "Tokens that are accepted, or whose confidence clears τ, are **committed** (orange in the mask "
+     "map) and never change again. The commit-reason map says which rule took each token."),
+    ("Speed and quality", "The cards count forwards (NFE) and tokens per forward (TPF). Move τ, B or the router's "
+     "cost c and run again: more tokens per forward is faster, but commits made while unsure can be wrong."),
+]
+
+
+def tour_steps(trace) -> list[int]:
+    """1-based slider steps illustrating each tour stop in an S2D2 trace."""
+    recs = trace.records
+    n = len(recs)
+    verify = next((i for i, r in enumerate(recs) if r.kind == "verify"), min(1, n - 1))
+    draft = max(0, verify - 1)
+    commit = next((i for i, r in enumerate(recs) if r.n_committed > 1), verify)
+    return [1, draft + 1, verify + 1, commit + 1, n]
+
+
 def note(module) -> None:
     """A collapsed "how to read this" under a view, taken from the view module's docstring."""
     with gr.Accordion("How to read this", open=False):
@@ -148,13 +179,13 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                 run = gr.Button("Run", variant="primary", elem_id="run")
             with gr.Column(scale=2):
                 summary = gr.HTML(elem_id="summary")
-                text = gr.HTML(elem_id="text")
+                text = gr.HTML(elem_id="text", js_on_load=CLICK_JS)
                 note(text_view)
                 with gr.Row():
                     step = gr.Slider(1, 2, value=1, step=1, label="Step (scrub a finished run)", elem_id="step",
                                      scale=4)
                     position = gr.Dropdown([], value=None, label="Position", elem_id="position", scale=1,
-                                           allow_custom_value=False)
+                                           allow_custom_value=True)
                 with gr.Tabs():
                     with gr.Tab("Decode"):
                         mask_fig = gr.Plot(label="Mask state", elem_id="mask-plot")
@@ -185,6 +216,12 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                         note(mask_explorer_view)
                     with gr.Tab("Glossary"):
                         gr.Markdown(GLOSSARY)
+                    with gr.Tab("Tour"):
+                        gr.Markdown("A guided walk through one decode (an S2D2 example): prompt → block → draft → "
+                                    "verify → commit. Each click moves the step slider and explains what you see.")
+                        tour_text = gr.Markdown(elem_id="tour-text")
+                        tour_btn = gr.Button("Start / next stop", elem_id="tour-next")
+                        tour_idx = gr.State(-1)
         with gr.Row():
             prev_btn = gr.Button("◀ prev", size="sm", elem_id="prev")
             play_btn = gr.Button("▶ play / ❚❚ pause", size="sm", elem_id="play")
@@ -278,6 +315,10 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                 return
             yield from decode(prompt_v, decoder_v, values, int(step_v) if step_v else None)
 
+        def select_position(evt: gr.EventData):
+            pos = getattr(evt, "pos", None)
+            return int(pos) if pos is not None else gr.skip()
+
         def open_point(spec, prompt_v):
             """A sweep setting, decoded on the current prompt into the main views."""
             if not spec:
@@ -300,6 +341,19 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         run_evt = run.click(on_run, [prompt, decoder, *controls], run_outputs, concurrency_id="model",
                             concurrency_limit=1)
         run_evt.then(None, link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
+        def tour_next(i, tr):
+            ex = example_traces.get("s2d2")
+            if ex is None:
+                raise gr.Error("the tour needs the pre-baked S2D2 example (python -m engine.bake_examples)")
+            i = (i + 1) % len(TOUR)
+            title, body = TOUR[i]
+            s = tour_steps(ex)[i]
+            return (i, f"**{i + 1}/{len(TOUR)} · {title}**\n\n{body}", ex,
+                    gr.update(maximum=max(2, len(ex.records)), value=s), *render_all(ex, s - 1, answers))
+
+        tour_btn.click(tour_next, [tour_idx, trace_state], [tour_idx, tour_text, trace_state, step, *views],
+                       show_progress="hidden")
+        text.click(select_position, None, position, show_progress="hidden")
         sweep_open.click(open_point, [sweep_point, prompt], run_outputs, concurrency_id="model",
                          concurrency_limit=1)
         step.change(on_step, [trace_state, step, position], views, show_progress="hidden")
