@@ -12,7 +12,8 @@ from engine.model import ModelLoadError
 
 DECODER_FLAGS = ("block_size", "steps", "tau", "gen_length", "temperature", "top_k", "top_p", "seed", "rule",
                  "remasking", "preset", "router", "estimator", "beta", "cost", "score_type", "tau_span", "tau_score",
-                 "tau_on", "tau_off", "acceptance", "draft_ver", "cache_ver")
+                 "tau_on", "tau_off", "acceptance", "draft_ver", "cache_ver", "controller", "ce", "kappa", "h_max",
+                 "window", "tau_s")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -106,6 +107,14 @@ def main(argv=None) -> int:
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")
     g.add_argument("--device")
+    tg = g.add_argument_group("tspd (TSPD + CE, our reconstruction)")
+    tg.add_argument("--controller", help="mlp | heuristic")
+    tg.add_argument("--ce", action=argparse.BooleanOptionalAction, default=None,
+                    help="confidence extrapolation look-ahead (--no-ce to ablate)")
+    tg.add_argument("--kappa", type=float, help="LCB width in forecast standard deviations")
+    tg.add_argument("--h-max", type=int, help="longest look-ahead horizon")
+    tg.add_argument("--window", type=int, help="trajectory window k")
+    tg.add_argument("--tau-s", type=float, help="controller threshold (0 = calibrated)")
     b = sub.add_parser("bench", help="accuracy / NFE / TPF / tokens/s of decoders on held-out problems")
     b.add_argument("--model", default="tiny")
     b.add_argument("--task", default="arith")

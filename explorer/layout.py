@@ -32,7 +32,7 @@ from explorer.views.attention import attention_mask
 from explorer.views.ce_maps import ce_maps
 from explorer.views.reasons import reason_map
 from explorer.views.router import router_timeline
-from explorer.views.summary import render_summary
+from explorer.views.summary import previous_delta, render_summary
 from explorer.views.text import render_text
 from explorer.views.trajectory import trajectories
 from explorer.views.verifier import verifier_map
@@ -179,6 +179,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                 run = gr.Button("Run", variant="primary", elem_id="run")
             with gr.Column(scale=2):
                 summary = gr.HTML(elem_id="summary")
+                delta = gr.HTML(elem_id="delta")
+                previous = gr.State(None)
                 text = gr.HTML(elem_id="text", js_on_load=CLICK_JS)
                 note(text_view)
                 with gr.Row():
@@ -338,9 +340,24 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         decoder.change(lambda d: (DECODERS.get(d, ""), gr.update(open=d == "s2d2"), gr.update(open=d == "tspd")),
                        decoder, [decoder_info, s2d2_box, tspd_box])
         preset.change(on_preset, preset, controls)
-        run_evt = run.click(on_run, [prompt, decoder, *controls], run_outputs, concurrency_id="model",
-                            concurrency_limit=1)
-        run_evt.then(None, link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
+        def update_delta(tr, prev):
+            """After a run: how it compares with the previous one (kept for comparison), then remember it."""
+            if tr is None:
+                return gr.skip(), prev
+            if prev is None or prev is tr:
+                return "", tr
+            return previous_delta(tr, prev), tr
+
+        def wire_run(trigger):
+            evt = trigger(on_run, [prompt, decoder, *controls], run_outputs, concurrency_id="model",
+                          concurrency_limit=1)
+            evt.then(None, link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
+            evt.then(update_delta, [trace_state, previous], [delta, previous], show_progress="hidden")
+
+        wire_run(run.click)
+        for k in keys:  # changing a decoding parameter re-runs on release (cached runs return at once)
+            if isinstance(c[k], gr.Slider):
+                wire_run(c[k].release)
         def tour_next(i, tr):
             ex = example_traces.get("s2d2")
             if ex is None:

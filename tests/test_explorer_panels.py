@@ -63,3 +63,13 @@ def test_mask_explorer_uses_engine_masks(kind):
     assert np.array_equal(np.array(fig.data[0].z), m.astype(np.uint8)) and len(rows) == m.shape[0]
     if kind == "2L verifier":
         assert np.array_equal(m, masks.verifier_2l(0, 4))
+
+
+def test_previous_delta(adapter):
+    from explorer.views.summary import previous_delta
+
+    p = "Leo has 4 coins . How many coins are there now ?"
+    a = Generation(adapter, p, build_decoder("ar", gen_length=8)).run()
+    b = Generation(adapter, p, build_decoder("threshold", tau=0.5, block_size=8, gen_length=8)).run()
+    line = previous_delta(b, a)
+    assert f"NFE {a.nfe} → {b.nfe}" in line and "ar" in line

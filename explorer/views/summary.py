@@ -23,3 +23,17 @@ def render_summary(trace, correct: bool | None = None) -> str:
     if correct is not None:
         cards.append(card("answer", "correct" if correct else "wrong", "exact match of the final answer"))
     return "<div class='um-cards'>" + "".join(cards) + "</div>"
+
+
+def previous_delta(trace, prev) -> str:
+    """One line comparing a run with the previous one on the page (kept for comparison)."""
+    def speed(t):
+        return t.meta["generated_tokens"] / max(t.meta["wall_s"], 1e-9)
+
+    pm = prev.meta
+    shown = ("block_size", "tau", "steps", "router", "cost")
+    setting = ", ".join(f"{k}={v}" for k, v in pm["params"].items() if k in shown)
+    same = pm["token_ids"] == trace.meta["token_ids"]
+    return (f"<div class='um-delta'>vs previous run ({html.escape(pm['decoder'])}, {html.escape(setting)}): "
+            f"NFE {prev.nfe} → {trace.nfe} · TPF {prev.tpf:.2f} → {trace.tpf:.2f} · "
+            f"tokens/s {speed(prev):.1f} → {speed(trace):.1f} · text {'unchanged' if same else 'changed'}</div>")
