@@ -51,3 +51,18 @@ def test_bench_json(sdar_dir):
     for r in rows:
         assert {"accuracy", "nfe", "tpf", "tokens_per_s", "decoder", "params", "speedup"} <= set(r)
     assert rows[0]["speedup"] == 1.0 and rows[0]["tpf"] == pytest.approx(1.0)
+
+
+def test_generate_s2d2_and_tspd_flags(sdar_dir):
+    out = cli("generate", "--prompt", "Ann has 3 apples.", "--model", str(sdar_dir), "--decoder", "s2d2",
+              "--preset", "sdar-a", "--router", "always", "--acceptance", "greedy", "--gen-length", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["params"]["router"] == "always" and d["params"]["block_size"] == 4 and d["params"]["cache_ver"]
+    assert d["verify_forwards"] >= 1 and d["nfe"] == d["nfe_by_kind"]["draft"] + d["nfe_by_kind"]["verify"]
+    assert 0 <= d["accepted_tokens"] <= len(d["token_ids"])
+    out = cli("generate", "--prompt", "Ann has 3 apples.", "--model", str(sdar_dir), "--decoder", "tspd",
+              "--controller", "heuristic", "--no-ce", "--kappa", "2", "--h-max", "3", "--gen-length", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)["params"]
+    assert (p["controller"], p["ce"], p["kappa"], p["h_max"]) == ("heuristic", False, 2.0, 3)
