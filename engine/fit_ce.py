@@ -20,8 +20,8 @@ from engine.decoders.tspd import CE_FILE
 from engine.model import load_model
 from engine.tasks import get_task
 
-GRID = dict(q_level=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5), q_vel=(0.001, 0.005, 0.01, 0.02, 0.05, 0.1),
-            r=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0))
+GRID = dict(q_level=(0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 2.0), q_vel=(0.001, 0.01, 0.03, 0.1, 0.2, 0.5),
+            r=(0.02, 0.05, 0.1, 0.25, 0.5, 1.0))
 
 
 def fit(Z: np.ndarray, F: np.ndarray, kappa: float = 1.64) -> dict:
