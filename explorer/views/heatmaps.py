@@ -7,6 +7,8 @@ probability of the candidate at a still-masked position; the staircase of blocks
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -65,20 +67,35 @@ def percent_scale(name: str = "Viridis", background: str = "rgba(0,0,0,0)") -> l
     return [[top * i / 10, c] for i, c in enumerate(cols)] + [[top + 1e-6, background], [1.0, background]]
 
 
-def _decorate(fig: go.Figure, g: Grid, step: int | None, title: str, selected: int | None = None) -> go.Figure:
-    # x is categorical (one "position token" label per column); shapes address columns by index. Shapes are
-    # set in one go: fig.add_vline validates the whole layout per call, ~10 ms each.
+def figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain dicts, without plotly's per-property validation (~10 ms a figure; these are rebuilt
+    on every scrub). The template is inlined because an unvalidated template name would not be resolved."""
+    return go.Figure(data=data, layout={"template": _template(), **layout}, _validate=False)
+
+
+@lru_cache(maxsize=1)
+def _template() -> dict:
+    import plotly.io as pio
+    return pio.templates["plotly_white"].to_plotly_json()
+
+
+def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str, selected: int | None = None,
+                         **layout) -> go.Figure:
+    """Common frame of the step x position maps: categorical position axis, block boundaries, step cursor."""
+    # x is categorical (one "position token" label per column); shapes address columns by index
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
     if step is not None:
         shapes.append(hline(step))
     if selected is not None and g.P <= selected < g.end:
         shapes.append(vline(selected - g.P, color="crimson"))
-    fig.update_layout(shapes=shapes)
-    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=max(260, min(620, 60 + 9 * g.n_steps)),
-                      margin=dict(l=50, r=10, t=36, b=36), xaxis_title="position", yaxis_title="step",
-                      yaxis=dict(autorange="reversed"), template="plotly_white",
-                      xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60))
-    return fig
+    base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
+                height=max(260, min(620, 60 + 9 * g.n_steps)), margin=dict(l=50, r=10, t=36, b=36),
+                xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
+                           categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5]),
+                yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps - 0.5, -0.5]))
+    for key, val in layout.items():
+        base[key] = {**base[key], **val} if isinstance(val, dict) and isinstance(base.get(key), dict) else val
+    return figure(data, base)
 
 
 def token_labels(trace, ids: np.ndarray) -> np.ndarray:
@@ -91,24 +108,24 @@ def token_labels(trace, ids: np.ndarray) -> np.ndarray:
 
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
-    fig = go.Figure(go.Heatmap(z=g.state, x=g.labels, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
-                               colorscale=STATE_COLOURS, showscale=False,
-                               hovertemplate="pos %{x} · step %{y}<extra></extra>"))
-    return _decorate(fig, g, step, "mask state (grey masked · blue decoded · orange committed now)", selected)
+    data = [dict(type="heatmap", z=g.state, x=g.labels, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
+                 colorscale=STATE_COLOURS, showscale=False, hovertemplate="pos %{x} · step %{y}<extra></extra>")]
+    return step_position_figure(data, g, step, "mask state (grey masked · blue decoded · orange committed now)",
+                                selected)
 
 
 def confidence(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None,
                field: str = "confidence") -> go.Figure:
     g = grid or Grid.of(trace)
     z = quantize(getattr(g, field))
-    fig = go.Figure(go.Heatmap(z=z, x=g.labels, y=np.arange(g.n_steps), zmin=0, zmax=NO_VALUE,
-                               colorscale=percent_scale(), showscale=False,
-                               hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}%<extra></extra>"))
+    data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(g.n_steps), zmin=0, zmax=NO_VALUE,
+                 colorscale=percent_scale(), showscale=False,
+                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}%<extra></extra>")]
     committed = np.argwhere(g.committed)
     if len(committed):
-        fig.add_trace(go.Scatter(x=g.labels[committed[:, 1]], y=committed[:, 0], mode="markers",
-                                 marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")),
-                                 hoverinfo="skip", showlegend=False))
+        data.append(dict(type="scatter", x=g.labels[committed[:, 1]], y=committed[:, 0], mode="markers",
+                         marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")),
+                         hoverinfo="skip", showlegend=False))
     label = "confidence (top-1 p of masked positions; × = committed)" if field == "confidence" else \
         "normalised entropy of masked positions"
-    return _decorate(fig, g, step, label, selected)
+    return step_position_figure(data, g, step, label, selected)

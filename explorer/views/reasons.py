@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import _decorate, token_labels
+from explorer.views.heatmaps import step_position_figure, token_labels
 
 # Reason codes as in engine.trace.Reason (kept as plain ints: the explorer does not import torch-side modules)
 REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax", "#9ecae1"),
@@ -21,19 +21,12 @@ REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax
 
 def reason_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
-    fig = go.Figure()
     cells = np.argwhere(g.reason > 0)                                   # sparse: one marker per commit
     codes = g.reason[cells[:, 0], cells[:, 1]] if len(cells) else np.zeros(0, np.int8)
     toks = token_labels(trace, g.tokens[cells[:, 0], cells[:, 1]]) if len(cells) else np.zeros(0, object)
-    for code, (name, colour) in REASONS.items():
-        sel = codes == code
-        if not sel.any():
-            continue
-        fig.add_trace(go.Scatter(x=g.labels[cells[sel, 1]], y=cells[sel, 0], mode="markers", name=name,
-                                 text=toks[sel], marker=dict(symbol="square", size=9, color=colour),
-                                 hovertemplate="pos %{x} · step %{y}<br>%{text}<extra>" + name + "</extra>"))
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    fig = _decorate(fig, g, step, "commit reasons (one square per committed token)", selected)
-    fig.update_xaxes(categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5])
-    fig.update_yaxes(autorange=False, range=[g.n_steps - 0.5, -0.5])
-    return fig
+    data = [dict(type="scatter", x=g.labels[cells[sel, 1]], y=cells[sel, 0], mode="markers", name=name,
+                 text=toks[sel], marker=dict(symbol="square", size=9, color=colour),
+                 hovertemplate="pos %{x} · step %{y}<br>%{text}<extra>" + name + "</extra>")
+            for code, (name, colour) in REASONS.items() if (sel := codes == code).any()]
+    return step_position_figure(data, g, step, "commit reasons (one square per committed token)", selected,
+                                legend=dict(orientation="h", y=-0.25))

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import _decorate, token_labels
+from explorer.views.heatmaps import step_position_figure, token_labels
 
 NONE, ACCEPTED, RESAMPLED, FALLBACK, PENDING, OTHER = 0, 1, 2, 3, 4, 5
 LABELS = ["", "accepted", "rejected → resampled", "fallback commit", "span, not reached", "committed (rule)"]
@@ -45,23 +45,20 @@ def verifier_grid(trace, g: Grid):
 def verifier_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
     code, p, q, ratio, draft = verifier_grid(trace, g)
-    fig = go.Figure()
     cells = np.argwhere(code > 0)                                        # sparse: one marker per event
     kinds = code[cells[:, 0], cells[:, 1]] if len(cells) else np.zeros(0, np.int8)
     toks = token_labels(trace, draft[cells[:, 0], cells[:, 1]]) if len(cells) else np.zeros(0, object)
+    data = []
     for c in range(1, len(COLOURS)):
         sel = kinds == c
         if not sel.any():
             continue
         s_, j = cells[sel, 0], cells[sel, 1]
-        custom = np.stack([p[s_, j], q[s_, j], ratio[s_, j]], 1)
-        fig.add_trace(go.Scatter(x=g.labels[j], y=s_, mode="markers", name=LABELS[c], text=toks[sel],
-                                 customdata=custom, marker=dict(symbol="square", size=9, color=COLOURS[c]),
-                                 hovertemplate="pos %{x} · step %{y}<br>draft %{text}<br>p=%{customdata[0]:.3f} "
-                                               "q=%{customdata[1]:.3f} ratio=%{customdata[2]:.3f}<extra>"
-                                               + LABELS[c] + "</extra>"))
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    fig = _decorate(fig, g, step, "verifier map (rows: forwards; draft rows show fallback commits)", selected)
-    fig.update_xaxes(categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5])
-    fig.update_yaxes(autorange=False, range=[g.n_steps - 0.5, -0.5])
-    return fig
+        data.append(dict(type="scatter", x=g.labels[j], y=s_, mode="markers", name=LABELS[c], text=toks[sel],
+                         customdata=np.stack([p[s_, j], q[s_, j], ratio[s_, j]], 1),
+                         marker=dict(symbol="square", size=9, color=COLOURS[c]),
+                         hovertemplate="pos %{x} · step %{y}<br>draft %{text}<br>p=%{customdata[0]:.3f} "
+                                       "q=%{customdata[1]:.3f} ratio=%{customdata[2]:.3f}<extra>"
+                                       + LABELS[c] + "</extra>"))
+    return step_position_figure(data, g, step, "verifier map (rows: forwards; draft rows show fallback commits)",
+                                selected, legend=dict(orientation="h", y=-0.25))
