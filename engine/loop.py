@@ -151,6 +151,9 @@ class Runner:
         return self.P + e if not (gen[:e] == self.adapter.mask_token_id).any() else None
 
 
+TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
+
+
 class BlockContext:
     """What a policy sees of one block: its positions, the runner, and helpers to commit and emit records."""
 
@@ -191,6 +194,10 @@ class BlockContext:
         """Close the current forward: build its record and start a new one."""
         after = self.tokens.clone()
         L = self.L
+        if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
+            top = torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)
+            extra = dict(extra, topk_ids=top.indices.numpy().astype(np.int32),
+                         topk_p=top.values.numpy().astype(np.float32))
         rec = StepRecord(
             block=self.index, step_in_block=self.step, kind=kind,
             positions=np.arange(self.lo, self.hi, dtype=np.int32),

@@ -20,15 +20,18 @@ from explorer.store import canonical_key
 from explorer.glossary import GLOSSARY, how_to_read
 from explorer.panels import compare_tab, masks_tab, sweep_tab
 from explorer.views import attention as attention_view
+from explorer.views import candidates as candidates_view
 from explorer.views import ce_maps as ce_view
 from explorer.views import heatmaps
 from explorer.views import mask_explorer as mask_explorer_view
 from explorer.views import reasons as reasons_view
 from explorer.views import router as router_view
 from explorer.views import text as text_view
+from explorer.views import summary as summary_view
 from explorer.views import trajectory as trajectory_view
 from explorer.views import verifier as verifier_view
 from explorer.views.attention import attention_mask
+from explorer.views.candidates import candidates
 from explorer.views.ce_maps import ce_maps
 from explorer.views.reasons import reason_map
 from explorer.views.router import router_timeline
@@ -87,7 +90,7 @@ def render_all(trace, step: int | None, answers: dict, selected: int | None = No
             heatmaps.mask_state(trace, step, g, selected), heatmaps.confidence(trace, step, g, selected),
             reason_map(trace, step, g, selected),
             verifier_map(trace, step, g, selected), router_timeline(trace, step), attention_mask(trace, step),
-            trajectories(trace, step, chosen, g), ce_maps(trace, step, g))
+            trajectories(trace, step, chosen, g), ce_maps(trace, step, g), candidates(trace, step, selected, g))
 
 
 # clicking a token in the text view selects its position in every view (gr.Plot has no click event; the
@@ -180,6 +183,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             with gr.Column(scale=2):
                 summary = gr.HTML(elem_id="summary")
                 delta = gr.HTML(elem_id="delta")
+                note(summary_view)
                 previous = gr.State(None)
                 text = gr.HTML(elem_id="text", js_on_load=CLICK_JS)
                 note(text_view)
@@ -188,6 +192,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                                      scale=4)
                     position = gr.Dropdown([], value=None, label="Position", elem_id="position", scale=1,
                                            allow_custom_value=True)
+                cand = gr.HTML(elem_id="candidates")
+                note(candidates_view)
                 with gr.Tabs():
                     with gr.Tab("Decode"):
                         mask_fig = gr.Plot(label="Mask state", elem_id="mask-plot")
@@ -235,7 +241,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         playing = gr.State(False)
         keys = list(c)
         controls = [c[k] for k in keys]
-        views = [summary, text, mask_fig, conf_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig]
+        views = [summary, text, mask_fig, conf_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig, cand]
 
         def finished(tr, values: dict, prompt_v: str, decoder_v: str, step_v: int | None = None):
             """Everything the page shows for a trace, plus the slider, positions, link and export files."""

@@ -115,3 +115,25 @@ def test_tspd_and_reason_views(adapter):
     assert any(d.fill == "toself" for d in fig.data) or np.isnan(tr.records[0].extra["forecast_mean"]).all()
     cm = ce_maps(tr, 0, g)
     assert cm.data[0].z.shape == g.state.shape and len(cm.data) == 3
+
+
+def test_candidates_view_and_notes(saved_trace):
+    import importlib
+    import pkgutil
+
+    import explorer.views
+    from explorer.glossary import how_to_read
+    from explorer.views.candidates import candidates
+
+    g = Grid(saved_trace)
+    pos = int(g.positions[0])
+    html_view = candidates(saved_trace, 0, pos, g)
+    assert html_view.count("um-cand-row") == 5 and f"position {pos}" in html_view
+    r = saved_trace.records[0]
+    assert (np.diff(r.extra["topk_p"], axis=1) <= 0).all()                 # sorted, most likely first
+    assert np.array_equal(r.extra["topk_ids"][:, 0], r.candidate)           # greedy: the candidate is the top-1
+    assert "not been scored" in candidates(saved_trace, 0, int(g.positions[-1]), g)
+    assert "still masked" in html_view or "committed" in html_view
+    for m in pkgutil.iter_modules(explorer.views.__path__):
+        mod = importlib.import_module(f"explorer.views.{m.name}")
+        assert how_to_read(mod), f"{m.name} has no 'How to read' paragraph"

@@ -1,4 +1,9 @@
-"""Summary cards: NFE, TPF, tokens/s, steps, and correctness when the prompt's answer is known."""
+"""Summary cards: NFE, TPF, tokens/s, steps, and correctness when the prompt's answer is known.
+
+How to read: NFE counts every model forward of the run (hover for draft / verify / commit); TPF is generated
+tokens per forward (autoregressive decoding is 1.0); tokens/s is the engine's own time, without rendering. The
+line under the cards compares the run with the previous one on the page.
+"""
 
 from __future__ import annotations
 
