@@ -192,6 +192,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                                      scale=4)
                     position = gr.Dropdown([], value=None, label="Position", elem_id="position", scale=1,
                                            allow_custom_value=True)
+                    # heatmap cells report clicks through this element (gr.Plot has no click event)
+                    plot_clicks = gr.HTML("", js_on_load=PLOT_CLICK_JS, elem_id="plot-clicks")
                 cand = gr.HTML(elem_id="candidates")
                 note(candidates_view)
                 with gr.Tabs():
@@ -315,7 +317,9 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             autorun = bool(values)
             example = example_traces.get(values.get("decoder", "threshold")) if not autorun else None
             shown = render_all(example, None, answers) if example is not None else tuple(gr.skip() for _ in views)
-            return (*updates, autorun, values.get("step"), *shown, example if example is not None else gr.skip())
+            n = len(example.records) if example is not None else 0
+            return (*updates, autorun, values.get("step"), *shown, example if example is not None else gr.skip(),
+                    gr.update(maximum=max(2, n), value=n) if n else gr.skip())
 
         def maybe_run(autorun, step_v, prompt_v, decoder_v, *values):
             if not autorun:
@@ -377,6 +381,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         tour_btn.click(tour_next, [tour_idx, trace_state], [tour_idx, tour_text, trace_state, step, *views],
                        show_progress="hidden")
         text.click(select_position, None, position, show_progress="hidden")
+        plot_clicks.click(select_position, None, position, show_progress="hidden")
         sweep_open.click(open_point, [sweep_point, prompt], run_outputs, concurrency_id="model",
                          concurrency_limit=1)
         step.change(on_step, [trace_state, step, position], views, show_progress="hidden")
@@ -385,7 +390,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         next_btn.click(lambda tr, s: move(tr, s, +1), [trace_state, step], step, show_progress="hidden")
         play_btn.click(toggle, [playing, trace_state, step], [playing, timer, step], show_progress="hidden")
         timer.tick(tick, [trace_state, step, playing], [step, playing, timer], show_progress="hidden")
-        demo.load(on_load, None, [prompt, decoder, *controls, autorun_state, step_from_url, *views, trace_state]) \
+        demo.load(on_load, None, [prompt, decoder, *controls, autorun_state, step_from_url, *views, trace_state,
+                                  step]) \
             .then(maybe_run, [autorun_state, step_from_url, prompt, decoder, *controls], run_outputs,
                   concurrency_id="model", concurrency_limit=1)
     return demo
@@ -400,6 +406,25 @@ def export_files(trace, directory: Path) -> list[str]:
     paths[1].write_text(to_csv(trace))
     trace.save(paths[2])
     return [str(p) for p in paths]
+
+
+# Plotly figures render inside gr.Plot, which has no click event. This element's script binds plotly_click on the
+# step x position maps (re-binding as figures are replaced) and reports the clicked column's position, which every
+# map's labels start with.
+PLOT_CLICK_JS = """
+const ids = ['mask-plot', 'conf-plot', 'reason-plot', 'verifier-plot'];
+const bind = () => ids.forEach(id => {
+  const gd = document.querySelector('#' + id + ' .js-plotly-plot');
+  if (!gd || gd.__umBound || !gd.on) return;
+  gd.__umBound = true;
+  gd.on('plotly_click', ev => {
+    const pos = parseInt(String(ev.points[0].x));
+    if (!isNaN(pos)) trigger('click', {pos: pos});
+  });
+});
+new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
+bind();
+"""
 
 
 def launch_kwargs() -> dict:

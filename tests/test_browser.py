@@ -134,3 +134,16 @@ def test_bad_prompt_shows_error_and_page_keeps_working(page, server, prompt):
     page.click("#run")
     wait_run_done(page)
     assert "Ann has 3 apples" in page.locator("#text").inner_text()
+
+
+def test_clicking_a_heatmap_cell_or_token_selects_the_position(page, server):
+    page.goto(server)
+    page.wait_for_selector("#mask-plot .nsewdrag", timeout=30000)
+    page.wait_for_timeout(1000)
+    box = page.locator("#mask-plot .nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
+    page.wait_for_function("() => document.querySelector('#position input').value !== ''", timeout=15000)
+    first = int(page.locator("#position input").input_value())
+    page.wait_for_selector(f"text=position {first}", timeout=15000)   # the candidates view follows
+    page.locator("#text .um-tok").nth(1).click()
+    page.wait_for_function(f"() => document.querySelector('#position input').value !== '{first}'", timeout=15000)
