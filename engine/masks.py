@@ -42,6 +42,28 @@ def partial_causal_draft(cache_len: int, L: int, first_masked: int) -> np.ndarra
     return np.concatenate([np.ones((L, cache_len), bool), blk], 1)
 
 
+def simsd_temporal(cache_len: int, n_known: int, steps) -> np.ndarray:
+    """SimSD's temporal mask over [cache | leftover (n_known) | drafts D (n) | mask copies M (n)].
+
+    ``steps`` (n,) holds each draft token's reveal step t (1-based). D_i sees D_j iff t_j <= t_i and M_j iff
+    t_j > t_i (the block just after step t_i); M_i sees D_j iff t_j < t_i and M_j iff t_j >= t_i (the block just
+    before step t_i, so its logit is the target's prediction at the step the draft revealed i). Leftover rows see
+    only the leftover; every row sees the cache and the leftover.
+    """
+    t = np.asarray(steps)
+    n = len(t)
+    q = n_known + 2 * n
+    m = np.zeros((q, cache_len + q), bool)
+    m[:, :cache_len + n_known] = True
+    m[:n_known, cache_len + n_known:] = False
+    d0, m0 = cache_len + n_known, cache_len + n_known + n
+    m[n_known:n_known + n, d0:m0] = t[None, :] <= t[:, None]
+    m[n_known:n_known + n, m0:] = t[None, :] > t[:, None]
+    m[n_known + n:, d0:m0] = t[None, :] < t[:, None]
+    m[n_known + n:, m0:] = t[None, :] >= t[:, None]
+    return m
+
+
 def to_backend(mask, attn_impl: str, dtype, device):
     """(q, kv) bool (numpy or torch) -> (1, 1, q, kv) torch tensor in the form the attention backend needs."""
     import torch

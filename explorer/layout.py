@@ -239,6 +239,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             link = gr.Textbox(label="Link to this run (query string)", interactive=False, buttons=["copy"],
                               elem_id="link", scale=3)
             export = gr.File(label="Export: JSON · CSV · npz", file_count="multiple", elem_id="export", scale=2)
+            svg_btn = gr.Button("Visible figures as SVG", size="sm", elem_id="svg", scale=1)
         timer = gr.Timer(0.5, active=False)
         playing = gr.State(False)
         keys = list(c)
@@ -364,6 +365,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             evt.then(None, link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
             evt.then(update_delta, [trace_state, previous], [delta, previous], show_progress="hidden")
 
+        svg_btn.click(None, None, None, js=SVG_JS)
         wire_run(run.click)
         for k in keys:  # changing a decoding parameter re-runs on release (cached runs return at once)
             if isinstance(c[k], gr.Slider):
@@ -424,6 +426,16 @@ const bind = () => ids.forEach(id => {
 });
 new MutationObserver(bind).observe(document.body, {childList: true, subtree: true});
 bind();
+"""
+
+
+# SVG export runs in the browser with the page's own plotly.js (each plot's toolbar also saves a PNG)
+SVG_JS = """
+() => document.querySelectorAll('.js-plotly-plot').forEach((gd, i) => {
+  if (!gd.offsetParent) return;
+  const holder = gd.closest('[id]');
+  Plotly.downloadImage(gd, {format: 'svg', filename: 'unmask-' + (holder ? holder.id : 'figure-' + i)});
+})
 """
 
 

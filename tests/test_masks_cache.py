@@ -83,3 +83,14 @@ def test_cached_and_uncached_decode_same_tokens(adapter, spec):
     assert a.meta["final_tokens"] == b.meta["final_tokens"] == c.meta["final_tokens"]
     assert a.nfe == b.nfe
     assert c.meta["nfe_by_kind"].get("commit", 0) >= 1 and c.nfe > a.nfe
+
+
+def test_simsd_temporal_mask_matches_spec_example():
+    m = masks.simsd_temporal(cache_len=1, n_known=0, steps=[1, 2, 3, 4])
+    assert m.shape == (8, 9) and m[:, 0].all()
+    assert m[:, 1:].astype(int).tolist() == [
+        [1, 0, 0, 0, 0, 1, 1, 1], [1, 1, 0, 0, 0, 0, 1, 1], [1, 1, 1, 0, 0, 0, 0, 1], [1, 1, 1, 1, 0, 0, 0, 0],
+        [0, 0, 0, 0, 1, 1, 1, 1], [1, 0, 0, 0, 0, 1, 1, 1], [1, 1, 0, 0, 0, 0, 1, 1], [1, 1, 1, 0, 0, 0, 0, 1]]
+    # each query sees exactly one version (token or mask) of every block position
+    m2 = masks.simsd_temporal(0, 2, [3, 1, 2])
+    assert (m2[2:, 2:5] ^ m2[2:, 5:8]).all() and not m2[:2, 2:].any() and m2[:, :2].all()

@@ -4,7 +4,10 @@ How to read: rows are queries, columns are keys; dark = may attend. Block-causal
 earlier block (the K/V of finished blocks can be cached exactly). 2L verifier (S2D2): the draft-filled block y under
 a token-causal mask, then one [MASK] query per position that sees only the drafts before it. Partial-causal
 drafting (S2D2 draft_ver): the decided prefix of the block is encoded token-causally, masked rows see the whole
-block. The span is outlined in red. The matrices come from ``engine.masks``, the same code the decoder runs.
+block. SimSD temporal: the draft tokens D (labelled with the step t that revealed them) and one mask copy M per
+token; M_i sees exactly the block as it was just before step t_i, so one target forward replays the draft's whole
+denoising order. The span is outlined in red. The matrices come from ``engine.masks``, the same code the
+decoders run.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import plotly.graph_objects as go
 
 from engine import masks
 
-KINDS = ("block-causal", "2L verifier", "partial-causal draft")
+KINDS = ("block-causal", "2L verifier", "partial-causal draft", "SimSD temporal")
 
 
 def mask_matrix(kind: str, B: int, span_start: int = 0, blocks: int = 3) -> tuple[np.ndarray, list[str], list[str]]:
@@ -30,6 +33,13 @@ def mask_matrix(kind: str, B: int, span_start: int = 0, blocks: int = 3) -> tupl
     if kind == "partial-causal draft":
         m = masks.partial_causal_draft(0, B, span_start)
         labels = [f"{'x' if i < span_start else 'M'}{i}" for i in range(B)]
+        return m, labels, labels
+    if kind == "SimSD temporal":  # leftover = span_start decided tokens; drafts revealed in a fixed shuffled order
+        n = B - span_start
+        steps = np.random.default_rng(B).permutation(n) + 1
+        m = masks.simsd_temporal(0, span_start, steps)
+        labels = ([f"x{i}" for i in range(span_start)] + [f"D{span_start + i} t{steps[i]}" for i in range(n)]
+                  + [f"M{span_start + i} t{steps[i]}" for i in range(n)])
         return m, labels, labels
     raise ValueError(f"unknown mask kind {kind!r}")
 
