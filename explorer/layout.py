@@ -88,6 +88,7 @@ def render_all(trace, step: int | None, answers: dict, selected: int | None = No
     chosen = [selected] if selected is not None else None
     return (render_summary(trace, correct), render_text(trace, step, g, selected),
             heatmaps.mask_state(trace, step, g, selected), heatmaps.confidence(trace, step, g, selected),
+            heatmaps.confidence(trace, step, g, selected, field="entropy"),
             reason_map(trace, step, g, selected),
             verifier_map(trace, step, g, selected), router_timeline(trace, step), attention_mask(trace, step),
             trajectories(trace, step, chosen, g), ce_maps(trace, step, g), candidates(trace, step, selected, g))
@@ -200,6 +201,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                     with gr.Tab("Decode"):
                         mask_fig = gr.Plot(label="Mask state", elem_id="mask-plot")
                         conf_fig = gr.Plot(label="Confidence", elem_id="conf-plot")
+                        ent_fig = gr.Plot(label="Entropy", elem_id="entropy-plot")
                         note(heatmaps)
                         reason_fig = gr.Plot(label="Commit reasons", elem_id="reason-plot")
                         note(reasons_view)
@@ -244,7 +246,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         playing = gr.State(False)
         keys = list(c)
         controls = [c[k] for k in keys]
-        views = [summary, text, mask_fig, conf_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig, cand]
+        views = [summary, text, mask_fig, conf_fig, ent_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig, cand]
 
         def finished(tr, values: dict, prompt_v: str, decoder_v: str, step_v: int | None = None):
             """Everything the page shows for a trace, plus the slider, positions, link and export files."""
