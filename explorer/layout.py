@@ -246,7 +246,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         playing = gr.State(False)
         keys = list(c)
         controls = [c[k] for k in keys]
-        views = [summary, text, mask_fig, conf_fig, ent_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig, ce_fig, cand]
+        views = [summary, text, mask_fig, conf_fig, ent_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig,
+                 ce_fig, cand]
 
         def finished(tr, values: dict, prompt_v: str, decoder_v: str, step_v: int | None = None):
             """Everything the page shows for a trace, plus the slider, positions, link and export files."""
@@ -404,7 +405,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
 def export_files(trace, directory: Path) -> list[str]:
     """Write the trace as JSON, CSV and npz under a content-addressed name; returns the paths."""
     directory.mkdir(parents=True, exist_ok=True)
-    stem = directory / f"unmask-{trace.meta['decoder']}-{canonical_key(t=trace.meta['final_tokens'], p=trace.meta['params'])[:10]}"
+    digest = canonical_key(t=trace.meta["final_tokens"], p=trace.meta["params"])[:10]
+    stem = directory / f"unmask-{trace.meta['decoder']}-{digest}"
     paths = [stem.with_suffix(".json"), stem.with_suffix(".csv"), stem.with_suffix(".npz")]
     paths[0].write_text(to_json(trace))
     paths[1].write_text(to_csv(trace))

@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-import torch
 from transformers import Qwen3ForCausalLM
 
 from engine.tasks import get_task

@@ -6,7 +6,6 @@ Each test saves a screenshot under artifacts/. Skipped where Chromium or Playwri
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys

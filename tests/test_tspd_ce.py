@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from engine.ce.controller import MLP, MLPController
-from engine.ce.kalman import KalmanParams, TrendFilter, logit, run_filter
+from engine.ce.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.trace import Reason

@@ -13,7 +13,8 @@ from engine.errors import ConfigError
 from engine.loop import Policy
 from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.parse_spec)
 
-DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy, TSPDPolicy)}
+DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy,
+                                                         TSPDPolicy)}
 
 
 def _coerce(field: dataclasses.Field, raw):

@@ -40,7 +40,7 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None) -> go.Figu
     klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=("forecast LCB at horizon (as p)", "horizon h",
-                                        "class: 0 none · 1 converging · 2 oscillatory · 3 stalled · 4 stable-high"))
+                                        "class: " + " · ".join(f"{i} {n}" for i, n in enumerate(CLASS_NAMES))))
     y = np.arange(g.n_steps)
     fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=NO_VALUE, colorscale=percent_scale(),
                              showscale=False, hovertemplate="pos %{x} · step %{y}<br>LCB %{z}%<extra></extra>"), 1, 1)

@@ -62,8 +62,9 @@ def router_timeline(trace, step: int | None = None) -> go.Figure:
                                      marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
     if step is not None:
         shapes.append(vline(step, width=2))
-    fig.update_layout(shapes=shapes, height=420, template="plotly_white", barmode="group", margin=dict(l=50, r=10, t=36, b=30),
-                      title=dict(text=f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})",
-                                 x=0.01, font=dict(size=14)), legend=dict(orientation="h", y=-0.12))
+    title = f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})"
+    fig.update_layout(shapes=shapes, height=420, template="plotly_white", barmode="group",
+                      margin=dict(l=50, r=10, t=36, b=30), title=dict(text=title, x=0.01, font=dict(size=14)),
+                      legend=dict(orientation="h", y=-0.12))
     fig.update_xaxes(title_text="step", row=2, col=1)
     return fig

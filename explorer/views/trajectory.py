@@ -68,7 +68,8 @@ def trajectories(trace, step: int | None = None, positions: list[int] | None = N
                                              mode="markers", marker=dict(symbol="triangle-up", size=10, color=colour),
                                              name=f"LCB @ horizon {h}", showlegend=False,
                                              hovertemplate="LCB at horizon %{x}: %{y:.3f}<extra></extra>"))
-    fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1), vline(s)], height=360, template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
+    fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1), vline(s)], height=360,
+                      template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
                       yaxis=dict(range=[0, 1.02], title="confidence"), xaxis_title="step",
                       title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
                                  font=dict(size=14)))
