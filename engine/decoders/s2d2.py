@@ -94,6 +94,23 @@ def first_span(masked: torch.Tensor) -> torch.Tensor:
     return torch.arange(f, end)
 
 
+def verdict_arrays(L: int, span: torch.Tensor, v, reasons: np.ndarray) -> dict:
+    """Per-position verify outcome for the trace: verdict codes, acceptance ratio, p(x̂) and q(x̂)."""
+    verdict = np.zeros(L, np.int8)
+    verdict[span.numpy()] = PENDING
+    verdict[span[:v.accepted].numpy()] = ACCEPTED
+    if v.rejected_at is not None:
+        verdict[int(span[v.rejected_at])] = RESAMPLED
+    verdict[reasons == int(Reason.FALLBACK)] = FALLBACK_COMMIT
+    seen = span[:len(v.ratios)].numpy()
+    out = dict(verdict=verdict)
+    for key, values in (("ratio", v.ratios), ("p_draft", v.p_draft), ("q_draft", v.q_draft)):
+        arr = np.full(L, np.nan, np.float32)
+        arr[seen] = values
+        out[key] = arr
+    return out
+
+
 class S2D2Policy(Policy):
     name = "s2d2"
     config_cls = S2D2Config
@@ -164,24 +181,12 @@ class S2D2Policy(Policy):
             r.s2d2_accepted += v.accepted
             done += self._fallback(ctx, st, quota, done)
             self.router.update(True, done)
-            verdict = np.zeros(ctx.L, np.int8)
-            verdict[span.numpy()] = PENDING
-            verdict[span[:v.accepted].numpy()] = ACCEPTED
-            if v.rejected_at is not None:
-                verdict[int(span[v.rejected_at])] = RESAMPLED
-            verdict[(ctx._reason.numpy() == int(Reason.FALLBACK))] = FALLBACK_COMMIT
-            ratio = np.full(ctx.L, np.nan, np.float32)
-            pd, qd = ratio.copy(), ratio.copy()
-            n_seen = len(v.ratios)
-            ratio[span[:n_seen].numpy()], pd[span[:n_seen].numpy()], qd[span[:n_seen].numpy()] = \
-                v.ratios, v.p_draft, v.q_draft
-            qst = q.max(-1)
-            yield ctx.emit("verify", None, verdict=verdict, attn_mask=masks.verifier_2l(0, ctx.L), ratio=ratio,
-                           p_draft=pd, q_draft=qd,
-                           draft_tokens=draft_tok.numpy().astype(np.int32), q_top=qst.indices.numpy().astype(np.int32),
-                           accepted=v.accepted, rejected_at=(int(ctx.lo + span[v.rejected_at])
-                                                             if v.rejected_at is not None else None),
-                           resampled=v.token, span=[int(ctx.lo + span[0]), len(span)])
+            yield ctx.emit("verify", None, attn_mask=masks.verifier_2l(0, ctx.L),
+                           draft_tokens=draft_tok.numpy().astype(np.int32),
+                           q_top=q.argmax(-1).numpy().astype(np.int32), accepted=v.accepted,
+                           rejected_at=int(ctx.lo + span[v.rejected_at]) if v.rejected_at is not None else None,
+                           resampled=v.token, span=[int(ctx.lo + span[0]), len(span)],
+                           **verdict_arrays(ctx.L, span, v, ctx._reason.numpy()))
 
     def summary(self, runner) -> dict:
         return dict(accepted_tokens=runner.s2d2_accepted, verify_forwards=runner.nfe.get("verify", 0))
