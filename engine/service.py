@@ -63,13 +63,17 @@ class DecodeService:
         except ConfigError as e:
             raise UserError(str(e)) from None
 
-    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None,
-               every: int = 1) -> Iterator[Trace]:
-        """Yield the partial trace every `every` forwards and the complete trace at the end."""
+    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None) -> Iterator[Trace]:
+        """Yield a partial trace after each forward; the last one yielded is the complete trace.
+
+        Each partial is held back one forward, so the final forward is reported once, by the complete trace
+        (which alone carries the EOS stop position and the full wall time)."""
         gen = self.generation(prompt, decoder, params, model)
-        for i, _ in enumerate(gen.steps()):
-            if i % every == 0:
-                yield gen.trace()
+        pending = None
+        for _ in gen.steps():
+            if pending is not None:
+                yield pending
+            pending = gen.trace()
         yield gen.trace()
 
     def run(self, prompt: str, decoder: str, params: dict, model: str | None = None) -> Trace:

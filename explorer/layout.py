@@ -249,22 +249,28 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         views = [summary, text, mask_fig, conf_fig, ent_fig, reason_fig, ver_fig, router_fig, attn_fig, traj_fig,
                  ce_fig, cand]
 
-        def finished(tr, values: dict, prompt_v: str, decoder_v: str, step_v: int | None = None):
-            """Everything the page shows for a trace, plus the slider, positions, link and export files."""
+        def finished(tr, query: str | None, step_v: int | None = None, views_shown: bool = False):
+            """The slider, positions, link and export files for a finished trace, and its views at step_v
+            (skipped when the stream already showed them at the last step)."""
             n = max(1, len(tr.records))
             s = n if step_v is None else min(max(1, step_v), n)
-            q = to_query(dict(values, prompt=prompt_v, decoder=decoder_v))
-            return (*render_all(tr, s - 1 if step_v is not None else None, answers), tr,
-                    gr.update(maximum=max(2, n), value=s),
-                    gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None), q,
+            shown = (tuple(gr.skip() for _ in views) if views_shown and step_v is None
+                     else render_all(tr, s - 1 if step_v is not None else None, answers))
+            return (*shown, tr, gr.update(maximum=max(2, n), value=s),
+                    gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None),
+                    query if query is not None else gr.skip(),
                     export_files(tr, export_dir) if export_dir else None)
 
-        def on_run(prompt_v, decoder_v, *values):
-            yield from decode(prompt_v, decoder_v, values, None)
-
-        def decode(prompt_v, decoder_v, values, step_v):
+        def from_controls(prompt_v, decoder_v, values):
+            """(decoder params, link query) from the page's control values."""
             vals = dict(zip(keys, values))
-            params = decoder_params(decoder_v, vals)
+            return decoder_params(decoder_v, vals), to_query(dict(vals, prompt=prompt_v, decoder=decoder_v))
+
+        def on_run(prompt_v, decoder_v, *values):
+            yield from decode(prompt_v, decoder_v, *from_controls(prompt_v, decoder_v, values), None)
+
+        def decode(prompt_v, decoder_v, params, query, step_v):
+            """Stream a decode into the views (or take it from the trace cache), then finish the page."""
             key = None
             try:
                 if store is not None:
@@ -272,7 +278,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                                         decoder=decoder_v, params=params, engine=ENGINE_VERSION)
                     hit = store.get(key)
                     if hit is not None:  # decoded before: explore at once, no model call
-                        yield finished(hit, vals, prompt_v, decoder_v, step_v)
+                        yield finished(hit, query, step_v)
                         return
                 last = None
                 for last in service.stream(prompt_v, decoder_v, params):
@@ -284,7 +290,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             if last is not None:
                 if store is not None:
                     store.put(key, last)
-                yield finished(last, vals, prompt_v, decoder_v, step_v)
+                yield finished(last, query, step_v, views_shown=True)
 
         def on_step(tr, s, pos):
             if tr is None:
@@ -329,7 +335,8 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
             if not autorun:
                 yield tuple(gr.skip() for _ in range(len(views) + 5))
                 return
-            yield from decode(prompt_v, decoder_v, values, int(step_v) if step_v else None)
+            yield from decode(prompt_v, decoder_v, *from_controls(prompt_v, decoder_v, values),
+                              int(step_v) if step_v else None)
 
         def select_position(evt: gr.EventData):
             pos = getattr(evt, "pos", None)
@@ -341,13 +348,9 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
                 raise gr.Error("choose a setting first")
             try:
                 name, params = parse_spec(spec)
-                for tr in service.stream(prompt_v, name, params):
-                    n = max(1, len(tr.records))
-                    yield (*render_all(tr, None, answers), tr, gr.update(maximum=max(2, n), value=n),
-                           gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None), gr.skip(),
-                           gr.skip())
             except ValueError as e:
                 raise gr.Error(str(e)) from None
+            yield from decode(prompt_v, name, params, None, None)
 
         autorun_state, step_from_url = gr.State(False), gr.State(None)
         run_outputs = [*views, trace_state, step, position, link, export]
