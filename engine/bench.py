@@ -37,8 +37,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
             a["tokens"] += tr.meta["generated_tokens"]
             for kind, k in tr.meta["nfe_by_kind"].items():
                 a[f"nfe_{kind}"] += k
-            for key in ("accepted_tokens",):
-                a[key] += tr.meta.get(key, 0)
+            a["accepted_tokens"] += tr.meta.get("accepted_tokens", 0)
         if progress:
             progress(i + 1, len(problems))
     rows = []
@@ -48,6 +47,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
                          accuracy=a["correct"] / len(problems), nfe=a["nfe"] / len(problems),
                          tpf=a["tokens"] / max(1, a["nfe"]), tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
                          nfe_by_kind={k[4:]: v / len(problems) for k, v in a.items() if k.startswith("nfe_")},
+                         accepted_tokens=a["accepted_tokens"] / len(problems),
                          wall_s=a["wall"]))
     base = rows[0]["tokens_per_s"]
     for r in rows:

@@ -11,6 +11,8 @@ from functools import cached_property
 
 import numpy as np
 
+from explorer.tokens import token_labels
+
 MASKED, DECODED, NEW = 0, 1, 2
 
 
@@ -112,9 +114,7 @@ class Grid:
     def labels(self) -> np.ndarray:
         """(n,) column labels "position token" (final token): token strings sent once per position."""
         toks = self.tokens[-1] if self.n_steps else np.zeros(0, np.int64)
-        uniq, inv = np.unique(toks, return_inverse=True)
-        names = [self.trace.token_str(int(t)) for t in uniq]
-        return np.array([f"{p} {names[i]}" for p, i in zip(self.positions, inv)], dtype=object)
+        return np.array([f"{p} {t}" for p, t in zip(self.positions, token_labels(self.trace, toks))], dtype=object)
 
     def block_edges(self) -> list[int]:
         """Column indices where a new block starts (block boundaries to draw)."""

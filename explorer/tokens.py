@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import html
+
+import numpy as np
 
 
 def display(trace, tid: int) -> tuple[str, bool]:
@@ -13,5 +14,9 @@ def display(trace, tid: int) -> tuple[str, bool]:
     return s.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "\\n"), False
 
 
-def label(trace, tid: int) -> str:
-    return html.escape(display(trace, tid)[0])
+def token_labels(trace, ids: np.ndarray) -> np.ndarray:
+    """Vectorised id -> display string (one lookup per distinct id)."""
+    ids = np.asarray(ids)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    names = np.array([trace.token_str(int(t)) if t >= 0 else "" for t in uniq], dtype=object)
+    return names[inv].reshape(ids.shape)

@@ -98,14 +98,6 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     return figure(data, base)
 
 
-def token_labels(trace, ids: np.ndarray) -> np.ndarray:
-    """Vectorised id -> display string (one lookup per distinct id)."""
-    ids = np.asarray(ids)
-    uniq, inv = np.unique(ids, return_inverse=True)
-    names = np.array([trace.token_str(int(t)) if t >= 0 else "" for t in uniq], dtype=object)
-    return names[inv].reshape(ids.shape)
-
-
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
     data = [dict(type="heatmap", z=g.state, x=g.labels, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,

@@ -10,7 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import step_position_figure, token_labels
+from explorer.tokens import token_labels
+from explorer.views.heatmaps import step_position_figure
 
 # Reason codes as in engine.trace.Reason (kept as plain ints: the explorer does not import torch-side modules)
 REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax", "#9ecae1"),

@@ -12,7 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import step_position_figure, token_labels
+from explorer.tokens import token_labels
+from explorer.views.heatmaps import step_position_figure
 
 NONE, ACCEPTED, RESAMPLED, FALLBACK, PENDING, OTHER = 0, 1, 2, 3, 4, 5
 LABELS = ["", "accepted", "rejected → resampled", "fallback commit", "span, not reached", "committed (rule)"]
