@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.ce.features import FEATURES
+from engine.ce.features import FEATURES, F
 
 CONTROLLER_FILE = "tspd_controller.safetensors"
 CARD_FILE = "tspd_controller.json"
@@ -53,5 +53,6 @@ class MLPController:
 
 def heuristic_fix(feats: np.ndarray, tau0: float = 0.9, alpha: float = 0.1, s_min: int = 2, k: int = 4) -> np.ndarray:
     """Training-free TSPD rule on the feature matrix (L, 14)."""
-    c, slope, stab, prog = feats[:, 0], feats[:, 3], feats[:, 7] * k, feats[:, 10]
+    c, slope = feats[:, F["confidence"]], feats[:, F["conf_momentum"]]
+    stab, prog = feats[:, F["stability"]] * k, feats[:, F["left_progress"]]
     return (c >= tau0) | ((c >= tau0 - alpha * prog) & (stab >= s_min) & (slope >= 0))

@@ -7,6 +7,7 @@ import numpy as np
 FEATURES = ("confidence", "entropy", "margin", "conf_momentum", "entropy_momentum", "window_mean_conf",
             "window_min_conf", "stability", "oscillation", "rel_position", "left_progress", "left_distance",
             "block_progress", "history")
+F = {name: i for i, name in enumerate(FEATURES)}  # column of each feature in the (L, 14) matrix
 
 
 def _slope(w: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from engine.ce.controller import CARD_FILE, MLPController, heuristic_fix
-from engine.ce.features import Trajectories
+from engine.ce.features import F, Trajectories
 from engine.ce.kalman import KalmanParams, TrendFilter, logit
 from engine.loop import BlockContext, CommonConfig, ConfigError, Policy
 from engine.trace import Reason
@@ -117,7 +117,7 @@ class TSPDPolicy(Policy):
             # look-ahead at the risk-aware horizon
             level, vel = kf.s[:, 0].copy(), kf.s[:, 1].copy()
             u = np.minimum(1.0, np.sqrt(kf.P[:, 0, 0]) / cfg.sigma_ref)
-            horizon = np.clip(np.rint(cfg.h_max * feats[:, 10] * (1 - u)), 0, cfg.h_max).astype(np.int64)
+            horizon = np.clip(np.rint(cfg.h_max * feats[:, F["left_progress"]] * (1 - u)), 0, cfg.h_max).astype(np.int64)
             mean_h, std_h = kf.forecast(horizon)
             lcb_h = mean_h - cfg.kappa * std_h
             f2 = (cfg.ce & masked & ~f1 & (horizon >= 1) & (lcb_h >= z_tau) & (vel >= 0)
