@@ -14,10 +14,13 @@ SPECIALS = {"pad_token": "[PAD]", "bos_token": "[BOS]", "eos_token": "[EOS]", "m
 EXTRA_PUNCT = [",", "!", "'", ";", "(", ")", "/", "%", "$"]
 
 
-def build_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
+def build_tokenizer(words: list[str], extend: list[str] = ()) -> PreTrainedTokenizerFast:
+    """Ids: specials, digits, sorted `words` + punctuation, then the `extend` words not yet present (sorted), so a
+    tokenizer for a larger vocabulary keeps a smaller one's ids as its prefix."""
     digits = [str(d) for d in range(10)]
     vocab_list = list(SPECIALS.values()) + digits + [f"##{d}" for d in digits]
     vocab_list += [w for w in sorted(set(words) | set(EXTRA_PUNCT)) if w not in vocab_list]
+    vocab_list += [w for w in sorted(set(extend)) if w not in vocab_list]
     vocab = {tok: i for i, tok in enumerate(vocab_list)}
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.NFKC()

@@ -11,10 +11,10 @@ Text format (tokens separated by spaces, so the closed-vocabulary tokenizer sees
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
-from dataclasses import dataclass
+
+from engine.tasks.common import Problem, TaskBase, split_of  # noqa: F401  (split_of re-exported)
 
 NAMES = [("Ann", "She", "she", "her"), ("Ben", "He", "he", "his"), ("Cara", "She", "she", "her"),
          ("Dan", "He", "he", "his"), ("Eva", "She", "she", "her"), ("Finn", "He", "he", "his"),
@@ -39,30 +39,15 @@ QUESTION = ["How many {o} does {p} have now ?", "How many {o} are there now ?",
 ANSWER_RE = re.compile(r"Answer\s*:\s*(-?\d+)")
 
 
-@dataclass(frozen=True)
-class Problem:
-    prompt: str     # "Q : ... A :"
-    solution: str   # worked steps ending in "Answer : N"
-    answer: int
-
-    @property
-    def text(self) -> str:
-        return f"{self.prompt} {self.solution}"
-
-
-def split_of(prompt: str) -> str:
-    """Hash split: 80 % train, 10 % val, 10 % test, fixed forever for a given prompt text."""
-    h = int(hashlib.sha1(prompt.encode()).hexdigest()[:8], 16) % 10
-    return "test" if h == 0 else "val" if h == 1 else "train"
-
-
 def extract_answer(text: str) -> int | None:
     m = ANSWER_RE.search(text)
     return int(m.group(1)) if m else None
 
 
-class ArithTask:
+class ArithTask(TaskBase):
     name = "arith"
+    description = "GSM8K-style word problems, 1-3 operations, numbers 0..99, worked solution"
+    model = "unmask-arith-tiny"
     max_value = 99
 
     def sample(self, rng: random.Random) -> Problem:
@@ -97,21 +82,9 @@ class ArithTask:
         prompt = "Q : " + " ".join(sentences) + " A :"
         return Problem(prompt=prompt, solution=" ".join(steps) + f" Answer : {cur}", answer=cur)
 
-    def problems(self, split: str, n: int, seed: int = 0) -> list[Problem]:
-        """The first n problems of `split` drawn from a stream seeded by (split, seed); deterministic."""
-        if split not in ("train", "val", "test"):
-            raise ValueError(f"unknown split {split!r}")
-        rng = random.Random(f"{self.name}/{split}/{seed}")
-        out, seen = [], set()
-        while len(out) < n:
-            prob = self.sample(rng)
-            if split_of(prob.prompt) == split and prob.prompt not in seen:
-                seen.add(prob.prompt)
-                out.append(prob)
-        return out
-
-    def check(self, generated_text: str, problem: Problem) -> bool:
-        return extract_answer(generated_text) == problem.answer
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        got = extract_answer(generated_text)
+        return "no answer" if got is None else "valid" if got == problem.answer else "wrong answer"
 
     def vocabulary(self) -> list[str]:
         """Every whole word the templates can produce (digits are handled by the tokenizer)."""

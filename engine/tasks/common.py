@@ -1,0 +1,60 @@
+"""What every task shares: the problem record, the hash split, and deterministic per-split problem streams."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    prompt: str        # "Q : ... A :"
+    solution: str      # one reference answer (open-ended tasks accept many others)
+    answer: object     # what the checker needs: the number, or the prompt's constraints
+    task: str = "arith"
+
+    @property
+    def text(self) -> str:
+        return f"{self.prompt} {self.solution}"
+
+
+def split_of(prompt: str) -> str:
+    """Hash split: 80 % train, 10 % val, 10 % test, fixed forever for a given prompt text."""
+    h = int(hashlib.sha1(prompt.encode()).hexdigest()[:8], 16) % 10
+    return "test" if h == 0 else "val" if h == 1 else "train"
+
+
+class TaskBase:
+    """A task draws problems with ``sample(rng)`` and grades text with ``verdict``; the rest is shared."""
+    name = "base"
+    description = ""
+    model = "unmask-tasks-small"     # the embedded model that knows this task
+
+    def sample(self, rng: random.Random) -> Problem:
+        raise NotImplementedError
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        raise NotImplementedError
+
+    def check(self, generated_text: str, problem: Problem) -> bool:
+        return self.verdict(generated_text, problem) == "valid"
+
+    def problems(self, split: str, n: int, seed: int = 0) -> list[Problem]:
+        """The first n problems of `split` drawn from a stream seeded by (task, split, seed); deterministic.
+
+        Open-ended tasks have few distinct prompts, so a prompt may recur within a split (its answers differ
+        run to run); the split is still disjoint by prompt text."""
+        if split not in ("train", "val", "test"):
+            raise ValueError(f"unknown split {split!r}")
+        rng = random.Random(f"{self.name}/{split}/{seed}")
+        out, seen = [], set()
+        tries = 0
+        while len(out) < n:
+            prob = self.sample(rng)
+            tries += 1
+            fresh = prob.prompt not in seen or tries > 50 * n
+            if split_of(prob.prompt) == split and fresh:
+                seen.add(prob.prompt)
+                out.append(prob)
+        return out

@@ -1,0 +1,63 @@
+"""Distinct picks: "Name three different fruits." Many right answers, and all of them must differ.
+
+    prompt:   "Q : Name three different fruits . A :"          or two groups:
+              "Q : Name two different colors and three different drinks . A :"
+    solution: "plum , kiwi , lime ."                             "red , pink and tea , milk , soda ."
+
+Why this task: every slot is uncertain on its own and the joint constraint (all different) is exactly what
+committing several sampled slots at once breaks and what a verifier repairs. Categories have five items: a
+prototype with twelve items per category learned only the marginals, because excluding a used item lowered the
+loss by ln 12 - ln 11 = 0.09 nats; with five items the exclusion is worth 0.22-0.51 nats per slot.
+"""
+
+from __future__ import annotations
+
+import random
+
+from engine.tasks.common import Problem, TaskBase
+from engine.tasks.story import normalise
+
+CATEGORIES = {"fruits": ["plum", "kiwi", "lime", "pear", "fig"],
+              "animals": ["cat", "dog", "owl", "cow", "pig"],
+              "colors": ["red", "blue", "green", "pink", "gray"],
+              "tools": ["saw", "drill", "hammer", "axe", "rake"],
+              "drinks": ["tea", "milk", "juice", "soda", "water"],
+              "games": ["chess", "golf", "tennis", "poker", "bingo"]}
+COUNTS = {"two": 2, "three": 3}
+
+
+class PicksTask(TaskBase):
+    name = "picks"
+    description = "name K different items of a category (five items each); every pick must differ"
+
+    def sample(self, rng: random.Random) -> Problem:
+        groups = rng.sample(sorted(CATEGORIES), rng.choice([1, 1, 2]))
+        counts = [rng.choice(sorted(COUNTS)) for _ in groups]
+        asks = " and ".join(f"{k} different {c}" for k, c in zip(counts, groups))
+        picks = [rng.sample(CATEGORIES[c], COUNTS[k]) for k, c in zip(counts, groups)]
+        solution = " and ".join(" , ".join(p) for p in picks) + " ."
+        answer = tuple((c, COUNTS[k]) for k, c in zip(counts, groups))
+        return Problem(f"Q : Name {asks} . A :", solution, answer, task=self.name)
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        text = normalise(generated_text)
+        if not text.endswith(" .") and text != ".":
+            return "malformed"
+        parts = text[:-1].strip().split(" and ")
+        if len(parts) != len(problem.answer):
+            return "wrong count"
+        for part, (cat, k) in zip(parts, problem.answer):
+            items = [w.strip() for w in part.split(",")]
+            if len(items) != k or any(not w or " " in w for w in items):
+                return "wrong count"
+            if any(w not in CATEGORIES[cat] for w in items):
+                return "wrong category"
+            if len(set(items)) < k:
+                return "duplicate"
+        return "valid"
+
+    def vocabulary(self) -> list[str]:
+        words = {"Q", ":", "A", "Name", "different", "and", ",", "."} | set(COUNTS) | set(CATEGORIES)
+        for items in CATEGORIES.values():
+            words.update(items)
+        return sorted(words)

@@ -1,0 +1,82 @@
+"""Coherent stories: early random choices (a name, a home, a thing) must be repeated consistently later.
+
+    prompt:   "Q : Tell a story about a fox named Leo . A :"
+    solution: "Once there was a brave fox named Leo . Leo lived in Oslo . One day Leo sailed to Rome .
+               There Leo found a red kite . Leo took the kite home to Oslo . Leo was very proud . The end ."
+
+Why this task: a copy of a random choice carries that choice's whole entropy in the loss (ln 16 nats for a name),
+so a 3.4 M model learns the copies within minutes; yet every first mention is genuinely uncertain. Two masked
+mentions of the name have the same marginal, so parallel decoding that *samples* several at once commits two
+different names: the joint failure that one-at-a-time decoding and verification avoid. 45 tokens per answer,
+with the dependencies spanning several blocks.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from engine.tasks.arith import NAMES
+from engine.tasks.common import Problem, TaskBase
+
+ANIMALS = ["fox", "wolf", "bear", "duck", "frog", "goat", "lion", "mole", "seal", "swan", "toad", "yak"]
+ADJECTIVES = ["brave", "small", "clever", "shy", "old", "young"]
+PLACES = ["Oslo", "Paris", "Rome", "Lima", "Cairo", "Tokyo", "Delhi", "Quito"]
+MOVES = ["walked", "ran", "flew", "sailed"]
+COLORS = ["red", "blue", "green", "pink", "gray", "gold", "white", "black"]
+THINGS = ["kite", "drum", "hat", "map", "lamp", "key", "ring", "bell", "boat", "book"]
+FEELINGS = ["happy", "proud", "glad", "tired", "calm", "sleepy"]
+NAME_WORDS = [n for n, *_ in NAMES]
+
+TEMPLATE = ("Once there was a {adj} {animal} named {name} . {name} lived in {home} . One day {name} {move} to "
+            "{away} . There {name} found a {color} {thing} . {name} took the {thing} home to {home} . "
+            "{name} was very {feeling} . The end .")
+STORY_RE = re.compile(
+    r"Once there was a (?P<adj>\w+) (?P<animal>\w+) named (?P<name>\w+) \. (?P<name2>\w+) lived in (?P<home>\w+) \. "
+    r"One day (?P<name3>\w+) (?P<move>\w+) to (?P<away>\w+) \. There (?P<name4>\w+) found a (?P<color>\w+) "
+    r"(?P<thing>\w+) \. (?P<name5>\w+) took the (?P<thing2>\w+) home to (?P<home2>\w+) \. (?P<name6>\w+) was very "
+    r"(?P<feeling>\w+) \. The end \.")
+VOCAB = {"adj": ADJECTIVES, "animal": ANIMALS, "name": NAME_WORDS, "home": PLACES, "move": MOVES,
+         "away": PLACES, "color": COLORS, "thing": THINGS, "feeling": FEELINGS}
+
+
+def normalise(text: str) -> str:
+    """The tokenizer's decoder glues punctuation to words ("Leo."); split it off again before parsing."""
+    return " ".join(re.sub(r"([.,?!:])", r" \1 ", text).split())
+
+
+class StoryTask(TaskBase):
+    name = "story"
+    description = "a templated story whose random name, home and thing must be repeated consistently"
+
+    def sample(self, rng: random.Random) -> Problem:
+        c = {k: rng.choice(v) for k, v in VOCAB.items()}
+        c["away"] = rng.choice([p for p in PLACES if p != c["home"]])
+        given = rng.choice(["", "name", "home"])
+        extra = {"": "", "name": f" named {c['name']}", "home": f" who lives in {c['home']}"}[given]
+        prompt = f"Q : Tell a story about a {c['animal']}{extra} . A :"
+        answer = {"animal": c["animal"], **({given: c[given]} if given else {})}
+        return Problem(prompt, TEMPLATE.format(**c), tuple(sorted(answer.items())), task=self.name)
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        m = STORY_RE.fullmatch(normalise(generated_text))
+        if not m:
+            return "malformed"
+        g = m.groupdict()
+        if any(g[k] not in VOCAB[k] for k in VOCAB):
+            return "unknown word"
+        if len({g[k] for k in ("name", "name2", "name3", "name4", "name5", "name6")}) > 1:
+            return "inconsistent name"
+        if g["home"] != g["home2"] or g["thing"] != g["thing2"]:
+            return "inconsistent"
+        if g["home"] == g["away"]:
+            return "same place"
+        if any(g[k] != v for k, v in dict(problem.answer).items()):
+            return "ignores prompt"
+        return "valid"
+
+    def vocabulary(self) -> list[str]:
+        words = set(TEMPLATE.split()) | set("Q : A : Tell a story about a named who lives in .".split())
+        for v in VOCAB.values():
+            words.update(v)
+        return sorted(w for w in words if "{" not in w)

@@ -1,0 +1,23 @@
+"""Refactors keep results: every decoder reproduces the recorded decodes (tests/golden.py) exactly."""
+
+import json
+
+import pytest
+
+from tests.golden import GOLDEN, SPECS, decode_all
+
+
+@pytest.fixture(scope="module")
+def decoded():
+    return decode_all()
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_decode_matches_golden(decoded, spec):
+    want = json.loads(GOLDEN.read_text())[spec]
+    got = decoded[spec]
+    for w, g in zip(want, got, strict=True):
+        assert g["token_ids"] == w["token_ids"] and g["nfe"] == w["nfe"] and g["nfe_by_kind"] == w["nfe_by_kind"]
+        assert len(g["records"]) == len(w["records"])
+        for rw, rg in zip(w["records"], g["records"]):
+            assert rg == rw
