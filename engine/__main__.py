@@ -1,4 +1,8 @@
-"""Command line: ``python -m engine generate|bench|train``. A stable contract: other tools parse ``--json``."""
+"""Command line: ``python -m engine generate|bench|tasks|train``. A stable contract: other tools parse ``--json``.
+
+Decoder flags are made from the parameter catalogue (``engine.catalogue``): every parameter is ``--name-with-dashes``
+(booleans ``--X / --no-X``), and ``bench`` takes the same keys in SPEC strings.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,11 @@ import argparse
 import json
 import sys
 
-from engine.loop import ConfigError
-from engine.model import ModelLoadError
+from engine import catalogue
+from engine.errors import ConfigError, UserError
 
-
-DECODER_FLAGS = ("block_size", "steps", "tau", "gen_length", "temperature", "top_k", "top_p", "seed", "rule",
-                 "remasking", "preset", "router", "estimator", "beta", "cost", "score_type", "tau_span", "tau_score",
-                 "tau_on", "tau_off", "acceptance", "draft_ver", "cache_ver", "controller", "ce", "kappa", "h_max",
-                 "window", "tau_s")
+GROUPS = {"main": "decoding", "common": "decoding", "sampling": "sampling", "engine": "engine",
+          "llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "tspd": "tspd (TSPD + CE, our reconstruction)"}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -22,29 +23,46 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def add_decoder_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per catalogue parameter, grouped as on the page; absent flags stay None (= the default)."""
+    groups = {}
+    for name, p in catalogue.PARAMS.items():
+        title = GROUPS[p.group]
+        g = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        flag = "--" + (p.cli or name.replace("_", "-"))
+        choices = f" ({' | '.join(c for c in p.choices if c)})" if p.choices else ""
+        rng = f" [{p.interval()}]" if p.lo is not None and p.type is not bool else ""
+        helptext = f"{p.help}{choices}{rng}; default {p.default!r}"
+        if p.type is bool:
+            g.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=helptext)
+        else:
+            g.add_argument(flag, dest=name, default=None, help=helptext, metavar=p.type.__name__.upper())
+
+
+def decoder_values(args) -> dict:
+    return {k: v for k, v in vars(args).items() if k in catalogue.PARAMS and v is not None}
+
+
 def _cmd_generate(args) -> None:
     from engine.decoders import build_decoder
     from engine.loop import Generation
     from engine.model import load_model
+    from engine.tasks import get_task
 
     if not args.prompt.strip():
         raise ConfigError("the prompt is empty")
-    if len(args.prompt) > 4000:
-        raise ConfigError(f"the prompt is {len(args.prompt)} characters; at most 4000")
-    params = {k: v for k, v in vars(args).items() if k in DECODER_FLAGS and v is not None}
-    if args.no_cache:
-        params["use_cache"] = False
-    if args.no_eos_stop:
-        params["stop_at_eos"] = False
-    policy = build_decoder(args.decoder, **params)
-    adapter = load_model(args.model, device=args.device)
+    if len(args.prompt) > catalogue.MAX_PROMPT_CHARS:
+        raise ConfigError(f"the prompt is {len(args.prompt)} characters; at most {catalogue.MAX_PROMPT_CHARS}")
+    policy = build_decoder(args.decoder, **decoder_values(args))
+    adapter = load_model(args.model or get_task(args.task).model, device=args.device)
     tr = Generation(adapter, args.prompt, policy).run()
     if args.trace_out:
         tr.save(args.trace_out)
     m = tr.meta
-    out = dict(text=m["text"], token_ids=m["token_ids"], nfe=m["nfe"], steps=len(tr.records),
-               generated_tokens=m["generated_tokens"], wall_s=round(m["wall_s"], 4), decoder=m["decoder"],
-               params=m["params"], tpf=round(tr.tpf, 4), nfe_by_kind=m["nfe_by_kind"], model=m["model"])
+    out = dict(text=m["text"], token_ids=m["token_ids"], prompt_ids=m["prompt_ids"], nfe=m["nfe"],
+               steps=len(tr.records), generated_tokens=m["generated_tokens"], wall_s=round(m["wall_s"], 4),
+               decoder=m["decoder"], params=m["params"], tpf=round(tr.tpf, 4), nfe_by_kind=m["nfe_by_kind"],
+               model=m["model"])
     if args.decoder == "s2d2":
         out.update(verify_forwards=m["verify_forwards"], accepted_tokens=m["accepted_tokens"])
     if args.json:
@@ -58,10 +76,11 @@ def _cmd_generate(args) -> None:
 def _cmd_bench(args) -> None:
     from engine.bench import format_table, run_bench
     from engine.model import load_model
+    from engine.tasks import get_task
 
     if not 1 <= args.n <= 100000:
         raise ConfigError("--n must be in 1..100000")
-    adapter = load_model(args.model, device=args.device)
+    adapter = load_model(args.model or get_task(args.task).model, device=args.device)
     prog = None if args.json else (lambda i, n: print(f"\r{i}/{n}", end="", file=sys.stderr, flush=True))
     rows = run_bench(adapter, args.task, args.n, args.decoder or ["ar"], seed=args.seed, progress=prog)
     if args.json:
@@ -71,69 +90,62 @@ def _cmd_bench(args) -> None:
         print(format_table(rows))
 
 
-def main(argv=None) -> int:
+def _cmd_tasks(args) -> None:
+    from engine.tasks import TASKS
+    rows = []
+    for name, cls in TASKS.items():
+        t = cls()
+        p = t.problems("test", 1, seed=0)[0]
+        rows.append(dict(name=name, description=t.description, model=t.model, example_prompt=p.prompt,
+                         example_answer=p.solution))
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print(f"{r['name']:7s} [{r['model']}] {r['description']}\n        {r['example_prompt']} "
+                  f"{r['example_answer']}")
+
+
+def build_parser() -> OneLineParser:
     ap = OneLineParser(prog="python -m engine", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
     g = sub.add_parser("generate", help="decode one prompt")
     g.add_argument("--prompt", required=True)
-    g.add_argument("--model", default="tiny", help="'tiny' (embedded), a local directory, or a cached hub id")
-    g.add_argument("--decoder", default="threshold")
-    g.add_argument("--block-size", type=int)
-    g.add_argument("--steps", type=int)
-    g.add_argument("--tau", type=float)
-    g.add_argument("--gen-length", type=int)
-    g.add_argument("--temperature", type=float)
-    g.add_argument("--top-k", type=int)
-    g.add_argument("--top-p", type=float)
-    g.add_argument("--seed", type=int)
-    g.add_argument("--rule", help="threshold: fastdllm | sdar")
-    g.add_argument("--remasking", help="llada: low_confidence | random")
-    s2 = g.add_argument_group("s2d2")
-    s2.add_argument("--preset", help="sdar-a | sdar-b | quality | speed")
-    s2.add_argument("--router", help="always | never | span | score | hysteresis | ucb")
-    s2.add_argument("--estimator", help="entropy | margin | hard_entropy | confidence | linear_margin | renyi2")
-    s2.add_argument("--beta", type=float)
-    s2.add_argument("--cost", type=float)
-    s2.add_argument("--score-type", help="static | dynamic")
-    s2.add_argument("--tau-span", type=int)
-    s2.add_argument("--tau-score", type=float)
-    s2.add_argument("--tau-on", type=float)
-    s2.add_argument("--tau-off", type=float)
-    s2.add_argument("--acceptance", help="stochastic | greedy")
-    s2.add_argument("--draft-ver", action="store_const", const=True, help="partial-causal drafting mask")
-    s2.add_argument("--cache-ver", action="store_const", const=True, help="AR-like (token-causal) committed K/V")
-    g.add_argument("--no-cache", action="store_true", help="recompute the prefix every forward (exactness check)")
-    g.add_argument("--no-eos-stop", action="store_true", help="decode all --gen-length tokens")
+    g.add_argument("--model", help="an embedded model name ('tiny'), a local directory, or a cached hub id "
+                                   "(default: the model that knows --task)")
+    g.add_argument("--task", default="arith", help="picks the default model and prompt format")
+    g.add_argument("--decoder", default="threshold", help=" | ".join(catalogue.DECODERS))
+    add_decoder_flags(g)
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")
     g.add_argument("--device")
-    tg = g.add_argument_group("tspd (TSPD + CE, our reconstruction)")
-    tg.add_argument("--controller", help="mlp | heuristic")
-    tg.add_argument("--ce", action=argparse.BooleanOptionalAction, default=None,
-                    help="confidence extrapolation look-ahead (--no-ce to ablate)")
-    tg.add_argument("--kappa", type=float, help="LCB width in forecast standard deviations")
-    tg.add_argument("--h-max", type=int, help="longest look-ahead horizon")
-    tg.add_argument("--window", type=int, help="trajectory window k")
-    tg.add_argument("--tau-s", type=float, help="controller threshold (0 = calibrated)")
     b = sub.add_parser("bench", help="accuracy / NFE / TPF / tokens/s of decoders on held-out problems")
-    b.add_argument("--model", default="tiny")
+    b.add_argument("--model", help="default: the model that knows --task")
     b.add_argument("--task", default="arith")
     b.add_argument("--n", type=int, default=100)
     b.add_argument("--decoder", action="append", help="SPEC: name or name:key=value,... (repeatable)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
     b.add_argument("--device")
-    sub.add_parser("train", help="train the embedded model (see python -m engine.train --help)", add_help=False)
+    t = sub.add_parser("tasks", help="the task families, their example problems and models")
+    t.add_argument("--json", action="store_true")
+    sub.add_parser("train", help="train an embedded model (see python -m engine.training.train --help)",
+                   add_help=False)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args, rest = ap.parse_known_args(argv)
     if args.cmd == "train":
-        from engine.train import main as train_main
+        from engine.training.train import main as train_main
         train_main(rest)
         return 0
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        {"generate": _cmd_generate, "bench": _cmd_bench}[args.cmd](args)
-    except (ConfigError, ModelLoadError) as e:
+        {"generate": _cmd_generate, "bench": _cmd_bench, "tasks": _cmd_tasks}[args.cmd](args)
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -1,23 +1,47 @@
 """Benchmark decoders on a task's held-out split, all in one process so speed ratios are fair on a noisy machine.
 
-Per decoder: accuracy (exact-match final answer), NFE per sample, TPF (generated tokens per forward, the stop
-token included since it cost a forward), tokens/s (generated tokens / decode wall time) and the speed ratio of
-tokens/s to the first decoder. Decoders run interleaved problem by problem, so drift in machine speed hits all
-of them alike.
+Per decoder: accuracy (the task's checker), NFE per sample, TPF (generated tokens per forward, the stop token
+included since it cost a forward), tokens/s (generated tokens / decode wall time) and the speed ratio of tokens/s
+to the first decoder. Decoders run interleaved problem by problem, so drift in machine speed hits all of them alike.
+
+Teaching columns: ``confident_share`` (share of masked-position confidences >= 0.9 over all draft forwards: how
+much a confidence heatmap has to show), ``reject_rate`` (verifier rejections per verified token, for verifying
+decoders), ``per_task`` accuracy and the checker's ``verdicts`` (valid / duplicate / inconsistent ...).
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+
+import numpy as np
 
 from engine.decoders import build_decoder, parse_spec
+from engine.errors import BudgetExceeded
 from engine.loop import Generation
 from engine.tasks import get_task
 
+CONFIDENT = 0.9
+
+
+def teaching_counts(trace) -> dict:
+    """Counts behind confident_share and reject_rate for one trace."""
+    mask_id = trace.meta["mask_token_id"]
+    out = Counter()
+    for r in trace.records:
+        if r.kind == "draft":
+            was_masked = r.tokens_before == mask_id
+            out["masked_conf"] += int(was_masked.sum())
+            out["confident"] += int((r.confidence[was_masked] >= CONFIDENT).sum())
+        elif r.kind == "verify":
+            examined = int(np.isfinite(r.field("ratio")).sum())
+            out["verified"] += examined
+            out["rejected"] += int(r.field("rejected_at") is not None)
+    return out
+
 
 def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",
-              progress=None) -> list[dict]:
+              progress=None, should_stop=None, budget_s: float | None = None) -> list[dict]:
     task = get_task(task_name)
     problems = task.problems(split, n, seed=seed)
     policies = []
@@ -25,40 +49,63 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
         name, params = parse_spec(spec)
         policies.append((spec, name, build_decoder(name, **params)))
     Generation(adapter, problems[0].prompt, policies[0][2]).run()  # warm-up: first-call allocations
-    acc = defaultdict(lambda: defaultdict(float))
-    for i, prob in enumerate(problems):
-        for spec, _, policy in policies:
-            t0 = time.perf_counter()
-            tr = Generation(adapter, prob.prompt, policy).run()
-            a = acc[spec]
-            a["wall"] += time.perf_counter() - t0
-            a["correct"] += task.check(tr.meta["text"], prob)
-            a["nfe"] += tr.nfe
-            a["tokens"] += tr.meta["generated_tokens"]
-            for kind, k in tr.meta["nfe_by_kind"].items():
-                a[f"nfe_{kind}"] += k
-            a["accepted_tokens"] += tr.meta.get("accepted_tokens", 0)
-        if progress:
-            progress(i + 1, len(problems))
-    rows = []
-    for spec, name, policy in policies:
-        a = acc[spec]
-        rows.append(dict(decoder=name, spec=spec, params=policy.cfg.params(), n=len(problems),
-                         accuracy=a["correct"] / len(problems), nfe=a["nfe"] / len(problems),
-                         tpf=a["tokens"] / max(1, a["nfe"]), tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
-                         nfe_by_kind={k[4:]: v / len(problems) for k, v in a.items() if k.startswith("nfe_")},
-                         accepted_tokens=a["accepted_tokens"] / len(problems),
-                         wall_s=a["wall"]))
-    base = rows[0]["tokens_per_s"]
+    acc = defaultdict(Counter)
+    per_task = defaultdict(lambda: defaultdict(list))
+    verdicts = defaultdict(Counter)
+    done = 0
+    try:
+        for i, prob in enumerate(problems):
+            if should_stop is not None and should_stop():
+                break
+            results = []
+            for spec, _, policy in policies:  # a problem counts only once every decoder has finished it
+                t0 = time.perf_counter()
+                tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s).run()
+                results.append((spec, tr, time.perf_counter() - t0))
+            for spec, tr, wall in results:
+                a = acc[spec]
+                verdict = task.verdict(tr.meta["text"], prob)
+                verdicts[spec][verdict] += 1
+                per_task[spec][prob.task].append(verdict == "valid")
+                a.update(teaching_counts(tr))
+                a.update(wall=wall, correct=verdict == "valid", nfe=tr.nfe, tokens=tr.meta["generated_tokens"],
+                         accepted_tokens=tr.meta.get("accepted_tokens", 0),
+                         **{f"nfe_{k}": v for k, v in tr.meta["nfe_by_kind"].items()})
+            done = i + 1
+            if progress:
+                progress(done, len(problems))
+    except BudgetExceeded:
+        pass  # one decode alone outran the request budget: report the problems that finished
+    if not done:
+        return []
+    return with_speedup([row(spec, name, policy, acc[spec], per_task[spec], verdicts[spec], done, len(problems))
+                         for spec, name, policy in policies])
+
+
+def row(spec, name, policy, a: Counter, per_task: dict, verdicts: Counter, done: int, asked: int) -> dict:
+    return dict(decoder=name, spec=spec, params=policy.cfg.params(), n=done, stopped_early=done < asked,
+                accuracy=a["correct"] / done, nfe=a["nfe"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
+                tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
+                nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_")},
+                accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
+                confident_share=a["confident"] / max(1, a["masked_conf"]),
+                reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
+                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())}, verdicts=dict(verdicts))
+
+
+def with_speedup(rows: list[dict]) -> list[dict]:
+    base = rows[0]["tokens_per_s"] if rows else 1.0
     for r in rows:
         r["speedup"] = r["tokens_per_s"] / base
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    head = f"{'decoder spec':44s} {'acc':>6s} {'NFE':>7s} {'TPF':>6s} {'tok/s':>8s} {'speedup':>8s}"
+    head = (f"{'decoder spec':44s} {'acc':>6s} {'NFE':>7s} {'TPF':>6s} {'tok/s':>8s} {'speedup':>8s} "
+            f"{'conf≥.9':>8s} {'reject':>7s}")
     lines = [head, "-" * len(head)]
     for r in rows:
+        rej = f"{r['reject_rate']:7.3f}" if r["reject_rate"] is not None else f"{'–':>7s}"
         lines.append(f"{r['spec']:44s} {r['accuracy']:6.3f} {r['nfe']:7.2f} {r['tpf']:6.2f} "
-                     f"{r['tokens_per_s']:8.1f} {r['speedup']:7.2f}x")
+                     f"{r['tokens_per_s']:8.1f} {r['speedup']:7.2f}x {r['confident_share']:8.3f} {rej}")
     return "\n".join(lines)

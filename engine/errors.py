@@ -1,5 +1,23 @@
-"""Errors a user can cause; their messages are shown as-is in the UI and CLI (no torch import here)."""
+"""The errors a person can cause, in one place (no torch import here). Their messages are shown as-is: one line in
+the page, ``error: ...`` and exit status 2 on the CLI. Front ends catch ``UserError`` only, so a bug in the engine
+(a cache invariant, a trace format) stays a bug and is never turned into a friendly message."""
 
 
-class ConfigError(ValueError):
-    """An out-of-range or unknown decoder parameter."""
+class UserError(Exception):
+    """Bad input from a person: the message says what to change; the server keeps serving."""
+
+
+class ConfigError(UserError):
+    """An unknown decoder, an unknown or out-of-range parameter, a combination that does not apply."""
+
+
+class ModelLoadError(UserError):
+    """A model path, id or file that cannot be loaded; the message says why."""
+
+
+class BudgetExceeded(UserError):
+    """A request ran past its time budget; what finished is kept (``partial``)."""
+
+    def __init__(self, message: str, partial=None):
+        super().__init__(message)
+        self.partial = partial

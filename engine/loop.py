@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
 from typing import Iterator
 
 import numpy as np
@@ -27,44 +26,15 @@ import torch
 
 from engine import masks
 from engine.cache import BlockCache
-from engine.errors import ConfigError
+from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TokenStats, make_generator, token_stats
-from engine.trace import Reason, StepRecord, Trace
-
-
-@dataclass
-class CommonConfig:
-    """Parameters every decoder takes. Decoder configs subclass it and validate their own fields."""
-    block_size: int = 8
-    gen_length: int = 64
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    use_cache: bool = True
-    stop_at_eos: bool = True
-    fuse_commit: bool = True
-
-    def validate(self) -> None:
-        _check(1 <= self.block_size <= 64, "block_size must be in 1..64")
-        _check(1 <= self.gen_length <= 1024, "gen_length must be in 1..1024")
-        _check(0.0 <= self.temperature <= 5.0, "temperature must be in 0..5")
-        _check(self.top_k >= 0, "top_k must be >= 0")
-        _check(0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]")
-
-    def params(self) -> dict:
-        return asdict(self)
-
-
-def _check(ok: bool, msg: str) -> None:
-    if not ok:
-        raise ConfigError(msg)
+from engine.trace import EXTRA_FIELDS, Reason, StepRecord, Trace
 
 
 class Runner:
     """Owns the canvas, the cache and the NFE counter; runs forwards with explicitly built masks."""
 
-    def __init__(self, adapter, prompt_ids: list[int], cfg: CommonConfig):
+    def __init__(self, adapter, prompt_ids: list[int], cfg, prefix_causal: bool = False):
         self.adapter, self.cfg = adapter, cfg
         self.P = len(prompt_ids)
         self.end = self.P + cfg.gen_length
@@ -73,7 +43,7 @@ class Runner:
         self.cached = 0
         self.nfe = Counter()
         self.generator = make_generator(cfg.seed)
-        self.prefix_causal = False  # S2D2 cache_ver: committed K/V computed as in AR mode
+        self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
 
     @property
     def total_nfe(self) -> int:
@@ -173,6 +143,11 @@ class BlockContext:
         return self.runner.tokens[self.lo:self.hi]
 
     @property
+    def reasons(self) -> np.ndarray:
+        """(L,) Reason codes of what this forward has committed so far (0 = not committed)."""
+        return self._reason.numpy().copy()
+
+    @property
     def masked(self) -> torch.Tensor:
         """(L,) bool: still-masked positions of the block (the prompt tail is never masked)."""
         return self.runner.masked(self.lo, self.hi)
@@ -191,7 +166,9 @@ class BlockContext:
         self._reason[rel] = int(reason)
 
     def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
-        """Close the current forward: build its record and start a new one."""
+        """Close the current forward: build its record and start a new one. ``extra`` keys must be declared in
+        ``engine.trace.RECORD_CONTRACTS``."""
+        assert set(extra) <= EXTRA_FIELDS, f"undeclared record fields: {set(extra) - EXTRA_FIELDS}"
         after = self.tokens.clone()
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
@@ -214,13 +191,19 @@ class BlockContext:
 
 
 class Policy:
-    """A decoder: ``run_block`` drives one block to completion, yielding a record per forward."""
+    """A decoder: ``run_block`` drives one block to completion, yielding a record per forward. Its config class
+    is made from the parameter catalogue (``engine.catalogue.config_class``)."""
     name = "base"
-    config_cls = CommonConfig
+    config_cls: type
 
-    def __init__(self, cfg: CommonConfig):
+    def __init__(self, cfg):
         cfg.validate()
         self.cfg = cfg
+
+    @property
+    def prefix_causal(self) -> bool:
+        """Whether committed K/V is computed token-causally instead of block-causally."""
+        return False
 
     def start(self, runner: Runner) -> None:
         """Called once per generation (routers with state across blocks reset here)."""
@@ -236,15 +219,17 @@ class Policy:
 class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
 
-    def __init__(self, adapter, prompt: str | list[int], policy: Policy):
+    def __init__(self, adapter, prompt: str | list[int], policy: Policy, budget_s: float | None = None):
+        """budget_s: engine seconds this decode may take; checked between forwards (``BudgetExceeded``)."""
         self.adapter, self.policy, self.cfg = adapter, policy, policy.cfg
+        self.budget_s = budget_s
         self.prompt_text = prompt if isinstance(prompt, str) else adapter.decode(prompt)
         self.prompt_ids = adapter.encode_prompt(prompt) if isinstance(prompt, str) else list(prompt)
         max_pos = getattr(adapter.model.config, "max_position_embeddings", 1 << 30)
         if len(self.prompt_ids) + self.cfg.gen_length > max_pos:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
-        self.runner = Runner(adapter, self.prompt_ids, self.cfg)
+        self.runner = Runner(adapter, self.prompt_ids, self.cfg, policy.prefix_causal)
         self.records: list[StepRecord] = []
         self.wall_s = 0.0
         self.stopped_at: int | None = None
@@ -253,34 +238,37 @@ class Generation:
         """Records as they happen. ``wall_s`` and each record's ``wall_ms`` count only the engine's own time,
         not the time a consumer (the app rendering figures) holds the generator between records."""
         r, B = self.runner, self.cfg.block_size
-        clock = time.perf_counter()
+        self._clock = time.perf_counter()
         self.policy.start(r)
         first_lo = (r.P // B) * B
         if not self.cfg.fuse_commit and r.store(first_lo, "prefill"):
-            rec = BlockContext(r, -1, first_lo, first_lo).emit("prefill", None)
-            self.records.append(rec)
-            self.wall_s += time.perf_counter() - clock
-            yield rec
-            clock = time.perf_counter()
+            yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
+            self._clock = time.perf_counter()
         for index, lo in enumerate(range(first_lo, r.end, B)):
             ctx = BlockContext(r, index, lo, min(lo + B, r.end))
             for rec in self.policy.run_block(ctx):
-                self.records.append(rec)
-                self.wall_s += time.perf_counter() - clock
-                yield rec
-                clock = ctx._t0 = time.perf_counter()
+                yield self._record(rec)
+                self._clock = ctx._t0 = time.perf_counter()
                 if self.cfg.stop_at_eos and r.finished_at() is not None:
                     break
             if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
                 self.stopped_at = e
                 break
             if not self.cfg.fuse_commit and ctx.hi < r.end and r.store(ctx.hi):
-                rec = ctx.emit("commit", None)
-                self.records.append(rec)
-                self.wall_s += time.perf_counter() - clock
-                yield rec
-                clock = time.perf_counter()
-        self.wall_s += time.perf_counter() - clock
+                yield self._record(ctx.emit("commit", None))
+                self._clock = time.perf_counter()
+        self.wall_s += time.perf_counter() - self._clock
+
+    def _record(self, rec: StepRecord) -> StepRecord:
+        """Keep a record, add the engine time since the clock was last reset, and enforce the time budget
+        (the caller resets the clock when the consumer hands control back)."""
+        self.records.append(rec)
+        self.wall_s += time.perf_counter() - self._clock
+        if self.budget_s is not None and self.wall_s > self.budget_s:
+            raise BudgetExceeded(f"stopped after {len(self.records)} forwards: the time budget of "
+                                 f"{self.budget_s:g} s per request was reached (UNMASK_MAX_SECONDS)",
+                                 partial=self.trace())
+        return rec
 
     def run(self) -> Trace:
         for _ in self.steps():

@@ -23,16 +23,14 @@ from transformers import AutoTokenizer, DynamicCache, Qwen3Config, Qwen3ForCausa
 from transformers.utils import logging as hf_logging
 
 from engine import masks
+from engine.errors import ModelLoadError
 
+TASK_NAMES = ("arith", "story", "picks", "mix")    # embedded task models take "Q : ... A :" prompts
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "unmask-arith-tiny"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 ENGINE_KEYS = ("mask_token_id", "block_size", "unmask", "auto_map", "architectures", "model_type",
                "attn_implementation", "fuse_cross_entropy", "use_deepep", "ep_size", "transformers_version")
-
-
-class ModelLoadError(ValueError):
-    """A model path, id or file that cannot be loaded; the message says why, for the UI and CLI."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +59,18 @@ def pick_device(requested: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+def embedded_models() -> list[str]:
+    """The models shipped under assets/models (each a directory with a config.json)."""
+    return sorted(p.parent.name for p in (ASSETS / "models").glob("*/config.json"))
+
+
 def resolve_model_path(name_or_path: str | None) -> Path:
-    """'tiny' / None -> the embedded model; an existing directory; or a hub id already in the local HF cache."""
+    """'tiny' / None -> the default embedded model; an embedded model's name; an existing directory; or a hub id
+    already in the local HF cache."""
     if not name_or_path or name_or_path in ("tiny", DEFAULT_MODEL):
         path = ASSETS / "models" / DEFAULT_MODEL
+    elif name_or_path in embedded_models():
+        path = ASSETS / "models" / name_or_path
     elif Path(name_or_path).expanduser().is_dir():
         path = Path(name_or_path).expanduser().resolve()
     elif HUB_ID.match(name_or_path):
@@ -184,4 +190,4 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
     return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=model_type, mask_token_id=int(mask_id),
                         logit_shift=fam.logit_shift, attention=fam.attention, block_size=raw.get("block_size"),
                         stop_ids=stop_ids, attn_impl=attn_impl, device=dev, dtype=dtype,
-                        prompt_template="Q : {} A :" if meta.get("task") == "arith" else None, info=meta, path=path)
+                        prompt_template="Q : {} A :" if meta.get("task") in TASK_NAMES else None, info=meta, path=path)

@@ -1,32 +1,63 @@
 """A decode service for front ends: loads models once (thread-safe), validates user input, streams traces.
 
 Everything a UI needs from the engine goes through here, so the UI never touches torch. Errors a user can cause
-(empty or oversized prompt, unknown model, bad parameter) raise ``UserError`` with a message meant for display.
+(empty or oversized prompt, unknown model, bad parameter) raise ``UserError`` (``engine.errors``) with a message
+meant for display. Every request's work is bounded by ``max_seconds`` of engine time (``UNMASK_MAX_SECONDS``,
+default 60): a decode stops between forwards and a sweep between problems, keeping what finished.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from typing import Iterator
 
 import torch
 
 from engine.bench import run_bench
+from engine.catalogue import MAX_PROMPT_CHARS
 from engine.decoders import build_decoder, parse_spec
-from engine.loop import ConfigError, Generation
-from engine.model import ModelLoadError, load_model
+from engine.errors import BudgetExceeded, UserError
+from engine.loop import Generation
+from engine.model import load_model
 from engine.trace import Trace
 
-MAX_PROMPT_CHARS = 2000
+MAX_SWEEP_SETTINGS = 48
+MAX_SWEEP_PROBLEMS = 200
 
 
-class UserError(ValueError):
-    """Bad input from a person: shown as-is in the UI or CLI; the server keeps serving."""
+def budget_from_env() -> float:
+    raw = os.environ.get("UNMASK_MAX_SECONDS", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"UNMASK_MAX_SECONDS={raw!r} is not a number") from None
+    if not 0 < value < 1e6:
+        raise SystemExit("UNMASK_MAX_SECONDS must be in (0, 1e6)")
+    return value
+
+
+def check_prompt(prompt) -> str:
+    if not isinstance(prompt, str):
+        raise UserError("The prompt must be text.")
+    text = prompt.strip()
+    if not text:
+        raise UserError("The prompt is empty: type a question or pick an example.")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise UserError(f"The prompt has {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError("The prompt contains characters that are not valid text (lone surrogates).") from None
+    return text
 
 
 class DecodeService:
-    def __init__(self, default_model: str = "tiny", device: str | None = None, threads: int | None = None):
+    def __init__(self, default_model: str = "tiny", device: str | None = None, threads: int | None = None,
+                 max_seconds: float | None = None):
         self.default_model, self.device = default_model, device
+        self.max_seconds = max_seconds if max_seconds is not None else budget_from_env()
         self._models: dict[str, object] = {}
         self._lock = threading.Lock()
         if threads:
@@ -36,64 +67,65 @@ class DecodeService:
         key = name or self.default_model
         with self._lock:
             if key not in self._models:
-                try:
-                    self._models[key] = load_model(key, device=self.device)
-                except ModelLoadError as e:
-                    raise UserError(str(e)) from None
+                self._models[key] = load_model(key, device=self.device)
             return self._models[key]
 
     def model_id(self, name: str | None = None) -> str:
-        """Model name plus a revision fingerprint: part of every trace cache key."""
+        """Model name plus a content fingerprint (weights and side files): part of every trace cache key."""
         a = self.model(name)
         return f"{a.name}@{a.info.get('revision', '?')}"
 
-    def check_prompt(self, prompt: str | None) -> str:
-        text = (prompt or "").strip()
-        if not text:
-            raise UserError("The prompt is empty: type a question or pick an example.")
-        if len(text) > MAX_PROMPT_CHARS:
-            raise UserError(f"The prompt has {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
-        return text
+    check_prompt = staticmethod(check_prompt)
 
-    def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None) -> Generation:
-        text = self.check_prompt(prompt)
-        try:
-            policy = build_decoder(decoder, **params)
-            return Generation(self.model(model), text, policy)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+    def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None,
+                   page: bool = False) -> Generation:
+        text = check_prompt(prompt)
+        policy = build_decoder(decoder, page=page, **params)
+        return Generation(self.model(model), text, policy, budget_s=self.max_seconds)
 
-    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None) -> Iterator[Trace]:
+    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None,
+               page: bool = False) -> Iterator[Trace]:
         """Yield a partial trace after each forward; the last one yielded is the complete trace.
 
         Each partial is held back one forward, so the final forward is reported once, by the complete trace
-        (which alone carries the EOS stop position and the full wall time)."""
-        gen = self.generation(prompt, decoder, params, model)
+        (which alone carries the EOS stop position and the full wall time). If the time budget runs out, the
+        last trace is the partial one, with ``meta["limit"]`` saying which limit stopped it."""
+        gen = self.generation(prompt, decoder, params, model, page)
         pending = None
-        for _ in gen.steps():
-            if pending is not None:
-                yield pending
-            pending = gen.trace()
+        try:
+            for _ in gen.steps():
+                if pending is not None:
+                    yield pending
+                pending = gen.trace()
+        except BudgetExceeded as e:
+            e.partial.meta["limit"] = str(e)
+            yield e.partial
+            return
         yield gen.trace()
 
-    def run(self, prompt: str, decoder: str, params: dict, model: str | None = None) -> Trace:
-        return self.generation(prompt, decoder, params, model).run()
+    def run(self, prompt: str, decoder: str, params: dict, model: str | None = None, page: bool = False) -> Trace:
+        last = None
+        for last in self.stream(prompt, decoder, params, model, page):
+            pass
+        return last
 
-    def run_spec(self, prompt: str, spec: str, model: str | None = None) -> Trace:
+    def run_spec(self, prompt: str, spec: str, model: str | None = None, page: bool = False) -> Trace:
         """Decode with a SPEC string such as ``s2d2:preset=sdar-a,block_size=4``."""
-        try:
-            name, params = parse_spec(spec)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
-        return self.run(prompt, name, params, model)
+        name, params = parse_spec(spec)
+        return self.run(prompt, name, params, model, page)
 
-    def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None) -> list[dict]:
-        """Accuracy / NFE / TPF / tokens/s of each SPEC on n held-out problems (engine.bench)."""
-        if not 1 <= n <= 500:
-            raise UserError("the number of problems must be in 1..500")
-        if not specs or len(specs) > 48:
-            raise UserError("a sweep takes 1..48 settings")
-        try:
-            return run_bench(self.model(model), "arith", n, specs, progress=progress)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+    def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
+              page: bool = True, should_stop=None) -> list[dict]:
+        """Accuracy / NFE / TPF / tokens/s of each SPEC on n held-out problems (engine.bench). Stops between
+        problems when the time budget is spent or ``should_stop()`` says so; rows then count what finished."""
+        if not isinstance(n, int) or not 1 <= n <= MAX_SWEEP_PROBLEMS:
+            raise UserError(f"the number of problems must be in 1..{MAX_SWEEP_PROBLEMS}")
+        if not specs or len(specs) > MAX_SWEEP_SETTINGS:
+            raise UserError(f"a sweep takes 1..{MAX_SWEEP_SETTINGS} settings")
+        for spec in specs:  # validate every setting before any work, with the page's limits
+            name, params = parse_spec(spec)
+            build_decoder(name, page=page, **params)
+        deadline = time.monotonic() + self.max_seconds
+        stop = lambda: time.monotonic() > deadline or bool(should_stop and should_stop())  # noqa: E731
+        return run_bench(self.model(model), task, n, specs, progress=progress, should_stop=stop,
+                         budget_s=self.max_seconds)

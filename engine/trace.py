@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -35,6 +36,72 @@ class Reason(IntEnum):
     STABILISED = 10      # oscillating token fixed from its window-averaged distribution
     FORCED_PROGRESS = 11  # nothing qualified; the best-scored position is committed
 
+
+class Verdict(IntEnum):
+    """S2D2 verify outcome per position of a verify record."""
+    UNTOUCHED = 0        # outside the verified span
+    ACCEPTED = 1
+    RESAMPLED = 2        # first rejection: a token drawn from the residual
+    FALLBACK = 3         # committed by the base rule after verification
+    PENDING = 4          # in the span, behind the rejection: waits for the next step
+
+
+class TrajectoryClass(IntEnum):
+    """TSPD + CE's class of a masked position's trajectory ([PROPOSED]); -1 in a record = not masked."""
+    NONE = 0
+    CONVERGING = 1
+    OSCILLATORY = 2
+    STALLED = 3
+    STABLE_HIGH = 4
+
+
+# ---- the record contract: every key a decoder may put in ``StepRecord.extra``, declared once -------------------
+class CandidateFields(TypedDict, total=False):
+    topk_ids: np.ndarray          # (L, 5) int32: the top-5 candidates per position (every draft forward)
+    topk_p: np.ndarray            # (L, 5) float32: their probabilities
+
+
+class S2D2DraftFields(TypedDict):
+    router: dict                  # every router input and its decision (engine.s2d2.routers)
+    verified: bool                # whether a verify forward follows
+    attn_mask: np.ndarray         # (L, L) bool: the in-block drafting mask
+
+
+class S2D2VerifyFields(TypedDict):
+    attn_mask: np.ndarray         # (2L, 2L) bool: the 2L verifier mask
+    draft_tokens: np.ndarray      # (L,) the draft being verified
+    q_top: np.ndarray             # (L,) the verifier's argmax
+    accepted: int                 # accepted prefix length
+    rejected_at: int | None       # absolute position of the first rejection
+    resampled: int | None         # token drawn there
+    span: list                    # [first absolute position, length]
+    verdict: np.ndarray           # (L,) Verdict codes
+    ratio: np.ndarray             # (L,) acceptance ratio min(1, (q/p)^γ), NaN outside the examined span
+    p_draft: np.ndarray           # (L,) p(x̂)
+    q_draft: np.ndarray           # (L,) q(x̂)
+
+
+class TSPDDraftFields(TypedDict):
+    features: np.ndarray          # (L, 14) controller features (NaN where not masked)
+    score: np.ndarray             # (L,) controller score
+    level: np.ndarray             # (L,) Kalman level of z = logit(confidence)
+    velocity: np.ndarray          # (L,)
+    cov: np.ndarray               # (L, 3) P00, P01, P11
+    forecast_mean: np.ndarray     # (L, h_max) forecast of z at h = 1..h_max
+    forecast_std: np.ndarray      # (L, h_max)
+    forecast_lcb: np.ndarray      # (L, h_max) mean − κ·std
+    horizon: np.ndarray           # (L,) risk-aware horizon (-1 = not masked)
+    lcb_h: np.ndarray             # (L,) LCB at the horizon
+    klass: np.ndarray             # (L,) TrajectoryClass codes (-1 = not masked)
+    z: np.ndarray                 # (L,) observed logit(confidence)
+    z_tau: float                  # logit(τ)
+    tau_s: float                  # controller threshold in force
+    kappa: float
+
+
+RECORD_CONTRACTS = {"candidates": CandidateFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
+                    "tspd.draft": TSPDDraftFields}
+EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",
                 "margin", "entropy")
@@ -62,6 +129,16 @@ class StepRecord:
     @property
     def n_committed(self) -> int:
         return int(self.committed.sum())
+
+    def field(self, name: str, default=None):
+        """A decoder-specific value of this record (``RECORD_CONTRACTS``); ``default`` if this decoder or forward
+        has none. An undeclared name is a bug, not a missing value."""
+        if name not in EXTRA_FIELDS:
+            raise KeyError(f"{name!r} is not a declared record field")
+        return self.extra.get(name, default)
+
+    def has(self, name: str) -> bool:
+        return self.field(name) is not None
 
 
 @dataclass

@@ -379,7 +379,7 @@ def build_demo(service, examples: list[tuple[str, int]], store=None, example_tra
         def tour_next(i, tr):
             ex = example_traces.get("s2d2")
             if ex is None:
-                raise gr.Error("the tour needs the pre-baked S2D2 example (python -m engine.bake_examples)")
+                raise gr.Error("the tour needs the pre-baked S2D2 example (python -m engine.experiments.bake_examples)")
             i = (i + 1) % len(TOUR)
             title, body = TOUR[i]
             s = tour_steps(ex)[i]

@@ -10,7 +10,7 @@ from transformers import Qwen3ForCausalLM
 
 from engine.tasks import get_task
 from engine.tokenizer import build_tokenizer
-from engine.train import model_config
+from engine.training.train import model_config
 
 torch.set_num_threads(1)  # CI has 2 cores; oversubscribed threads make tiny models crawl
 

@@ -5,7 +5,7 @@ import json
 import torch
 
 from engine.model import load_model
-from engine.train import build_2l_sample, collate_2l, main
+from engine.training.train import build_2l_sample, collate_2l, main
 
 
 def test_2l_mask_layout():

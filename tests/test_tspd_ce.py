@@ -9,7 +9,7 @@ from engine.ce.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.trace import Reason
-from engine.train_controller import precision_threshold
+from engine.training.train_controller import precision_threshold
 
 
 def test_forecast_variance_matches_monte_carlo():
@@ -120,9 +120,9 @@ def test_precision_threshold():
 
 
 def test_tspd_on_model_and_scripts_on_small_trace_set(adapter, arith, tmp_path):
-    from engine.ce.collect import controller_rows, conservative_traces, z_series
-    from engine.fit_ce import fit
-    from engine.train_controller import train
+    from engine.training.collect import controller_rows, conservative_traces, z_series
+    from engine.training.fit_ce import fit
+    from engine.training.train_controller import train
 
     traces = conservative_traces(adapter, arith, "train", 6, gen_length=16)
     rows = controller_rows(traces)

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from engine.loop import BlockContext, CommonConfig, Policy
+from engine.catalogue import config_class
+from engine.loop import BlockContext, Policy
 from engine.trace import Reason
-
-
-@dataclass
-class ARConfig(CommonConfig):
-    block_size: int = 1
-
-    def validate(self) -> None:
-        super().validate()
-        if self.block_size != 1:
-            from engine.loop import ConfigError
-            raise ConfigError("ar decodes with block_size 1")
 
 
 class ARPolicy(Policy):
     name = "ar"
-    config_cls = ARConfig
+    config_cls = config_class("ar")
 
     def run_block(self, ctx: BlockContext):
         while ctx.masked.any():

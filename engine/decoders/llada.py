@@ -7,31 +7,17 @@ schedule then spans min(steps, #masks) steps instead of wasting forwards that co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from engine.decoders.schedule import transfer_schedule
-from engine.loop import BlockContext, CommonConfig, ConfigError, Policy
+from engine.catalogue import config_class
+from engine.decoders.schedule import masked_topk, transfer_schedule
+from engine.loop import BlockContext, Policy
 from engine.trace import Reason
-
-
-@dataclass
-class LLaDAConfig(CommonConfig):
-    steps: int = 0              # per block; 0 = block_size (one token per step)
-    remasking: str = "low_confidence"
-
-    def validate(self) -> None:
-        super().validate()
-        if self.steps < 0 or self.steps > 1024:
-            raise ConfigError("steps must be in 0..1024")
-        if self.remasking not in ("low_confidence", "random"):
-            raise ConfigError("remasking must be low_confidence or random")
 
 
 class LLaDAPolicy(Policy):
     name = "llada"
-    config_cls = LLaDAConfig
+    config_cls = config_class("llada")
 
     def run_block(self, ctx: BlockContext):
         schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)
@@ -39,12 +25,10 @@ class LLaDAPolicy(Policy):
             if not ctx.masked.any():
                 break
             _, st = ctx.draft()
-            masked = ctx.masked
             if self.cfg.remasking == "random":
                 score = torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float()
             else:
-                score = st.confidence.clone()
-            score[~masked] = float("-inf")
-            idx = torch.topk(score, min(k, int(masked.sum()))).indices.sort().values
+                score = st.confidence
+            idx = masked_topk(score, ctx.masked, k)
             ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
             yield ctx.emit("draft", st)

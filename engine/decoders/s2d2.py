@@ -1,85 +1,46 @@
-"""S2D2 decoder (see ``engine.s2d2`` for the terms). One step is a pipeline of named stages:
+"""S2D2 decoder (see ``engine.s2d2`` for the terms). One step is a pipeline of named stages over ``S2D2Step``:
 
-    draft -> span -> estimate (α, K̂, N_hi, score) -> route -> [verify -> accept] -> fallback -> update router
+    draft -> estimate (span, α, K̂, N_hi, score) -> route -> [verify_span: verify + accept] -> fallback
 
 The fallback is SDAR's dynamic rule (spec §1.3): if this step committed fewer than its quota k_t, commit every
 still-masked position with confidence > τ if there are at least k_t - done of them, else the top ones.
-``router=never`` is therefore exactly ``threshold:rule=sdar``.
+``router=never`` is therefore exactly ``threshold:rule=sdar``. Parameters and presets: ``engine.catalogue``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from engine import masks
-from engine.decoders.schedule import transfer_schedule
+from engine.catalogue import S2D2_PRESETS, config_class
+from engine.decoders.schedule import quota_at, transfer_schedule
 from engine.decoders.threshold import dynamic_commit
-from engine.loop import BlockContext, CommonConfig, ConfigError, Policy
-from engine.s2d2.estimators import ESTIMATORS, alpha, expected_accepted
-from engine.s2d2.routers import ROUTERS, RouterInputs, make_router
-from engine.s2d2.verify import accept_greedy, accept_stochastic, verify_logits
-from engine.sampling import transformed_probs
-from engine.trace import Reason
-
-# verdict codes per position in a verify record
-UNTOUCHED, ACCEPTED, RESAMPLED, FALLBACK_COMMIT, PENDING = 0, 1, 2, 3, 4
-
-PRESETS = {
-    # the paper's SDAR configs (README of phymhan/S2D2)
-    "sdar-a": dict(block_size=4, router="score", score_type="static", tau_score=0.0, cost=1.0, tau=0.85,
-                   estimator="entropy", beta=1.0, draft_ver=True, cache_ver=True),
-    "sdar-b": dict(block_size=16, router="score", score_type="static", tau_score=0.0, cost=0.0, tau=0.85,
-                   estimator="entropy", beta=1.0, draft_ver=True, cache_ver=True),
-    # the seed article's operating points
-    "quality": dict(block_size=4, router="span", tau_span=2, estimator="entropy", beta=0.7),
-    "speed": dict(block_size=16, router="hysteresis", tau_on=1.0, tau_off=-2.0, estimator="entropy"),
-}
+from engine.loop import BlockContext, Policy
+from engine.s2d2.estimators import alpha, expected_accepted
+from engine.s2d2.routers import RouterInputs, make_router
+from engine.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
+from engine.sampling import TokenStats, transformed_probs
+from engine.trace import Reason, S2D2DraftFields, S2D2VerifyFields, Verdict
 
 
 @dataclass
-class S2D2Config(CommonConfig):
-    preset: str = ""
-    tau: float = 0.9                 # base (fallback) threshold, and the N_hi cut
-    steps: int = 0                   # denoising steps per block for the quota schedule (0 = block_size)
-    router: str = "score"
-    estimator: str = "entropy"
-    beta: float = 1.0                # entropy estimator sharpness
-    tau_m: float = 0.05              # margin estimator threshold
-    rho: float = 0.8                 # confidence-power estimator exponent
-    cost: float = 1.0                # c: price of a verify forward in accepted tokens
-    score_type: str = "static"       # static: K̂ − c; dynamic: K̂ − c·N_hi
-    tau_span: int = 2
-    tau_score: float = 0.0
-    tau_on: float = 1.0
-    tau_off: float = -2.0
-    ucb_beta: float = 1.0
-    ucb_bins: int = 2
-    acceptance: str = "stochastic"   # stochastic: min(1, (q/p)^γ) + residual; greedy: argmax match
-    gamma: float = 1.0
-    draft_ver: bool = False          # partial-causal drafting mask
-    cache_ver: bool = False          # AR-like (token-causal) committed K/V
-
-    def validate(self) -> None:
-        super().validate()
-        ok = [(0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
-              (self.router in ROUTERS, f"router must be one of {', '.join(ROUTERS)}"),
-              (self.estimator in ESTIMATORS, f"estimator must be one of {', '.join(ESTIMATORS)}"),
-              (0.0 <= self.beta <= 100.0, "beta must be in 0..100"),
-              (0.0 <= self.cost <= 100.0, "cost must be in 0..100"),
-              (self.score_type in ("static", "dynamic"), "score_type must be static or dynamic"),
-              (1 <= self.tau_span <= 64, "tau_span must be in 1..64"),
-              (self.tau_on > self.tau_off, "tau_on must be greater than tau_off"),
-              (self.acceptance in ("stochastic", "greedy"), "acceptance must be stochastic or greedy"),
-              (0.0 < self.gamma <= 10.0, "gamma must be in (0, 10]"),
-              (1 <= self.ucb_bins <= 8, "ucb_bins must be in 1..8"),
-              (self.steps >= 0, "steps must be >= 0"),
-              (not self.preset or self.preset in PRESETS, f"preset must be one of {', '.join(PRESETS)}")]
-        for good, msg in ok:
-            if not good:
-                raise ConfigError(msg)
+class S2D2Step:
+    """What one step knows, filled stage by stage."""
+    quota: int                               # k_t of the block's schedule
+    masked: torch.Tensor                     # (L,) masked before the step
+    st: TokenStats | None = None             # draft statistics
+    p: torch.Tensor | None = None            # (L, V) draft distribution (sampling transform applied)
+    draft_mask: torch.Tensor | None = None   # (L, L) in-block drafting mask
+    span: torch.Tensor | None = None         # block-relative indices of the first masked span
+    inputs: RouterInputs | None = None
+    verify: bool = False
+    router: dict = field(default_factory=dict)
+    q_top: torch.Tensor | None = None        # (L,) the verifier's argmax
+    outcome: SpanOutcome | None = None
+    done: int = 0                            # tokens committed by this step so far
 
 
 def first_span(masked: torch.Tensor) -> torch.Tensor:
@@ -94,14 +55,14 @@ def first_span(masked: torch.Tensor) -> torch.Tensor:
     return torch.arange(f, end)
 
 
-def verdict_arrays(L: int, span: torch.Tensor, v, reasons: np.ndarray) -> dict:
+def verdict_arrays(L: int, span: torch.Tensor, v: SpanOutcome, reasons: np.ndarray) -> dict:
     """Per-position verify outcome for the trace: verdict codes, acceptance ratio, p(x̂) and q(x̂)."""
-    verdict = np.zeros(L, np.int8)
-    verdict[span.numpy()] = PENDING
-    verdict[span[:v.accepted].numpy()] = ACCEPTED
+    verdict = np.full(L, int(Verdict.UNTOUCHED), np.int8)
+    verdict[span.numpy()] = Verdict.PENDING
+    verdict[span[:v.accepted].numpy()] = Verdict.ACCEPTED
     if v.rejected_at is not None:
-        verdict[int(span[v.rejected_at])] = RESAMPLED
-    verdict[reasons == int(Reason.FALLBACK)] = FALLBACK_COMMIT
+        verdict[int(span[v.rejected_at])] = Verdict.RESAMPLED
+    verdict[reasons == int(Reason.FALLBACK)] = Verdict.FALLBACK
     seen = span[:len(v.ratios)].numpy()
     out = dict(verdict=verdict)
     for key, values in (("ratio", v.ratios), ("p_draft", v.p_draft), ("q_draft", v.q_draft)):
@@ -113,90 +74,112 @@ def verdict_arrays(L: int, span: torch.Tensor, v, reasons: np.ndarray) -> dict:
 
 class S2D2Policy(Policy):
     name = "s2d2"
-    config_cls = S2D2Config
-    presets = PRESETS
+    config_cls = config_class("s2d2")
+    presets = S2D2_PRESETS
 
-    def __init__(self, cfg: S2D2Config):
+    def __init__(self, cfg):
         super().__init__(cfg)
         self.router = make_router(cfg)
+        self.accepted = 0
+
+    @property
+    def prefix_causal(self) -> bool:
+        return self.cfg.cache_ver
 
     def start(self, runner) -> None:
-        runner.prefix_causal = self.cfg.cache_ver
         self.router.reset()
-        runner.s2d2_accepted = 0
+        self.accepted = 0
+
+    def summary(self, runner) -> dict:
+        return dict(accepted_tokens=self.accepted, verify_forwards=runner.nfe.get("verify", 0))
+
+    def run_block(self, ctx: BlockContext):
+        schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)
+        n_draft = 0
+        while ctx.masked.any():
+            s = S2D2Step(quota=quota_at(schedule, n_draft), masked=ctx.masked.clone())
+            n_draft += 1
+            self.draft(ctx, s)
+            self.estimate(s)
+            self.route(ctx, s)
+            if not s.verify:
+                s.done = self.fallback(ctx, s)
+            yield ctx.emit("draft", s.st, **S2D2DraftFields(router=s.router, verified=s.verify,
+                                                             attn_mask=s.draft_mask.numpy()))
+            if s.verify:
+                self.verify_span(ctx, s)
+                s.done += self.fallback(ctx, s)
+            self.router.update(s.verify, s.done)
+            if s.verify:
+                yield ctx.emit("verify", None, **self.verify_fields(ctx, s))
+
+    # ---- stages ----------------------------------------------------------------------------------------------
+    def draft(self, ctx: BlockContext, s: S2D2Step) -> None:
+        """The block-diffusion forward (partial-causal in-block mask with ``draft_ver``)."""
+        block_mask = None
+        if self.cfg.draft_ver:
+            block_mask = torch.from_numpy(masks.partial_causal_draft(0, ctx.L, int(s.masked.nonzero()[0, 0])))
+        logits, s.st = ctx.draft(block_mask)
+        s.draft_mask = block_mask if block_mask is not None else torch.ones(ctx.L, ctx.L, dtype=torch.bool)
+        s.p = self._transform(ctx.runner, logits)                                     # (L, V)
+
+    def estimate(self, s: S2D2Step) -> None:
+        """Span, α per span position, K̂, N_hi and the router's score."""
+        c = self.cfg
+        s.span = first_span(s.masked)
+        a = alpha(s.p[s.span], c.estimator, c.beta, c.tau_m, c.rho)
+        k_hat = expected_accepted(a)
+        n_hi = int((s.masked & (s.st.confidence > c.tau)).sum())
+        score = k_hat - c.cost * (n_hi if c.score_type == "dynamic" else 1.0) if len(s.span) else float("-inf")
+        s.inputs = RouterInputs(span_len=len(s.span), block_len=len(s.masked),
+                                progress=1.0 - float(s.masked.sum()) / max(1, len(s.masked)), alpha=a.tolist(),
+                                k_hat=k_hat, n_hi=n_hi, score=score,
+                                mean_entropy=float(s.st.entropy[s.span].mean()) if len(s.span) else 0.0)
+
+    def route(self, ctx: BlockContext, s: S2D2Step) -> None:
+        """Whether to pay for a verify forward; the record keeps every input of the decision."""
+        c, x = self.cfg, s.inputs
+        s.verify, info = self.router.decide(x)
+        span = [int(ctx.lo + s.span[0]), len(s.span)] if len(s.span) else None
+        s.router = dict(router=c.router, decision=bool(s.verify), span=span, alpha=x.alpha, k_hat=x.k_hat,
+                        n_hi=x.n_hi, score=x.score, score_type=c.score_type, cost=c.cost, quota=s.quota, **info)
+
+    def verify_span(self, ctx: BlockContext, s: S2D2Step) -> None:
+        """One verifier forward (2L mask) and speculative acceptance over the span; commits the accepted prefix
+        and the resampled token."""
+        r, span, draft_tok = ctx.runner, s.span, s.st.candidate
+        filled = torch.where(s.masked, draft_tok, ctx.tokens)
+        q = self._transform(r, verify_logits(r, ctx.lo, ctx.hi, filled))
+        s.q_top = q.argmax(-1)
+        if self.cfg.acceptance == "greedy":
+            v = accept_greedy(q[span], s.p[span], draft_tok[span])
+        else:
+            v = accept_stochastic(s.p[span], q[span], draft_tok[span], r.generator, self.cfg.gamma)
+        ctx.commit(span[:v.accepted], draft_tok[span[:v.accepted]], Reason.ACCEPT)
+        if v.rejected_at is not None:
+            ctx.commit(span[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
+        s.outcome, s.done = v, v.accepted + (v.rejected_at is not None)
+        self.accepted += v.accepted
+
+    def fallback(self, ctx: BlockContext, s: S2D2Step) -> int:
+        """SDAR dynamic rule on the positions still masked, to fill this step's quota."""
+        left, masked = s.quota - s.done, ctx.masked
+        if left <= 0 or not masked.any():
+            return 0
+        idx = dynamic_commit(s.st.confidence, masked, self.cfg.tau, left)
+        ctx.commit(idx, s.st.candidate[idx], Reason.FALLBACK)
+        return len(idx)
+
+    # ---- helpers ---------------------------------------------------------------------------------------------
+    def verify_fields(self, ctx: BlockContext, s: S2D2Step) -> S2D2VerifyFields:
+        v, span = s.outcome, s.span
+        return S2D2VerifyFields(
+            attn_mask=masks.verifier_2l(0, ctx.L), draft_tokens=s.st.candidate.numpy().astype(np.int32),
+            q_top=s.q_top.numpy().astype(np.int32), accepted=v.accepted,
+            rejected_at=int(ctx.lo + span[v.rejected_at]) if v.rejected_at is not None else None,
+            resampled=v.token, span=[int(ctx.lo + span[0]), len(span)],
+            **verdict_arrays(ctx.L, span, v, ctx.reasons))
 
     def _transform(self, runner, logits: torch.Tensor) -> torch.Tensor:
         c = self.cfg
         return transformed_probs(runner.unmaskable(logits), c.temperature, c.top_k, c.top_p)
-
-    def run_block(self, ctx: BlockContext):
-        cfg, r = self.cfg, ctx.runner
-        schedule = transfer_schedule(int(ctx.masked.sum()), cfg.steps or ctx.L)
-        n_draft = 0
-        while ctx.masked.any():
-            quota = schedule[min(n_draft, len(schedule) - 1)]
-            n_draft += 1
-            masked = ctx.masked.clone()
-            # draft
-            block_mask = None
-            if cfg.draft_ver:
-                f = int(masked.nonzero()[0, 0])
-                block_mask = torch.from_numpy(masks.partial_causal_draft(0, ctx.L, f))
-            logits, st = ctx.draft(block_mask)
-            draft_mask = (block_mask if block_mask is not None else torch.ones(ctx.L, ctx.L, dtype=torch.bool))
-            p = self._transform(r, logits)                                   # (L, V)
-            # span + estimate
-            span = first_span(masked)
-            a = alpha(p[span], cfg.estimator, cfg.beta, cfg.tau_m, cfg.rho)
-            k_hat = expected_accepted(a)
-            n_hi = int((masked & (st.confidence > cfg.tau)).sum())
-            score = k_hat - cfg.cost * (n_hi if cfg.score_type == "dynamic" else 1.0) if len(span) else float("-inf")
-            inputs = RouterInputs(span_len=len(span), block_len=ctx.L,
-                                  progress=1.0 - float(masked.sum()) / max(1, ctx.L), alpha=a.tolist(),
-                                  k_hat=k_hat, n_hi=n_hi, score=score,
-                                  mean_entropy=float(st.entropy[span].mean()) if len(span) else 0.0)
-            # route
-            verify, info = self.router.decide(inputs)
-            router_rec = dict(router=cfg.router, decision=bool(verify), span=[int(ctx.lo + span[0]), len(span)]
-                              if len(span) else None, alpha=inputs.alpha, k_hat=k_hat, n_hi=n_hi, score=score,
-                              score_type=cfg.score_type, cost=cfg.cost, quota=quota, **info)
-            if not verify:
-                done = self._fallback(ctx, st, quota, 0)
-                self.router.update(False, done)
-                yield ctx.emit("draft", st, router=router_rec, verified=False, attn_mask=draft_mask.numpy())
-                continue
-            yield ctx.emit("draft", st, router=router_rec, verified=True, attn_mask=draft_mask.numpy())
-            # verify + accept
-            draft_tok = st.candidate.clone()
-            filled = torch.where(masked, draft_tok, ctx.tokens)
-            q = self._transform(r, verify_logits(r, ctx.lo, ctx.hi, filled))
-            if cfg.acceptance == "greedy":
-                v = accept_greedy(q[span], p[span], draft_tok[span])
-            else:
-                v = accept_stochastic(p[span], q[span], draft_tok[span], r.generator, cfg.gamma)
-            ctx.commit(span[:v.accepted], draft_tok[span[:v.accepted]], Reason.ACCEPT)
-            if v.rejected_at is not None:
-                ctx.commit(span[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
-            done = v.accepted + (v.rejected_at is not None)
-            r.s2d2_accepted += v.accepted
-            done += self._fallback(ctx, st, quota, done)
-            self.router.update(True, done)
-            yield ctx.emit("verify", None, attn_mask=masks.verifier_2l(0, ctx.L),
-                           draft_tokens=draft_tok.numpy().astype(np.int32),
-                           q_top=q.argmax(-1).numpy().astype(np.int32), accepted=v.accepted,
-                           rejected_at=int(ctx.lo + span[v.rejected_at]) if v.rejected_at is not None else None,
-                           resampled=v.token, span=[int(ctx.lo + span[0]), len(span)],
-                           **verdict_arrays(ctx.L, span, v, ctx._reason.numpy()))
-
-    def summary(self, runner) -> dict:
-        return dict(accepted_tokens=runner.s2d2_accepted, verify_forwards=runner.nfe.get("verify", 0))
-
-    def _fallback(self, ctx: BlockContext, st, quota: int, done: int) -> int:
-        """SDAR dynamic rule on the positions still masked, to fill this step's quota."""
-        left = quota - done
-        masked = ctx.masked
-        if left <= 0 or not masked.any():
-            return 0
-        idx = dynamic_commit(st.confidence, masked, self.cfg.tau, left)
-        ctx.commit(idx, st.candidate[idx], Reason.FALLBACK)
-        return len(idx)

@@ -1,9 +1,22 @@
-"""Per-step commit quotas shared by LLaDA and SDAR-style rules."""
+"""Helpers the commit rules share: per-step quotas and top-k over the still-masked positions."""
 
 from __future__ import annotations
+
+import torch
 
 
 def transfer_schedule(n_masked: int, steps: int) -> list[int]:
     """Split n_masked commits over `steps` steps evenly, remainder front-loaded: k_j = n//S + [j < n % S]."""
     steps = max(1, min(steps, n_masked)) if n_masked else 1
     return [n_masked // steps + (1 if j < n_masked % steps else 0) for j in range(steps)]
+
+
+def quota_at(schedule: list[int], step: int) -> int:
+    """The quota of step `step`; steps past the schedule keep its last quota."""
+    return schedule[min(step, len(schedule) - 1)]
+
+
+def masked_topk(score: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
+    """Sorted block-relative indices of the k best-scored masked positions (k is capped at the masked count)."""
+    s = torch.where(masked, score, torch.full_like(score, float("-inf")))
+    return torch.topk(s, min(k, int(masked.sum()))).indices.sort().values

@@ -8,35 +8,17 @@ positions with c_i > tau if there are at least k_j of them, else the top-k_j by 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from engine.decoders.schedule import transfer_schedule
-from engine.loop import BlockContext, CommonConfig, ConfigError, Policy
+from engine.catalogue import config_class
+from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
+from engine.loop import BlockContext, Policy
 from engine.trace import Reason
-
-
-@dataclass
-class ThresholdConfig(CommonConfig):
-    tau: float = 0.9
-    rule: str = "fastdllm"
-    steps: int = 0          # sdar rule: denoising steps per block (0 = block_size)
-
-    def validate(self) -> None:
-        super().validate()
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError("tau must be in (0, 1]")
-        if self.rule not in ("fastdllm", "sdar"):
-            raise ConfigError("rule must be fastdllm or sdar")
-        if self.steps < 0:
-            raise ConfigError("steps must be >= 0")
 
 
 def threshold_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Fast-dLLM rule on (L,) confidences: returns (indices, forced flag per index)."""
-    c = torch.where(masked, conf, torch.full_like(conf, -1.0))
-    best = int(c.argmax())
+    best = int(torch.where(masked, conf, torch.full_like(conf, -1.0)).argmax())   # first of equal maxima
     chosen = masked & (conf >= tau)
     chosen[best] = True
     idx = chosen.nonzero()[:, 0]
@@ -48,26 +30,23 @@ def dynamic_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float, quota: 
     above = masked & (conf > tau)
     if int(above.sum()) >= quota:
         return above.nonzero()[:, 0]
-    c = torch.where(masked, conf, torch.full_like(conf, -1.0))
-    return torch.topk(c, min(quota, int(masked.sum()))).indices.sort().values
+    return masked_topk(conf, masked, quota)
 
 
 class ThresholdPolicy(Policy):
     name = "threshold"
-    config_cls = ThresholdConfig
+    config_cls = config_class("threshold")
 
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
         schedule = transfer_schedule(int(ctx.masked.sum()), cfg.steps or ctx.L)
         while ctx.masked.any():
             _, st = ctx.draft()
-            masked = ctx.masked
             if cfg.rule == "fastdllm":
-                idx, forced = threshold_commit(st.confidence, masked, cfg.tau)
-                for sel, why in ((idx[~forced], Reason.THRESHOLD), (idx[forced], Reason.ARGMAX)):
-                    ctx.commit(sel, st.candidate[sel], why)
+                idx, forced = threshold_commit(st.confidence, ctx.masked, cfg.tau)
+                ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
+                ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
             else:
-                quota = schedule[min(ctx.step, len(schedule) - 1)]
-                idx = dynamic_commit(st.confidence, masked, cfg.tau, quota)
+                idx = dynamic_commit(st.confidence, ctx.masked, cfg.tau, quota_at(schedule, ctx.step))
                 ctx.commit(idx, st.candidate[idx], Reason.THRESHOLD)
             yield ctx.emit("draft", st)

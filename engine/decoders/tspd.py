@@ -1,71 +1,68 @@
 """TSPD + CE decoder ([PROPOSED] reconstruction, spec §3.6; see ``engine.ce`` for the terms).
 
-Each step is a pipeline of named stages over the block's masked positions M:
+Each step is a pipeline of named stages over the block's masked positions M (state in ``TSPDBlock``, the
+step's results in ``TSPDStep``):
 
-    draft -> observe (trajectories, Kalman update) -> features -> controller (F1)
-          -> look-ahead (F2: LCB at the risk-aware horizon clears logit(τ)) -> classify
+    draft -> observe (trajectories, Kalman update, features) -> control (F1: the controller says "final")
+          -> forecast (F2: LCB at the risk-aware horizon clears logit(τ)) -> classify
           -> stabilise (veto oscillating tokens; F3 = oscillating tokens whose window-averaged distribution is
-             confident) -> progress guarantee (nothing chosen: the best-scored position) -> commit
+             confident) -> progress (nothing chosen: the best-scored position) -> commit
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from engine.catalogue import config_class
 from engine.ce.controller import CARD_FILE, MLPController, heuristic_fix
 from engine.ce.features import F, Trajectories
 from engine.ce.kalman import KalmanParams, TrendFilter, logit
-from engine.loop import BlockContext, CommonConfig, ConfigError, Policy
-from engine.trace import Reason
+from engine.errors import ConfigError
+from engine.loop import BlockContext, Policy
+from engine.sampling import TokenStats
+from engine.trace import Reason, TrajectoryClass, TSPDDraftFields
 
 CE_FILE = "ce.json"
-CLASSES = ("none", "converging", "oscillatory", "stalled", "stable_high")
-CONVERGING, OSCILLATORY, STALLED, STABLE_HIGH = 1, 2, 3, 4
 
 
 @dataclass
-class TSPDConfig(CommonConfig):
-    block_size: int = 16
-    tau: float = 0.9              # the confidence the look-ahead must reach, z_tau = logit(tau)
-    controller: str = "mlp"       # mlp | heuristic
-    tau_s: float = 0.0            # controller threshold (0 = the calibrated one from the controller's card)
-    ce: bool = True               # confidence extrapolation (look-ahead) on/off
-    kappa: float = 1.64           # LCB width in forecast standard deviations
-    h_max: int = 4
-    window: int = 4
-    sigma_ref: float = 1.0
-    s_min: int = 2
-    stabilise: bool = True
-    tau_hard: float = 0.99
-    tau_stab: float = 0.9
-    alpha: float = 0.1            # heuristic: bar relaxed by alpha * left-context progress
-    q_level: float = 0.0          # Kalman noise (0 = fitted values from the model's ce.json, else defaults)
-    q_vel: float = 0.0
-    r: float = 0.0
-
-    def validate(self) -> None:
-        super().validate()
-        checks = [(0.0 < self.tau < 1.0, "tau must be in (0, 1)"),
-                  (self.controller in ("mlp", "heuristic"), "controller must be mlp or heuristic"),
-                  (0.0 <= self.tau_s < 1.0, "tau_s must be in [0, 1)"),
-                  (0.0 <= self.kappa <= 10.0, "kappa must be in 0..10"),
-                  (0 <= self.h_max <= 32, "h_max must be in 0..32"),
-                  (2 <= self.window <= 16, "window must be in 2..16"),
-                  (self.sigma_ref > 0, "sigma_ref must be > 0"),
-                  (min(self.q_level, self.q_vel, self.r) >= 0, "Kalman noise must be >= 0")]
-        for ok, msg in checks:
-            if not ok:
-                raise ConfigError(msg)
+class TSPDBlock:
+    """What persists across the steps of one block."""
+    traj: Trajectories
+    kf: TrendFilter
+    mask_id: int                                       # never commit [MASK] as a stabilised token
+    probs_hist: list = field(default_factory=list)    # last `window` (L, V) distributions
+    innov_sign: np.ndarray | None = None               # (L, 4) signs of the last Kalman innovations
+    stall: np.ndarray | None = None                    # (L,) consecutive stalled steps
+    prev_lcb: np.ndarray | None = None                 # (L,) LCB of the previous step
 
 
-def kalman_params(cfg: TSPDConfig, model_dir: Path | None) -> KalmanParams:
+@dataclass
+class TSPDStep:
+    st: TokenStats
+    masked: np.ndarray                                 # (L,) bool
+    conf: np.ndarray                                   # (L,) float64
+    cand: np.ndarray                                   # (L,)
+    feats: np.ndarray | None = None                    # (L, 14)
+    score: np.ndarray | None = None
+    horizon: np.ndarray | None = None
+    lcb_h: np.ndarray | None = None
+    level: np.ndarray | None = None
+    vel: np.ndarray | None = None
+    klass: np.ndarray | None = None
+    osc: np.ndarray | None = None
+    stab_tok: np.ndarray | None = None
+    chosen: dict = field(default_factory=dict)         # Reason -> (L,) bool
+
+
+def kalman_params(cfg, model_dir: Path | None) -> KalmanParams:
     fitted = {}
     if model_dir is not None and (model_dir / CE_FILE).exists():
-        import json
         fitted = json.loads((model_dir / CE_FILE).read_text()).get("params", {})
     base = KalmanParams(**fitted) if fitted else KalmanParams()
     return KalmanParams(cfg.q_level or base.q_level, cfg.q_vel or base.q_vel, cfg.r or base.r)
@@ -73,7 +70,7 @@ def kalman_params(cfg: TSPDConfig, model_dir: Path | None) -> KalmanParams:
 
 class TSPDPolicy(Policy):
     name = "tspd"
-    config_cls = TSPDConfig
+    config_cls = config_class("tspd")
 
     def start(self, runner) -> None:
         model_dir = getattr(runner.adapter, "path", None)
@@ -86,78 +83,109 @@ class TSPDPolicy(Policy):
         self.tau_s = self.cfg.tau_s or (self.controller.threshold if self.controller else 0.0)
 
     def run_block(self, ctx: BlockContext):
-        cfg, L, B = self.cfg, ctx.L, self.cfg.block_size
-        traj = Trajectories(L, cfg.window)
-        kf = TrendFilter(L, self.kparams)
-        probs_hist: list[np.ndarray] = []                  # last `window` (L, V) distributions
-        innov_sign = np.zeros((L, 4), np.int8)
-        stall = np.zeros(L, np.int64)
-        prev_lcb = np.full(L, -np.inf)
-        z_tau = float(logit(cfg.tau))
-        hs = np.arange(1, cfg.h_max + 1)
+        L = ctx.L
+        b = TSPDBlock(Trajectories(L, self.cfg.window), TrendFilter(L, self.kparams), ctx.runner.adapter.mask_token_id,
+                      innov_sign=np.zeros((L, 4), np.int8), stall=np.zeros(L, np.int64),
+                      prev_lcb=np.full(L, -np.inf))
         while ctx.masked.any():
             _, st = ctx.draft()
-            masked = ctx.masked.numpy()
-            conf = st.confidence.numpy().astype(np.float64)
-            cand = st.candidate.numpy()
-            # observe
-            traj.push(masked, conf, st.entropy.numpy(), st.margin.numpy(), cand)
-            kf.step(logit(conf), masked, traj.flipped)
-            innov_sign[masked] = np.roll(innov_sign[masked], -1, 1)
-            innov_sign[masked, -1] = np.sign(kf.innov[masked]).astype(np.int8)
-            probs_hist = (probs_hist + [st.probs.float().numpy()])[-cfg.window:]
-            feats = traj.features(~masked, B)
-            # controller
-            if self.controller is not None:
-                score = self.controller.score(feats)
-                f1 = masked & (score >= self.tau_s)
-            else:
-                score = conf.copy()
-                f1 = masked & heuristic_fix(feats, cfg.tau, cfg.alpha, cfg.s_min, cfg.window)
-            # look-ahead at the risk-aware horizon
-            level, vel = kf.s[:, 0].copy(), kf.s[:, 1].copy()
-            u = np.minimum(1.0, np.sqrt(kf.P[:, 0, 0]) / cfg.sigma_ref)
-            horizon = np.clip(np.rint(cfg.h_max * feats[:, F["left_progress"]] * (1 - u)), 0, cfg.h_max).astype(np.int64)
-            mean_h, std_h = kf.forecast(horizon)
-            lcb_h = mean_h - cfg.kappa * std_h
-            f2 = (cfg.ce & masked & ~f1 & (horizon >= 1) & (lcb_h >= z_tau) & (vel >= 0)
-                  & (traj.stab >= cfg.s_min))
-            # classify
-            flips = traj.flips_in_window()
-            sign_changes = (innov_sign[:, 1:] * innov_sign[:, :-1] < 0).sum(1)
-            osc = masked & ((flips >= 2) | (sign_changes >= 3))
-            stall = np.where(masked & (level < 0) & (vel <= 0.05), stall + 1, 0)
-            klass = np.zeros(L, np.int8)
-            klass[masked & (conf >= cfg.tau)] = STABLE_HIGH
-            klass[masked & (vel > 0) & (lcb_h > prev_lcb)] = CONVERGING
-            klass[stall >= 3] = STALLED
-            klass[osc] = OSCILLATORY
-            prev_lcb = np.where(masked, lcb_h, prev_lcb)
-            # stabilise
-            f3 = np.zeros(L, bool)
-            stab_tok = cand.copy()
-            if cfg.stabilise:
-                soft = osc & (conf < cfg.tau_hard)
-                f1, f2 = f1 & ~soft, f2 & ~soft
-                pbar = np.mean(probs_hist, 0)                                  # (L, V)
-                stab_tok = pbar.argmax(-1)
-                f3 = osc & ~f1 & ~f2 & (pbar.max(-1) >= cfg.tau_stab) & (stab_tok != ctx.runner.adapter.mask_token_id)
-            # progress guarantee
-            forced = np.zeros(L, bool)
-            if not (f1 | f2 | f3).any():
-                order = np.lexsort((np.arange(L), -conf, -np.where(masked, score, -np.inf)))
-                forced[order[0]] = True
-            for sel, why, toks in ((f1, Reason.TSPD, cand), (f2, Reason.CE_LOOKAHEAD, cand),
-                                   (f3, Reason.STABILISED, stab_tok), (forced, Reason.FORCED_PROGRESS, cand)):
-                idx = np.flatnonzero(sel)
-                ctx.commit(torch.from_numpy(idx), torch.from_numpy(toks[idx]), why)
-            fc = [kf.forecast(h) for h in hs]
-            f_mean = np.stack([m for m, _ in fc], 1) if fc else np.zeros((L, 0))
-            f_std = np.stack([s for _, s in fc], 1) if fc else np.zeros((L, 0))
-            nan_un = lambda a: np.where(masked[:, None] if a.ndim == 2 else masked, a, np.nan).astype(np.float32)
-            yield ctx.emit("draft", st, features=nan_un(feats), score=nan_un(score), level=nan_un(level),
-                           velocity=nan_un(vel), cov=nan_un(kf.P.reshape(L, 4)[:, [0, 1, 3]]),
-                           forecast_mean=nan_un(f_mean), forecast_std=nan_un(f_std),
-                           forecast_lcb=nan_un(f_mean - cfg.kappa * f_std), horizon=np.where(masked, horizon, -1),
-                           lcb_h=nan_un(lcb_h), klass=np.where(masked, klass, -1).astype(np.int8),
-                           z=nan_un(logit(conf)), z_tau=z_tau, tau_s=self.tau_s, kappa=cfg.kappa)
+            s = TSPDStep(st, ctx.masked.numpy(), st.confidence.numpy().astype(np.float64), st.candidate.numpy())
+            for stage in (self.observe, self.control, self.forecast, self.classify, self.stabilise, self.progress):
+                stage(b, s)
+            self.commit(ctx, s)
+            yield ctx.emit("draft", st, **self.fields(b, s))
+
+    # ---- stages ----------------------------------------------------------------------------------------------
+    def observe(self, b: TSPDBlock, s: TSPDStep) -> None:
+        """Trajectories, the Kalman update on z = logit(c), innovation signs, the 14 features."""
+        m = s.masked
+        b.traj.push(m, s.conf, s.st.entropy.numpy(), s.st.margin.numpy(), s.cand)
+        b.kf.step(logit(s.conf), m, b.traj.flipped)
+        b.innov_sign[m] = np.roll(b.innov_sign[m], -1, 1)
+        b.innov_sign[m, -1] = np.sign(b.kf.innov[m]).astype(np.int8)
+        b.probs_hist = (b.probs_hist + [s.st.probs.float().numpy()])[-self.cfg.window:]
+        s.feats = b.traj.features(~m, self.cfg.block_size)
+
+    def control(self, b: TSPDBlock, s: TSPDStep) -> None:
+        """F1: positions the controller (MLP score ≥ τ_s, or the heuristic rule) calls final."""
+        c = self.cfg
+        if self.controller is not None:
+            s.score = self.controller.score(s.feats)
+            s.chosen[Reason.TSPD] = s.masked & (s.score >= self.tau_s)
+        else:
+            s.score = s.conf.copy()
+            s.chosen[Reason.TSPD] = s.masked & heuristic_fix(s.feats, c.tau, c.alpha, c.s_min, c.window)
+
+    def forecast(self, b: TSPDBlock, s: TSPDStep) -> None:
+        """F2: the forecast's lower bound at the risk-aware horizon clears logit(τ) (look-ahead, CE)."""
+        c, kf = self.cfg, b.kf
+        s.level, s.vel = kf.s[:, 0].copy(), kf.s[:, 1].copy()
+        u = np.minimum(1.0, np.sqrt(kf.P[:, 0, 0]) / c.sigma_ref)
+        s.horizon = np.clip(np.rint(c.h_max * s.feats[:, F["left_progress"]] * (1 - u)), 0, c.h_max).astype(np.int64)
+        mean_h, std_h = kf.forecast(s.horizon)
+        s.lcb_h = mean_h - c.kappa * std_h
+        s.chosen[Reason.CE_LOOKAHEAD] = (c.ce & s.masked & ~s.chosen[Reason.TSPD] & (s.horizon >= 1)
+                                         & (s.lcb_h >= float(logit(c.tau))) & (s.vel >= 0)
+                                         & (b.traj.stab >= c.s_min))
+
+    def classify(self, b: TSPDBlock, s: TSPDStep) -> None:
+        """Converging / oscillatory / stalled / stable-high (later labels win)."""
+        m = s.masked
+        flips = b.traj.flips_in_window()
+        sign_changes = (b.innov_sign[:, 1:] * b.innov_sign[:, :-1] < 0).sum(1)
+        s.osc = m & ((flips >= 2) | (sign_changes >= 3))
+        b.stall = np.where(m & (s.level < 0) & (s.vel <= 0.05), b.stall + 1, 0)
+        k = np.zeros(len(m), np.int8)
+        k[m & (s.conf >= self.cfg.tau)] = TrajectoryClass.STABLE_HIGH
+        k[m & (s.vel > 0) & (s.lcb_h > b.prev_lcb)] = TrajectoryClass.CONVERGING
+        k[b.stall >= 3] = TrajectoryClass.STALLED
+        k[s.osc] = TrajectoryClass.OSCILLATORY
+        s.klass = k
+        b.prev_lcb = np.where(m, s.lcb_h, b.prev_lcb)
+
+    def stabilise(self, b: TSPDBlock, s: TSPDStep) -> None:
+        """Veto oscillating tokens below τ_hard; F3 = oscillating tokens whose window-averaged distribution is
+        confident, committed as that distribution's argmax."""
+        c, f1, f2 = self.cfg, s.chosen[Reason.TSPD], s.chosen[Reason.CE_LOOKAHEAD]
+        f3 = np.zeros(len(s.masked), bool)
+        s.stab_tok = s.cand.copy()
+        if c.stabilise:
+            soft = s.osc & (s.conf < c.tau_hard)
+            f1, f2 = f1 & ~soft, f2 & ~soft
+            pbar = np.mean(b.probs_hist, 0)                                              # (L, V)
+            s.stab_tok = pbar.argmax(-1)
+            f3 = (s.osc & ~f1 & ~f2 & (pbar.max(-1) >= c.tau_stab)
+                  & (s.stab_tok != b.mask_id))
+        s.chosen.update({Reason.TSPD: f1, Reason.CE_LOOKAHEAD: f2, Reason.STABILISED: f3})
+
+    def progress(self, b: TSPDBlock, s: TSPDStep) -> None:
+        """Nothing chosen: the best-scored masked position (ties: higher confidence, then leftmost)."""
+        L = len(s.masked)
+        forced = np.zeros(L, bool)
+        if not any(v.any() for v in s.chosen.values()):
+            order = np.lexsort((np.arange(L), -s.conf, -np.where(s.masked, s.score, -np.inf)))
+            forced[order[0]] = True
+        s.chosen[Reason.FORCED_PROGRESS] = forced
+
+    def commit(self, ctx: BlockContext, s: TSPDStep) -> None:
+        for why in (Reason.TSPD, Reason.CE_LOOKAHEAD, Reason.STABILISED, Reason.FORCED_PROGRESS):
+            idx = np.flatnonzero(s.chosen[why])
+            toks = s.stab_tok if why == Reason.STABILISED else s.cand
+            ctx.commit(torch.from_numpy(idx), torch.from_numpy(toks[idx]), why)
+
+    # ---- the record ------------------------------------------------------------------------------------------
+    def fields(self, b: TSPDBlock, s: TSPDStep) -> TSPDDraftFields:
+        c, kf, m, L = self.cfg, b.kf, s.masked, len(s.masked)
+        fc = [kf.forecast(h) for h in range(1, c.h_max + 1)]
+        f_mean = np.stack([mu for mu, _ in fc], 1) if fc else np.zeros((L, 0))
+        f_std = np.stack([sd for _, sd in fc], 1) if fc else np.zeros((L, 0))
+
+        def nan_un(a):  # NaN where the position is not masked
+            return np.where(m[:, None] if a.ndim == 2 else m, a, np.nan).astype(np.float32)
+
+        return TSPDDraftFields(
+            features=nan_un(s.feats), score=nan_un(s.score), level=nan_un(s.level), velocity=nan_un(s.vel),
+            cov=nan_un(kf.P.reshape(L, 4)[:, [0, 1, 3]]), forecast_mean=nan_un(f_mean), forecast_std=nan_un(f_std),
+            forecast_lcb=nan_un(f_mean - c.kappa * f_std), horizon=np.where(m, s.horizon, -1), lcb_h=nan_un(s.lcb_h),
+            klass=np.where(m, s.klass, -1).astype(np.int8), z=nan_un(logit(s.conf)), z_tau=float(logit(c.tau)),
+            tau_s=self.tau_s, kappa=c.kappa)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-ESTIMATORS = ("entropy", "margin", "hard_entropy", "confidence", "linear_margin", "renyi2")
+from engine.catalogue import ESTIMATORS  # noqa: F401  (the names, defined once)
 
 
 def alpha(p: torch.Tensor, estimator: str, beta: float = 1.0, tau_m: float = 0.05, rho: float = 0.8,

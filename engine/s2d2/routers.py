@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine.catalogue import ROUTERS  # noqa: F401  (the names, defined once)
+
 
 @dataclass
 class RouterInputs:
@@ -146,8 +148,6 @@ class UCB(Router):
         self.total[key] = self.total.get(key, 0.0) + committed / (2.0 if verified else 1.0)
         self._last = None
 
-
-ROUTERS = ("always", "never", "span", "score", "hysteresis", "ucb")
 
 
 def make_router(cfg) -> Router:

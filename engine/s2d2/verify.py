@@ -27,7 +27,7 @@ def verify_logits(runner, lo: int, hi: int, filled: torch.Tensor) -> torch.Tenso
 
 
 @dataclass
-class Verdict:
+class SpanOutcome:
     accepted: int                  # accepted draft tokens (prefix of the span)
     rejected_at: int | None        # span index of the first rejection (None = whole span accepted)
     token: int | None              # the resampled token at the rejection
@@ -37,7 +37,7 @@ class Verdict:
 
 
 def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator,
-                      gamma: float = 1.0) -> Verdict:
+                      gamma: float = 1.0) -> SpanOutcome:
     """Speculative rejection sampling over a span. p, q (n, V) float64; draft (n,) tokens sampled from p.
 
     The committed token at each verified position is distributed exactly as q (χ²-tested): accept x̂ with
@@ -56,11 +56,11 @@ def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, gen
         total = float(resid.sum())
         dist = resid / total if total > 0 and torch.isfinite(resid).all() else q[k]
         tok = int(torch.multinomial(dist.float(), 1, generator=generator))
-        return Verdict(k, k, tok, ratios, pd, qd)
-    return Verdict(len(draft), None, None, ratios, pd, qd)
+        return SpanOutcome(k, k, tok, ratios, pd, qd)
+    return SpanOutcome(len(draft), None, None, ratios, pd, qd)
 
 
-def accept_greedy(q: torch.Tensor, p: torch.Tensor, draft: torch.Tensor) -> Verdict:
+def accept_greedy(q: torch.Tensor, p: torch.Tensor, draft: torch.Tensor) -> SpanOutcome:
     """Accept x̂_i iff argmax q_i = x̂_i; at the first mismatch commit argmax q_i and stop."""
     ratios, pd, qd = [], [], []
     for k in range(len(draft)):
@@ -68,5 +68,5 @@ def accept_greedy(q: torch.Tensor, p: torch.Tensor, draft: torch.Tensor) -> Verd
         top = int(q[k].argmax())
         pd.append(float(p[k, x])), qd.append(float(q[k, x])), ratios.append(1.0 if top == x else 0.0)
         if top != x:
-            return Verdict(k, k, top, ratios, pd, qd)
-    return Verdict(len(draft), None, None, ratios, pd, qd)
+            return SpanOutcome(k, k, top, ratios, pd, qd)
+    return SpanOutcome(len(draft), None, None, ratios, pd, qd)

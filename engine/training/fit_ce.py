@@ -1,6 +1,6 @@
 """Fit CE's Kalman noise (q_level, q_vel, R) by innovation log-likelihood on training-split trajectories.
 
-    python -m engine.fit_ce [--model tiny] [--n 200]
+    python -m engine.training.fit_ce [--model tiny] [--n 200]
 Writes ``ce.json`` next to the model and prints the calibration: the fraction of realised z_{t+h} at or above
 the forecast's lower bound ẑ − κσ_h, for h = 1..4 (target about 95 % at κ = 1.64).
 """
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from engine.ce.collect import conservative_traces, z_series
+from engine.training.collect import conservative_traces, z_series
 from engine.ce.kalman import KalmanParams, run_filter
 from engine.decoders.tspd import CE_FILE
 from engine.model import load_model

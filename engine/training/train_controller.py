@@ -1,6 +1,6 @@
 """Train the TSPD controller (14 -> 32 -> 32 -> 1 MLP) on trajectories of a conservative decoder.
 
-    python -m engine.train_controller [--model tiny] [--n-train 600] [--n-val 200]
+    python -m engine.training.train_controller [--model tiny] [--n-train 600] [--n-val 200]
 Label: the position's current candidate equals its final token. Data: the task's train split; the decision
 threshold is the smallest score with precision >= 0.995 on trajectories from the val split. Writes
 ``tspd_controller.safetensors`` and ``tspd_controller.json`` (the card) next to the model.
@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from engine.ce.collect import conservative_traces, controller_rows
+from engine.training.collect import conservative_traces, controller_rows
 from engine.ce.controller import MLP, MLPController
 from engine.model import load_model
 from engine.tasks import get_task

@@ -1,6 +1,6 @@
 """Pre-bake one example trace per decoder into assets/examples/ (shown the moment the app opens).
 
-    python -m engine.bake_examples [--model tiny]
+    python -m engine.experiments.bake_examples [--model tiny]
 The prompt is the app's first held-out example; settings are each decoder's defaults in the app.
 """
 

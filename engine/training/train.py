@@ -10,8 +10,8 @@ Attention (True = may attend):
     clean -> noisy : never
 B is drawn per batch from a mix that includes 1, so the same weights decode autoregressively (S2D2's verifier).
 
-    python -m engine.train --out runs/base --minutes 95 --layers 4
-    python -m engine.train --out runs/tasks --task mix --init assets/models/unmask-arith-tiny --minutes 85
+    python -m engine.training.train --out runs/base --minutes 95 --layers 4
+    python -m engine.training.train --out runs/tasks --task mix --init assets/models/unmask-arith-tiny --minutes 85
 """
 
 from __future__ import annotations

@@ -1,0 +1,302 @@
+"""The parameter catalogue: every decoder, every parameter, every limit, written once (torch-free).
+
+For each parameter: its name (the same in the engine, CLI, SPEC strings, URL and page), type, default, range,
+label and one-line help. The decoders' config dataclasses, engine validation, CLI flags, SPEC parsing, URL parsing
+and the page's controls are all derived from ``PARAMS`` and ``DECODERS``; adding a parameter is one entry here
+plus its use in the decoder's step function. ``page`` narrows a range on the public page (URL, controls, SPECs
+typed there); the engine and CLI accept the full range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from engine.errors import ConfigError
+
+MAX_PROMPT_CHARS = 2000        # characters of prompt text, everywhere (page, URL, API, CLI)
+SEED_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Param:
+    type: type
+    default: object
+    lo: float | None = None
+    hi: float | None = None
+    open_lo: bool = False                # (lo, ...: lo itself is not allowed
+    open_hi: bool = False
+    choices: tuple = ()
+    label: str = ""
+    help: str = ""
+    step: float | None = None            # slider step on the page
+    page: tuple | None = None            # (lo, hi) on the public page, if narrower
+    group: str = "common"                # where the page shows it
+    cli: str = ""                        # flag stem when it differs from the name (booleans: --X / --no-X)
+    name: str = ""
+
+    def interval(self, page: bool = False) -> str:
+        lo, hi = (self.page if page and self.page else (self.lo, self.hi))
+        if self.type is int:
+            return f"{lo}..{hi}"
+        return f"{'(' if self.open_lo else '['}{lo:g}, {hi:g}{')' if self.open_hi else ']'}"
+
+    def coerce(self, raw):
+        """A value from text (SPEC, URL, CLI) or Python -> the parameter's type; ConfigError if it is not one."""
+        bad = ConfigError(f"{self.name}={str(raw)[:40]!r} is not a valid {self.type.__name__}")
+        if self.type is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise bad
+        if self.type is str:
+            if not isinstance(raw, str):
+                raise bad
+            return raw.strip()
+        if isinstance(raw, bool):
+            raise bad
+        try:
+            value = float(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw)
+        except (TypeError, ValueError, OverflowError):
+            raise bad from None
+        if self.type is float and not math.isfinite(value):
+            raise ConfigError(f"{self.name} must be a finite number")
+        return value
+
+    def check(self, value, page: bool = False) -> None:
+        if self.choices and value not in self.choices:
+            shown = ", ".join(c or "''" for c in self.choices)
+            raise ConfigError(f"{self.name} must be one of {shown}")
+        if self.lo is None or self.type in (bool, str):
+            return
+        lo, hi = self.page if page and self.page else (self.lo, self.hi)
+        ok = (value > lo if self.open_lo else value >= lo) and (value < hi if self.open_hi else value <= hi)
+        if not ok:
+            raise ConfigError(f"{self.name} must be in {self.interval(page)}"
+                              + (" on this page" if page and self.page else ""))
+
+    def clamp(self, value, page: bool = True):
+        """Into the (page) range: URL values and shared page controls are clamped, not refused."""
+        if self.lo is None or self.type in (bool, str):
+            return value
+        lo, hi = self.page if page and self.page else (self.lo, self.hi)
+        if self.open_hi and value >= hi:
+            hi = hi - 0.01 if self.type is float else hi - 1
+        if self.open_lo and value <= lo:
+            lo = lo + 0.01 if self.type is float else lo + 1
+        return self.type(min(max(value, lo), hi))
+
+
+def _int_text(raw) -> int:
+    text = str(raw).strip()
+    if len(text) > 20:
+        raise ValueError(text)
+    return int(text)
+
+
+P = Param
+ROUTERS = ("always", "never", "span", "score", "hysteresis", "ucb")
+ESTIMATORS = ("entropy", "margin", "hard_entropy", "confidence", "linear_margin", "renyi2")
+PARAMS: dict[str, Param] = {
+    # every decoder
+    "block_size": P(int, 8, 1, 64, label="Block size B", help="positions decoded in parallel per block", step=1,
+                    page=(1, 32), group="main"),
+    "gen_length": P(int, 64, 1, 1024, label="Generation length", help="masked slots after the prompt", step=8,
+                    page=(8, 256), group="main"),
+    "temperature": P(float, 0.0, 0.0, 5.0, label="Temperature (0 = greedy)", help="sampling temperature",
+                     step=0.05, page=(0.0, 2.0), group="sampling"),
+    "top_k": P(int, 0, 0, 1000, label="top-k (0 = off)", help="sample among the k most likely tokens", step=1,
+               page=(0, 50), group="sampling"),
+    "top_p": P(float, 1.0, 0.0, 1.0, open_lo=True, label="top-p", help="nucleus sampling mass", step=0.01,
+               group="sampling"),
+    "seed": P(int, 0, 0, SEED_MAX, label="Seed", help="fixes every random choice of a decode", group="sampling"),
+    "use_cache": P(bool, True, label="exact block KV cache", help="off: recompute the prefix every forward",
+                   group="engine", cli="cache"),
+    "stop_at_eos": P(bool, True, label="stop at [EOS]", help="stop once a stop token is decoded", group="engine",
+                     cli="eos-stop"),
+    "fuse_commit": P(bool, True, label="fuse commit into the next forward",
+                     help="off: SDAR's separate forward to store a finished block's K/V", group="engine"),
+    # shared by several decoders
+    "tau": P(float, 0.9, 0.0, 1.0, open_lo=True, label="τ (threshold)", help="confidence a token must reach",
+             step=0.01, page=(0.05, 1.0), group="main"),
+    "steps": P(int, 0, 0, 1024, label="Steps per block (0 = B)", help="denoising forwards per block (quota schedule)",
+               step=1, page=(0, 64), group="main"),
+    "remasking": P(str, "low_confidence", choices=("low_confidence", "random"), label="Remasking (LLaDA)",
+                   help="which tokens a step keeps", group="llada"),
+    "rule": P(str, "fastdllm", choices=("fastdllm", "sdar"), label="Threshold rule",
+              help="fastdllm: all c ≥ τ (at least one); sdar: c > τ, else the step's quota", group="threshold"),
+    # S2D2
+    "preset": P(str, "", choices=("", "sdar-a", "sdar-b", "quality", "speed"), label="Preset",
+                help="a named setting; explicit parameters still win", group="s2d2"),
+    "router": P(str, "score", choices=ROUTERS, label="Router", help="when a verify forward is paid for",
+                group="s2d2"),
+    "estimator": P(str, "entropy", choices=ESTIMATORS, label="Acceptance estimator α",
+                   help="cheap guess of a draft's acceptance chance", group="s2d2"),
+    "beta": P(float, 1.0, 0.0, 100.0, label="β (entropy sharpness)", help="α = exp(−β·H̃)", step=0.05,
+              page=(0.0, 5.0), group="s2d2"),
+    "tau_m": P(float, 0.05, 0.0, 1.0, label="τ_m (margin estimator)", help="α = 1[p¹ − p² > τ_m]", step=0.01,
+               group="s2d2"),
+    "rho": P(float, 0.8, 0.0, 10.0, open_lo=True, label="ρ (confidence estimator)", help="α = c^ρ", step=0.05,
+             page=(0.05, 4.0), group="s2d2"),
+    "cost": P(float, 1.0, 0.0, 100.0, label="c (verification cost)", help="price of a verify forward, in tokens",
+              step=0.1, page=(0.0, 8.0), group="s2d2"),
+    "score_type": P(str, "static", choices=("static", "dynamic"), label="Score K̂ − c or K̂ − c·N_hi",
+                    help="dynamic charges c per token the threshold would commit anyway", group="s2d2"),
+    "tau_span": P(int, 2, 1, 64, label="τ_span (minimum span)", help="span router: verify iff |span| ≥ τ_span",
+                  step=1, page=(1, 32), group="s2d2"),
+    "tau_score": P(float, 0.0, -100.0, 100.0, label="τ_score", help="score router: verify iff s ≥ τ_score",
+                   step=0.1, page=(-5.0, 5.0), group="s2d2"),
+    "tau_on": P(float, 1.0, -100.0, 100.0, label="τ_on (hysteresis)", help="switch verification on at s ≥ τ_on",
+                step=0.1, page=(-5.0, 5.0), group="s2d2"),
+    "tau_off": P(float, -2.0, -100.0, 100.0, label="τ_off (hysteresis)", help="switch it off at s < τ_off",
+                 step=0.1, page=(-8.0, 4.0), group="s2d2"),
+    "ucb_beta": P(float, 1.0, 0.0, 100.0, label="UCB exploration β", help="bonus width of the bandit router",
+                  step=0.1, page=(0.0, 5.0), group="s2d2"),
+    "ucb_bins": P(int, 2, 1, 8, label="UCB context bins", help="buckets per context feature", step=1, group="s2d2"),
+    "acceptance": P(str, "stochastic", choices=("stochastic", "greedy"), label="Acceptance",
+                    help="stochastic: min(1, (q/p)^γ) + residual; greedy: argmax match", group="s2d2"),
+    "gamma": P(float, 1.0, 0.0, 10.0, open_lo=True, label="γ (acceptance exponent)", help="min(1, (q/p)^γ)",
+               step=0.05, page=(0.05, 4.0), group="s2d2"),
+    "draft_ver": P(bool, False, label="partial-causal drafting (draft_ver)", help="the paper's drafting mask",
+                   group="s2d2"),
+    "cache_ver": P(bool, False, label="AR-like caching (cache_ver)", help="committed K/V computed token-causally",
+                   group="s2d2"),
+    # TSPD + CE (PROPOSED)
+    "controller": P(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
+                    help="learned MLP or the training-free rule", group="tspd"),
+    "tau_s": P(float, 0.0, 0.0, 1.0, open_hi=True, label="controller threshold τ_s (0 = calibrated)",
+               help="MLP score a token needs", step=0.01, group="tspd"),
+    "ce": P(bool, True, label="Confidence extrapolation (look-ahead)", help="commit when the forecast LCB clears τ",
+            group="tspd"),
+    "kappa": P(float, 1.64, 0.0, 10.0, label="κ (LCB width, in σ)", help="forecast lower bound ẑ − κσ", step=0.01,
+               page=(0.0, 4.0), group="tspd"),
+    "h_max": P(int, 4, 0, 32, label="h_max (longest horizon)", help="forwards the forecast may look ahead",
+               step=1, page=(0, 8), group="tspd"),
+    "window": P(int, 4, 2, 16, label="trajectory window k", help="forwards of history per position", step=1,
+                group="tspd"),
+    "sigma_ref": P(float, 1.0, 0.0, 100.0, open_lo=True, label="σ_ref (horizon uncertainty scale)",
+                   help="horizon shrinks as the level's σ approaches σ_ref", step=0.05, page=(0.05, 5.0),
+                   group="tspd"),
+    "s_min": P(int, 2, 0, 16, label="s_min (stable steps)", help="steps a candidate must hold before look-ahead",
+               step=1, group="tspd"),
+    "stabilise": P(bool, True, label="stabilise oscillating tokens", help="veto flip-flopping tokens",
+                   group="tspd"),
+    "tau_hard": P(float, 0.99, 0.0, 1.0, open_lo=True, label="τ_hard (oscillation veto bar)",
+                  help="oscillating tokens below it are held back", step=0.01, group="tspd"),
+    "tau_stab": P(float, 0.9, 0.0, 1.0, open_lo=True, label="τ_stab (stabilised commit)",
+                  help="window-averaged confidence that fixes an oscillating token", step=0.01, group="tspd"),
+    "alpha": P(float, 0.1, 0.0, 1.0, label="α (heuristic relaxation)", help="bar relaxed by α · left progress",
+               step=0.01, group="tspd"),
+    "q_level": P(float, 0.0, 0.0, 100.0, label="Kalman q_level (0 = fitted)", help="level process noise",
+                 step=0.01, page=(0.0, 5.0), group="tspd"),
+    "q_vel": P(float, 0.0, 0.0, 100.0, label="Kalman q_vel (0 = fitted)", help="velocity process noise",
+               step=0.01, page=(0.0, 5.0), group="tspd"),
+    "r": P(float, 0.0, 0.0, 100.0, label="Kalman R (0 = fitted)", help="observation noise", step=0.01,
+           page=(0.0, 5.0), group="tspd"),
+}
+for _k, _p in PARAMS.items():
+    object.__setattr__(_p, "name", _k)
+
+COMMON = ("block_size", "gen_length", "temperature", "top_k", "top_p", "seed", "use_cache", "stop_at_eos",
+          "fuse_commit")
+
+
+@dataclass(frozen=True)
+class Decoder:
+    name: str
+    summary: str
+    params: tuple[str, ...]
+    overrides: dict = field(default_factory=dict)     # key -> Param fields that differ for this decoder
+    presets: dict = field(default_factory=dict)
+    rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
+    proposed: bool = False                             # our design, labelled so in the page
+
+
+S2D2_PRESETS = {
+    # the paper's SDAR configs (README of phymhan/S2D2)
+    "sdar-a": dict(block_size=4, router="score", score_type="static", tau_score=0.0, cost=1.0, tau=0.85,
+                   estimator="entropy", beta=1.0, draft_ver=True, cache_ver=True),
+    "sdar-b": dict(block_size=16, router="score", score_type="static", tau_score=0.0, cost=0.0, tau=0.85,
+                   estimator="entropy", beta=1.0, draft_ver=True, cache_ver=True),
+    # the seed article's operating points
+    "quality": dict(block_size=4, router="span", tau_span=2, estimator="entropy", beta=0.7),
+    "speed": dict(block_size=16, router="hysteresis", tau_on=1.0, tau_off=-2.0, estimator="entropy"),
+}
+DECODERS: dict[str, Decoder] = {d.name: d for d in (
+    Decoder("threshold", "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
+            "per step.", COMMON + ("tau", "rule", "steps")),
+    Decoder("llada", "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
+            COMMON + ("steps", "remasking")),
+    Decoder("ar", "**Autoregressive**: the same model with block size 1, one token per forward.", COMMON,
+            overrides={"block_size": dict(default=1, lo=1, hi=1, page=(1, 1))}),
+    Decoder("s2d2", "**S2D2** self-speculation: the block-diffusion draft is checked by the same model in AR mode "
+            "(one extra forward, the 2L mask) when the router judges it worth the cost c.",
+            COMMON + ("preset", "tau", "steps", "router", "estimator", "beta", "tau_m", "rho", "cost", "score_type",
+                      "tau_span", "tau_score", "tau_on", "tau_off", "ucb_beta", "ucb_bins", "acceptance", "gamma",
+                      "draft_ver", "cache_ver"),
+            presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),)),
+    Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): the paper's method section was not available.* "
+            "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
+            "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
+            COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",
+                      "stabilise", "tau_hard", "tau_stab", "alpha", "q_level", "q_vel", "r"),
+            overrides={"block_size": dict(default=16), "tau": dict(open_hi=True)}, proposed=True),
+)}
+
+
+def decoder(name: str) -> Decoder:
+    if name not in DECODERS:
+        raise ConfigError(f"unknown decoder {str(name)[:40]!r}; known: {', '.join(sorted(DECODERS))}")
+    return DECODERS[name]
+
+
+def params_of(name: str) -> dict[str, Param]:
+    """The decoder's parameters, with its overrides applied, in catalogue order."""
+    d = decoder(name)
+    return {k: dataclasses.replace(PARAMS[k], **d.overrides.get(k, {})) for k in d.params}
+
+
+def validate(name: str, values: dict, page: bool = False) -> dict:
+    """Raw values (text or Python) -> typed, range-checked values; unknown keys and bad values raise ConfigError.
+    A preset supplies defaults that explicit values override."""
+    spec = params_of(name)
+    unknown = sorted(set(values) - set(spec))
+    if unknown:
+        raise ConfigError(f"unknown parameter(s) for {name}: {', '.join(str(u)[:40] for u in unknown)}; "
+                          f"known: {', '.join(spec)}")
+    typed = {k: spec[k].coerce(v) for k, v in values.items() if v is not None}
+    preset = typed.get("preset")
+    if preset:
+        spec["preset"].check(preset)
+        typed = {**decoder(name).presets[preset], **typed}
+    full = {k: typed.get(k, p.default) for k, p in spec.items()}
+    for k, v in full.items():
+        spec[k].check(v, page=page and k in typed)
+    for ok, msg in decoder(name).rules:
+        if not ok(full):
+            raise ConfigError(msg)
+    return typed
+
+
+class ConfigBase:
+    """What every generated config dataclass has: ``params()`` and ``validate()`` against the catalogue."""
+    decoder_name = ""
+
+    def params(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        validate(self.decoder_name, self.params())
+
+
+def config_class(name: str) -> type:
+    """The decoder's config dataclass, made from its catalogue entries (``cfg.tau``, ``cfg.block_size``, ...)."""
+    fields = [(k, p.type, dataclasses.field(default=p.default)) for k, p in params_of(name).items()]
+    cls = dataclasses.make_dataclass(f"{name.capitalize()}Config", fields, bases=(ConfigBase,))
+    cls.decoder_name = name
+    return cls
