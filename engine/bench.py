@@ -55,10 +55,10 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     done = 0
     try:
         for i, prob in enumerate(problems):
-            if should_stop is not None and should_stop():
-                break
             results = []
             for spec, _, policy in policies:  # a problem counts only once every decoder has finished it
+                if should_stop is not None and should_stop():
+                    raise StopIteration
                 t0 = time.perf_counter()
                 tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s).run()
                 results.append((spec, tr, time.perf_counter() - t0))
@@ -74,8 +74,8 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
             done = i + 1
             if progress:
                 progress(done, len(problems))
-    except BudgetExceeded:
-        pass  # one decode alone outran the request budget: report the problems that finished
+    except (BudgetExceeded, StopIteration):
+        pass  # stopped (or one decode alone outran the request budget): report the problems that finished
     if not done:
         return []
     return with_speedup([row(spec, name, policy, acc[spec], per_task[spec], verdicts[spec], done, len(problems))

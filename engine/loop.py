@@ -295,5 +295,6 @@ class Generation:
             nfe=r.total_nfe, nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
+            unknown_words=a.unknown_words(self.prompt_text),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))
         return Trace(meta=meta, records=list(self.records))

@@ -144,6 +144,15 @@ class ModelAdapter:
             return list(ids["input_ids"] if isinstance(ids, dict) else ids)
         return tok(text).input_ids
 
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of `text` the tokenizer maps to [UNK] (distinct, in order)."""
+        tok = self.tokenizer
+        if tok.unk_token_id is None:
+            return []
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        words = [text[a:b] for t, (a, b) in zip(enc.input_ids, enc.offset_mapping) if t == tok.unk_token_id]
+        return list(dict.fromkeys(words))
+
     def token_strings(self, ids) -> list[str]:
         return [s if s is not None else "?" for s in self.tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
 

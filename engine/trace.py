@@ -21,6 +21,10 @@ import numpy as np
 TRACE_FORMAT = 1
 
 
+class TraceFormatError(ValueError):
+    """Bytes that are not a trace of this format (truncated, garbage, another version)."""
+
+
 class Reason(IntEnum):
     """Why a position was committed at a step (0 = not committed)."""
     NONE = 0
@@ -190,7 +194,7 @@ class Trace:
     def from_arrays(cls, arrays) -> "Trace":
         meta = json.loads(str(arrays["__meta__"]))
         if meta.get("format") != TRACE_FORMAT:
-            raise ValueError(f"unsupported trace format {meta.get('format')!r}")
+            raise TraceFormatError(f"unsupported trace format {meta.get('format')!r}")
         steps = meta.pop("steps")
         cols = {}
         for name in arrays.keys():
@@ -198,7 +202,7 @@ class Trace:
                 continue
             data, off = arrays[name], arrays[name + ".off"]
             if len(off) != len(steps) + 1:
-                raise ValueError(f"trace array {name!r} does not match {len(steps)} steps")
+                raise TraceFormatError(f"trace array {name!r} does not match {len(steps)} steps")
             cols[name] = [data[off[i]:off[i + 1]] for i in range(len(steps))]
         records = []
         for i, s in enumerate(steps):
@@ -218,8 +222,14 @@ class Trace:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Trace":
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            return cls.from_arrays({k: z[k] for k in z.files})
+        import zipfile
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                return cls.from_arrays({k: z[k] for k in z.files})
+        except TraceFormatError:
+            raise
+        except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError, TypeError, IndexError) as e:
+            raise TraceFormatError(f"not a trace: {type(e).__name__}: {e}") from None
 
     def save(self, path: str | Path) -> None:
         Path(path).write_bytes(self.to_bytes())

@@ -13,17 +13,16 @@ import statistics
 import time
 
 from engine.trace import Trace
+from explorer.render import render_all
 
 
 def measure(trace, reps: int = 15) -> dict:
-    from explorer.layout import render_all
-
     n = len(trace.records)
-    render_all(trace, n // 2, {})  # warm-up: imports, plotly validators
+    render_all(trace, n // 2)  # warm-up: imports, plotly validators
     times = []
     for i in range(reps):
         t0 = time.perf_counter()
-        out = render_all(trace, (i * 7) % n, {})
+        out = render_all(trace, (i * 7) % n)
         times.append(time.perf_counter() - t0)
     payload = sum(len(o.encode()) if isinstance(o, str) else len(o.to_json()) for o in out)
     gen = len(trace.meta["token_ids"])

@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import numpy as np
+
+from explorer.store import canonical_key
 
 
 def to_json(trace) -> str:
@@ -32,3 +35,16 @@ def to_csv(trace) -> str:
                         f"{r.confidence[j]:.6g}", f"{r.margin[j]:.6g}", f"{r.entropy[j]:.6g}",
                         int(r.committed[j]), int(r.reason[j])])
     return buf.getvalue()
+
+
+def export_files(trace, directory: Path) -> list[str]:
+    """Write the trace as JSON, CSV and npz under a content-addressed name in the app's own export directory
+    (created 0700); returns the paths."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    digest = canonical_key(t=trace.meta["final_tokens"], p=trace.meta["params"])[:10]
+    stem = directory / f"unmask-{trace.meta['decoder']}-{digest}"
+    paths = [stem.with_suffix(".json"), stem.with_suffix(".csv"), stem.with_suffix(".npz")]
+    paths[0].write_text(to_json(trace))
+    paths[1].write_text(to_csv(trace))
+    trace.save(paths[2])
+    return [str(p) for p in paths]

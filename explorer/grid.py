@@ -111,6 +111,22 @@ class Grid:
         return np.array([conf[s, j] if s >= 0 else np.nan for j, s in enumerate(cs)], dtype=np.float32)
 
     @cached_property
+    def hover(self) -> np.ndarray:
+        """(steps, n) hover text per cell: the candidate and its confidence *at that step* while the position was
+        masked (and whether the step committed it), else the decoded token."""
+        cand, toks = token_labels(self.trace, self.candidate), token_labels(self.trace, self.tokens)
+        conf, state, scored = self.confidence, self.state, self.candidate >= 0
+        out = np.empty(cand.shape, dtype=object)
+        for idx in np.ndindex(*cand.shape):
+            if scored[idx]:
+                out[idx] = f"candidate {cand[idx]} · p {conf[idx]:.2f}" + (" · committed" if state[idx] == NEW else "")
+            elif state[idx] == MASKED:
+                out[idx] = "masked (not scored)"
+            else:
+                out[idx] = f"{toks[idx]} (decoded)"
+        return out
+
+    @cached_property
     def labels(self) -> np.ndarray:
         """(n,) column labels "position token" (final token): token strings sent once per position."""
         toks = self.tokens[-1] if self.n_steps else np.zeros(0, np.int64)

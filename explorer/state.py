@@ -1,80 +1,58 @@
-"""Controls <-> URL query parameters, so a link reproduces a run: ``?decoder=s2d2&tau=0.85&block=4&prompt=...``.
+"""Controls <-> URL query parameters, so a link reproduces a run: ``?decoder=s2d2&tau=0.85&block_size=4&prompt=...``.
 
-Values are parsed by the type of each control's default and clamped to the control's range; unknown keys and
-unparsable values are ignored (and reported), never fatal.
+The keys are the catalogue's parameter names (``engine.catalogue``). Values are parsed by each parameter's type
+and clamped to its page range; unknown keys, unparsable or non-finite values are ignored and reported (as plain
+text: the page escapes it), never fatal.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
-# key: (default, (min, max) or choices)
-CONTROLS: dict[str, tuple] = {
-    "decoder": ("threshold", ("threshold", "llada", "ar", "s2d2", "tspd")),
-    "tau": (0.9, (0.05, 1.0)),
-    "block": (8, (1, 32)),
-    "steps": (8, (1, 32)),
-    "gen_length": (64, (8, 192)),
-    "router": ("score", ("score", "always", "never", "span", "hysteresis", "ucb")),
-    "estimator": ("entropy", ("entropy", "margin", "hard_entropy", "confidence", "linear_margin", "renyi2")),
-    "beta": (1.0, (0.0, 5.0)),
-    "cost": (1.0, (0.0, 8.0)),
-    "score_type": ("static", ("static", "dynamic")),
-    "tau_score": (0.0, (-5.0, 5.0)),
-    "tau_span": (2, (1, 32)),
-    "tau_on": (1.0, (-5.0, 5.0)),
-    "tau_off": (-2.0, (-8.0, 4.0)),
-    "acceptance": ("stochastic", ("stochastic", "greedy")),
-    "draft_ver": (False, None),
-    "cache_ver": (False, None),
-    "controller": ("mlp", ("mlp", "heuristic")),
-    "ce": (True, None),
-    "kappa": (1.64, (0.0, 4.0)),
-    "h_max": (4, (0, 8)),
-    "tau_s": (0.0, (0.0, 0.99)),
-    "temperature": (0.0, (0.0, 2.0)),
-    "seed": (0, (0, 2**31 - 1)),
-}
+from engine import catalogue
+from engine.errors import ConfigError
+
+PAGE_KEYS = ("prompt", "decoder", "model", "step")
+ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
+MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
 
 
-def parse_query(query: dict) -> tuple[dict, list[str]]:
+def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
     """Query parameters -> (control values, problems). Only keys present in the query are returned."""
     out, problems = {}, []
-    if "prompt" in query:
-        out["prompt"] = str(query["prompt"])[:4000]
     for key, raw in query.items():
-        if key in ("prompt", "__theme", "view", "step"):
+        key, raw = ALIASES.get(str(key), str(key)), str(raw)[:MAX_QUERY_VALUE]
+        if key == "__theme":
             continue
-        if key not in CONTROLS:
-            problems.append(f"unknown parameter {key!r}")
-            continue
-        default, dom = CONTROLS[key]
-        try:
-            if isinstance(default, bool):
-                if raw.lower() not in ("1", "0", "true", "false"):
-                    raise ValueError(raw)
-                val = raw.lower() in ("1", "true")
-            elif isinstance(default, int):
-                val = int(float(raw))
-            elif isinstance(default, float):
-                val = float(raw)
+        if key == "prompt":
+            out["prompt"] = raw[:catalogue.MAX_PROMPT_CHARS]
+        elif key == "decoder":
+            if raw in catalogue.DECODERS:
+                out["decoder"] = raw
             else:
-                val = str(raw)
-        except ValueError:
-            problems.append(f"{key}={raw!r} is not a valid value")
-            continue
-        if isinstance(dom, tuple) and dom and isinstance(dom[0], str):
-            if val not in dom:
-                problems.append(f"{key}={raw!r} is not one of {', '.join(dom)}")
+                problems.append(f"decoder={raw[:40]!r} is not one of {', '.join(catalogue.DECODERS)}")
+        elif key == "model":
+            if raw in models:
+                out["model"] = raw
+            else:
+                problems.append(f"model={raw[:40]!r} is not offered here")
+        elif key == "step":
+            try:
+                out["step"] = min(max(1, int(raw)), 1_000_000)
+            except ValueError:
+                problems.append(f"step={raw[:40]!r} is not a number")
+        elif key in catalogue.PARAMS:
+            p = catalogue.PARAMS[key]
+            try:
+                value = p.coerce(raw)
+                if p.choices:
+                    p.check(value)
+            except ConfigError as e:
+                problems.append(str(e))
                 continue
-        elif dom is not None and not isinstance(default, bool):
-            val = type(default)(min(max(val, dom[0]), dom[1]))
-        out[key] = val
-    if "step" in query:
-        try:
-            out["step"] = max(1, int(query["step"]))
-        except ValueError:
-            problems.append(f"step={query['step']!r} is not a number")
+            out[key] = p.clamp(value)
+        else:
+            problems.append(f"unknown parameter {key[:40]!r}")
     return out, problems
 
 
@@ -82,7 +60,6 @@ def to_query(values: dict) -> str:
     """Control values -> query string (only recognised keys, booleans as 0/1)."""
     items = {}
     for key, val in values.items():
-        if key != "prompt" and key != "step" and key not in CONTROLS:
-            continue
-        items[key] = int(val) if isinstance(val, bool) else val
+        if key in PAGE_KEYS or key in catalogue.PARAMS:
+            items[key] = int(val) if isinstance(val, bool) else val
     return urlencode(items)

@@ -11,10 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
 
 import diskcache
 
-from engine.trace import Trace
+from engine.trace import Trace, TraceFormatError
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +53,30 @@ def canonical_key(**fields) -> str:
 
 
 class TraceStore:
+    """Prompts are visitors' data: the directory is created 0700 and its files 0600. A database that cannot be
+    opened is moved aside and rebuilt (with a log line) rather than stopping the app."""
+
     def __init__(self, directory: str, size_limit: int = 256 * 2**20):
-        self.cache = diskcache.Cache(directory, size_limit=size_limit, disk=BytesOnlyDisk,
-                                     eviction_policy="least-recently-used")
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
+        try:
+            self.cache = self._open(directory, size_limit)
+        except sqlite3.DatabaseError as e:
+            aside = f"{directory.rstrip('/')}.corrupt-{int(time.time())}"
+            log.warning("trace cache at %s unreadable (%s); moved to %s and rebuilt", directory, e, aside)
+            shutil.move(directory, aside)
+            os.makedirs(directory, mode=0o700)
+            self.cache = self._open(directory, size_limit)
+        for f in Path(directory).iterdir():
+            if f.is_file():
+                f.chmod(0o600)
+
+    @staticmethod
+    def _open(directory: str, size_limit: int) -> diskcache.Cache:
+        cache = diskcache.Cache(directory, size_limit=size_limit, disk=BytesOnlyDisk,
+                                eviction_policy="least-recently-used")
+        len(cache)  # touches the database: a corrupt file fails here, not on a visitor's request
+        return cache
 
     def get(self, key: str) -> Trace | None:
         try:
@@ -64,9 +90,9 @@ class TraceStore:
         digest, payload = blob[:32], blob[32:]
         try:
             if hashlib.sha256(payload).digest() != digest:
-                raise ValueError("checksum mismatch")
+                raise TraceFormatError("checksum mismatch")
             return Trace.from_bytes(payload)
-        except (ValueError, KeyError, OSError) as e:  # corrupt npz/JSON: recompute rather than fail the user
+        except TraceFormatError as e:  # corrupt entry: drop it and recompute rather than fail the visitor
             log.warning("trace cache entry %s corrupt (%s); dropped", key[:12], e)
             self.cache.delete(key)
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from transformers import Qwen3ForCausalLM
@@ -47,3 +48,42 @@ def adapter(sdar_dir):
 @pytest.fixture(scope="session")
 def arith():
     return get_task("arith")
+
+
+class ScriptedAdapter:
+    """A stand-in model: block logits follow a script of (candidate, confidence) per position per call."""
+
+    mask_token_id, stop_ids, name, model_type, path = 3, (2,), "scripted", "scripted", None
+    vocab_size = 50
+
+    class model:
+        class config:
+            max_position_embeddings = 1024
+
+    def __init__(self, script):
+        self.script, self.calls = script, 0
+
+    def new_cache(self):
+        raise AssertionError("the scripted adapter runs without cache")
+
+    def encode_prompt(self, text):
+        return [1, 10, 11, 12]
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+    def unknown_words(self, text):
+        return []
+
+    def token_strings(self, ids):
+        return [str(i) for i in ids]
+
+    def forward(self, ids, mask, pos, cache=None):
+        rows = []
+        for cand, c in self.script(self.calls):
+            row = torch.full((self.vocab_size,), float(np.log((1 - c) / (self.vocab_size - 1))))
+            row[cand] = float(np.log(c))
+            rows.append(row)
+        self.calls += 1
+        block = torch.stack(rows)
+        return torch.cat([torch.zeros(len(ids) - len(block), self.vocab_size), block])

@@ -52,7 +52,12 @@ def test_views_render(saved_trace):
     live = ~np.isnan(g.confidence)
     assert np.array_equal(z[live], np.rint(g.confidence[live] * 100).astype(np.uint8))
     assert len(conf.data[0].x) == len(g.positions) and conf.data[0].x[0].startswith(f"{g.P} ")
-    assert "TPF" in render_summary(saved_trace, True) and "correct" in render_summary(saved_trace, True)
+    assert "TPF" in render_summary(saved_trace, "valid") and ">valid<" in render_summary(saved_trace, "valid")
+    assert "checker" not in render_summary(saved_trace)
+    hover = conf.data[0].text
+    s, j = np.argwhere(live)[0]
+    assert hover[s][j] == f"candidate {saved_trace.token_str(g.candidate[s, j])} · p {g.confidence[s, j]:.2f}" + (
+        " · committed" if g.committed[s, j] else "")
 
 
 def test_explorer_does_not_import_torch():
@@ -110,9 +115,13 @@ def test_tspd_and_reason_views(adapter):
     rm = reason_map(tr, 1, g)
     assert sum(len(d.x) for d in rm.data) == int(g.committed.sum())
     pos = default_positions(tr, g, 0)
-    fig = trajectories(tr, 0, pos[:1], g)
+    fig = trajectories(tr, 0, g, pos[0])
     assert fig.data[0].name == f"pos {pos[0]}"
-    assert any(d.fill == "toself" for d in fig.data) or np.isnan(tr.records[0].extra["forecast_mean"]).all()
+    rec = tr.records[0]
+    masked = int(rec.positions[np.flatnonzero(rec.tokens_before == tr.meta["mask_token_id"])[0]])
+    fan = trajectories(tr, 0, g, masked)            # a masked position has a forecast, drawn as a filled fan
+    assert np.isfinite(rec.field("forecast_mean")[list(rec.positions).index(masked)]).all()
+    assert any(d.fill == "toself" for d in fan.data)
     cm = ce_maps(tr, 0, g)
     assert cm.data[0].z.shape == g.state.shape and len(cm.data) == 3
 
@@ -127,13 +136,14 @@ def test_candidates_view_and_notes(saved_trace):
 
     g = Grid(saved_trace)
     pos = int(g.positions[0])
-    html_view = candidates(saved_trace, 0, pos, g)
+    html_view = candidates(saved_trace, 0, g, pos)
     assert html_view.count("um-cand-row") == 5 and f"position {pos}" in html_view
     r = saved_trace.records[0]
     assert (np.diff(r.extra["topk_p"], axis=1) <= 0).all()                 # sorted, most likely first
     assert np.array_equal(r.extra["topk_ids"][:, 0], r.candidate)           # greedy: the candidate is the top-1
-    assert "not been scored" in candidates(saved_trace, 0, int(g.positions[-1]), g)
-    assert "still masked" in html_view or "committed" in html_view
+    assert "not been scored" in candidates(saved_trace, 0, g, int(g.positions[-1]))
+    committed_now = g.commit_step[0] == 0
+    assert ("committed at step 1" in html_view) == committed_now and ("still masked" in html_view) != committed_now
     for m in pkgutil.iter_modules(explorer.views.__path__):
         mod = importlib.import_module(f"explorer.views.{m.name}")
         assert how_to_read(mod), f"{m.name} has no 'How to read' paragraph"

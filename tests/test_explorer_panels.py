@@ -11,20 +11,29 @@ from engine import masks
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from explorer.export import to_csv, to_json
-from explorer.state import CONTROLS, parse_query, to_query
+from engine import catalogue
+from explorer.state import parse_query, to_query
 from explorer.views.compare import compare_summary
 from explorer.views.mask_explorer import KINDS, mask_explorer, mask_matrix
 from explorer.views.sweep import pareto, sweep_figure
 
 
 def test_query_roundtrip_and_bad_values():
-    values = {"decoder": "s2d2", "tau": 0.85, "block": 4, "draft_ver": True, "router": "ucb", "prompt": "a b?"}
+    values = {"decoder": "s2d2", "tau": 0.85, "block_size": 4, "draft_ver": True, "router": "ucb", "prompt": "a b?"}
     back, problems = parse_query(dict(__import__("urllib.parse").parse.parse_qsl(to_query(values))))
     assert back == values and not problems
-    got, problems = parse_query({"tau": "7", "block": "abc", "router": "nope", "bogus": "1", "ce": "maybe"})
-    assert got == {"tau": 1.0}                      # clamped to the slider range
-    assert len(problems) == 4
-    assert set(CONTROLS) >= {"tau", "block", "steps", "gen_length", "beta", "cost", "kappa", "h_max"}
+    got, problems = parse_query({"tau": "7", "block_size": "abc", "router": "nope", "bogus": "1", "ce": "maybe",
+                                 "seed": "1e400", "beta": "nan", "gen_length": "inf"})
+    assert got == {"tau": 1.0}                      # clamped to the page range
+    assert len(problems) == 7
+    assert parse_query({"block": "4"})[0] == {"block_size": 4}     # links made before the catalogue
+
+
+def test_every_catalogue_parameter_round_trips_through_the_url():
+    for name, p in catalogue.PARAMS.items():
+        value = p.choices[-1] if p.choices else (not p.default) if p.type is bool else p.clamp(p.default)
+        back, problems = parse_query(dict(__import__("urllib.parse").parse.parse_qsl(to_query({name: value}))))
+        assert back == {name: value} and not problems, name
 
 
 def test_exports(adapter):
@@ -52,8 +61,10 @@ def test_compare_summary(adapter):
     p = "Mia has 12 toys . She gets 5 more toys . How many toys does she have now ?"
     a = Generation(adapter, p, build_decoder("ar", gen_length=8)).run()
     b = Generation(adapter, p, build_decoder("threshold", tau=0.5, block_size=8, gen_length=8)).run()
-    html = compare_summary(a, b, 17, lambda t: None)
-    assert f"{b.tpf / a.tpf:.2f}×" in html and html.count("wrong") == 2
+    html = compare_summary(a, b, "valid", "wrong answer")
+    assert f"{b.tpf / a.tpf:.2f}×" in html and f"{b.nfe / a.nfe:.2f}×" in html
+    assert "<td>valid</td><td>wrong answer</td>" in html
+    assert "checker" not in compare_summary(a, b)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -60,3 +60,26 @@ def test_size_limit(tmp_path, trace):
         store.put(canonical_key(i=i), trace)
     assert store.cache.volume() < 600_000 and len(store) < 60
     store.close()
+
+
+def test_valid_checksum_over_garbage_is_dropped(tmp_path, trace):
+    import hashlib
+    store = TraceStore(str(tmp_path / "g"))
+    key = canonical_key(x=3)
+    garbage = b"PK\x03\x04 not really a zip"
+    store.cache.set(key, hashlib.sha256(garbage).digest() + garbage)
+    assert store.get(key) is None and key not in store.cache          # dropped, so the next read recomputes
+    store.close()
+
+
+def test_corrupt_database_is_rebuilt_and_private(tmp_path, trace, caplog):
+    d = tmp_path / "db"
+    d.mkdir()
+    (d / "cache.db").write_bytes(b"this is not an sqlite database" * 100)
+    store = TraceStore(str(d))                                          # starts instead of failing
+    assert "rebuilt" in caplog.text
+    store.put(canonical_key(x=4), trace)
+    assert store.get(canonical_key(x=4)) is not None
+    assert (d.stat().st_mode & 0o777) == 0o700 and ((d / "cache.db").stat().st_mode & 0o777) == 0o600
+    assert list(tmp_path.glob("db.corrupt-*"))
+    store.close()

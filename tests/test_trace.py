@@ -3,7 +3,7 @@ import pytest
 
 from engine.decoders import build_decoder
 from engine.loop import Generation
-from engine.trace import Trace
+from engine.trace import Trace, TraceFormatError
 
 
 def test_trace_roundtrip(adapter, tmp_path):
@@ -25,8 +25,15 @@ def test_trace_roundtrip(adapter, tmp_path):
     assert back.records[1].extra["router"] == {"score": 0.5, "decision": True}
 
 
-def test_trace_rejects_garbage(tmp_path):
+def test_trace_rejects_garbage(adapter, tmp_path):
     p = tmp_path / "bad.npz"
     p.write_bytes(b"not a zip")
-    with pytest.raises(Exception):
+    with pytest.raises(TraceFormatError, match="not a trace"):
         Trace.load(p)
+    good = Generation(adapter, "Mia has 5 eggs .", build_decoder("ar", gen_length=4)).run().to_bytes()
+    with pytest.raises(TraceFormatError):
+        Trace.from_bytes(good[: len(good) // 2])                    # truncated
+    arrays = Generation(adapter, "Mia has 5 eggs .", build_decoder("ar", gen_length=4)).run().to_arrays()
+    arrays["__meta__"] = np.array(str(arrays["__meta__"]).replace('"format": 1', '"format": 99'))
+    with pytest.raises(TraceFormatError, match="unsupported trace format 99"):
+        Trace.from_arrays(arrays)

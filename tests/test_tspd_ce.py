@@ -9,6 +9,7 @@ from engine.ce.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.trace import Reason
+from tests.conftest import ScriptedAdapter
 from engine.training.train_controller import precision_threshold
 
 
@@ -38,42 +39,6 @@ def test_velocity_converges_to_slope_and_flip_inflates():
     kf.step(np.array([6.0]), np.ones(1, bool), np.ones(1, bool))
     assert kf.P[0, 0, 0] > before[0, 0] and kf.P[0, 1, 1] > before[1, 1]
     assert abs(kf.s[0, 1]) < 0.5  # velocity was reset, not carried
-
-
-class ScriptedAdapter:
-    """A stand-in model: block logits follow a script of (candidate, confidence) per position per call."""
-
-    mask_token_id, stop_ids, name, model_type, path = 3, (2,), "scripted", "scripted", None
-    vocab_size = 50
-
-    class model:
-        class config:
-            max_position_embeddings = 1024
-
-    def __init__(self, script):
-        self.script, self.calls = script, 0
-
-    def new_cache(self):
-        raise AssertionError("the scripted adapter runs without cache")
-
-    def encode_prompt(self, text):
-        return [1, 10, 11, 12]
-
-    def decode(self, ids):
-        return " ".join(map(str, ids))
-
-    def token_strings(self, ids):
-        return [str(i) for i in ids]
-
-    def forward(self, ids, mask, pos, cache=None):
-        rows = []
-        for cand, c in self.script(self.calls):
-            row = torch.full((self.vocab_size,), float(np.log((1 - c) / (self.vocab_size - 1))))
-            row[cand] = float(np.log(c))
-            rows.append(row)
-        self.calls += 1
-        block = torch.stack(rows)
-        return torch.cat([torch.zeros(len(ids) - len(block), self.vocab_size), block])
 
 
 def script(t):

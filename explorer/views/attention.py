@@ -15,12 +15,12 @@ import plotly.graph_objects as go
 def nearest_masked_record(trace, step: int | None):
     s = len(trace.records) - 1 if step is None else step
     for i in range(min(s, len(trace.records) - 1), -1, -1):
-        if "attn_mask" in trace.records[i].extra:
+        if trace.records[i].has("attn_mask"):
             return i
     return None
 
 
-def attention_mask(trace, step: int | None = None) -> go.Figure:
+def attention_mask(trace, step: int | None = None, grid=None, selected: int | None = None) -> go.Figure:
     i = nearest_masked_record(trace, step)
     fig = go.Figure()
     if i is None:
@@ -28,7 +28,7 @@ def attention_mask(trace, step: int | None = None) -> go.Figure:
                            xref="paper", yref="paper")
         return fig.update_layout(height=260, template="plotly_white")
     r = trace.records[i]
-    m = np.asarray(r.extra["attn_mask"]).astype(int)
+    m = np.asarray(r.field("attn_mask")).astype(int)
     lo = int(r.positions[0])
     L = len(r.positions)
     if r.kind == "verify":
@@ -38,7 +38,7 @@ def attention_mask(trace, step: int | None = None) -> go.Figure:
     fig.add_trace(go.Heatmap(z=m, x=labels, y=labels[:m.shape[0]], colorscale=[[0, "#f7f7f7"], [1, "#08519c"]],
                              showscale=False, xgap=1, ygap=1,
                              hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>"))
-    span = r.extra.get("span")
+    span = r.field("span")
     if r.kind == "verify" and span:
         a, n = span[0] - lo, span[1]
         for off in (0, L):  # outline the span in both halves

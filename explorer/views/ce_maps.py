@@ -11,26 +11,27 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.trace import TrajectoryClass
 from explorer.grid import Grid
 from explorer.views.heatmaps import (MISSING_CODE, NO_VALUE, categorical_missing_scale, hline, percent_scale,
                                       quantize)
 
-CLASS_NAMES = ["none", "converging", "oscillatory", "stalled", "stable-high"]
+CLASS_NAMES = [c.name.lower().replace("_", "-") for c in TrajectoryClass]
 CLASS_COLOURS = ["#f0f0f0", "#31a354", "#de2d26", "#969696", "#3182bd"]
 
 
 def _field(trace, g: Grid, key: str, fill=np.nan, dtype=np.float32) -> np.ndarray:
     out = np.full((g.n_steps, g.end - g.P), fill, dtype=dtype)
     for s, r in enumerate(trace.records):
-        if key not in r.extra:
+        if not r.has(key):
             continue
         cols = r.positions - g.P
         keep = (cols >= 0) & (cols < out.shape[1])
-        out[s, cols[keep]] = np.asarray(r.extra[key])[keep]
+        out[s, cols[keep]] = np.asarray(r.field(key))[keep]
     return out
 
 
-def ce_maps(trace, step: int | None = None, grid: Grid | None = None) -> go.Figure:
+def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
     lcb = quantize(1 / (1 + np.exp(-_field(trace, g, "lcb_h"))))
     # "not masked" is MISSING_CODE, not -1: a 0xFF byte is "/" in base64, which to_json escapes to 6 bytes
@@ -38,9 +39,9 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None) -> go.Figu
     klass = _field(trace, g, "klass", -1, np.int16)
     horizon = np.where(horizon < 0, MISSING_CODE, horizon).astype(np.uint8)
     klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=("forecast LCB at horizon (as p)", "horizon h",
-                                        "class: " + " · ".join(f"{i} {n}" for i, n in enumerate(CLASS_NAMES))))
+    # short titles: the class legend goes below the plots, where it cannot run into the horizon's title
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("forecast LCB at horizon (as p)", "horizon h", "trajectory class"))
     y = np.arange(g.n_steps)
     fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=NO_VALUE, colorscale=percent_scale(),
                              showscale=False, hovertemplate="pos %{x} · step %{y}<br>LCB %{z}%<extra></extra>"), 1, 1)
@@ -51,12 +52,19 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None) -> go.Figu
                              hovertemplate="pos %{x} · step %{y}<br>h=%{z}<extra></extra>"), 1, 2)
     fig.add_trace(go.Heatmap(z=klass, x=g.positions, y=y, zmin=-0.5, zmax=MISSING_CODE,
                              colorscale=categorical_missing_scale(CLASS_COLOURS),
-                             showscale=False, hovertemplate="pos %{x} · step %{y}<br>class %{z}<extra></extra>"),
+                             showscale=False, customdata=np.array(CLASS_NAMES + [""], dtype=object)[
+                                 np.where(klass == MISSING_CODE, len(CLASS_NAMES), klass)],
+                             hovertemplate="pos %{x} · step %{y}<br>class %{customdata}<extra></extra>"),
                   1, 3)
     if step is not None:
         fig.update_layout(shapes=[hline(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")
                                   for i in (1, 2, 3)])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=max(280, min(560, 60 + 8 * g.n_steps)), template="plotly_white",
-                      margin=dict(l=50, r=10, t=40, b=30))
+                      margin=dict(l=50, r=10, t=40, b=60),
+                      annotations=list(fig.layout.annotations) + [dict(
+                          text="classes: " + " · ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in
+                                                          zip(CLASS_NAMES, CLASS_COLOURS)),
+                          x=1.0, xanchor="right", y=-0.12, yanchor="top", xref="paper", yref="paper",
+                          showarrow=False, font=dict(size=11))])
     return fig

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 
-def compare_summary(a, b, answer: int | None = None, check=None) -> str:
+def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = None) -> str:
     def row(label, va, vb, fmt, ratio=True):
         r = f"{vb / va:.2f}×" if ratio and va else (f"{vb - va:+.2f}" if not ratio else "–")
         return f"<tr><td>{label}</td><td>{fmt.format(va)}</td><td>{fmt.format(vb)}</td><td>{r}</td></tr>"
@@ -19,10 +19,9 @@ def compare_summary(a, b, answer: int | None = None, check=None) -> str:
     sb = tb["generated_tokens"] / max(tb["wall_s"], 1e-9)
     rows = [row("NFE", a.nfe, b.nfe, "{:d}"), row("TPF", a.tpf, b.tpf, "{:.2f}"),
             row("tokens/s", sa, sb, "{:.1f}"), row("tokens", ta["generated_tokens"], tb["generated_tokens"], "{:d}")]
-    if answer is not None and check is not None:
-        ca, cb = check(ta["text"]) == answer, check(tb["text"]) == answer
-        rows.append(f"<tr><td>answer</td><td>{'correct' if ca else 'wrong'}</td><td>{'correct' if cb else 'wrong'}"
-                    f"</td><td></td></tr>")
+    if verdict_a is not None and verdict_b is not None:
+        rows.append(f"<tr><td>checker</td><td>{html.escape(verdict_a)}</td><td>{html.escape(verdict_b)}</td>"
+                    "<td></td></tr>")
     head = (f"<tr><th></th><th>A: {html.escape(ta['decoder'])}</th><th>B: {html.escape(tb['decoder'])}</th>"
             f"<th>B vs A</th></tr>")
     texts = (f"<p><b>A</b>: {html.escape(ta['text'])}</p><p><b>B</b>: {html.escape(tb['text'])}</p>")

@@ -1,6 +1,7 @@
 """Step x position heatmaps: mask state, confidence and entropy, with block boundaries and a step cursor.
 
-How to read: each row is one forward (step), each column a generated position. In the mask map grey = still
+How to read: each row is one forward (step), each column a generated position (labelled with its final token;
+hover a cell for the candidate and its confidence at that step). In the mask map grey = still
 masked, blue = decoded earlier, orange = committed at that step. In the confidence map a cell shows the top-1
 probability of the candidate at a still-masked position; the staircase of blocks runs down and to the right.
 """
@@ -101,7 +102,8 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
     data = [dict(type="heatmap", z=g.state, x=g.labels, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
-                 colorscale=STATE_COLOURS, showscale=False, hovertemplate="pos %{x} · step %{y}<extra></extra>")]
+                 colorscale=STATE_COLOURS, showscale=False, text=g.hover,
+                 hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>")]
     return step_position_figure(data, g, step, "mask state (grey masked · blue decoded · orange committed now)",
                                 selected)
 
@@ -112,7 +114,7 @@ def confidence(trace, step: int | None = None, grid: Grid | None = None, selecte
     z = quantize(getattr(g, field))
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(g.n_steps), zmin=0, zmax=NO_VALUE,
                  colorscale=percent_scale(), showscale=False,
-                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}%<extra></extra>")]
+                 text=g.hover, hovertemplate=f"pos %{{x}} · step %{{y}}<br>%{{text}}<br>{field} %{{z}}%<extra></extra>")]
     committed = np.argwhere(g.committed)
     if len(committed):
         data.append(dict(type="scatter", x=g.labels[committed[:, 1]], y=committed[:, 0], mode="markers",

@@ -15,9 +15,14 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.catalogue import PARAMS
+
 from engine import masks
 
 KINDS = ("block-causal", "2L verifier", "partial-causal draft", "SimSD temporal")
+
+
+B_MAX = PARAMS["block_size"].page[1]   # the page's block-size range, from the catalogue
 
 
 def mask_matrix(kind: str, B: int, span_start: int = 0, blocks: int = 3) -> tuple[np.ndarray, list[str], list[str]]:
@@ -45,7 +50,7 @@ def mask_matrix(kind: str, B: int, span_start: int = 0, blocks: int = 3) -> tupl
 
 
 def mask_explorer(kind: str = "2L verifier", B: int = 4, span_start: int = 0, span_len: int | None = None) -> go.Figure:
-    B = int(np.clip(B, 1, 32))
+    B = int(np.clip(B, 1, B_MAX))
     span_start = int(np.clip(span_start, 0, B - 1))
     span_len = B - span_start if span_len is None else int(np.clip(span_len, 1, B - span_start))
     m, rows, cols = mask_matrix(kind, B, span_start)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.trace import Reason
 from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import step_position_figure
 
-# Reason codes as in engine.trace.Reason (kept as plain ints: the explorer does not import torch-side modules)
-REASONS = {1: ("AR", "#969696"), 2: ("threshold", "#3182bd"), 3: ("forced argmax", "#9ecae1"),
-           4: ("LLaDA quota", "#6baed6"), 5: ("S2D2 accept", "#31a354"), 6: ("S2D2 resample", "#de2d26"),
-           7: ("S2D2 fallback", "#08519c"), 8: ("TSPD controller", "#756bb1"), 9: ("CE look-ahead", "#e6550d"),
-           10: ("stabilised", "#fdae6b"), 11: ("forced progress", "#bcbddc")}
+REASONS = {Reason.AR: ("AR", "#969696"), Reason.THRESHOLD: ("threshold", "#3182bd"),
+           Reason.ARGMAX: ("forced argmax", "#9ecae1"), Reason.SCHEDULE: ("LLaDA quota", "#6baed6"),
+           Reason.ACCEPT: ("S2D2 accept", "#31a354"), Reason.RESAMPLE: ("S2D2 resample", "#de2d26"),
+           Reason.FALLBACK: ("S2D2 fallback", "#08519c"), Reason.TSPD: ("TSPD controller", "#756bb1"),
+           Reason.CE_LOOKAHEAD: ("CE look-ahead", "#e6550d"), Reason.STABILISED: ("stabilised", "#fdae6b"),
+           Reason.FORCED_PROGRESS: ("forced progress", "#bcbddc")}
 
 
 def reason_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:

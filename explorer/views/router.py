@@ -18,10 +18,10 @@ from explorer.views.heatmaps import hline, vline
 
 
 def router_rows(trace) -> list[tuple[int, dict]]:
-    return [(s, r.extra["router"]) for s, r in enumerate(trace.records) if r.kind == "draft" and "router" in r.extra]
+    return [(s, r.field("router")) for s, r in enumerate(trace.records) if r.kind == "draft" and r.has("router")]
 
 
-def router_timeline(trace, step: int | None = None) -> go.Figure:
+def router_timeline(trace, step: int | None = None, grid=None, selected: int | None = None) -> go.Figure:
     rows = router_rows(trace)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
     if not rows:

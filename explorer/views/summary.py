@@ -1,8 +1,9 @@
-"""Summary cards: NFE, TPF, tokens/s, steps, and correctness when the prompt's answer is known.
+"""Summary cards: NFE, TPF, tokens/s, steps, and the checker's verdict when the prompt is a known problem.
 
 How to read: NFE counts every model forward of the run (hover for draft / verify / commit); TPF is generated
 tokens per forward (autoregressive decoding is 1.0); tokens/s is the engine's own time, without rendering. The
-line under the cards compares the run with the previous one on the page.
+line under the cards compares the run with the previous one on the page. A warning names the prompt's words the
+model does not know ([UNK]) and any request limit that stopped the run early.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ def card(label: str, value: str, hint: str = "") -> str:
             f"<div class='um-card-l'>{html.escape(label)}</div></div>")
 
 
-def render_summary(trace, correct: bool | None = None) -> str:
+def render_summary(trace, verdict: str | None = None) -> str:
     m = trace.meta
     n = m["generated_tokens"]
     wall = max(m["wall_s"], 1e-9)
@@ -25,9 +26,17 @@ def render_summary(trace, correct: bool | None = None) -> str:
              card("tokens/s", f"{n / wall:.1f}", f"{n} tokens in {wall:.3f}s"),
              card("tokens", str(n), "generated, up to and including the stop token"),
              card("decoder", m["decoder"], str(m.get("params", {})))]
-    if correct is not None:
-        cards.append(card("answer", "correct" if correct else "wrong", "exact match of the final answer"))
-    return "<div class='um-cards'>" + "".join(cards) + "</div>"
+    if verdict is not None:
+        cards.append(card("checker", verdict, "the task's checker on the generated text (valid = right)"))
+    notes = []
+    if m.get("unknown_words"):
+        words = ", ".join(repr(w) for w in m["unknown_words"][:12])
+        notes.append(f"The model does not know {words} (read as [UNK]): the embedded models only know the words "
+                     "of their tasks — pick an example to see them at their best.")
+    if m.get("limit"):
+        notes.append(f"Stopped early: {m['limit']}. What finished is shown and can be explored.")
+    warn = "".join(f"<div class='um-warn'>{html.escape(n)}</div>" for n in notes)
+    return "<div class='um-cards'>" + "".join(cards) + "</div>" + warn
 
 
 def previous_delta(trace, prev) -> str:

@@ -6,6 +6,8 @@ the line joins the settings no other setting beats on both axes (the Pareto fron
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -44,7 +46,14 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
 
 
 def sweep_table(rows: list[dict]) -> str:
-    head = "<tr><th>setting</th><th>acc</th><th>NFE</th><th>TPF</th><th>tok/s</th></tr>"
-    body = "".join(f"<tr><td>{r['spec']}</td><td>{r['accuracy']:.3f}</td><td>{r['nfe']:.1f}</td>"
-                   f"<td>{r['tpf']:.2f}</td><td>{r['tokens_per_s']:.1f}</td></tr>" for r in rows)
-    return f"<table class='um-table'>{head}{body}</table>"
+    head = ("<tr><th>setting</th><th>acc</th><th>NFE</th><th>TPF</th><th>tok/s</th><th>conf ≥ 0.9</th>"
+            "<th>reject rate</th></tr>")
+    body = "".join(f"<tr><td>{html.escape(r['spec'])}</td><td>{r['accuracy']:.3f}</td><td>{r['nfe']:.1f}</td>"
+                   f"<td>{r['tpf']:.2f}</td><td>{r['tokens_per_s']:.1f}</td>"
+                   f"<td>{r.get('confident_share', float('nan')):.2f}</td>"
+                   f"<td>{'–' if r.get('reject_rate') is None else format(r['reject_rate'], '.3f')}</td></tr>"
+                   for r in rows)
+    stopped = [r for r in rows if r.get("stopped_early")]
+    note = (f"<p>Stopped early at {stopped[0]['n']} problems per setting (time budget or Stop).</p>" if stopped
+            else "")
+    return f"<table class='um-table'>{head}{body}</table>{note}"

@@ -28,11 +28,11 @@ def default_positions(trace, g: Grid, step: int | None, k: int = 4) -> list[int]
     return [g.P + j for j in masked_steps[:k]]
 
 
-def trajectories(trace, step: int | None = None, positions: list[int] | None = None,
-                 grid: Grid | None = None) -> go.Figure:
+def trajectories(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
+    """The selected position's trajectory (else a few of the current block's, the least confident first)."""
     g = grid or Grid.of(trace)
     s = g.n_steps - 1 if step is None else int(step)
-    positions = positions or default_positions(trace, g, s)
+    positions = [selected] if selected is not None else default_positions(trace, g, s)
     fig = go.Figure()
     tau = float(trace.meta.get("params", {}).get("tau", 0.9))
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
@@ -48,11 +48,11 @@ def trajectories(trace, step: int | None = None, positions: list[int] | None = N
                                  text=[trace.token_str(int(c)) for c in g.candidate[steps, j]],
                                  hovertemplate="step %{x}: %{y:.3f} (%{text})<extra>pos " + str(pos) + "</extra>"))
         rec = trace.records[s]
-        if "forecast_mean" in rec.extra and pos in rec.positions:
+        if rec.has("forecast_mean") and pos in rec.positions:
             i = int(np.flatnonzero(rec.positions == pos)[0])
-            mean, std = rec.extra["forecast_mean"][i], rec.extra["forecast_std"][i]
+            mean, std = rec.field("forecast_mean")[i], rec.field("forecast_std")[i]
             if not np.isnan(mean).any():
-                kappa = float(rec.extra.get("kappa", 1.64))
+                kappa = float(rec.field("kappa", 1.64))
                 hs = s + np.arange(1, len(mean) + 1)
                 fig.add_trace(go.Scatter(x=np.r_[hs, hs[::-1]], y=np.r_[_sigmoid(mean + kappa * std),
                                                                        _sigmoid(mean - kappa * std)[::-1]],
@@ -62,7 +62,7 @@ def trajectories(trace, step: int | None = None, positions: list[int] | None = N
                                                                  _sigmoid(mean)],
                                          mode="lines", line=dict(color=colour, dash="dot"), showlegend=False,
                                          hovertemplate="forecast step %{x}: %{y:.3f}<extra></extra>"))
-                h = int(rec.extra["horizon"][i])
+                h = int(rec.field("horizon")[i])
                 if h >= 1:
                     fig.add_trace(go.Scatter(x=[s + h], y=[_sigmoid(mean[h - 1] - kappa * std[h - 1])],
                                              mode="markers", marker=dict(symbol="triangle-up", size=10, color=colour),

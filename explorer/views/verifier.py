@@ -11,14 +11,16 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.trace import Reason, Verdict
 from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import step_position_figure
 
-NONE, ACCEPTED, RESAMPLED, FALLBACK, PENDING, OTHER = 0, 1, 2, 3, 4, 5
+# map codes: the Verdict values, plus OTHER for a commit by another rule
+NONE, ACCEPTED, RESAMPLED, FALLBACK, PENDING = (int(v) for v in Verdict)
+OTHER = len(Verdict)
 LABELS = ["", "accepted", "rejected → resampled", "fallback commit", "span, not reached", "committed (rule)"]
 COLOURS = ["#ffffff", "#31a354", "#de2d26", "#3182bd", "#fec44f", "#bdbdbd"]
-REASON_ACCEPT, REASON_RESAMPLE, REASON_FALLBACK = 5, 6, 7
 
 
 def verifier_grid(trace, g: Grid):
@@ -30,15 +32,15 @@ def verifier_grid(trace, g: Grid):
         cols = r.positions - g.P
         keep = (cols >= 0) & (cols < shape[1])
         reason = np.asarray(r.reason)
-        c = np.where(reason == REASON_ACCEPT, ACCEPTED, np.where(reason == REASON_RESAMPLE, RESAMPLED,
-                     np.where(reason == REASON_FALLBACK, FALLBACK, np.where(reason > 0, OTHER, NONE))))
+        c = np.where(reason == Reason.ACCEPT, ACCEPTED, np.where(reason == Reason.RESAMPLE, RESAMPLED,
+                     np.where(reason == Reason.FALLBACK, FALLBACK, np.where(reason > 0, OTHER, NONE))))
         if r.kind == "verify":
-            c = np.where((np.asarray(r.extra.get("verdict", 0)) == 4) & (c == NONE), PENDING, c)
+            c = np.where((np.asarray(r.field("verdict", 0)) == Verdict.PENDING) & (c == NONE), PENDING, c)
             for name, arr in (("p_draft", p), ("q_draft", q), ("ratio", ratio)):
-                if name in r.extra:
-                    arr[s, cols[keep]] = np.asarray(r.extra[name])[keep]
-            if "draft_tokens" in r.extra:
-                draft[s, cols[keep]] = np.asarray(r.extra["draft_tokens"])[keep]
+                if r.has(name):
+                    arr[s, cols[keep]] = np.asarray(r.field(name))[keep]
+            if r.has("draft_tokens"):
+                draft[s, cols[keep]] = np.asarray(r.field("draft_tokens"))[keep]
         code[s, cols[keep]] = c[keep]
     return code, p, q, ratio, draft
 

@@ -1,0 +1,54 @@
+"""Compare: two decoder SPECs on the prompt above, streamed side by side, with the speed and quality deltas."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import gradio as gr
+
+from engine.errors import UserError
+from engine.spec import parse_spec
+from explorer.grid import Grid
+from explorer.page.context import Page
+from explorer.views import heatmaps
+from explorer.views.compare import compare_summary
+
+
+def build_compare(page: Page, prompt, model) -> None:
+    gr.Markdown("Two decoder settings on the prompt above, side by side. Settings use the CLI's SPEC syntax "
+                "(`name:key=value,...`, keys as in the catalogue).")
+    with gr.Row():
+        spec_a = gr.Textbox("threshold:tau=0.9,block_size=8", label="A", elem_id="spec-a")
+        spec_b = gr.Textbox("s2d2:preset=sdar-a", label="B", elem_id="spec-b")
+    with gr.Row():
+        go_btn = gr.Button("Compare", elem_id="compare")
+        stop_btn = gr.Button("Stop", elem_id="compare-stop", variant="stop")
+    out = gr.HTML(elem_id="compare-out")
+    with gr.Row():
+        fig_a, fig_b = gr.Plot(label="A: mask state"), gr.Plot(label="B: mask state")
+    evt = go_btn.click(partial(run_compare, page), [prompt, model, spec_a, spec_b], [out, fig_a, fig_b],
+                       concurrency_id="model", concurrency_limit=1)
+    stop_btn.click(None, None, None, cancels=[evt])
+
+
+def run_compare(page: Page, prompt, model, a: str, b: str):
+    """Both decodes advance one forward at a time, in turn, so both stream."""
+    try:
+        model = page.check_model(model)
+        runs = [page.service.stream(prompt, *parse_spec(spec), model, page=True) for spec in (a, b)]
+        last, live = [None, None], [True, True]
+        while any(live):
+            for i, gen in enumerate(runs):
+                if live[i]:
+                    trace = next(gen, None)
+                    live[i] = trace is not None
+                    last[i] = trace or last[i]
+            if last[0] is not None and last[1] is not None:
+                yield view(page, *last)
+    except UserError as e:
+        raise gr.Error(str(e)) from None
+
+
+def view(page: Page, ta, tb):
+    return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb)),
+            heatmaps.mask_state(ta, None, Grid.of(ta)), heatmaps.mask_state(tb, None, Grid.of(tb)))

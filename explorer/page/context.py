@@ -1,0 +1,55 @@
+"""What every part of the page shares: the decode service, the trace cache, the example problems and traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import UserError
+from engine.tasks import Problem, get_task
+
+JS_DIR = Path(__file__).resolve().parent.parent.parent / "assets" / "js"
+
+
+def js(name: str) -> str:
+    """A browser script shipped under assets/js, without its leading comment lines (gradio evaluates some of
+    these scripts as one function expression)."""
+    lines = (JS_DIR / name).read_text().splitlines()
+    while lines and lines[0].startswith("//"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+@dataclass
+class Page:
+    service: object                                   # stream()/run_spec()/sweep()/model_id()
+    examples: dict[str, list[tuple[str, Problem]]]    # model name -> [(prompt as shown, problem)]
+    store: object = None                              # TraceStore or None
+    example_traces: dict = field(default_factory=dict)  # decoder -> a pre-baked Trace shown on load
+    export_dir: Path | None = None
+    models: tuple[str, ...] = ()                      # the models a visitor may pick (the operator's list)
+
+    @property
+    def default_model(self) -> str:
+        return self.models[0] if self.models else ""
+
+    def problem(self, prompt: str | None) -> Problem | None:
+        text = (prompt or "").strip()
+        for rows in self.examples.values():
+            for shown, prob in rows:
+                if shown == text or prob.prompt == text:
+                    return prob
+        return None
+
+    def verdict(self, trace) -> str | None:
+        """The task checker's verdict when the trace's prompt is one of the example problems."""
+        prob = self.problem(trace.meta.get("prompt"))
+        return get_task(prob.task).verdict(trace.meta["text"], prob) if prob is not None else None
+
+    def check_model(self, model: str | None) -> str:
+        """A visitor's model choice: only the operator's list, never a path or id of the visitor's choosing."""
+        if not model:
+            return self.default_model
+        if model not in self.models:
+            raise UserError(f"model {str(model)[:60]!r} is not offered here")
+        return model

@@ -1,0 +1,114 @@
+"""Controls: the prompt, the model, the decoder and every catalogue parameter as a control.
+
+Each control is made from its ``engine.catalogue`` entry (type, range on the page, label, help); its elem_id is the
+parameter's name. Parameters shared by several decoders (τ, B, steps) are one control; ``decoder_params`` maps the
+page's values onto what the chosen decoder takes, clamped to that decoder's range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from engine import catalogue
+from engine.catalogue import Param
+
+GROUP_TITLES = {"llada": "LLaDA", "threshold": "Threshold rule", "s2d2": "S2D2: router and verifier",
+                "tspd": "TSPD + CE (PROPOSED reconstruction)", "sampling": "Sampling",
+                "engine": "Engine (cache, stop, commit forward)"}
+DECODER_GROUP = {"llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "tspd": "tspd"}
+
+
+@dataclass
+class Controls:
+    prompt: gr.Textbox
+    examples: gr.Dataset
+    model: gr.Dropdown
+    decoder: gr.Dropdown
+    decoder_info: gr.Markdown
+    values: dict            # parameter name -> component
+    boxes: dict             # group -> accordion
+    run: gr.Button
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.values)
+
+    @property
+    def components(self) -> list:
+        return list(self.values.values())
+
+
+def control_for(p: Param):
+    """The Gradio control of one catalogue parameter."""
+    kw = dict(label=p.label, info=p.help, elem_id=p.name)
+    if p.type is bool:
+        return gr.Checkbox(p.default, **kw)
+    if p.choices:
+        return (gr.Radio if len(p.choices) <= 3 else gr.Dropdown)(list(p.choices), value=p.default, **kw)
+    lo, hi = p.page or (p.lo, p.hi)
+    if p.step is None:                       # unbounded-looking integers (the seed): a number box
+        return gr.Number(value=p.default, precision=0, minimum=lo, maximum=hi, **kw)
+    if p.open_lo:
+        lo = lo + p.step
+    if p.open_hi:
+        hi = hi - p.step
+    return gr.Slider(lo, hi, value=p.default, step=p.step, **kw)
+
+
+def build_controls(page) -> Controls:
+    shown = [s for s, _ in page.examples.get(page.default_model, [])]
+    prompt = gr.Textbox(label="Prompt", lines=3, value=shown[0] if shown else "",
+                        max_length=catalogue.MAX_PROMPT_CHARS, elem_id="prompt")
+    examples = gr.Dataset(components=[prompt], samples=[[s] for s in shown[:10]], label="Held-out problems",
+                          elem_id="examples")
+    model = gr.Dropdown(list(page.models), value=page.default_model, label="Model", elem_id="model",
+                        info="the models this server offers")
+    decoder = gr.Dropdown(list(catalogue.DECODERS), value="threshold", label="Decoder", elem_id="decoder")
+    info = gr.Markdown(catalogue.DECODERS["threshold"].summary)
+    values, boxes = {}, {}
+    for name, p in catalogue.PARAMS.items():
+        if p.group == "main":
+            values[name] = control_for(p)
+    for group, title in GROUP_TITLES.items():
+        with gr.Accordion(title, open=False) as boxes[group]:
+            for name, p in catalogue.PARAMS.items():
+                if p.group == group:
+                    values[name] = control_for(p)
+    run = gr.Button("Run", variant="primary", elem_id="run")
+    return Controls(prompt, examples, model, decoder, info, values, boxes, run)
+
+
+def decoder_params(decoder: str, values: dict) -> dict:
+    """The page's control values -> the chosen decoder's parameters, each clamped into that decoder's range."""
+    out = {}
+    for name, p in catalogue.params_of(decoder).items():
+        if name in values and values[name] is not None:
+            out[name] = p.clamp(p.coerce(values[name]), page=False)
+    return out
+
+
+def on_decoder(decoder: str):
+    """Describe the decoder and open the accordion of its parameters."""
+    d = catalogue.DECODERS.get(decoder)
+    return (d.summary if d else "", *(gr.update(open=DECODER_GROUP.get(decoder) == g) for g in GROUP_TITLES))
+
+
+def on_preset(keys: list[str], name: str):
+    vals = catalogue.S2D2_PRESETS.get(name, {})
+    return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
+
+
+def on_model(page, model: str):
+    """New examples for the model's tasks; the prompt and settings stay."""
+    rows = page.examples.get(model, [])
+    return gr.Dataset(samples=[[s] for s, _ in rows[:10]])
+
+
+def wire_controls(page, c: Controls) -> None:
+    from functools import partial
+    c.decoder.change(on_decoder, c.decoder, [c.decoder_info, *c.boxes.values()])
+    c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
+    c.model.change(partial(on_model, page), c.model, c.examples)
+    c.examples.click(lambda row: row[0], c.examples, c.prompt)

@@ -1,0 +1,65 @@
+"""Share and export: the link to a run (its query string), export files, SVG of the visible figures, and the page
+load that restores a run from the URL (or shows a pre-baked example before any model call)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer.page.context import Page, js
+from explorer.page.decode_tab import decode, views_at
+from explorer.page.controls import decoder_params
+from explorer.state import parse_query, to_query
+
+
+@dataclass
+class Share:
+    link: gr.Textbox
+    export: gr.File
+    svg: gr.Button
+
+
+def build_share() -> Share:
+    with gr.Row():
+        link = gr.Textbox(label="Link to this run (query string)", interactive=False, buttons=["copy"],
+                          elem_id="link", scale=3)
+        svg = gr.Button("Visible figures as SVG", size="sm", elem_id="svg", scale=1)
+    export = gr.File(label="Export: JSON · CSV · npz", file_count="multiple", elem_id="export",
+                     elem_classes=["um-export"])
+    return Share(link, export, svg)
+
+
+def from_controls(keys, prompt_v, model_v, decoder_v, values):
+    """(decoder params, link query) from the page's control values."""
+    vals = dict(zip(keys, values))
+    query = to_query(dict(vals, prompt=prompt_v, decoder=decoder_v, model=model_v))
+    return decoder_params(decoder_v, vals), query
+
+
+def on_load(page: Page, keys, n_views: int, request: gr.Request):
+    """Restore controls from the URL; show a pre-baked example at once (before any model call)."""
+    values, problems = parse_query(dict(request.query_params) if request else {}, page.models)
+    if problems:  # the message is the visitor's own text: escaped, never rendered as HTML
+        gr.Warning(html.escape("Ignored in the link: " + "; ".join(problems)[:600]))
+    updates = [gr.update(value=values[k]) if k in values else gr.skip() for k in ("prompt", "model", "decoder")]
+    updates += [gr.update(value=values[k]) if k in values else gr.skip() for k in keys]
+    autorun = any(k != "step" for k in values)
+    example = page.example_traces.get(values.get("decoder", "threshold")) if not autorun else None
+    shown = views_at(page, example, None) if example is not None else tuple(gr.skip() for _ in range(n_views))
+    n = len(example.records) if example is not None else 0
+    return (*updates, autorun, values.get("step"), *shown, example if example is not None else gr.skip(),
+            gr.update(maximum=max(2, n), value=n) if n else gr.skip())
+
+
+def maybe_run(page: Page, keys, n_views: int, autorun, step_v, prompt_v, model_v, decoder_v, *values):
+    if not autorun:
+        yield tuple(gr.skip() for _ in range(n_views + 5))
+        return
+    params, query = from_controls(keys, prompt_v, model_v, decoder_v, values)
+    yield from decode(page, n_views, prompt_v, model_v, decoder_v, params, query, int(step_v) if step_v else None)
+
+
+def wire_share(share: Share) -> None:
+    share.svg.click(None, None, None, js=js("svg_export.js"))

@@ -1,0 +1,90 @@
+"""Sweep: a grid of settings on held-out problems, accuracy against TPF and tokens/s with the Pareto frontier;
+any point opens as a run on the prompt above. Stop really stops: the sweep checks it between problems."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+
+import gradio as gr
+
+from engine.errors import UserError
+from explorer.page.context import Page
+from explorer.views.sweep import sweep_figure, sweep_table
+
+TASKS = ("arith", "story", "picks")
+
+
+def build_sweep(page: Page, model):
+    """Returns (point dropdown, open button) for the page to wire to its main views."""
+    gr.Markdown("A grid of settings on held-out problems: accuracy against speed, with the Pareto frontier.")
+    with gr.Row():
+        decoder = gr.Dropdown(["threshold", "s2d2", "tspd", "llada"], value="threshold", label="decoder")
+        taus = gr.Textbox("0.5,0.7,0.9", label="τ values")
+        blocks = gr.Textbox("4,8,16", label="block sizes")
+        extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
+        task = gr.Dropdown(list(TASKS), value="arith", label="task")
+        n = gr.Slider(5, 200, value=20, step=5, label="problems")
+    with gr.Row():
+        go_btn = gr.Button("Sweep", elem_id="sweep")
+        stop_btn = gr.Button("Stop", elem_id="sweep-stop", variant="stop")
+    fig = gr.Plot(label="accuracy vs speed")
+    table = gr.HTML(elem_id="sweep-table")
+    with gr.Row():
+        point = gr.Dropdown([], label="open a setting on the prompt above", scale=4)
+        open_btn = gr.Button("Open", scale=1)
+    evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n],
+                       [fig, table, point], concurrency_id="model", concurrency_limit=1)
+    stop_btn.click(None, None, None, cancels=[evt])
+    return point, open_btn
+
+
+def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
+    try:
+        tau_v = [float(t) for t in tau_s.split(",") if t.strip()][:16] or [0.9]
+        b_v = [int(b) for b in b_s.split(",") if b.strip()][:16] or [8]
+    except ValueError:
+        raise UserError("τ values and block sizes must be comma-separated numbers") from None
+    tail = f",{extra.strip()}" if extra.strip() else ""
+    if dec == "llada":
+        return [f"llada:steps={b},block_size={b}{tail}" for b in b_v]
+    return [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
+
+
+def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, progress=gr.Progress()):
+    """The sweep runs in a worker thread; this generator reports its progress. When the request is cancelled
+    (Stop, or the visitor leaving) gradio closes the generator, and its ``finally`` tells the sweep to stop at the
+    next decode, so no work runs on after a cancel."""
+    try:
+        specs = sweep_specs(dec, tau_s, b_s, extra)
+        if task not in TASKS:
+            raise UserError(f"task must be one of {', '.join(TASKS)}")
+        model = page.check_model(model)
+    except UserError as e:
+        raise gr.Error(str(e)) from None
+    stop, box = threading.Event(), {"done": 0, "total": 1}
+
+    def work():
+        try:
+            box["rows"] = page.service.sweep(specs, int(n_v), model=model, task=task, should_stop=stop.is_set,
+                                             progress=lambda i, total: box.update(done=i, total=total))
+        except Exception as e:  # handed to the request thread: a UserError is shown, anything else re-raised
+            box["error"] = e
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.25)
+            progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} problems")
+            yield gr.skip(), gr.skip(), gr.skip()
+    finally:
+        stop.set()
+    if isinstance(box.get("error"), UserError):
+        raise gr.Error(str(box["error"]))
+    if "error" in box:
+        raise box["error"]
+    rows = box["rows"]
+    if not rows:
+        raise gr.Error("the sweep stopped before any problem finished")
+    yield sweep_figure(rows), sweep_table(rows), gr.update(choices=[r["spec"] for r in rows], value=None)

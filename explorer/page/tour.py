@@ -1,0 +1,55 @@
+"""The guided tour: a walk through one pre-baked S2D2 decode, each stop moving the step slider and explaining it."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from explorer.page.context import Page
+from explorer.page.decode_tab import views_at
+
+TOUR = [
+    ("Prompt and blocks", "The answer area starts fully **masked** (grey). It is cut into **blocks** of B positions "
+     "on the absolute grid; the dotted lines in the heatmaps are block boundaries. Blocks are decoded left to "
+     "right; inside a block, positions are filled in parallel."),
+    ("Draft", "Each row of the heatmaps is one **forward**. A *draft* forward proposes a token for every masked "
+     "position of the current block; the confidence map shows how sure the model is of each proposal."),
+    ("Verify", "S2D2 may then spend one more forward to **verify** the first masked span with the same model in "
+     "autoregressive mode (Decode → S2D2 tab: the 2L attention mask). Green squares were accepted, red ones "
+     "rejected and resampled."),
+    ("Commit", "Tokens that are accepted, or whose confidence clears τ, are **committed** (orange in the mask "
+     "map) and never change again. The commit-reason map says which rule took each token."),
+    ("Speed and quality", "The cards count forwards (NFE) and tokens per forward (TPF). Move τ, B or the router's "
+     "cost c and run again: more tokens per forward is faster, but commits made while unsure can be wrong."),
+]
+
+
+def tour_steps(trace) -> list[int]:
+    """1-based slider steps illustrating each tour stop in an S2D2 trace: the first rejection if there is one
+    (something goes wrong and is fixed), else the first verify."""
+    recs = trace.records
+    n = len(recs)
+    verifies = [i for i, r in enumerate(recs) if r.kind == "verify"]
+    rejected = [i for i in verifies if recs[i].field("rejected_at") is not None]
+    verify = (rejected or verifies or [min(1, n - 1)])[0]
+    draft = max(0, verify - 1)
+    commit = next((i for i, r in enumerate(recs) if r.n_committed > 1), verify)
+    return [1, draft + 1, verify + 1, commit + 1, n]
+
+
+def build_tour():
+    gr.Markdown("A guided walk through one decode (an S2D2 example): prompt → block → draft → verify → commit. "
+                "Each click moves the step slider and explains what you see.")
+    text = gr.Markdown(elem_id="tour-text")
+    button = gr.Button("Start / next stop", elem_id="tour-next")
+    return text, button, gr.State(-1)
+
+
+def tour_next(page: Page, i):
+    ex = page.example_traces.get("s2d2")
+    if ex is None:
+        raise gr.Error("the tour needs the pre-baked S2D2 example (python -m engine.experiments.bake_examples)")
+    i = (i + 1) % len(TOUR)
+    title, body = TOUR[i]
+    s = tour_steps(ex)[i]
+    return (i, f"**{i + 1}/{len(TOUR)} · {title}**\n\n{body}", ex,
+            gr.update(maximum=max(2, len(ex.records)), value=s), *views_at(page, ex, s - 1))
