@@ -1,13 +1,15 @@
-"""Distinct picks: "Name three different fruits." Many right answers, and all of them must differ.
+"""Distinct picks: "Name three different fruits." Many right answers; all must differ, listed alphabetically.
 
     prompt:   "Q : Name three different fruits . A :"          or two groups:
               "Q : Name two different colors and three different drinks . A :"
-    solution: "plum , kiwi , lime ."                             "red , pink and tea , milk , soda ."
+    solution: "fig , kiwi , plum ."                              "gray , red and milk , soda , tea ."
 
-Why this task: every slot is uncertain on its own and the joint constraint (all different) is exactly what
-committing several sampled slots at once breaks and what a verifier repairs. Categories have five items: a
-prototype with twelve items per category learned only the marginals, because excluding a used item lowered the
-loss by ln 12 - ln 11 = 0.09 nats; with five items the exclusion is worth 0.22-0.51 nats per slot.
+Why this task: every slot is uncertain on its own, and the joint constraint (different, in alphabetical order)
+is exactly what committing several sampled slots at once breaks and what a verifier repairs. Why the order: a
+prototype with unordered picks learned only the marginals (greedy decoding wrote "goat , goat , goat"), because
+excluding a used item is worth only ln n - ln(n-1) nats; and a first run of this task with five items per
+category still wrote "pear , pear , pear" after 900 steps. Alphabetical order turns the exclusion into a local
+rule (an item must come after the previous one), which carries most of the slot's entropy and is learned fast.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ COUNTS = {"two": 2, "three": 3}
 
 class PicksTask(TaskBase):
     name = "picks"
-    description = "name K different items of a category (five items each); every pick must differ"
+    description = "name K different items of a category (five each), in alphabetical order"
 
     def sample(self, rng: random.Random) -> Problem:
         groups = rng.sample(sorted(CATEGORIES), rng.choice([1, 1, 2]))
         counts = [rng.choice(sorted(COUNTS)) for _ in groups]
         asks = " and ".join(f"{k} different {c}" for k, c in zip(counts, groups))
-        picks = [rng.sample(CATEGORIES[c], COUNTS[k]) for k, c in zip(counts, groups)]
+        picks = [sorted(rng.sample(CATEGORIES[c], COUNTS[k])) for k, c in zip(counts, groups)]
         solution = " and ".join(" , ".join(p) for p in picks) + " ."
         answer = tuple((c, COUNTS[k]) for k, c in zip(counts, groups))
         return Problem(f"Q : Name {asks} . A :", solution, answer, task=self.name)
@@ -54,6 +56,8 @@ class PicksTask(TaskBase):
                 return "wrong category"
             if len(set(items)) < k:
                 return "duplicate"
+            if items != sorted(items):
+                return "out of order"
         return "valid"
 
     def vocabulary(self) -> list[str]:

@@ -1,0 +1,85 @@
+"""Views on a trace built by hand (no model, no decoder): every cell and marker is known in advance."""
+
+import numpy as np
+import pytest
+
+from engine.trace import Reason, StepRecord, Trace
+from explorer.grid import DECODED, MASKED, NEW, Grid
+from explorer.render import VIEWS, render_all
+from explorer.views import heatmaps
+from explorer.views.candidates import candidates
+from explorer.views.reasons import reason_map
+from explorer.views.text import render_text
+
+M, NAN = 3, np.nan     # the mask id
+
+
+def record(step, block, positions, before, after, reason, cand, conf, nfe, **extra):
+    n = len(positions)
+    return StepRecord(block=block, step_in_block=step, kind="draft", positions=np.array(positions, np.int32),
+                      tokens_before=np.array(before, np.int32), tokens_after=np.array(after, np.int32),
+                      committed=np.array(reason) > 0, reason=np.array(reason, np.int8),
+                      candidate=np.array(cand, np.int32), confidence=np.array(conf, np.float32),
+                      margin=np.zeros(n, np.float32), entropy=np.full(n, 0.5, np.float32), nfe=nfe, wall_ms=1.0,
+                      extra=extra)
+
+
+@pytest.fixture
+def trace():
+    """Prompt [BOS, 10] at positions 0-1; four generated slots 2..5 in blocks of 2: tokens a b c [EOS]."""
+    top = dict(topk_ids=np.array([[7, 8, 9, 1, 2], [8, 7, 9, 1, 2]], np.int32),
+               topk_p=np.array([[0.95, 0.02, 0.01, 0.01, 0.01], [0.4, 0.3, 0.2, 0.05, 0.05]], np.float32))
+    T, A = int(Reason.THRESHOLD), int(Reason.ARGMAX)
+    recs = [record(0, 0, [2, 3], [M, M], [7, M], [T, 0], [7, 8], [0.95, 0.4], 1, **top),
+            record(1, 0, [2, 3], [7, M], [7, 8], [0, A], [7, 8], [0.99, 0.6], 2),
+            record(0, 1, [4, 5], [M, M], [9, 2], [T, T], [9, 2], [0.97, 0.93], 3)]
+    vocab = {"1": "[BOS]", "2": "[EOS]", "3": "[MASK]", "7": "a", "8": "b", "9": "c", "10": "Q"}
+    meta = dict(prompt="Q", prompt_ids=[1, 10], prompt_len=2, gen_end=6, mask_token_id=M, block_size=2,
+                vocab=vocab, token_ids=[7, 8, 9, 2], text="a b c", generated_tokens=4, wall_s=0.01,
+                nfe=3, nfe_by_kind={"draft": 3}, decoder="threshold", params={"tau": 0.9, "block_size": 2},
+                final_tokens=[1, 10, 7, 8, 9, 2], stop_ids=[2], model="hand")
+    return Trace(meta, recs)
+
+
+def test_grid_cells(trace):
+    g = Grid(trace)
+    assert g.state.tolist() == [[NEW, MASKED, MASKED, MASKED], [DECODED, NEW, MASKED, MASKED],
+                                [DECODED, DECODED, NEW, NEW]]
+    assert np.allclose(g.confidence, [[0.95, 0.4, NAN, NAN], [NAN, 0.6, NAN, NAN], [NAN, NAN, 0.97, 0.93]],
+                       equal_nan=True)
+    assert g.commit_step.tolist() == [0, 1, 2, 2] and g.block_edges() == [2]
+    assert g.labels.tolist() == ["2 a", "3 b", "4 c", "5 [EOS]"]
+    assert g.hover[0][1] == "candidate b · p 0.40"
+    assert g.hover[1][1] == "candidate b · p 0.60 · committed"
+    assert g.hover[1][0] == "a (decoded)" and g.hover[0][2] == "masked (not scored)"
+
+
+def test_heatmaps_text_reasons_candidates(trace):
+    g = Grid(trace)
+    conf = heatmaps.confidence(trace, 1, g)
+    assert np.array(conf.data[0].z).tolist() == [[95, 40, 200, 200], [200, 60, 200, 200], [200, 200, 97, 93]]
+    assert [s.y0 for s in conf.layout.shapes if s.y0 == s.y1] == [1]              # the step cursor
+    assert render_text(trace, 0, g).count("um-mask") == 3
+    assert render_text(trace, None, g).count("um-mask") == 0
+    rm = reason_map(trace, None, g)
+    assert {d.name: len(d.x) for d in rm.data} == {"threshold": 3, "forced argmax": 1}
+    html = candidates(trace, 0, g, 3)
+    assert "position 3" in html and html.count("um-cand-row") == 5 and "still masked" in html
+    assert "committed at step 2" in candidates(trace, 1, g, 3)
+
+
+def test_render_all_gives_every_view_the_same_arguments(trace):
+    out = render_all(trace, 1, "valid", 3)
+    assert len(out) == 1 + len(VIEWS)
+    assert ">valid<" in out[0] and "NFE" in out[0]
+    again = render_all(trace, 1, "valid", 3)
+    assert [o if isinstance(o, str) else o.to_json() for o in out] == \
+           [o if isinstance(o, str) else o.to_json() for o in again]                  # a pure function
+
+
+def test_summary_warns_about_unknown_words_and_limits(trace):
+    from explorer.views.summary import render_summary
+    trace.meta.update(unknown_words=["dogs", "<img src=x>"], limit="stopped after 2 forwards: the time budget")
+    html = render_summary(trace)
+    assert "dogs" in html and "&lt;img src=x&gt;" in html and "<img" not in html
+    assert "Stopped early" in html
