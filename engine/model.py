@@ -20,6 +20,8 @@ from typing import Callable
 
 import torch
 from transformers import AutoTokenizer, DynamicCache, Qwen3Config, Qwen3ForCausalLM
+from huggingface_hub.errors import StrictDataclassError
+from safetensors import SafetensorError
 from transformers.utils import logging as hf_logging
 
 from engine import masks
@@ -160,43 +162,73 @@ class ModelAdapter:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 
 
+def one_line(e: Exception, limit: int = 300) -> str:
+    return " ".join(str(e).split())[:limit]
+
+
+def read_config(path: Path) -> dict:
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelLoadError(f"{path / 'config.json'} is unreadable: {e}") from None
+    if not isinstance(raw, dict):
+        raise ModelLoadError(f"{path / 'config.json'} is not a JSON object")
+    if raw.get("model_type") not in FAMILIES:
+        raise ModelLoadError(f"model_type {str(raw.get('model_type'))[:40]!r} is not supported; "
+                             f"supported: {', '.join(FAMILIES)}")
+    return raw
+
+
+def build_config(fam: Family, raw: dict):
+    try:
+        return fam.config_cls(**fam.config_map({k: v for k, v in raw.items() if k not in ENGINE_KEYS}))
+    except (TypeError, ValueError, KeyError, StrictDataclassError) as e:  # a field of the wrong type or value
+        raise ModelLoadError(f"config.json does not describe a {raw['model_type']} model: {one_line(e)}") from None
+
+
+def fingerprint(path: Path) -> str:
+    """sha256 over the contents of every file a decode reads (config, weights, tokenizer, side files such as
+    ce.json and the TSPD controller): changing any of them in place changes the id, so cached traces of the old
+    files are never served. Computed once, at load."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
+        h.update(f.name.encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
 def load_model(name_or_path: str | None = None, device: str | None = None, attn_impl: str = "sdpa",
                dtype: torch.dtype | None = None) -> ModelAdapter:
     path = resolve_model_path(name_or_path)
-    try:
-        raw = json.loads((path / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelLoadError(f"{path / 'config.json'} is unreadable: {e}") from None
-    model_type = raw.get("model_type")
-    if model_type not in FAMILIES:
-        raise ModelLoadError(f"model_type {model_type!r} is not supported; supported: {', '.join(FAMILIES)}")
+    raw = read_config(path)
     if attn_impl not in ("sdpa", "eager"):
         raise ModelLoadError(f"attn_impl must be sdpa or eager, not {attn_impl!r}")
-    fam = FAMILIES[model_type]
+    fam = FAMILIES[raw["model_type"]]
     dev = pick_device(device)
     dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
-    cfg_dict = fam.config_map({k: v for k, v in raw.items() if k not in ENGINE_KEYS})
-    config = fam.config_cls(**cfg_dict)
+    config = build_config(fam, raw)
     hf_logging.set_verbosity_error()   # the stock class warns that model_type "sdar" is not "qwen3": expected
     hf_logging.disable_progress_bar()
     try:
-        # load with the dtype (not .to() afterwards): casting after construction also casts RoPE inv_freq
+        # safetensors only (a pickled .bin is never opened); load with the dtype, not .to() afterwards: casting
+        # after construction also casts RoPE inv_freq
         model = fam.model_cls.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn_impl,
-                                              trust_remote_code=False)
+                                              trust_remote_code=False, use_safetensors=True)
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-    except (OSError, ValueError, RuntimeError) as e:
-        raise ModelLoadError(f"cannot load weights/tokenizer from {path}: {e}") from None
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError, SafetensorError) as e:
+        raise ModelLoadError(f"cannot load weights/tokenizer from {path.name}: {one_line(e)}") from None
     model.to(dev).eval()
     mask_id = raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
-    if mask_id is None:
-        raise ModelLoadError(f"{path}: no mask_token_id in config.json or tokenizer")
+    if not isinstance(mask_id, int):
+        raise ModelLoadError(f"{path.name}: no integer mask_token_id in config.json or tokenizer")
     stop = raw.get("eos_token_id", tok.eos_token_id)
     stop_ids = tuple(stop) if isinstance(stop, list) else ((stop,) if stop is not None else ())
-    meta = dict(raw.get("unmask") or {})
-    weights = sorted(path.glob("*.safetensors"))
-    fingerprint = (path / "config.json").read_bytes() + b"".join(str(w.stat().st_size).encode() for w in weights)
-    meta["revision"] = hashlib.sha256(fingerprint).hexdigest()[:12]
-    return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=model_type, mask_token_id=int(mask_id),
-                        logit_shift=fam.logit_shift, attention=fam.attention, block_size=raw.get("block_size"),
-                        stop_ids=stop_ids, attn_impl=attn_impl, device=dev, dtype=dtype,
-                        prompt_template="Q : {} A :" if meta.get("task") in TASK_NAMES else None, info=meta, path=path)
+    meta = dict(raw.get("unmask") or {}) if isinstance(raw.get("unmask"), (dict, type(None))) else {}
+    meta["revision"] = fingerprint(path)
+    return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=raw["model_type"],
+                        mask_token_id=mask_id, logit_shift=fam.logit_shift, attention=fam.attention,
+                        block_size=raw.get("block_size"), stop_ids=stop_ids, attn_impl=attn_impl, device=dev,
+                        dtype=dtype, prompt_template="Q : {} A :" if meta.get("task") in TASK_NAMES else None,
+                        info=meta, path=path)

@@ -5,15 +5,11 @@ Each test saves a screenshot under artifacts/. Skipped where Chromium or Playwri
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import running_app
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,35 +21,10 @@ if not Path(CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
-               UNMASK_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), GRADIO_ANALYTICS_ENABLED="False")
-    log = open(tmp_path_factory.mktemp("log") / "app.log", "w")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError("the app exited during start-up")
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("the app did not start in 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    with running_app(tmp_path_factory.mktemp("app")) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")

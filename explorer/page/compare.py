@@ -27,7 +27,7 @@ def build_compare(page: Page, prompt, model) -> None:
     with gr.Row():
         fig_a, fig_b = gr.Plot(label="A: mask state"), gr.Plot(label="B: mask state")
     evt = go_btn.click(partial(run_compare, page), [prompt, model, spec_a, spec_b], [out, fig_a, fig_b],
-                       concurrency_id="model", concurrency_limit=1)
+                       concurrency_id="model", concurrency_limit=1, api_name="compare")
     stop_btn.click(None, None, None, cancels=[evt])
 
 

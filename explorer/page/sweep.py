@@ -34,7 +34,7 @@ def build_sweep(page: Page, model):
         point = gr.Dropdown([], label="open a setting on the prompt above", scale=4)
         open_btn = gr.Button("Open", scale=1)
     evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n],
-                       [fig, table, point], concurrency_id="model", concurrency_limit=1)
+                       [fig, table, point], concurrency_id="model", concurrency_limit=1, api_name="sweep")
     stop_btn.click(None, None, None, cancels=[evt])
     return point, open_btn
 

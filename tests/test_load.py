@@ -1,0 +1,115 @@
+"""Load and abuse tests against the real app on a loopback port (bounded in count and time; marked ``load``).
+
+10 gradio_client clients in threads make 3 ``decode`` calls each with different settings; every answer must equal
+the same setting decoded directly by the engine. A cancelled Sweep must stop using CPU within 2 seconds; a file
+outside the app's own outputs is never served.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from engine.decoders import build_decoder, parse_spec
+from engine.loop import Generation
+from engine.model import load_model
+from tests.conftest import running_app
+
+pytestmark = pytest.mark.load
+gradio_client = pytest.importorskip("gradio_client")
+
+PROMPTS = ["Ann has 3 apples. She buys 5 more. How many apples does she have now?",
+           "Ben has 40 coins. He loses 12 of them. How many coins are there now?",
+           "Cara owns 7 books. She doubles her books. How many books does she have now?"]
+SPECS = ["threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a", "llada:block_size=4,steps=4",
+         "threshold:tau=0.7,block_size=16", "ar", "s2d2:router=ucb,block_size=8,temperature=1,seed=4",
+         "tspd:controller=heuristic", "threshold:rule=sdar,steps=4,block_size=8", "llada:block_size=8",
+         "s2d2:router=always,acceptance=greedy,block_size=4"]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    with running_app(tmp_path_factory.mktemp("load")) as (url, proc):
+        yield url, proc
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (clock ticks)."""
+    import os
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_ten_clients_get_the_engines_answers(app):
+    url, _ = app
+    jobs = [(c, k, PROMPTS[(c + k) % 3], SPECS[(c + 3 * k) % len(SPECS)]) for c in range(10) for k in range(3)]
+    results, errors = {}, []
+
+    def client(c):
+        cl = gradio_client.Client(url, verbose=False)
+        for cc, k, prompt, spec in jobs:
+            if cc != c:
+                continue
+            t0 = time.perf_counter()
+            try:
+                out = cl.predict(prompt, spec, api_name="/decode")
+            except Exception as e:  # any failure of the server or client counts against the test
+                errors.append(f"{spec}: {type(e).__name__}: {e}")
+                continue
+            results[(c, k)] = (out, time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(10)]
+    [t.start() for t in threads]
+    [t.join(timeout=240) for t in threads]
+    assert not errors and len(results) == 30
+    adapter = load_model("tiny", device="cpu")
+    for c, k, prompt, spec in jobs:
+        out, _ = results[(c, k)]
+        name, params = parse_spec(spec)
+        direct = Generation(adapter, prompt, build_decoder(name, **params)).run()
+        assert out["token_ids"] == direct.meta["token_ids"] and out["nfe"] == direct.nfe, spec
+    lat = sorted(t for _, t in results.values())
+    wait = sorted(t - out["wall_s"] for out, t in results.values())
+    report = dict(p50_s=statistics.median(lat), p95_s=lat[int(0.95 * (len(lat) - 1))],
+                  queue_wait_p50_s=statistics.median(wait), queue_wait_p95_s=wait[int(0.95 * (len(wait) - 1))])
+    print("load:", json.dumps({k: round(v, 3) for k, v in report.items()}))
+
+
+def test_a_cancelled_sweep_stops_using_cpu(app):
+    url, proc = app
+    cl = gradio_client.Client(url, verbose=False)
+    job = cl.submit("unmask-arith-tiny", "threshold", "0.5,0.7,0.9,0.95", "4,8,16", "", "arith", 200,
+                    api_name="/sweep")
+    time.sleep(4)                                           # the sweep is running
+    busy = cpu_seconds(proc.pid)
+    time.sleep(1)
+    assert cpu_seconds(proc.pid) - busy > 0.5, "the sweep should be using CPU before the cancel"
+    job.cancel()
+    time.sleep(2)
+    after = cpu_seconds(proc.pid)
+    time.sleep(2)
+    idle = cpu_seconds(proc.pid) - after
+    print(f"cpu after cancel: {idle:.2f} s in 2 s")
+    assert idle < 0.3
+
+
+def test_files_outside_the_apps_outputs_are_refused(app, tmp_path):
+    url, _ = app
+    import tempfile
+    secret = tempfile.NamedTemporaryFile(dir=tempfile.gettempdir(), suffix=".txt", delete=False)
+    secret.write(b"secret")
+    secret.close()
+    for path in (secret.name, "/etc/passwd", str(tmp_path)):
+        for route in ("gradio_api/file=", "file="):
+            try:
+                body = urllib.request.urlopen(url + route + path, timeout=10).read()
+            except urllib.error.HTTPError as e:
+                assert e.code in (403, 404), (route, path, e.code)
+                continue
+            assert b"secret" not in body and b"root:" not in body, (route, path)
