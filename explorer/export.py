@@ -1,4 +1,5 @@
-"""Export a trace as JSON (metadata + per-step summary), CSV (one row per step and scored position) or npz."""
+"""Export a trace as JSON (metadata + per-step summary), CSV (one row per step and scored position), npz, or an
+animated GIF of the decode (``explorer.gif``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from explorer.gif import decode_gif
 from explorer.store import canonical_key
 
 
@@ -43,8 +45,9 @@ def export_files(trace, directory: Path) -> list[str]:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     digest = canonical_key(t=trace.meta["final_tokens"], p=trace.meta["params"])[:10]
     stem = directory / f"unmask-{trace.meta['decoder']}-{digest}"
-    paths = [stem.with_suffix(".json"), stem.with_suffix(".csv"), stem.with_suffix(".npz")]
+    paths = [stem.with_suffix(s) for s in (".json", ".csv", ".npz", ".gif")]
     paths[0].write_text(to_json(trace))
     paths[1].write_text(to_csv(trace))
     trace.save(paths[2])
+    paths[3].write_bytes(decode_gif(trace))
     return [str(p) for p in paths]

@@ -105,10 +105,15 @@ class Grid:
 
     @cached_property
     def commit_confidence(self) -> np.ndarray:
-        """(n,) confidence of the committed token at its commit step."""
-        cs = self.commit_step
+        """(n,) confidence of the committed token when it was committed: at its commit step, or, for a commit by a
+        verify forward (which scores no draft), at the last draft that scored it."""
         conf = self.confidence
-        return np.array([conf[s, j] if s >= 0 else np.nan for j, s in enumerate(cs)], dtype=np.float32)
+        out = np.full(len(self.commit_step), np.nan, np.float32)
+        for j, s in enumerate(self.commit_step):
+            seen = np.flatnonzero(~np.isnan(conf[: s + 1, j])) if s >= 0 else []
+            if len(seen):
+                out[j] = conf[seen[-1], j]
+        return out
 
     @cached_property
     def hover(self) -> np.ndarray:

@@ -83,3 +83,20 @@ def test_summary_warns_about_unknown_words_and_limits(trace):
     html = render_summary(trace)
     assert "dogs" in html and "&lt;img src=x&gt;" in html and "<img" not in html
     assert "Stopped early" in html
+
+
+def test_decode_gif_has_one_frame_per_forward(trace):
+    import io
+
+    from PIL import Image
+
+    from explorer.gif import confidence_rgb, decode_gif
+    data = decode_gif(trace)
+    img = Image.open(io.BytesIO(data))
+    assert data[:6] == b"GIF89a" and img.n_frames == len(trace.records)
+    img.seek(0)
+    first = np.array(img.convert("RGB"))
+    img.seek(img.n_frames - 1)
+    last = np.array(img.convert("RGB"))
+    assert not np.array_equal(first, last)                        # the answer unmasks between frames
+    assert confidence_rgb(1.0)[1] > confidence_rgb(1.0)[0] and confidence_rgb(0.0)[0] > confidence_rgb(0.0)[1]

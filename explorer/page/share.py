@@ -26,7 +26,7 @@ def build_share() -> Share:
         link = gr.Textbox(label="Link to this run (query string)", interactive=False, buttons=["copy"],
                           elem_id="link", scale=3)
         svg = gr.Button("Visible figures as SVG", size="sm", elem_id="svg", scale=1)
-    export = gr.File(label="Export: JSON · CSV · npz", file_count="multiple", elem_id="export",
+    export = gr.File(label="Export: JSON · CSV · npz · GIF", file_count="multiple", elem_id="export",
                      elem_classes=["um-export"])
     return Share(link, export, svg)
 
