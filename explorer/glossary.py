@@ -18,7 +18,7 @@ GLOSSARY = """
 | **draft** | S2D2: the ordinary block-diffusion forward, proposing a token at every masked position |
 | **verify** | S2D2: one extra forward of the same model in block-size-1 (AR) mode through the 2L mask |
 | **span** | the first contiguous run of masked positions; only it can be verified |
-| **accept / reject / resample** | a draft x̂ is kept with probability min(1, q/p); at the first rejection a token is drawn from max(q − p, 0) and the rest of the span waits |
+| **accept / reject / resample** | a draft x̂ is kept with probability min(1, (q/p)^γ) (γ = 1: exact speculative sampling); at the first rejection a token is drawn from max(q − p, 0) and the rest of the span waits |
 | **estimator α** | a cheap guess of a draft's acceptance chance: exp(−β·H̃), margin, … |
 | **K̂** | expected accepted tokens Σ_k Π_{i≤k} α_i |
 | **router** | decides whether verifying is worth its cost: score s = K̂ − c (static) or K̂ − c·N_hi (dynamic), thresholds, hysteresis, or a UCB bandit |

@@ -41,7 +41,7 @@ def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, gen
     """Speculative rejection sampling over a span. p, q (n, V) float64; draft (n,) tokens sampled from p.
 
     The committed token at each verified position is distributed exactly as q (χ²-tested): accept x̂ with
-    min(1, q/p), else resample from normalize(max(q − p, 0)) (q itself if that is empty).
+    min(1, (q/p)^γ) (γ = 1 is exact), else resample from normalize(max(q − p, 0)) (q itself if that is empty).
     """
     ratios, pd, qd = [], [], []
     for k in range(len(draft)):

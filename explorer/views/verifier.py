@@ -3,7 +3,7 @@
 How to read: green = draft accepted by the verifier, red = rejected and resampled from the residual
 max(q − p, 0), yellow = in the verified span but behind a rejection (stays masked), blue = committed by the
 fallback threshold rule, grey = committed by another rule. Hover shows the draft token, p(x̂), q(x̂) and the
-acceptance ratio min(1, q/p).
+acceptance ratio min(1, (q/p)^γ).
 """
 
 from __future__ import annotations
