@@ -154,7 +154,7 @@ def save_model(model, tok, out: Path, meta: dict) -> None:
     (out / "config.json").write_text(json.dumps(cfg, indent=2))
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="run directory (checkpoint, log, exported model)")
     ap.add_argument("--task", default="arith")
@@ -171,74 +171,91 @@ def main(argv=None) -> None:
     ap.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
     ap.add_argument("--eval-n", type=int, default=50)
     ap.add_argument("--log-every", type=int, default=50)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def setup(args, tok):
+    """(model, optimiser, step, elapsed): resumed from the run's checkpoint, else initialised (or --init)."""
+    special = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(args.seed)
+    model = Qwen3ForCausalLM(model_config(len(tok), args.layers, args.hidden, special))
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    ckpt = Path(args.out) / "ckpt.pt"
+    if ckpt.exists():  # resume: weights, optimiser, step and consumed wall time (the schedule depends on it)
+        state = torch.load(ckpt, weights_only=True)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        print(f"resumed at step {int(state['step'])}, {float(state['elapsed']):.0f}s", flush=True)
+        return model, opt, int(state["step"]), float(state["elapsed"])
+    if args.init:
+        init_from(model, tok, args.init)
+    return model, opt, 0, 0.0
+
+
+def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[float, int]:
+    """One optimiser step on the step's batch (a function of the step: exact resume); returns (loss, B)."""
+    rng = random.Random(f"{args.seed}/{step}")
+    B = rng.choices(list(BLOCK_MIX), list(BLOCK_MIX.values()))[0]
+    rows = [build_2l_sample(*encode(tok, task.sample(rng)), B, tok.mask_token_id, tok.pad_token_id, rng)
+            for _ in range(args.batch)]
+    loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
+    for g in opt.param_groups:
+        g["lr"] = lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item(), B
+
+
+def evaluate(model, tok, val, task, step: int, wall: float) -> dict:
+    model.eval()
+    acc = ar_accuracy(model, tok, val, task)
+    model.train()
+    # one task: keep the log's original flat number
+    return dict(step=step, wall_s=round(wall, 1), val_ar_acc=next(iter(acc.values())) if len(acc) == 1 else acc,
+                n=len(val))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     task = get_task(args.task)
     tok = task_tokenizer(task)
-    special = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    torch.manual_seed(args.seed)
-    model = Qwen3ForCausalLM(model_config(len(tok), args.layers, args.hidden, special))
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    step, elapsed = 0, 0.0
-    ckpt = out / "ckpt.pt"
-    if ckpt.exists():  # resume: weights, optimiser, step and consumed wall time (the schedule depends on it)
-        state = torch.load(ckpt, weights_only=True)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        step, elapsed = int(state["step"]), float(state["elapsed"])
-        print(f"resumed at step {step}, {elapsed:.0f}s", flush=True)
-    elif args.init:
-        init_from(model, tok, args.init)
+    model, opt, step, elapsed = setup(args, tok)
     n_params = sum(p.numel() for p in model.parameters())
     val = task.problems("val", args.eval_n, seed=args.seed)
     log = open(out / "log.jsonl", "a")
-    sizes, weights = list(BLOCK_MIX), list(BLOCK_MIX.values())
     t0, ema, last_save, window = time.time() - elapsed, None, time.time(), []
+    save = lambda: torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,  # noqa: E731
+                                   elapsed=elapsed), out / "ckpt.pt")
     print(f"params {n_params}, vocab {len(tok)}", flush=True)
     model.train()
-    while True:
-        elapsed = time.time() - t0
-        if elapsed > args.minutes * 60 or (args.max_steps and step >= args.max_steps):
-            break
-        rng = random.Random(f"{args.seed}/{step}")  # the batch is a function of the step: exact resume
-        B = rng.choices(sizes, weights)[0]
-        rows = [build_2l_sample(*encode(tok, task.sample(rng)), B, tok.mask_token_id, tok.pad_token_id, rng)
-                for _ in range(args.batch)]
-        loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
-        for g in opt.param_groups:
-            g["lr"] = lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+    while (elapsed := time.time() - t0) <= args.minutes * 60 and not (args.max_steps and step >= args.max_steps):
+        loss, B = train_step(args, model, opt, tok, task, step, elapsed)
         step += 1
-        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
-        window.append(loss.item())
+        ema = loss if ema is None else 0.98 * ema + 0.02 * loss
+        window.append(loss)
+        recs = []
         if step % args.log_every == 0:
-            rec = dict(step=step, wall_s=round(elapsed, 1), loss=round(sum(window) / len(window), 4),
-                       loss_ema=round(ema, 4), B=B)
+            recs.append(dict(step=step, wall_s=round(elapsed, 1), loss=round(sum(window) / len(window), 4),
+                             loss_ema=round(ema, 4), B=B))
             window.clear()
-            log.write(json.dumps(rec) + "\n"), log.flush()
-            print(rec, flush=True)
         if step % args.eval_every == 0:
-            model.eval()
-            acc = ar_accuracy(model, tok, val, task)
-            model.train()
-            rec = dict(step=step, wall_s=round(time.time() - t0, 1), val_ar_acc=acc, n=len(val))
-            if len(acc) == 1:   # one task: keep the log's original flat number
-                rec["val_ar_acc"] = next(iter(acc.values()))
+            recs.append(evaluate(model, tok, val, task, step, time.time() - t0))
+        for rec in recs:
             log.write(json.dumps(rec) + "\n"), log.flush()
             print(rec, flush=True)
         if time.time() - last_save > 300:
-            torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step, elapsed=elapsed), ckpt)
+            save()
             last_save = time.time()
-    torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step, elapsed=elapsed), ckpt)
+    save()
     model.eval()
-    meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params, steps=step,
-                train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX, seed=args.seed)
+    meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params,
+                steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX,
+                seed=args.seed)
     save_model(model, tok, out / "model", meta)
     print(f"saved {out / 'model'} after {step} steps, {elapsed:.0f}s", flush=True)
 
