@@ -215,6 +215,7 @@ class Decoder:
     presets: dict = field(default_factory=dict)
     rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
     proposed: bool = False                             # our design, labelled so in the page
+    needs: tuple = ()                                  # "block_causal", "no_shift": what the model must offer
 
 
 S2D2_PRESETS = {
@@ -239,7 +240,8 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             COMMON + ("preset", "tau", "steps", "router", "estimator", "beta", "tau_m", "rho", "cost", "score_type",
                       "tau_span", "tau_score", "tau_on", "tau_off", "ucb_beta", "ucb_bins", "acceptance", "gamma",
                       "draft_ver", "cache_ver"),
-            presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),)),
+            presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),),
+            needs=("block_causal", "no_shift")),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): the paper's method section was not available.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",

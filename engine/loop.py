@@ -39,7 +39,8 @@ class Runner:
         self.P = len(prompt_ids)
         self.end = self.P + cfg.gen_length
         self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
-        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache else None
+        # full-attention families have no exact cache: their K/V change whenever any later slot does
+        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache and adapter.attention != "full" else None
         self.cached = 0
         self.nfe = Counter()
         self.generator = make_generator(cfg.seed)
@@ -69,6 +70,9 @@ class Runner:
         second half); they see the whole prefix/cache, the block through ``to_block`` and each other through
         ``to_self``. Only prefix rows are kept in the cache.
         """
+        if self.adapter.attention == "full":
+            return self._forward_full(kind, lo, hi, block_mask, tail, block_tokens)
+        keep = lo - self.adapter.logit_shift   # a shifted model reads position lo's logit at row lo - 1: keep it
         start = self.cached if self.cache is not None else 0
         L = hi - lo
         blk_tok = self.tokens[lo:hi] if block_tokens is None else block_tokens
@@ -77,7 +81,7 @@ class Runner:
             torch.zeros(0, L, dtype=torch.bool), torch.zeros(0, 0, dtype=torch.bool))
         m = len(t_tok)
         n_pre = lo - start
-        ids = torch.cat([self.tokens[start:lo], blk_tok, t_tok])
+        ids = torch.cat([self.tokens[start:lo], blk_tok, t_tok])   # (q,)
         pos = torch.cat([torch.arange(start, hi), t_pos])
         q = n_pre + L + m
         mask = torch.zeros(q, start + q, dtype=torch.bool)
@@ -89,10 +93,23 @@ class Runner:
         cache = self.cache.cache if self.cache is not None else None
         logits = self.adapter.forward(ids, mask, pos, cache)  # (q, V)
         if self.cache is not None:
-            self.cache.rollback(lo)
-            self.cached = lo
+            self.cache.rollback(keep)
+            self.cached = keep
         self.nfe[kind] += 1
         return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None)
+
+    def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens):
+        """Full-attention families (Dream, LLaDA): every forward runs the whole canvas bidirectionally (prompt,
+        committed tokens, the current block and every later masked slot), as their reference decoders do, and
+        nothing is cached."""
+        assert tail is None and block_mask is None, "full-attention models take no verifier rows or block masks"
+        ids = self.tokens[:self.end].clone()                  # (n,)
+        if block_tokens is not None:
+            ids[lo:hi] = block_tokens
+        n = self.end
+        logits = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None)  # (n, V)
+        self.nfe[kind] += 1
+        return logits[lo:hi], None
 
     def store(self, hi: int, kind: str = "commit") -> bool:
         """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""
@@ -216,6 +233,18 @@ class Policy:
         return {}
 
 
+def check_applies(decoder: str, adapter) -> None:
+    """Refuse, with the reason, a decoder whose needs the model does not meet (catalogue ``needs``)."""
+    from engine.catalogue import decoder as entry
+    for need in entry(decoder).needs:
+        if need == "block_causal" and adapter.attention != "block_causal":
+            raise ConfigError(f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) "
+                              "attends bidirectionally over the whole canvas")
+        if need == "no_shift" and adapter.logit_shift:
+            raise ConfigError(f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) "
+                              "predicts each token from the position before it")
+
+
 class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
 
@@ -229,6 +258,7 @@ class Generation:
         if len(self.prompt_ids) + self.cfg.gen_length > max_pos:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
+        check_applies(policy.name, adapter)
         self.runner = Runner(adapter, self.prompt_ids, self.cfg, policy.prefix_causal)
         self.records: list[StepRecord] = []
         self.wall_s = 0.0
@@ -240,7 +270,9 @@ class Generation:
         r, B = self.runner, self.cfg.block_size
         self._clock = time.perf_counter()
         self.policy.start(r)
-        first_lo = (r.P // B) * B
+        # blocks lie on the absolute grid (SDAR's training); full-attention families count them from the prompt's
+        # end, as LLaDA's generate.py does
+        first_lo = r.P if self.adapter.attention == "full" else (r.P // B) * B
         if not self.cfg.fuse_commit and r.store(first_lo, "prefill"):
             yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
             self._clock = time.perf_counter()
@@ -295,6 +327,8 @@ class Generation:
             nfe=r.total_nfe, nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
-            unknown_words=a.unknown_words(self.prompt_text),
+            unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
+            cache="exact block KV cache" if r.cache is not None else "none", device=str(a.device),
+            dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))
         return Trace(meta=meta, records=list(self.records))

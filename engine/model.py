@@ -3,8 +3,8 @@
     adapter.forward(input_ids (1, q), mask (q, kv) bool, position_ids (q,), cache) -> logits (q, V)
 
 Per-model attributes: ``logit_shift`` (0 = position-aligned, 1 = the logit for i is read at i - 1),
-``mask_token_id``, training ``block_size`` (if any), ``stop_ids``. A family is one entry of ``FAMILIES``: adding
-Fast-dLLM v2, Dream or LLaDA is a new entry (config builder, class, key renames), not a new code path.
+``attention`` (block-causal or full), ``mask_token_id``, training ``block_size`` (if any), ``stop_ids``. A family is
+one entry of ``engine.families.FAMILIES`` (config builder, class, key renames), not a new code path.
 No ``trust_remote_code`` anywhere: remote code is never executed.
 """
 
@@ -16,39 +16,20 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
 import torch
-from transformers import AutoTokenizer, DynamicCache, Qwen3Config, Qwen3ForCausalLM
 from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
+from transformers import AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
 from engine import masks
 from engine.errors import ModelLoadError
+from engine.families import FAMILIES, Family
 
 TASK_NAMES = ("arith", "story", "picks", "mix")    # embedded task models take "Q : ... A :" prompts
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "unmask-arith-tiny"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-ENGINE_KEYS = ("mask_token_id", "block_size", "unmask", "auto_map", "architectures", "model_type",
-               "attn_implementation", "fuse_cross_entropy", "use_deepep", "ep_size", "transformers_version")
-
-
-@dataclass(frozen=True)
-class Family:
-    config_cls: type
-    model_cls: type
-    logit_shift: int
-    attention: str = "block_causal"          # "block_causal" (cacheable) or "full" (bidirectional)
-    default_stop: tuple[str, ...] = ()
-    config_map: Callable[[dict], dict] = lambda d: d
-
-
-FAMILIES: dict[str, Family] = {
-    "sdar": Family(Qwen3Config, Qwen3ForCausalLM, logit_shift=0),
-    "qwen3": Family(Qwen3Config, Qwen3ForCausalLM, logit_shift=0),
-}
 
 
 def pick_device(requested: str | None = None) -> torch.device:
@@ -143,7 +124,7 @@ class ModelAdapter:
         if getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                           tokenize=True)
-            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)   # a BatchEncoding on 5.x
         return tok(text).input_ids
 
     def unknown_words(self, text: str) -> list[str]:
@@ -181,7 +162,7 @@ def read_config(path: Path) -> dict:
 
 def build_config(fam: Family, raw: dict):
     try:
-        return fam.config_cls(**fam.config_map({k: v for k, v in raw.items() if k not in ENGINE_KEYS}))
+        return fam.config_cls(**fam.config_map(raw))
     except (TypeError, ValueError, KeyError, StrictDataclassError) as e:  # a field of the wrong type or value
         raise ModelLoadError(f"config.json does not describe a {raw['model_type']} model: {one_line(e)}") from None
 
@@ -199,6 +180,24 @@ def fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def stop_ids_of(path: Path, raw: dict, tok) -> tuple[int, ...]:
+    """Stop ids from config.json and generation_config.json (never from token strings)."""
+    ids: list[int] = []
+    sources = [raw]
+    try:
+        sources.append(json.loads((path / "generation_config.json").read_text()))
+    except (OSError, ValueError):
+        pass
+    for src in sources:
+        stop = src.get("eos_token_id") if isinstance(src, dict) else None
+        for t in (stop if isinstance(stop, list) else [stop]):
+            if isinstance(t, int) and t not in ids:
+                ids.append(t)
+    if not ids and tok.eos_token_id is not None:
+        ids.append(tok.eos_token_id)
+    return tuple(ids)
+
+
 def load_model(name_or_path: str | None = None, device: str | None = None, attn_impl: str = "sdpa",
                dtype: torch.dtype | None = None) -> ModelAdapter:
     path = resolve_model_path(name_or_path)
@@ -214,21 +213,25 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
     try:
         # safetensors only (a pickled .bin is never opened); load with the dtype, not .to() afterwards: casting
         # after construction also casts RoPE inv_freq
-        model = fam.model_cls.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn_impl,
-                                              trust_remote_code=False, use_safetensors=True)
+        model, info = fam.model_cls.from_pretrained(
+            path, config=config, dtype=dtype, attn_implementation=attn_impl, trust_remote_code=False,
+            use_safetensors=True, key_mapping=fam.key_mapping or None, output_loading_info=True)
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, SafetensorError) as e:
         raise ModelLoadError(f"cannot load weights/tokenizer from {path.name}: {one_line(e)}") from None
+    loose = [k for k in ("missing_keys", "unexpected_keys", "mismatched_keys") if info.get(k)]
+    if loose:  # strict: every weight of the stock class comes from the checkpoint, and nothing is left over
+        raise ModelLoadError(f"{path.name}: weights do not match the {fam.name} layout: " + "; ".join(
+            f"{k} {sorted(map(str, info[k]))[:4]}" for k in loose))
     model.to(dev).eval()
     mask_id = raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
     if not isinstance(mask_id, int):
         raise ModelLoadError(f"{path.name}: no integer mask_token_id in config.json or tokenizer")
-    stop = raw.get("eos_token_id", tok.eos_token_id)
-    stop_ids = tuple(stop) if isinstance(stop, list) else ((stop,) if stop is not None else ())
+    stop_ids = stop_ids_of(path, raw, tok)
     meta = dict(raw.get("unmask") or {}) if isinstance(raw.get("unmask"), (dict, type(None))) else {}
     meta["revision"] = fingerprint(path)
     return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=raw["model_type"],
                         mask_token_id=mask_id, logit_shift=fam.logit_shift, attention=fam.attention,
-                        block_size=raw.get("block_size"), stop_ids=stop_ids, attn_impl=attn_impl, device=dev,
+                        block_size=raw.get(fam.block_key), stop_ids=stop_ids, attn_impl=attn_impl, device=dev,
                         dtype=dtype, prompt_template="Q : {} A :" if meta.get("task") in TASK_NAMES else None,
                         info=meta, path=path)

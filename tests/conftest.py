@@ -62,7 +62,7 @@ class ScriptedAdapter:
     """A stand-in model: block logits follow a script of (candidate, confidence) per position per call."""
 
     mask_token_id, stop_ids, name, model_type, path = 3, (2,), "scripted", "scripted", None
-    vocab_size = 50
+    vocab_size, attention, logit_shift, device, dtype = 50, "block_causal", 0, "cpu", "float32"
 
     class model:
         class config:

@@ -1,0 +1,96 @@
+"""Tiny random checkpoints laid out exactly as each family's published repos: their config.json keys, their weight
+names (LLaDA's OLMo-style ``model.transformer.blocks.N...``), a tokenizer with a chat template, generation_config."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import torch
+from safetensors.torch import save_file
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from engine.tasks import get_task
+from engine.tokenizer import build_tokenizer
+
+CHAT = ("{% for m in messages %}{{ 'Q : ' + m['content'] }}{% endfor %}{% if add_generation_prompt %} A :"
+        "{% endif %}")
+SIZE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=128)
+
+
+def _tokenizer(path):
+    tok = build_tokenizer(get_task("arith").vocabulary())
+    tok.chat_template = CHAT
+    tok.save_pretrained(path)
+    return tok
+
+
+def _sharpen(model, seed):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)   # a spread of confidences, as a trained model has
+
+
+def write_qwen2_family(path, model_type: str, seed: int = 0):
+    """Fast_dLLM_Qwen or Dream: Qwen2 weights under their own model_type/architectures/auto_map."""
+    path.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(path)
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=False,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **SIZE)
+    model = Qwen2ForCausalLM(cfg)
+    _sharpen(model, seed)
+    model.save_pretrained(path)
+    raw = json.loads((path / "config.json").read_text())
+    if model_type == "Dream":
+        raw.update(model_type="Dream", architectures=["DreamModel"], mask_token_id=tok.mask_token_id,
+                   auto_map={"AutoConfig": "configuration_dream.DreamConfig", "AutoModel": "modeling_dream.DreamModel"})
+    else:
+        raw.update(model_type="Fast_dLLM_Qwen", architectures=["Fast_dLLM_QwenForCausalLM"], bd_size=4,
+                   auto_map={"AutoModelForCausalLM": "modeling.Fast_dLLM_QwenForCausalLM"})
+    raw.update(eos_token_id=tok.eos_token_id)
+    (path / "config.json").write_text(json.dumps(raw))
+    (path / "generation_config.json").write_text(json.dumps({"eos_token_id": [tok.eos_token_id]}))
+    return path
+
+
+# LlamaForCausalLM name -> LLaDA's published name, written out independently of engine.families.LLADA_KEYS so the
+# test checks that table instead of restating it
+TO_OLMO = [(r"^model\.embed_tokens\.", "model.transformer.wte."),
+           (r"^model\.layers\.(\d+)\.input_layernorm\.", r"model.transformer.blocks.\1.attn_norm."),
+           (r"^model\.layers\.(\d+)\.self_attn\.(q|k|v)_proj\.", r"model.transformer.blocks.\1.\2_proj."),
+           (r"^model\.layers\.(\d+)\.self_attn\.o_proj\.", r"model.transformer.blocks.\1.attn_out."),
+           (r"^model\.layers\.(\d+)\.post_attention_layernorm\.", r"model.transformer.blocks.\1.ff_norm."),
+           (r"^model\.layers\.(\d+)\.mlp\.gate_proj\.", r"model.transformer.blocks.\1.ff_proj."),
+           (r"^model\.layers\.(\d+)\.mlp\.up_proj\.", r"model.transformer.blocks.\1.up_proj."),
+           (r"^model\.layers\.(\d+)\.mlp\.down_proj\.", r"model.transformer.blocks.\1.ff_out."),
+           (r"^model\.norm\.", "model.transformer.ln_f."), (r"^lm_head\.", "model.transformer.ff_out.")]
+
+
+def olmo_name(name: str) -> str:
+    for pat, rep in TO_OLMO:
+        if re.match(pat, name):
+            return re.sub(pat, rep, name)
+    raise KeyError(name)
+
+
+def write_llada(path, seed: int = 0):
+    """LLaDA: OLMo-style config keys and weight names. Returns (path, original-name state dict)."""
+    path.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(path)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=False,
+                                         rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                                         hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                         num_key_value_heads=2, intermediate_size=128))
+    _sharpen(model, seed)
+    original = {olmo_name(k): v.contiguous() for k, v in model.state_dict().items()}
+    save_file(original, str(path / "model.safetensors"), metadata={"format": "pt"})
+    raw = dict(model_type="llada", architectures=["LLaDAModelLM"], d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+               mlp_hidden_size=128, vocab_size=len(tok), embedding_size=len(tok), block_type="llama",
+               layer_norm_type="rms", rms_norm_eps=1e-6, rope=True, rope_full_precision=True, rope_theta=500000.0,
+               include_bias=False, weight_tying=False, scale_logits=False, max_sequence_length=512,
+               mask_token_id=tok.mask_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+               auto_map={"AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"})
+    (path / "config.json").write_text(json.dumps(raw))
+    return path, original
