@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from engine.model import DEFAULT_MODEL, embedded_models
-from engine.service import DecodeService
+from engine.service import DecodeService, budget_from_env
 from engine.tasks import TASKS, get_task
 from engine.trace import Trace
 from explorer.layout import build_demo, launch_kwargs
@@ -25,7 +25,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 
 try:  # on Hugging Face ZeroGPU Spaces the decode runs inside a GPU lease; elsewhere this is a no-op
     import spaces
-    gpu = spaces.GPU
+    gpu = spaces.GPU(duration=int(budget_from_env()) + 30)   # the lease outlasts the request budget
 except ImportError:
     def gpu(fn):
         return fn
@@ -47,27 +47,36 @@ def examples_for(task_name: str, n: int = 10) -> list:
     return [(shown(p.prompt), p) for t in parts for p in t.problems("test", per, seed=0)]
 
 
+def chat_examples() -> list:
+    """A few chat prompts for instruct checkpoints (no checker: they are open questions)."""
+    from engine.tasks import Problem
+    texts = ["Explain in two sentences why the sky is blue.", "Write a haiku about diffusion models.",
+             "What is 17 * 23? Show your steps.", "List three uses of a paperclip."]
+    return [(t, Problem(t, "", None, task="chat")) for t in texts]
+
+
 def example_traces() -> dict[str, Trace]:
     return {p.stem: Trace.load(p) for p in sorted(EXAMPLES_DIR.glob("*.npz"))}
 
 
 class GPUService(DecodeService):
+    """Every entry point that runs a model (decode stream, Compare, the API through stream; Sweep) inside a GPU
+    lease on ZeroGPU Spaces."""
     stream = gpu(DecodeService.stream)
+    sweep = gpu(DecodeService.sweep)
 
 
 def create_app():
     extra = [m.strip() for m in os.environ.get("UNMASK_MODELS", "").split(",") if m.strip()]
     models = tuple(dict.fromkeys([DEFAULT_MODEL, *embedded_models(), *extra]))
     service = GPUService(default_model=models[0])
-    examples = {}
-    for name in models:
-        task = service.model(name).info.get("task")  # load at start-up: the first visitor should not wait
-        examples[name] = examples_for(task) if task in TASKS else []
+    infos = {name: service.model_info(name) for name in models}   # loads each: no visitor waits for a load
+    examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(os.environ.get("UNMASK_CACHE_DIR", Path.home() / ".cache" / "unmask"))
     store = TraceStore(str(cache_dir / "traces"))
     export_dir = Path(tempfile.mkdtemp(prefix="unmask-export-"))
     page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=export_dir,
-                models=models)
+                models=models, model_infos=infos)
     return build_demo(page)
 
 

@@ -54,7 +54,8 @@ def _cmd_generate(args) -> None:
     if len(args.prompt) > catalogue.MAX_PROMPT_CHARS:
         raise ConfigError(f"the prompt is {len(args.prompt)} characters; at most {catalogue.MAX_PROMPT_CHARS}")
     policy = build_decoder(args.decoder, **decoder_values(args))
-    adapter = load_model(args.model or get_task(args.task).model, device=args.device)
+    adapter = load_model(args.model or get_task(args.task).model, device=args.device,
+                         allow_download=args.allow_download or None)
     tr = Generation(adapter, args.prompt, policy).run()
     if args.trace_out:
         tr.save(args.trace_out)
@@ -80,7 +81,8 @@ def _cmd_bench(args) -> None:
 
     if not 1 <= args.n <= 100000:
         raise ConfigError("--n must be in 1..100000")
-    adapter = load_model(args.model or get_task(args.task).model, device=args.device)
+    adapter = load_model(args.model or get_task(args.task).model, device=args.device,
+                         allow_download=args.allow_download or None)
     prog = None if args.json else (lambda i, n: print(f"\r{i}/{n}", end="", file=sys.stderr, flush=True))
     rows = run_bench(adapter, args.task, args.n, args.decoder or ["ar"], seed=args.seed, progress=prog)
     if args.json:
@@ -118,7 +120,8 @@ def build_parser() -> OneLineParser:
     add_decoder_flags(g)
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")
-    g.add_argument("--device")
+    g.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
+    g.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")
     b = sub.add_parser("bench", help="accuracy / NFE / TPF / tokens/s of decoders on held-out problems")
     b.add_argument("--model", help="default: the model that knows --task")
     b.add_argument("--task", default="arith")
@@ -126,7 +129,8 @@ def build_parser() -> OneLineParser:
     b.add_argument("--decoder", action="append", help="SPEC: name or name:key=value,... (repeatable)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", action="store_true")
-    b.add_argument("--device")
+    b.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
+    b.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")
     t = sub.add_parser("tasks", help="the task families, their example problems and models")
     t.add_argument("--json", action="store_true")
     sub.add_parser("train", help="train an embedded model (see python -m engine.training.train --help)",

@@ -233,16 +233,24 @@ class Policy:
         return {}
 
 
-def check_applies(decoder: str, adapter) -> None:
-    """Refuse, with the reason, a decoder whose needs the model does not meet (catalogue ``needs``)."""
+def why_not(decoder: str, adapter) -> str | None:
+    """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does."""
     from engine.catalogue import decoder as entry
     for need in entry(decoder).needs:
         if need == "block_causal" and adapter.attention != "block_causal":
-            raise ConfigError(f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) "
-                              "attends bidirectionally over the whole canvas")
+            return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
+                    "bidirectionally over the whole canvas")
         if need == "no_shift" and adapter.logit_shift:
-            raise ConfigError(f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) "
-                              "predicts each token from the position before it")
+            return (f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) predicts "
+                    "each token from the position before it")
+    return None
+
+
+def check_applies(decoder: str, adapter) -> None:
+    """Refuse, with the reason, a decoder whose needs the model does not meet."""
+    reason = why_not(decoder, adapter)
+    if reason:
+        raise ConfigError(reason)
 
 
 class Generation:

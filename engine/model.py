@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from engine.families import FAMILIES, Family
 TASK_NAMES = ("arith", "story", "picks", "mix")    # embedded task models take "Q : ... A :" prompts
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "unmask-arith-tiny"
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w.-]+)?$")
 
 
 def pick_device(requested: str | None = None) -> torch.device:
@@ -47,9 +48,28 @@ def embedded_models() -> list[str]:
     return sorted(p.parent.name for p in (ASSETS / "models").glob("*/config.json"))
 
 
-def resolve_model_path(name_or_path: str | None) -> Path:
+def downloads_allowed() -> bool:
+    """Downloads happen only when the operator allows them (UNMASK_ALLOW_DOWNLOAD=1, or --allow-download)."""
+    return os.environ.get("UNMASK_ALLOW_DOWNLOAD", "") == "1"
+
+
+def from_hub(spec: str, allow_download: bool) -> Path:
+    """'owner/name' or 'owner/name@revision' -> a local snapshot, from the cache or (if allowed) downloaded."""
+    repo, _, revision = spec.partition("@")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    try:
+        return Path(snapshot_download(repo, revision=revision or None, local_files_only=not allow_download,
+                                      allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]))
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as e:
+        how = "downloading failed" if allow_download else "it is not in the local cache and downloads are off " \
+                                                          "(--allow-download / UNMASK_ALLOW_DOWNLOAD=1)"
+        raise ModelLoadError(f"model {spec!r}: {how} ({type(e).__name__})") from None
+
+
+def resolve_model_path(name_or_path: str | None, allow_download: bool | None = None) -> Path:
     """'tiny' / None -> the default embedded model; an embedded model's name; an existing directory; or a hub id
-    already in the local HF cache."""
+    (``id@revision`` pins a revision) from the local cache, downloaded only where allowed."""
     if not name_or_path or name_or_path in ("tiny", DEFAULT_MODEL):
         path = ASSETS / "models" / DEFAULT_MODEL
     elif name_or_path in embedded_models():
@@ -57,16 +77,12 @@ def resolve_model_path(name_or_path: str | None) -> Path:
     elif Path(name_or_path).expanduser().is_dir():
         path = Path(name_or_path).expanduser().resolve()
     elif HUB_ID.match(name_or_path):
-        try:
-            from huggingface_hub import snapshot_download
-            path = Path(snapshot_download(name_or_path, local_files_only=True))
-        except Exception as e:  # the hub client raises several types for "not cached"; all mean the same here
-            raise ModelLoadError(f"model {name_or_path!r} is not in the local Hugging Face cache "
-                                 f"(no downloads at run time): {type(e).__name__}") from None
+        path = from_hub(name_or_path, downloads_allowed() if allow_download is None else allow_download)
     else:
-        raise ModelLoadError(f"unknown model {name_or_path!r}: give 'tiny', a local directory or a hub id")
+        raise ModelLoadError(f"unknown model {str(name_or_path)[:80]!r}: give an embedded model's name, a local "
+                             "directory or a hub id")
     if not (path / "config.json").is_file():
-        raise ModelLoadError(f"{path} has no config.json")
+        raise ModelLoadError(f"{path.name} has no config.json")
     return path
 
 
@@ -199,8 +215,8 @@ def stop_ids_of(path: Path, raw: dict, tok) -> tuple[int, ...]:
 
 
 def load_model(name_or_path: str | None = None, device: str | None = None, attn_impl: str = "sdpa",
-               dtype: torch.dtype | None = None) -> ModelAdapter:
-    path = resolve_model_path(name_or_path)
+               dtype: torch.dtype | None = None, allow_download: bool | None = None) -> ModelAdapter:
+    path = resolve_model_path(name_or_path, allow_download)
     raw = read_config(path)
     if attn_impl not in ("sdpa", "eager"):
         raise ModelLoadError(f"attn_impl must be sdpa or eager, not {attn_impl!r}")

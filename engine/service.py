@@ -16,10 +16,11 @@ from typing import Iterator
 import torch
 
 from engine.bench import run_bench
+from engine import catalogue
 from engine.catalogue import MAX_PROMPT_CHARS
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded, UserError
-from engine.loop import Generation
+from engine.loop import Generation, why_not
 from engine.model import load_model
 from engine.trace import Trace
 
@@ -76,6 +77,14 @@ class DecodeService:
         return f"{a.name}@{a.info.get('revision', '?')}"
 
     check_prompt = staticmethod(check_prompt)
+
+    def model_info(self, name: str | None = None) -> dict:
+        """What the page's model picker shows: family, size, device, and which decoders apply (or why not)."""
+        a = self.model(name)
+        return dict(name=a.name, family=a.model_type, params=sum(p.numel() for p in a.model.parameters()),
+                    device=str(a.device), dtype=str(a.dtype).removeprefix("torch."), attention=a.attention,
+                    logit_shift=a.logit_shift, block_size=a.block_size, task=a.info.get("task"),
+                    decoders={d: why_not(d, a) for d in catalogue.DECODERS})
 
     def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None,
                    page: bool = False) -> Generation:

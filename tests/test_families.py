@@ -142,3 +142,20 @@ def test_applicable_decoders_run_and_others_are_refused(models, family):
             continue
         tr = Generation(a, PROMPT, build_decoder(spec, **params)).run()
         assert 1 <= tr.meta["generated_tokens"] <= 8 and tr.meta["attention"] == a.attention
+
+
+def test_picker_offers_only_the_operators_models(dirs, tmp_path):
+    from engine.errors import UserError
+    from engine.service import DecodeService
+    from explorer.page.context import Page
+    from explorer.page.controls import model_summary
+    service = DecodeService(default_model=str(dirs["dream"]), max_seconds=10)
+    info = service.model_info()
+    assert info["family"] == "Dream" and info["decoders"]["s2d2"] and info["decoders"]["threshold"] is None
+    card = model_summary(info)
+    assert "~~s2d2~~" in card and "full attention" in card and "threshold" in card
+    page = Page(service, {}, models=(str(dirs["dream"]),), model_infos={str(dirs["dream"]): info})
+    assert page.check_model(None) == str(dirs["dream"])
+    for hostile in (str(dirs["llada"]), "/etc", "GSAI-ML/LLaDA-8B-Instruct", "../assets/models"):
+        with pytest.raises(UserError, match="not offered"):
+            page.check_model(hostile)

@@ -9,6 +9,11 @@ so a 3.4 M model learns the copies within minutes; yet every first mention is ge
 mentions of the name have the same marginal, so parallel decoding that *samples* several at once commits two
 different names: the joint failure that one-at-a-time decoding and verification avoid. 45 tokens per answer,
 with the dependencies spanning several blocks.
+
+The destination must be a city later in the alphabet than home. A first run that only required "a different
+city" wrote the same city twice under greedy decoding after 2 000 steps (excluding one of eight cities is worth
+ln 8 - ln 7 = 0.13 nats); "later in the alphabet" is a comparison with one earlier token, which a tiny model
+learns in a few hundred steps, and the destination stays uncertain.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from engine.tasks.common import Problem, TaskBase
 
 ANIMALS = ["fox", "wolf", "bear", "duck", "frog", "goat", "lion", "mole", "seal", "swan", "toad", "yak"]
 ADJECTIVES = ["brave", "small", "clever", "shy", "old", "young"]
-PLACES = ["Oslo", "Paris", "Rome", "Lima", "Cairo", "Tokyo", "Delhi", "Quito"]
+PLACES = sorted(["Oslo", "Paris", "Rome", "Lima", "Cairo", "Tokyo", "Delhi", "Quito"])
 MOVES = ["walked", "ran", "flew", "sailed"]
 COLORS = ["red", "blue", "green", "pink", "gray", "gold", "white", "black"]
 THINGS = ["kite", "drum", "hat", "map", "lamp", "key", "ring", "bell", "boat", "book"]
@@ -51,7 +56,8 @@ class StoryTask(TaskBase):
 
     def sample(self, rng: random.Random) -> Problem:
         c = {k: rng.choice(v) for k, v in VOCAB.items()}
-        c["away"] = rng.choice([p for p in PLACES if p != c["home"]])
+        c["home"] = rng.choice(PLACES[:-1])
+        c["away"] = rng.choice([p for p in PLACES if p > c["home"]])
         given = rng.choice(["", "name", "home"])
         extra = {"": "", "name": f" named {c['name']}", "home": f" who lives in {c['home']}"}[given]
         prompt = f"Q : Tell a story about a {c['animal']}{extra} . A :"
@@ -71,6 +77,8 @@ class StoryTask(TaskBase):
             return "inconsistent"
         if g["home"] == g["away"]:
             return "same place"
+        if g["away"] < g["home"]:
+            return "away not after home"
         if any(g[k] != v for k, v in dict(problem.answer).items()):
             return "ignores prompt"
         return "valid"

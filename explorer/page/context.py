@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import UserError
-from engine.tasks import Problem, get_task
+from engine.tasks import TASKS, Problem, get_task
 
 JS_DIR = Path(__file__).resolve().parent.parent.parent / "assets" / "js"
 
@@ -28,6 +28,7 @@ class Page:
     example_traces: dict = field(default_factory=dict)  # decoder -> a pre-baked Trace shown on load
     export_dir: Path | None = None
     models: tuple[str, ...] = ()                      # the models a visitor may pick (the operator's list)
+    model_infos: dict = field(default_factory=dict)   # name -> service.model_info()
 
     @property
     def default_model(self) -> str:
@@ -44,7 +45,9 @@ class Page:
     def verdict(self, trace) -> str | None:
         """The task checker's verdict when the trace's prompt is one of the example problems."""
         prob = self.problem(trace.meta.get("prompt"))
-        return get_task(prob.task).verdict(trace.meta["text"], prob) if prob is not None else None
+        if prob is None or prob.task not in TASKS:   # a chat prompt has no checker
+            return None
+        return get_task(prob.task).verdict(trace.meta["text"], prob)
 
     def check_model(self, model: str | None) -> str:
         """A visitor's model choice: only the operator's list, never a path or id of the visitor's choosing."""

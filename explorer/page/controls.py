@@ -25,6 +25,7 @@ class Controls:
     prompt: gr.Textbox
     examples: gr.Dataset
     model: gr.Dropdown
+    model_card: gr.Markdown
     decoder: gr.Dropdown
     decoder_info: gr.Markdown
     values: dict            # parameter name -> component
@@ -65,6 +66,7 @@ def build_controls(page) -> Controls:
                           elem_id="examples")
     model = gr.Dropdown(list(page.models), value=page.default_model, label="Model", elem_id="model",
                         info="the models this server offers")
+    model_card = gr.Markdown(model_summary(page.model_infos.get(page.default_model)), elem_id="model-card")
     decoder = gr.Dropdown(list(catalogue.DECODERS), value="threshold", label="Decoder", elem_id="decoder")
     info = gr.Markdown(catalogue.DECODERS["threshold"].summary)
     values, boxes = {}, {}
@@ -77,7 +79,7 @@ def build_controls(page) -> Controls:
                 if p.group == group:
                     values[name] = control_for(p)
     run = gr.Button("Run", variant="primary", elem_id="run")
-    return Controls(prompt, examples, model, decoder, info, values, boxes, run)
+    return Controls(prompt, examples, model, model_card, decoder, info, values, boxes, run)
 
 
 def decoder_params(decoder: str, values: dict) -> dict:
@@ -100,15 +102,28 @@ def on_preset(keys: list[str], name: str):
     return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
 
 
+def model_summary(info: dict | None) -> str:
+    """The picker's card: family, size, device and dtype, and which decoders apply (the others with the reason)."""
+    if not info:
+        return ""
+    ok = [d for d, why in info["decoders"].items() if why is None]
+    off = [f"~~{d}~~ ({why})" for d, why in info["decoders"].items() if why is not None]
+    size = f"{info['params'] / 1e6:.1f} M" if info["params"] < 1e9 else f"{info['params'] / 1e9:.1f} B"
+    cache = "exact block KV cache" if info["attention"] == "block_causal" else "full attention, no cache"
+    return (f"**{info['family']}** · {size} parameters · {info['device']} / {info['dtype']} · {cache}"
+            + (f" · block {info['block_size']}" if info.get("block_size") else "")
+            + f"  \nDecoders: {', '.join(ok)}" + (f"; not for this model: {'; '.join(off)}" if off else ""))
+
+
 def on_model(page, model: str):
-    """New examples for the model's tasks; the prompt and settings stay."""
+    """New examples and the model's card; the prompt and the decoder settings stay."""
     rows = page.examples.get(model, [])
-    return gr.Dataset(samples=[[s] for s, _ in rows[:10]])
+    return gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model))
 
 
 def wire_controls(page, c: Controls) -> None:
     from functools import partial
     c.decoder.change(on_decoder, c.decoder, [c.decoder_info, *c.boxes.values()])
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
-    c.model.change(partial(on_model, page), c.model, c.examples)
+    c.model.change(partial(on_model, page), c.model, [c.examples, c.model_card])
     c.examples.click(lambda row: row[0], c.examples, c.prompt)
