@@ -1,0 +1,15 @@
+"""The GPU check runs end to end at toy width on CPU and reports every figure it promises."""
+
+import json
+
+
+def test_gpucheck_tiny(capsys):
+    from engine.experiments.gpucheck import main
+    main(["--tiny", "--gen", "8", "--device", "cpu"])
+    out = json.loads(capsys.readouterr().out)
+    m = out["models"]["tiny"]
+    specs = [r["spec"] for r in m["decoders"]]
+    assert specs[0] == "ar" and len(specs) == 5 and any(s.startswith("s2d2") for s in specs)
+    assert all(r["tokens"] == 8 and r["tokens_per_s"] > 0 and "draft" in r["forward_ms"] for r in m["decoders"])
+    assert any("verify" in r["forward_ms"] for r in m["decoders"])
+    assert m["argmax_agreement"]["cached_vs_uncached"] == 1.0       # fp32: the block cache is exact
