@@ -14,7 +14,8 @@ from engine import catalogue
 from engine.errors import ConfigError, UserError
 
 GROUPS = {"main": "decoding", "common": "decoding", "sampling": "sampling", "engine": "engine",
-          "llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "tspd": "tspd (TSPD + CE, our reconstruction)"}
+          "llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "simsd": "simsd",
+          "tspd": "tspd (TSPD + CE, our reconstruction)"}
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from engine.errors import ConfigError
 
@@ -166,6 +167,16 @@ PARAMS: dict[str, Param] = {
                    group="s2d2"),
     "cache_ver": P(bool, False, label="AR-like caching (cache_ver)", help="committed K/V computed token-causally",
                    group="s2d2"),
+    # SimSD
+    "drafter": P(str, "", label="Drafter", help="the small drafting model; empty = the target's paired drafter "
+                 "(on the page only embedded models)", group="simsd"),
+    "mask": P(str, "released", choices=("released", "simplified"), label="Verification mask",
+              help="released: the temporal mask of the SimSD code; simplified: the seed article's description",
+              group="simsd"),
+    "draft_steps": P(int, 0, 0, 64, label="Drafter steps S (0 = B)", help="drafter forwards per round", step=1,
+                     page=(0, 32), group="simsd"),
+    "reveal": P(str, "static", choices=("static", "dynamic"), label="Drafter reveal rule",
+                help="static: top-k per step; dynamic: every c > τ if at least k", group="simsd"),
     # TSPD + CE (PROPOSED)
     "controller": P(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
                     help="learned MLP or the training-free rule", group="tspd"),
@@ -242,6 +253,12 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                       "draft_ver", "cache_ver"),
             presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),),
             needs=("block_causal", "no_shift")),
+    Decoder("simsd", "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
+            "each slot; the target checks every draft in one forward through a temporal attention mask.",
+            COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),
+            overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
+                                          help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token")},
+            needs=("block_causal", "no_shift")),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): the paper's method section was not available.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
@@ -249,6 +266,12 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                       "stabilise", "tau_hard", "tau_stab", "alpha", "q_level", "q_vel", "r"),
             overrides={"block_size": dict(default=16), "tau": dict(open_hi=True)}, proposed=True),
 )}
+
+
+def embedded_names() -> list[str]:
+    """The models shipped under assets/models (the only drafters a visitor may name)."""
+    root = Path(__file__).resolve().parent.parent / "assets" / "models"
+    return sorted(p.parent.name for p in root.glob("*/config.json"))
 
 
 def decoder(name: str) -> Decoder:
@@ -263,6 +286,14 @@ def params_of(name: str) -> dict[str, Param]:
     return {k: dataclasses.replace(PARAMS[k], **d.overrides.get(k, {})) for k in d.params}
 
 
+def shared_param(key: str) -> Param:
+    """A parameter as the page and the URL see it (one control for every decoder): its choices are the union of
+    every decoder's (S2D2 accepts stochastic|greedy, SimSD greedy|mrs)."""
+    p = PARAMS[key]
+    extra = [c for d in DECODERS.values() for c in d.overrides.get(key, {}).get("choices", ())]
+    return dataclasses.replace(p, choices=tuple(dict.fromkeys(p.choices + tuple(extra)))) if p.choices else p
+
+
 def validate(name: str, values: dict, page: bool = False) -> dict:
     """Raw values (text or Python) -> typed, range-checked values; unknown keys and bad values raise ConfigError.
     A preset supplies defaults that explicit values override."""
@@ -272,6 +303,8 @@ def validate(name: str, values: dict, page: bool = False) -> dict:
         raise ConfigError(f"unknown parameter(s) for {name}: {', '.join(str(u)[:40] for u in unknown)}; "
                           f"known: {', '.join(spec)}")
     typed = {k: spec[k].coerce(v) for k, v in values.items() if v is not None}
+    if page and typed.get("drafter") and typed["drafter"] not in embedded_names():
+        raise ConfigError("drafter: on this page only the embedded models can draft")
     preset = typed.get("preset")
     if preset:
         spec["preset"].check(preset)

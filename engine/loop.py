@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -29,6 +30,17 @@ from engine.cache import BlockCache
 from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TokenStats, make_generator, token_stats
 from engine.trace import EXTRA_FIELDS, Reason, StepRecord, Trace
+
+
+@dataclass
+class Tail:
+    """Extra query rows after the block (a verifier's second half): they see the whole prefix/cache, the block
+    through ``to_block`` and each other through ``to_self``; block rows see them through ``from_block``."""
+    tokens: torch.Tensor                      # (m,)
+    positions: torch.Tensor                   # (m,)
+    to_block: torch.Tensor                    # (m, L) bool
+    to_self: torch.Tensor                     # (m, m) bool
+    from_block: torch.Tensor | None = None    # (L, m) bool; None = block rows never see the tail
 
 
 class Runner:
@@ -61,14 +73,12 @@ class Runner:
         return masks.block_causal(pos, keys, self.cfg.block_size)
 
     def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
-                tail: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+                tail: Tail | None = None,
                 block_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One forward over [prefix rows | block rows lo..hi | tail rows]; returns (block logits (L, V), tail logits).
 
         block_mask (L, L): in-block attention of block rows (default: all, the block-diffusion pattern).
-        tail = (tokens (m,), positions (m,), to_block (m, L), to_self (m, m)): extra query rows (the verifier's
-        second half); they see the whole prefix/cache, the block through ``to_block`` and each other through
-        ``to_self``. Only prefix rows are kept in the cache.
+        block_tokens (L,): what the block rows hold (default: the canvas). Only prefix rows are kept in the cache.
         """
         if self.adapter.attention == "full":
             return self._forward_full(kind, lo, hi, block_mask, tail, block_tokens)
@@ -76,9 +86,9 @@ class Runner:
         start = self.cached if self.cache is not None else 0
         L = hi - lo
         blk_tok = self.tokens[lo:hi] if block_tokens is None else block_tokens
-        t_tok, t_pos, t_blk, t_self = tail if tail is not None else (
-            torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-            torch.zeros(0, L, dtype=torch.bool), torch.zeros(0, 0, dtype=torch.bool))
+        tail = tail or Tail(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                            torch.zeros(0, L, dtype=torch.bool), torch.zeros(0, 0, dtype=torch.bool))
+        t_tok, t_pos, t_blk, t_self = tail.tokens, tail.positions, tail.to_block, tail.to_self
         m = len(t_tok)
         n_pre = lo - start
         ids = torch.cat([self.tokens[start:lo], blk_tok, t_tok])   # (q,)
@@ -90,6 +100,8 @@ class Runner:
         mask[n_pre:n_pre + L, lo:hi] = True if block_mask is None else block_mask
         mask[n_pre + L:, lo:hi] = t_blk
         mask[n_pre + L:, hi:] = t_self
+        if tail.from_block is not None:
+            mask[n_pre:n_pre + L, hi:] = tail.from_block
         cache = self.cache.cache if self.cache is not None else None
         logits = self.adapter.forward(ids, mask, pos, cache)  # (q, V)
         if self.cache is not None:

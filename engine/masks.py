@@ -64,6 +64,22 @@ def simsd_temporal(cache_len: int, n_known: int, steps) -> np.ndarray:
     return m
 
 
+def simsd_simplified(cache_len: int, n_known: int, n: int) -> np.ndarray:
+    """The seed article's description of SimSD's mask, over the same layout as ``simsd_temporal``: reference tokens
+    are mutually invisible, current (mask-copy) tokens see every reference token, references never see current
+    tokens; each copy sees itself. A copy sees its own slot's draft token, so acceptance is inflated: this variant
+    exists to show the difference against the released rule."""
+    q = n_known + 2 * n
+    m = np.zeros((q, cache_len + q), bool)
+    m[:, :cache_len + n_known] = True
+    m[:n_known, cache_len + n_known:] = False
+    d0, m0 = cache_len + n_known, cache_len + n_known + n
+    m[n_known:n_known + n, d0:m0] = np.eye(n, dtype=bool)
+    m[n_known + n:, d0:m0] = True
+    m[n_known + n:, m0:] = np.eye(n, dtype=bool)
+    return m
+
+
 def to_backend(mask, attn_impl: str, dtype, device):
     """(q, kv) bool (numpy or torch) -> (1, 1, q, kv) torch tensor in the form the attention backend needs."""
     import torch

@@ -103,8 +103,28 @@ class TSPDDraftFields(TypedDict):
     kappa: float
 
 
+class SimSDDraftFields(TypedDict):
+    draft_tokens: np.ndarray      # (L,) the block as the drafter has revealed it so far ([MASK] where not yet)
+    step_of: np.ndarray           # (L,) reveal step t of each drafted slot (1-based; 0 = not drafted this round)
+
+
+class SimSDVerifyFields(TypedDict):
+    attn_mask: np.ndarray         # (L + n, L + n) bool: the verification mask over [block | mask copies]
+    draft_tokens: np.ndarray      # (L,) the drafted block
+    step_of: np.ndarray           # (L,) reveal steps
+    q_top: np.ndarray             # (L,) the target's argmax at each drafted slot (-1 elsewhere)
+    accepted: int                 # accepted prefix length
+    rejected_at: int | None       # absolute position of the first rejection
+    resampled: int | None         # the bonus token committed there
+    span: list                    # [first drafted absolute position, number of drafted slots]
+    verdict: np.ndarray           # (L,) Verdict codes
+    ratio: np.ndarray             # (L,) acceptance ratio (greedy: 1 match / 0 mismatch)
+    p_draft: np.ndarray           # (L,) the drafter's p(d) at its reveal step
+    q_draft: np.ndarray           # (L,) the target's q(d)
+
+
 RECORD_CONTRACTS = {"candidates": CandidateFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
-                    "tspd.draft": TSPDDraftFields}
+                    "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",

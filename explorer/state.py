@@ -42,7 +42,7 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
             except ValueError:
                 problems.append(f"step={raw[:40]!r} is not a number")
         elif key in catalogue.PARAMS:
-            p = catalogue.PARAMS[key]
+            p = catalogue.shared_param(key)
             try:
                 value = p.coerce(raw)
                 if p.choices:

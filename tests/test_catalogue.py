@@ -25,6 +25,8 @@ def sample_value(p):
         return not p.default
     if p.choices:
         return next((c for c in p.choices if c != p.default and c), p.default)
+    if p.type is str:
+        return "unmask-arith-tiny"
     lo, hi = p.page or (p.lo, p.hi)
     v = p.clamp((lo + hi) / 2 if p.type is float else (lo + hi) // 2)
     return v

@@ -6,13 +6,14 @@ from engine import catalogue
 from engine.decoders.ar import ARPolicy
 from engine.decoders.llada import LLaDAPolicy
 from engine.decoders.s2d2 import S2D2Policy
+from engine.decoders.simsd import SimSDPolicy
 from engine.decoders.threshold import ThresholdPolicy
 from engine.decoders.tspd import TSPDPolicy
 from engine.loop import Policy
 from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.parse_spec)
 
 DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy,
-                                                         TSPDPolicy)}
+                                                         SimSDPolicy, TSPDPolicy)}
 assert set(DECODERS) == set(catalogue.DECODERS), "every catalogue decoder has a policy and vice versa"
 
 

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 import torch
 
 from engine import masks
+from engine.loop import Tail
 
 
 def verify_logits(runner, lo: int, hi: int, filled: torch.Tensor) -> torch.Tensor:
     """filled (L,) draft-filled block -> verifier logits (L, V) at the block positions."""
     L = hi - lo
     full = torch.from_numpy(masks.verifier_2l(0, L))  # (2L, 2L) in-block part of the 2L mask
-    tail = (torch.full((L,), runner.adapter.mask_token_id, dtype=torch.long), torch.arange(lo, hi),
-            full[L:, :L], full[L:, L:])
+    tail = Tail(torch.full((L,), runner.adapter.mask_token_id, dtype=torch.long), torch.arange(lo, hi),
+                full[L:, :L], full[L:, L:])
     _, q_logits = runner.forward("verify", lo, hi, block_mask=full[:L, :L], tail=tail, block_tokens=filled)
     return q_logits
 

@@ -15,9 +15,10 @@ from engine import catalogue
 from engine.catalogue import Param
 
 GROUP_TITLES = {"llada": "LLaDA", "threshold": "Threshold rule", "s2d2": "S2D2: router and verifier",
-                "tspd": "TSPD + CE (PROPOSED reconstruction)", "sampling": "Sampling",
+                "simsd": "SimSD: drafter and verification", "tspd": "TSPD + CE (PROPOSED reconstruction)",
+                "sampling": "Sampling",
                 "engine": "Engine (cache, stop, commit forward)"}
-DECODER_GROUP = {"llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "tspd": "tspd"}
+DECODER_GROUP = {"llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "simsd": "simsd", "tspd": "tspd"}
 
 
 @dataclass
@@ -48,6 +49,8 @@ def control_for(p: Param):
         return gr.Checkbox(p.default, **kw)
     if p.choices:
         return (gr.Radio if len(p.choices) <= 3 else gr.Dropdown)(list(p.choices), value=p.default, **kw)
+    if p.type is str:                        # a model name (the drafter): only the embedded models on the page
+        return gr.Dropdown(["", *catalogue.embedded_names()], value=p.default, **kw)
     lo, hi = p.page or (p.lo, p.hi)
     if p.step is None:                       # unbounded-looking integers (the seed): a number box
         return gr.Number(value=p.default, precision=0, minimum=lo, maximum=hi, **kw)
@@ -72,12 +75,12 @@ def build_controls(page) -> Controls:
     values, boxes = {}, {}
     for name, p in catalogue.PARAMS.items():
         if p.group == "main":
-            values[name] = control_for(p)
+            values[name] = control_for(catalogue.shared_param(name))
     for group, title in GROUP_TITLES.items():
         with gr.Accordion(title, open=False) as boxes[group]:
             for name, p in catalogue.PARAMS.items():
                 if p.group == group:
-                    values[name] = control_for(p)
+                    values[name] = control_for(catalogue.shared_param(name))
     run = gr.Button("Run", variant="primary", elem_id="run")
     return Controls(prompt, examples, model, model_card, decoder, info, values, boxes, run)
 
@@ -87,7 +90,8 @@ def decoder_params(decoder: str, values: dict) -> dict:
     out = {}
     for name, p in catalogue.params_of(decoder).items():
         if name in values and values[name] is not None:
-            out[name] = p.clamp(p.coerce(values[name]), page=False)
+            value = p.clamp(p.coerce(values[name]), page=False)
+            out[name] = p.default if p.choices and value not in p.choices else value   # another decoder's choice
     return out
 
 

@@ -1,0 +1,156 @@
+"""SimSD: two-model speculative decoding for block diffusion (spec s2d2-simsd.md §2, the released code's rule).
+
+A round over the block's still-masked slots (always a suffix: commits are a prefix plus a bonus):
+
+    draft (S drafter forwards, each revealing the top-k masked slots; records each slot's step t and its p)
+      -> verify (one target forward over [block: leftover | drafts D | mask copies M at D's positions] through the
+         temporal mask: copy M_i sees the block as it was just before step t_i, so its logit q_i is the target's
+         prediction at the step the drafter revealed i)
+      -> accept (position order: greedy argmax match, or MRS min(1, q/p) with a residual bonus token; no bonus on
+         full acceptance) -> commit
+
+Both models keep their own exact block cache over the shared canvas, in lock-step through the loop's fused commit.
+Where the temporal mask is exact and where it approximates: see ``verify``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import torch
+
+from engine import masks
+from engine.catalogue import config_class
+from engine.decoders.schedule import masked_topk
+from engine.decoders.threshold import dynamic_commit
+from engine.errors import ConfigError
+from engine.loop import BlockContext, Policy, Runner, Tail
+from engine.s2d2.verify import accept_greedy, accept_stochastic
+from engine.sampling import token_stats, transformed_probs
+from engine.trace import Reason, SimSDDraftFields, SimSDVerifyFields, Verdict
+
+_DRAFTERS: dict = {}
+_LOCK = threading.Lock()
+
+
+def load_drafter(target, name: str):
+    """The drafter: `name`, else the target's pairing (config ``unmask.drafter``); loaded once per process. Its
+    vocabulary must extend the target's (same ids for the target's tokens)."""
+    from engine.model import load_model
+    name = name or (target.info or {}).get("drafter")
+    if not name:
+        raise ConfigError(f"{target.name} has no paired drafter; give drafter=NAME")
+    with _LOCK:
+        if name not in _DRAFTERS:
+            _DRAFTERS[name] = load_model(name, device=str(target.device))
+        d = _DRAFTERS[name]
+    tv, dv = target.tokenizer.get_vocab(), d.tokenizer.get_vocab()
+    if any(dv.get(w) != i for w, i in tv.items()) or d.mask_token_id != target.mask_token_id:
+        raise ConfigError(f"drafter {d.name} does not share {target.name}'s token ids")
+    if d.attention != "block_causal" or d.logit_shift:
+        raise ConfigError(f"drafter {d.name} must be a block-causal, position-aligned model")
+    return d
+
+
+def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
+    """(L + n, L + n) over [leftover | drafts | copies] (cache columns dropped: every row sees the cache)."""
+    m = masks.simsd_temporal(0, n_known, steps) if kind == "released" else \
+        masks.simsd_simplified(0, n_known, len(steps))
+    return m
+
+
+class SimSDPolicy(Policy):
+    name = "simsd"
+    config_cls = config_class("simsd")
+
+    def start(self, runner: Runner) -> None:
+        self.drafter = load_drafter(runner.adapter, self.cfg.drafter)
+        self.small = Runner(self.drafter, runner.tokens[:runner.P].tolist(), self.cfg)
+        self.small.tokens, self.small.nfe, self.small.generator = runner.tokens, runner.nfe, runner.generator
+        self.V = runner.adapter.vocab_size                  # the drafter's extra ids are never proposed
+        self.accepted = self.verified = 0
+
+    def run_block(self, ctx: BlockContext):
+        while ctx.masked.any():
+            slots = ctx.masked.nonzero()[:, 0]              # a suffix of the block
+            x, step_of, p_store = ctx.tokens.clone(), np.zeros(ctx.L, np.int64), {}
+            for rec in self.draft(ctx, x, step_of, p_store):
+                yield rec
+            yield self.verify(ctx, slots, x, step_of, p_store)
+
+    def draft(self, ctx: BlockContext, x: torch.Tensor, step_of: np.ndarray, p_store: dict):
+        """S drafter forwards; each reveals k = ceil(masked / steps left) slots (static top-k, or the dynamic rule)."""
+        c, mask_id = self.cfg, ctx.runner.adapter.mask_token_id
+        S = c.draft_steps or ctx.L
+        for s in range(S):
+            masked = x == mask_id
+            if not masked.any():
+                break
+            logits, _ = self.small.forward("draft", ctx.lo, ctx.hi, block_tokens=x)
+            logits = self.small.unmaskable(logits[:, :self.V])                            # (L, V)
+            st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.generator)
+            k = math.ceil(int(masked.sum()) / (S - s))
+            reveal = (masked_topk(st.confidence, masked, k) if c.reveal == "static"
+                      else dynamic_commit(st.confidence, masked, c.tau, k))
+            p = transformed_probs(logits, c.temperature, c.top_k, c.top_p)
+            for j in reveal.tolist():
+                x[j], step_of[j], p_store[j] = st.candidate[j], s + 1, p[j]
+            yield ctx.emit("draft", st, **SimSDDraftFields(draft_tokens=x.numpy().astype(np.int32),
+                                                           step_of=step_of.copy()))
+
+    def verify(self, ctx: BlockContext, slots: torch.Tensor, x: torch.Tensor, step_of: np.ndarray, p_store: dict):
+        """One target forward through the verification mask; accept in position order; commit.
+
+        Exact vs approximate: a copy's logits equal a separate target forward on the block state before its step
+        only for a one-layer target. With more layers the states of earlier-revealed reference tokens were
+        computed in their own (earlier) block state, and copies attend to each other's states, which already
+        saw some drafts: the replay is an approximation (spec §2.5; measured in the tests)."""
+        r, L, n = ctx.runner, ctx.L, len(slots)
+        n_known = L - n
+        m = torch.from_numpy(verification_mask(self.cfg.mask, n_known, step_of[slots.numpy()]))
+        tail = Tail(torch.full((n,), r.adapter.mask_token_id, dtype=torch.long), ctx.lo + slots,
+                    to_block=m[L:, :L], to_self=m[L:, L:], from_block=m[:L, L:])
+        _, q_logits = r.forward("verify", ctx.lo, ctx.hi, block_mask=m[:L, :L], tail=tail, block_tokens=x)
+        c = self.cfg
+        q = transformed_probs(r.unmaskable(q_logits[:, :self.V]), c.temperature, c.top_k, c.top_p)   # (n, V)
+        p = torch.stack([p_store[int(j)] for j in slots])
+        d = x[slots]
+        v = accept_greedy(q, p, d) if c.acceptance == "greedy" else accept_stochastic(p, q, d, r.generator)
+        ctx.commit(slots[:v.accepted], d[:v.accepted], Reason.ACCEPT)
+        if v.rejected_at is not None:
+            ctx.commit(slots[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
+        self.accepted += v.accepted
+        self.verified += len(v.ratios)
+        return ctx.emit("verify", None, **self.verify_fields(ctx, slots, x, step_of, m, q, v))
+
+    def verify_fields(self, ctx, slots, x, step_of, m, q, v) -> SimSDVerifyFields:
+        L, idx = ctx.L, slots.numpy()
+        verdict = np.full(L, int(Verdict.UNTOUCHED), np.int8)
+        verdict[idx] = Verdict.PENDING
+        verdict[idx[:v.accepted]] = Verdict.ACCEPTED
+        if v.rejected_at is not None:
+            verdict[idx[v.rejected_at]] = Verdict.RESAMPLED
+        arrays = {}
+        for key, values in (("ratio", v.ratios), ("p_draft", v.p_draft), ("q_draft", v.q_draft)):
+            a = np.full(L, np.nan, np.float32)
+            a[idx[:len(values)]] = values
+            arrays[key] = a
+        q_top = np.full(L, -1, np.int32)
+        q_top[idx] = q.argmax(-1).numpy()
+        return SimSDVerifyFields(
+            attn_mask=m.numpy(), draft_tokens=x.numpy().astype(np.int32), step_of=step_of.copy(), q_top=q_top,
+            accepted=v.accepted, rejected_at=int(ctx.lo + idx[v.rejected_at]) if v.rejected_at is not None else None,
+            resampled=v.token, span=[int(ctx.lo + idx[0]), len(idx)], verdict=verdict, **arrays)
+
+    def summary(self, runner) -> dict:
+        """Forwards per model and the target-equivalent cost (drafter forwards priced by the parameter ratio; the
+        measured time ratio is added by the bench from the records' wall times)."""
+        t = sum(v for k, v in runner.nfe.items() if k != "draft")
+        d = runner.nfe.get("draft", 0)
+        ratio = sum(p.numel() for p in self.drafter.model.parameters()) / \
+            sum(p.numel() for p in runner.adapter.model.parameters())
+        return dict(drafter=self.drafter.name, target_forwards=t, draft_forwards=d, param_ratio=ratio,
+                    target_equiv_nfe=t + ratio * d, accepted_tokens=self.accepted, verified_tokens=self.verified,
+                    acceptance_rate=self.accepted / self.verified if self.verified else None)
