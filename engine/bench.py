@@ -37,6 +37,12 @@ def teaching_counts(trace) -> dict:
             examined = int(np.isfinite(r.field("ratio")).sum())
             out["verified"] += examined
             out["rejected"] += int(r.field("rejected_at") is not None)
+    if "target_forwards" in trace.meta:   # SimSD: forwards per model and their measured times
+        out.update(target_forwards=trace.meta["target_forwards"], draft_forwards=trace.meta["draft_forwards"])
+        for kind in ("draft", "verify"):
+            ms = [r.wall_ms for r in trace.records if r.kind == kind]
+            out.update({f"{kind}_ms": sum(ms), f"{kind}_n": len(ms)})
+        out["param_ratio_x1e6"] = int(1e6 * trace.meta["param_ratio"])
     return out
 
 
@@ -82,15 +88,32 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
                          for spec, name, policy in policies])
 
 
+def two_model_costs(a: Counter, done: int) -> dict:
+    """SimSD rows: forwards per model, the drafter/target forward-time ratio measured in this run, and the
+    target-equivalent NFE (drafter forwards priced at that ratio); TPF is then tokens per target-equivalent NFE."""
+    if not a["target_forwards"]:
+        return {}
+    time_ratio = (a["draft_ms"] / max(1, a["draft_n"])) / max(1e-9, a["verify_ms"] / max(1, a["verify_n"]))
+    equiv = a["target_forwards"] + time_ratio * a["draft_forwards"]
+    return dict(target_forwards=a["target_forwards"] / done, draft_forwards=a["draft_forwards"] / done,
+                time_ratio=time_ratio, param_ratio=a["param_ratio_x1e6"] / 1e6 / done,
+                target_equiv_nfe=equiv / done, tpf=a["tokens"] / max(1e-9, equiv),
+                cost_model="drafter forwards at the measured drafter/target forward-time ratio",
+                acceptance_rate=a["accepted_tokens"] / max(1, a["verified"]))
+
+
 def row(spec, name, policy, a: Counter, per_task: dict, verdicts: Counter, done: int, asked: int) -> dict:
-    return dict(decoder=name, spec=spec, params=policy.cfg.params(), n=done, stopped_early=done < asked,
+    out = dict(decoder=name, spec=spec, params=policy.cfg.params(), n=done, stopped_early=done < asked,
                 accuracy=a["correct"] / done, nfe=a["nfe"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
                 tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
                 nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_")},
                 accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
                 confident_share=a["confident"] / max(1, a["masked_conf"]),
                 reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
-                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())}, verdicts=dict(verdicts))
+                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())}, verdicts=dict(verdicts),
+                tokens_per_sample=a["tokens"] / done)
+    out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
+    return out
 
 
 def with_speedup(rows: list[dict]) -> list[dict]:

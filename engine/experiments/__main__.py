@@ -3,6 +3,8 @@
     python -m engine.experiments baselines --n 500          # AR, LLaDA, threshold (issue: foundation)
     python -m engine.experiments s2d2 --n 500               # S2D2 routers vs AR and a tuned threshold
     python -m engine.experiments tspd --n 200               # TSPD + CE vs LLaDA and threshold, cached / not
+    python -m engine.experiments uncertain --model unmask-tasks-small --n 100    # the uncertain tasks
+    python -m engine.experiments simsd --model unmask-tasks-small --n 100        # SimSD vs the target alone
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -99,9 +101,48 @@ def tspd(adapter, n: int, blocks=(8, 16, 32), gens=(64, 128), eos=(True, False),
     return out
 
 
+UNCERTAIN = ["ar", "llada:block_size=8,steps=8",
+             "llada:block_size=8,steps=8,temperature=1", "llada:block_size=8,steps=4,temperature=1",
+             "llada:block_size=8,steps=2,temperature=1", "threshold:rule=sdar,tau=0.9,steps=4,block_size=8,temperature=1",
+             "s2d2:router=always,tau=0.9,steps=4,block_size=8,temperature=1",
+             "threshold:tau=0.9,block_size=8,temperature=1", "tspd:controller=heuristic,block_size=8,temperature=1",
+             "simsd:block_size=8"]
+TEACH = COLS + [("confident_share", "conf ≥ 0.9", ".2f"), ("reject_rate", "reject rate", ".3f")]
+
+
+def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
+    """The tasks model on each task: greedy AR and one-per-step LLaDA, then at temperature 1 the parallel settings,
+    S2D2 at the same τ and steps, the threshold rule, TSPD (heuristic) and SimSD; with the teaching columns."""
+    out = {}
+    for task in tasks:
+        rows = enrich(run_bench(adapter, task, n, UNCERTAIN))
+        print(f"\n### {task}\n")
+        print(md_table(rows, TEACH))
+        out[task] = rows
+    return out
+
+
+def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> dict:
+    """SimSD against the target alone (threshold τ = 0.9 and one-per-step) for both masks and acceptance rules;
+    NFE per token counts drafter forwards at the parameter ratio (target-equivalent)."""
+    out = {}
+    for task in tasks:
+        for B in blocks:
+            specs = [f"threshold:tau=0.9,block_size={B}", f"llada:block_size={B},steps={B}"]
+            specs += [f"simsd:block_size={B},acceptance={a},mask={m}" + (",temperature=1" if a == "mrs" else "")
+                      for a in ("greedy", "mrs") for m in ("released", "simplified")]
+            rows = enrich(run_bench(adapter, task, n, specs))   # SimSD rows: tpf per target-equivalent NFE
+            print(f"\n### {task}, B = {B}\n")
+            print(md_table(rows, COLS + [("acceptance_rate", "acceptance", ".3f"),
+                                         ("target_forwards", "target fwd", ".2f"), ("draft_forwards", "draft fwd", ".2f")]))
+            out[f"{task}_B{B}"] = rows
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=("baselines", "s2d2", "tspd"))
+    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd"))
+    ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--n-val", type=int, default=200)
@@ -118,6 +159,8 @@ def main(argv=None) -> None:
         res = baselines(adapter, args.n)
     elif args.which == "s2d2":
         res = s2d2(adapter, args.n, args.n_val, **({"blocks": blocks} if blocks else {}))
+    elif args.which in ("uncertain", "simsd"):
+        res = (uncertain if args.which == "uncertain" else simsd)(adapter, args.n, tasks=tuple(args.tasks.split(",")))
     else:
         res = tspd(adapter, args.n, **({"blocks": blocks} if blocks else {}),
                    gens=tuple(int(g) for g in args.gens.split(",")),
@@ -126,9 +169,10 @@ def main(argv=None) -> None:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     meta = dict(which=args.which, n=args.n, model=adapter.name, revision=adapter.info.get("revision"),
                 seconds=round(time.time() - t0, 1))
-    Path(args.out, f"{args.which}.json").write_text(json.dumps(dict(meta=meta, results=res), indent=1,
+    name = args.which if args.which not in ("uncertain", "simsd") else f"{args.which}_{args.tasks.replace(',', '_')}"
+    Path(args.out, f"{name}.json").write_text(json.dumps(dict(meta=meta, results=res), indent=1,
                                                                default=str))
-    print(f"\n({meta['seconds']} s; saved {args.out}/{args.which}.json)")
+    print(f"\n({meta['seconds']} s; saved {args.out}/{name}.json)")
 
 
 if __name__ == "__main__":
