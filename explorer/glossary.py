@@ -27,6 +27,10 @@ GLOSSARY = """
 | **level / velocity** | CE's Kalman state on z = logit(confidence) |
 | **forecast / horizon** | the predicted z some steps ahead; the horizon grows with decoded left context, shrinks with uncertainty |
 | **LCB** | lower confidence bound ẑ − κσ of the forecast; look-ahead commits when it clears logit(τ) |
+| **drafter / target** | SimSD: a small model drafts the whole block in its own S steps; the large target checks every draft in one forward |
+| **reveal step t** | SimSD: the drafter step at which a slot was revealed (1 = first); the target's mask copy of that slot sees the block as it was just before step t |
+| **temporal mask** | SimSD's verification mask over [leftover · drafts · mask copies]: each query sees one version (token or mask) of every block position, gated by reveal steps |
+| **bonus token** | SimSD: at the first rejected slot the target's own token (argmax, or a residual sample under MRS) is committed; a fully accepted draft gets none |
 | **PROPOSED** | TSPD + CE details reconstructed by this project (the paper's method section was not available) |
 """
 

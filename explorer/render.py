@@ -13,6 +13,7 @@ from explorer.views.candidates import candidates
 from explorer.views.ce_maps import ce_maps
 from explorer.views.reasons import reason_map
 from explorer.views.router import router_timeline
+from explorer.views.simsd import simsd_rounds
 from explorer.views.summary import render_summary
 from explorer.views.text import render_text
 from explorer.views.trajectory import trajectories
@@ -24,7 +25,7 @@ def entropy(trace, step, grid, selected):
 
 
 VIEWS = (render_text, heatmaps.mask_state, heatmaps.confidence, entropy, reason_map, verifier_map,
-         router_timeline, attention_mask, trajectories, ce_maps, candidates)
+         router_timeline, attention_mask, simsd_rounds, trajectories, ce_maps, candidates)
 
 
 def render_all(trace, step: int | None, verdict: str | None = None, selected: int | None = None) -> tuple:

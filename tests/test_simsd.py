@@ -103,3 +103,22 @@ def test_simsd_is_refused_without_a_drafter_and_on_full_attention(adapter):
         Generation(adapter, PROMPT, build_decoder("simsd", gen_length=8)).run()
     with pytest.raises(ConfigError, match="only the embedded models"):
         build_decoder("simsd", page=True, drafter="/etc")
+
+
+def test_simsd_views_from_the_trace(two_layer):
+    from engine.trace import Trace
+    from explorer.views.attention import attention_mask
+    from explorer.views.simsd import simsd_rounds
+    tr = Generation(two_layer, PROMPT, build_decoder("simsd", drafter=str(two_layer.path), block_size=4,
+                                                     gen_length=12, stop_at_eos=False, acceptance="mrs",
+                                                     temperature=1.0, seed=5)).run()
+    tr = Trace.from_bytes(tr.to_bytes())
+    rounds = [r for r in tr.records if r.kind == "verify"]
+    fig = simsd_rounds(tr, None)
+    dots = sum(len(d.x) for d in fig.data if d.type == "scatter")
+    assert dots == sum(int((np.asarray(r.field("verdict")) > 0).sum()) for r in rounds)
+    kept = next(d for d in fig.data if d.type == "bar" and d.name == "kept")
+    assert list(kept.y) == [r.field("accepted") + (r.field("rejected_at") is not None) for r in rounds]
+    assert sum(kept.y) == tr.meta["generated_tokens"]
+    am = attention_mask(tr, tr.records.index(rounds[0]))
+    assert any("t=" in str(x) for x in am.data[0].x)

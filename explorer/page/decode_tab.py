@@ -19,8 +19,8 @@ from explorer.grid import Grid
 from explorer.page.context import Page, js
 from explorer.render import render_all
 from explorer.store import canonical_key
-from explorer.views import attention, candidates, ce_maps, heatmaps, reasons, router, summary, text, trajectory, \
-    verifier
+from explorer.views import attention, candidates, ce_maps, heatmaps, reasons, router, simsd, summary, text, \
+    trajectory, verifier
 
 
 @dataclass
@@ -70,13 +70,17 @@ def build_view_tabs(s, delta, txt) -> Views:
             note(router)
             attn = gr.Plot(label="Attention mask of the step", elem_id="attn-plot")
             note(attention)
+        with gr.Tab("SimSD"):
+            sim = gr.Plot(label="Reveal order and verdicts", elem_id="simsd-plot")
+            note(simsd)
+            gr.Markdown("The round's temporal mask is the attention view in the S2D2 tab.")
         with gr.Tab("TSPD + CE"):
             gr.Markdown("*PROPOSED: our reconstruction of TSPD + CE; the paper's method section was not available.*")
             traj = gr.Plot(label="Trajectories and forecast fan", elem_id="traj-plot")
             note(trajectory)
             ce = gr.Plot(label="Forecast LCB, horizon, class", elem_id="ce-plot")
             note(ce_maps)
-    return Views(s, delta, txt, cand, [mask, conf, ent, reason, ver, rout, attn, traj, ce])
+    return Views(s, delta, txt, cand, [mask, conf, ent, reason, ver, rout, attn, sim, traj, ce])
 
 
 def views_at(page: Page, trace, step: int | None, selected: int | None = None) -> tuple:

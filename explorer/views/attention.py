@@ -3,7 +3,10 @@
 How to read: for an S2D2 verify forward the 2L mask has four quadrants: top-left the draft-filled block under a
 token-causal mask, bottom-left each [MASK] query seeing only the drafts before it, bottom-right the identity.
 The verified span is outlined. Every query also sees the whole cache (not drawn). Draft forwards show the block
-pattern (all ones, or partial-causal with draft_ver).
+pattern (all ones, or partial-causal with draft_ver). For a SimSD verification, rows and columns are the block
+(leftover tokens, then the drafts D labelled with the drafter's reveal step t) and the mask copies M: copy M_i sees
+the drafts revealed before step t_i and the copies of the rest, i.e. the block as it was just before the drafter
+revealed slot i.
 """
 
 from __future__ import annotations
@@ -31,7 +34,12 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
     m = np.asarray(r.field("attn_mask")).astype(int)
     lo = int(r.positions[0])
     L = len(r.positions)
-    if r.kind == "verify":
+    if r.kind == "verify" and r.has("step_of"):           # SimSD: block rows, then one copy per drafted slot
+        t = np.asarray(r.field("step_of"))
+        a, n = r.field("span")
+        labels = [f"{lo + k}" if k < a - lo else f"D{lo + k} t={t[k]}" for k in range(L)]
+        labels += [f"M{a + k} t={t[a - lo + k]}" for k in range(n)]
+    elif r.kind == "verify":
         labels = [f"y{lo + k}" for k in range(L)] + [f"M{lo + k}" for k in range(L)]
     else:
         labels = [f"{lo + k}" for k in range(m.shape[0])]
@@ -39,7 +47,7 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
                              showscale=False, xgap=1, ygap=1,
                              hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>"))
     span = r.field("span")
-    if r.kind == "verify" and span:
+    if r.kind == "verify" and span and not r.has("step_of"):
         a, n = span[0] - lo, span[1]
         for off in (0, L):  # outline the span in both halves
             fig.add_shape(type="rect", x0=a - 0.5 + off, x1=a + n - 0.5 + off, y0=a - 0.5 + L, y1=a + n - 0.5 + L,
