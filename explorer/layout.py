@@ -59,7 +59,10 @@ def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_
     share.wire_share(sh)
 
     def on_run(prompt_v, model_v, decoder_v, *values):
-        params, query = share.from_controls(c.keys, prompt_v, model_v, decoder_v, values)
+        try:
+            params, query = share.from_controls(c.keys, prompt_v, model_v, decoder_v, values)
+        except UserError as e:
+            raise gr.Error(str(e)) from None
         yield from decode_tab.decode(page, n, prompt_v, model_v, decoder_v, params, query, None)
 
     def wire_run(trigger):

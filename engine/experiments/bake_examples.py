@@ -1,7 +1,10 @@
-"""Pre-bake one example trace per decoder into assets/examples/ (shown the moment the app opens).
+"""Pre-bake one example trace per decoder into assets/examples/ (shown the moment the app opens, and by the tour).
 
-    python -m engine.experiments.bake_examples [--model tiny]
-The prompt is the app's first held-out example; settings are each decoder's defaults in the app.
+    python -m engine.experiments.bake_examples [--model unmask-tasks-small]
+
+threshold, llada and ar decode the app's first example. The others are chosen to show their mechanism at work:
+s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
+is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early.
 """
 
 from __future__ import annotations
@@ -13,36 +16,59 @@ from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.model import load_model
 from engine.tasks import get_task
+from engine.trace import Reason
 
-OUT = Path(__file__).resolve().parent.parent / "assets" / "examples"
+OUT = Path(__file__).resolve().parents[2] / "assets" / "examples"
 SETTINGS = {
     "threshold": dict(block_size=8, tau=0.9),
     "llada": dict(block_size=8, steps=8),
     "ar": dict(),
-    "s2d2": dict(block_size=8, tau=0.9, router="score", cost=1.0),
-    "tspd": dict(block_size=8, tau=0.9, controller="mlp"),
+    "s2d2": dict(block_size=8, tau=0.9, steps=4, router="always", temperature=1.0),
+    "simsd": dict(block_size=8, acceptance="mrs", temperature=1.0),
+    "tspd": dict(block_size=8, tau=0.9, controller="heuristic", temperature=1.0),
 }
 
 
-def first_example() -> str:
-    p = get_task("arith").problems("test", 1, seed=0)[0]
-    body = p.prompt.removeprefix("Q : ").removesuffix(" A :")
-    return body.replace(" .", ".").replace(" ?", "?")
+def shown(prompt: str) -> str:
+    body = prompt.removeprefix("Q : ").removesuffix(" A :")
+    for mark in (" .", " ?", " ,"):
+        body = body.replace(mark, mark[1:])
+    return body
+
+
+def wanted(name: str, trace) -> bool:
+    """Whether a trace shows what this decoder's example is for."""
+    if name in ("s2d2", "simsd"):
+        return any(r.kind == "verify" and r.field("rejected_at") is not None for r in trace.records)
+    if name == "tspd":
+        return any((r.reason == Reason.CE_LOOKAHEAD).any() for r in trace.records)
+    return True
+
+
+def bake(adapter, name: str, params: dict, prompts: list[str], tries: int = 40):
+    """The first (prompt, seed) whose decode shows the mechanism; the first prompt if none does."""
+    for k in range(tries):
+        prompt = prompts[k % len(prompts)]
+        tr = Generation(adapter, prompt, build_decoder(name, gen_length=64, seed=k, **params)).run()
+        if wanted(name, tr):
+            return tr
+    return Generation(adapter, prompts[0], build_decoder(name, gen_length=64, **params)).run()
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default="tiny")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="unmask-tasks-small")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
     adapter = load_model(args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    prompt = first_example()
+    first = [shown(p.prompt) for p in get_task("arith").problems("test", 1, seed=0)]
+    stories = [shown(p.prompt) for p in get_task("story").problems("test", 10, seed=0)]
     for name, params in SETTINGS.items():
-        tr = Generation(adapter, prompt, build_decoder(name, gen_length=64, **params)).run()
+        tr = bake(adapter, name, params, stories if name in ("s2d2", "simsd", "tspd") else first)
         tr.save(out / f"{name}.npz")
-        print(f"{name}: {tr.meta['text']!r} NFE {tr.nfe}")
+        print(f"{name}: {tr.meta['prompt']!r} -> {tr.meta['text']!r} NFE {tr.nfe} seed {tr.meta['seed']}")
 
 
 if __name__ == "__main__":

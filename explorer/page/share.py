@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from engine import catalogue
+from engine.errors import UserError
 from explorer.page.context import Page, js
 from explorer.page.decode_tab import decode, views_at
 from explorer.page.controls import decoder_params
@@ -32,10 +34,13 @@ def build_share() -> Share:
 
 
 def from_controls(keys, prompt_v, model_v, decoder_v, values):
-    """(decoder params, link query) from the page's control values."""
-    vals = dict(zip(keys, values))
-    query = to_query(dict(vals, prompt=prompt_v, decoder=decoder_v, model=model_v))
-    return decoder_params(decoder_v, vals), query
+    """(decoder params, link query) from the page's control values. The link names only what differs from the
+    decoder's defaults, so it stays short and reads as the setting."""
+    params = decoder_params(decoder_v, dict(zip(keys, values)))
+    defaults = {k: p.default for k, p in catalogue.params_of(decoder_v).items()} if decoder_v in catalogue.DECODERS \
+        else {}
+    changed = {k: v for k, v in params.items() if defaults.get(k) != v}
+    return params, to_query(dict(changed, prompt=prompt_v, decoder=decoder_v, model=model_v))
 
 
 def on_load(page: Page, keys, n_views: int, request: gr.Request):
@@ -57,7 +62,10 @@ def maybe_run(page: Page, keys, n_views: int, autorun, step_v, prompt_v, model_v
     if not autorun:
         yield tuple(gr.skip() for _ in range(n_views + 5))
         return
-    params, query = from_controls(keys, prompt_v, model_v, decoder_v, values)
+    try:
+        params, query = from_controls(keys, prompt_v, model_v, decoder_v, values)
+    except UserError as e:
+        raise gr.Error(str(e)) from None
     yield from decode(page, n_views, prompt_v, model_v, decoder_v, params, query, int(step_v) if step_v else None)
 
 
