@@ -21,6 +21,7 @@ from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page
 from explorer.store import TraceStore
 
+TASKS_MODEL = "unmask-tasks-small"
 EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 
 try:  # on Hugging Face ZeroGPU Spaces the decode runs inside a GPU lease; elsewhere this is a no-op
@@ -68,7 +69,9 @@ class GPUService(DecodeService):
 
 def create_app():
     extra = [m.strip() for m in os.environ.get("UNMASK_MODELS", "").split(",") if m.strip()]
-    models = tuple(dict.fromkeys([DEFAULT_MODEL, *embedded_models(), *extra]))
+    embedded = embedded_models()
+    first = TASKS_MODEL if TASKS_MODEL in embedded else DEFAULT_MODEL      # the model with uncertain tasks
+    models = tuple(dict.fromkeys([first, *embedded, *extra]))
     service = GPUService(default_model=models[0])
     infos = {name: service.model_info(name) for name in models}   # loads each: no visitor waits for a load
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}

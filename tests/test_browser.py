@@ -118,3 +118,12 @@ def test_clicking_a_heatmap_cell_or_token_selects_the_position(page, server):
     page.wait_for_selector(f"text=position {first}", timeout=15000)   # the candidates view follows
     page.locator("#text .um-tok").nth(1).click()
     page.wait_for_function(f"() => document.querySelector('#position input').value !== '{first}'", timeout=15000)
+
+
+def test_simsd_run_shows_its_rounds_and_the_gif_export(page, server):
+    page.goto(server + "?decoder=simsd&block_size=4&gen_length=32")
+    wait_run_done(page)
+    page.get_by_role("tab", name="SimSD").click()
+    page.wait_for_selector("#simsd-plot .js-plotly-plot", timeout=30000)
+    assert page.locator("#simsd-plot .bars").count() > 0            # the tokens-kept bars of each round
+    page.wait_for_selector("#export >> text=/\\.gif/", timeout=30000)
