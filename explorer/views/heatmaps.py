@@ -83,14 +83,15 @@ def _template() -> dict:
 def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str, selected: int | None = None,
                          **layout) -> go.Figure:
     """Common frame of the step x position maps: categorical position axis, block boundaries, step cursor."""
-    # x is categorical (one "position token" label per column); shapes address columns by index
+    # x is categorical (one "position token" label per column); shapes address columns by index. Rows keep at least
+    # 7 px (long generations make a tall, scrollable figure, not squashed rows); plotly's zoom handles wide ones
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
     if step is not None:
         shapes.append(hline(step))
     if selected is not None and g.P <= selected < g.end:
         shapes.append(vline(selected - g.P, color="crimson"))
     base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
-                height=max(260, min(620, 60 + 9 * g.n_steps)), margin=dict(l=50, r=10, t=36, b=36),
+                height=max(260, min(3000, 60 + 7 * g.n_steps)), margin=dict(l=50, r=10, t=36, b=36),
                 xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
                            categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5]),
                 yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps - 0.5, -0.5]))
