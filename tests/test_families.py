@@ -97,7 +97,7 @@ def reference_llada_generate(a, prompt_ids, gen_length, block_length, steps):
     x = torch.tensor(prompt_ids + [a.mask_token_id] * gen_length)
     P, n = len(prompt_ids), len(prompt_ids) + gen_length
     for b in range(gen_length // block_length):
-        lo, hi = P + b * block_length, P + (b + 1) * block_length
+        hi = P + (b + 1) * block_length                     # later blocks may not be committed yet
         quota = [block_length // steps + (j < block_length % steps) for j in range(steps)]
         for k in quota:
             logits = a.forward(x, torch.ones(n, n, dtype=torch.bool), torch.arange(n)).double()

@@ -8,6 +8,7 @@ page's values onto what the chosen decoder takes, clamped to that decoder's rang
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 
@@ -126,7 +127,6 @@ def on_model(page, model: str):
 
 
 def wire_controls(page, c: Controls) -> None:
-    from functools import partial
     c.decoder.change(on_decoder, c.decoder, [c.decoder_info, *c.boxes.values()])
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
     c.model.change(partial(on_model, page), c.model, [c.examples, c.model_card])
