@@ -68,9 +68,10 @@ def test_ten_clients_get_the_engines_answers(app):
     [t.start() for t in threads]
     [t.join(timeout=240) for t in threads]
     assert not errors and len(results) == 30
-    adapter = load_model("tiny", device="cpu")
+    adapters = {}
     for c, k, prompt, spec in jobs:
         out, _ = results[(c, k)]
+        adapter = adapters.get(out["model"]) or adapters.setdefault(out["model"], load_model(out["model"], device="cpu"))
         name, params = parse_spec(spec)
         direct = Generation(adapter, prompt, build_decoder(name, **params)).run()
         assert out["token_ids"] == direct.meta["token_ids"] and out["nfe"] == direct.nfe, spec
