@@ -48,16 +48,14 @@ def _cmd_generate(args) -> None:
     from engine.decoders import build_decoder
     from engine.loop import Generation
     from engine.model import load_model
+    from engine.service import check_prompt
     from engine.tasks import get_task
 
-    if not args.prompt.strip():
-        raise ConfigError("the prompt is empty")
-    if len(args.prompt) > catalogue.MAX_PROMPT_CHARS:
-        raise ConfigError(f"the prompt is {len(args.prompt)} characters; at most {catalogue.MAX_PROMPT_CHARS}")
+    prompt = check_prompt(args.prompt)
     policy = build_decoder(args.decoder, **decoder_values(args))
     adapter = load_model(args.model or get_task(args.task).model, device=args.device,
                          allow_download=args.allow_download or None)
-    tr = Generation(adapter, args.prompt, policy).run()
+    tr = Generation(adapter, prompt, policy).run()
     if args.trace_out:
         tr.save(args.trace_out)
     m = tr.meta

@@ -42,7 +42,7 @@ def teaching_counts(trace) -> dict:
         for kind in ("draft", "verify"):
             ms = [r.wall_ms for r in trace.records if r.kind == kind]
             out.update({f"{kind}_ms": sum(ms), f"{kind}_n": len(ms)})
-        out["param_ratio_x1e6"] = int(1e6 * trace.meta["param_ratio"])
+        out["param_ratio"] = trace.meta["param_ratio"]
     return out
 
 
@@ -96,7 +96,7 @@ def two_model_costs(a: Counter, done: int) -> dict:
     time_ratio = (a["draft_ms"] / max(1, a["draft_n"])) / max(1e-9, a["verify_ms"] / max(1, a["verify_n"]))
     equiv = a["target_forwards"] + time_ratio * a["draft_forwards"]
     return dict(target_forwards=a["target_forwards"] / done, draft_forwards=a["draft_forwards"] / done,
-                time_ratio=time_ratio, param_ratio=a["param_ratio_x1e6"] / 1e6 / done,
+                time_ratio=time_ratio, param_ratio=a["param_ratio"] / done,
                 target_equiv_nfe=equiv / done, tpf=a["tokens"] / max(1e-9, equiv),
                 cost_model="drafter forwards at the measured drafter/target forward-time ratio",
                 acceptance_rate=a["accepted_tokens"] / max(1, a["verified"]))

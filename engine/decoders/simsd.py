@@ -23,13 +23,14 @@ import torch
 
 from engine import masks
 from engine.catalogue import config_class
+from engine.decoders.s2d2 import verdict_arrays
 from engine.decoders.schedule import masked_topk
 from engine.decoders.threshold import dynamic_commit
 from engine.errors import ConfigError
 from engine.loop import BlockContext, Policy, Runner, Tail
 from engine.s2d2.verify import accept_greedy, accept_stochastic
 from engine.sampling import token_stats, transformed_probs
-from engine.trace import Reason, SimSDDraftFields, SimSDVerifyFields, Verdict
+from engine.trace import Reason, SimSDDraftFields, SimSDVerifyFields
 
 _DRAFTERS: dict = {}
 _LOCK = threading.Lock()
@@ -56,9 +57,9 @@ def load_drafter(target, name: str):
 
 def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
     """(L + n, L + n) over [leftover | drafts | copies] (cache columns dropped: every row sees the cache)."""
-    m = masks.simsd_temporal(0, n_known, steps) if kind == "released" else \
-        masks.simsd_simplified(0, n_known, len(steps))
-    return m
+    if kind == "released":
+        return masks.simsd_temporal(0, n_known, steps)
+    return masks.simsd_simplified(0, n_known, len(steps))
 
 
 class SimSDPolicy(Policy):
@@ -126,23 +127,14 @@ class SimSDPolicy(Policy):
         return ctx.emit("verify", None, **self.verify_fields(ctx, slots, x, step_of, m, q, v))
 
     def verify_fields(self, ctx, slots, x, step_of, m, q, v) -> SimSDVerifyFields:
-        L, idx = ctx.L, slots.numpy()
-        verdict = np.full(L, int(Verdict.UNTOUCHED), np.int8)
-        verdict[idx] = Verdict.PENDING
-        verdict[idx[:v.accepted]] = Verdict.ACCEPTED
-        if v.rejected_at is not None:
-            verdict[idx[v.rejected_at]] = Verdict.RESAMPLED
-        arrays = {}
-        for key, values in (("ratio", v.ratios), ("p_draft", v.p_draft), ("q_draft", v.q_draft)):
-            a = np.full(L, np.nan, np.float32)
-            a[idx[:len(values)]] = values
-            arrays[key] = a
-        q_top = np.full(L, -1, np.int32)
+        idx = slots.numpy()
+        q_top = np.full(ctx.L, -1, np.int32)
         q_top[idx] = q.argmax(-1).numpy()
         return SimSDVerifyFields(
             attn_mask=m.numpy(), draft_tokens=x.numpy().astype(np.int32), step_of=step_of.copy(), q_top=q_top,
             accepted=v.accepted, rejected_at=int(ctx.lo + idx[v.rejected_at]) if v.rejected_at is not None else None,
-            resampled=v.token, span=[int(ctx.lo + idx[0]), len(idx)], verdict=verdict, **arrays)
+            resampled=v.token, span=[int(ctx.lo + idx[0]), len(idx)],
+            **verdict_arrays(ctx.L, slots, v, ctx.reasons))
 
     def summary(self, runner) -> dict:
         """Forwards per model and the target-equivalent cost (drafter forwards priced by the parameter ratio; the
