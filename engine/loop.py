@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from engine import masks
+from engine import catalogue, masks
 from engine.cache import BlockCache
 from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TokenStats, make_generator, token_stats
@@ -247,8 +247,7 @@ class Policy:
 
 def why_not(decoder: str, adapter) -> str | None:
     """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does."""
-    from engine.catalogue import decoder as entry
-    for need in entry(decoder).needs:
+    for need in catalogue.decoder(decoder).needs:
         if need == "block_causal" and adapter.attention != "block_causal":
             return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
                     "bidirectionally over the whole canvas")
