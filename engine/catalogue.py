@@ -181,7 +181,7 @@ PARAMS: dict[str, Param] = {
     "controller": P(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
                     help="learned MLP or the training-free rule", group="tspd"),
     "tau_s": P(float, 0.0, 0.0, 1.0, open_hi=True, label="controller threshold τ_s (0 = calibrated)",
-               help="MLP score a token needs", step=0.01, group="tspd"),
+               help="MLP score a token needs", step=0.001, group="tspd"),
     "ce": P(bool, True, label="Confidence extrapolation (look-ahead)", help="commit when the forecast LCB clears τ",
             group="tspd"),
     "kappa": P(float, 1.64, 0.0, 10.0, label="κ (LCB width, in σ)", help="forecast lower bound ẑ − κσ", step=0.01,
@@ -264,7 +264,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
             COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",
                       "stabilise", "tau_hard", "tau_stab", "alpha", "q_level", "q_vel", "r"),
-            overrides={"block_size": dict(default=16), "tau": dict(open_hi=True)}, proposed=True),
+            overrides={"block_size": dict(default=16), "tau": dict(default=0.99, open_hi=True)}, proposed=True),
 )}
 
 

@@ -1,6 +1,9 @@
-"""The TSPD-vs-threshold Pareto tool: its front and its look-ahead bookkeeping, on a small model and a small run."""
+"""The TSPD-vs-threshold Pareto tool: its front, its targets, its figure and its look-ahead bookkeeping."""
 
-from engine.experiments.pareto import lookahead_stats, pareto_front
+from xml.etree import ElementTree
+
+from engine.experiments.pareto import lookahead_stats, pareto_front, targets
+from engine.experiments.svg import scatter_svg
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -8,7 +11,37 @@ def test_pareto_front_keeps_only_undominated_points():
     assert pareto_front(pts) == [0, 1, 4]
 
 
+def row(spec, acc, nfe, nfe_per_token):
+    return dict(spec=spec, decoder=spec.split(":")[0], accuracy=acc, nfe=nfe, nfe_per_token=nfe_per_token)
+
+
+def test_targets_compare_the_cheapest_points_at_ar_quality():
+    rows = [row("ar", 1.0, 22, 1.0), row("llada:block_size=16,steps=16", 0.99, 31, 1.4),
+            row("tspd:block_size=16", 0.99, 4.0, 0.18), row("tspd:block_size=16,tau_s=0.5", 0.95, 3.0, 0.14),
+            row("threshold:tau=0.99,block_size=16", 1.0, 4.9, 0.225), row("threshold:tau=0.9,block_size=16", 0.95, 3.8, 0.17)]
+    t = targets(rows, 16)
+    assert t["default_vs_llada"]["met"] and abs(t["default_vs_llada"]["nfe_ratio"] - 31 / 4) < 1e-9
+    at = t["at_ar_quality"]
+    assert at["best_threshold"] == "threshold:tau=0.99,block_size=16" and at["best_tspd"] == "tspd:block_size=16"
+    assert abs(at["nfe_per_token_ratio"] - 0.18 / 0.225) < 1e-9 and at["met"]
+    rows[2]["accuracy"] = 0.97                                 # 2 points below LLaDA: both targets missed
+    t = targets(rows, 16)
+    assert not t["default_vs_llada"]["met"] and t["at_ar_quality"]["best_tspd"] is None and not t["at_ar_quality"]["met"]
+
+
+def test_scatter_svg_draws_every_point_and_escapes_labels():
+    svg = scatter_svg({"threshold": [(0.2, 0.9, "a<b"), (0.3, 0.95, "c")], "tspd": [(0.18, 0.95, "d")], "ar": []},
+                      fronts=("threshold", "tspd"), x_label="NFE per token", y_label="accuracy", title="t & u")
+    root = ElementTree.fromstring(svg)                         # well-formed XML: labels were escaped
+    ns = "{http://www.w3.org/2000/svg}"
+    titles = [t.text for t in root.iter(f"{ns}title")]
+    assert len(titles) == 3 and titles[0].startswith("a<b") and len(list(root.iter(f"{ns}polyline"))) == 2
+
+
 def test_lookahead_stats_count_commits(adapter, arith):
-    st = lookahead_stats(adapter, arith, 2, "tspd:block_size=8,controller=heuristic,kappa=0.0,s_min=1,gen_length=16", 8)
-    assert 0.0 <= st["lookahead_share"] <= 1.0 and st["lookahead_commits"] >= 0
-    assert st["contradicted"] is None or 0.0 <= st["contradicted"] <= 1.0
+    specs = ["tspd:block_size=8,controller=heuristic,kappa=0.0,s_min=1,gen_length=16,tau=0.5",
+             "tspd:block_size=8,controller=heuristic,ce=0,gen_length=16"]
+    st = lookahead_stats(adapter, arith, 2, specs, 8)
+    assert set(st) == set(specs) and st[specs[1]]["lookahead_commits"] == 0 and st[specs[1]]["contradicted"] is None
+    assert 0.0 <= st[specs[0]]["lookahead_share"] <= 1.0
+    assert st[specs[0]]["contradicted"] is None or 0.0 <= st[specs[0]]["contradicted"] <= 1.0

@@ -10,7 +10,6 @@ from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.trace import Reason
 from tests.conftest import ScriptedAdapter
-from engine.training.train_controller import precision_threshold
 
 
 def test_forecast_variance_matches_monte_carlo():
@@ -49,7 +48,7 @@ def script(t):
 
 def test_lookahead_commits_rising_not_oscillating():
     kalman = dict(q_level=0.05, q_vel=0.05, r=0.1)
-    pol = build_decoder("tspd", controller="heuristic", alpha=0.0, block_size=8, gen_length=8, use_cache=False,
+    pol = build_decoder("tspd", controller="heuristic", tau=0.9, alpha=0.0, block_size=8, gen_length=8, use_cache=False,
                         stop_at_eos=False, stabilise=True, **kalman)
     tr = Generation(ScriptedAdapter(script), [1, 10, 11, 12, 13, 14, 15, 16], pol).run()
     reason = {int(r.positions[j]) - 8: (s, int(r.reason[j])) for s, r in enumerate(tr.records)
@@ -59,7 +58,7 @@ def test_lookahead_commits_rising_not_oscillating():
     assert tr.records[step].confidence[0] < 0.9                      # committed before reaching tau
     assert reason[1][0] > step and reason[1][1] not in (Reason.TSPD, Reason.CE_LOOKAHEAD, Reason.STABILISED)
     assert tr.records[3].extra["klass"][1] == 2                      # oscillatory
-    nolook = build_decoder("tspd", controller="heuristic", alpha=0.0, block_size=8, gen_length=8,
+    nolook = build_decoder("tspd", controller="heuristic", tau=0.9, alpha=0.0, block_size=8, gen_length=8,
                            use_cache=False, stop_at_eos=False, ce=False, **kalman)
     tr2 = Generation(ScriptedAdapter(script), [1, 10, 11, 12, 13, 14, 15, 16], nolook).run()
     assert all(int(c) != Reason.CE_LOOKAHEAD for r in tr2.records for c in r.reason)
@@ -76,27 +75,19 @@ def test_controller_deterministic_and_roundtrip(tmp_path):
     assert back.threshold == 0.7 and np.array_equal(back.score(x), a)
 
 
-def test_precision_threshold():
-    scores = np.array([0.9, 0.8, 0.8, 0.7, 0.6, 0.5])
-    labels = np.array([1, 1, 1, 0, 1, 0], dtype=float)
-    assert precision_threshold(scores, labels, 1.0) == (0.8, 1.0, 0.75)
-    t, p, r = precision_threshold(scores, labels, 0.8)
-    assert t == 0.6 and p == 0.8 and r == 1.0
-
-
 def test_tspd_on_model_and_scripts_on_small_trace_set(adapter, arith, tmp_path):
-    from engine.training.collect import controller_rows, conservative_traces, z_series
+    from engine.training.collect import controller_rows, reference_split, z_series
     from engine.training.fit_ce import fit
     from engine.training.train_controller import train
 
-    traces = conservative_traces(adapter, arith, "train", 6, gen_length=16)
+    traces = reference_split(adapter, arith, "train", 6, gen_length=16).refs
     rows = controller_rows(traces)
     assert rows.features.shape[1] == 14 and len(rows.label) == len(rows.prompt) > 0
     mlp = train(rows, epochs=2)
     assert np.isfinite(MLPController(mlp, 0.5, {}).score(rows.features)).all()
     Z, F = z_series(traces)
     rep = fit(Z, F)
-    assert set(rep["params"]) == {"q_level", "q_vel", "r"} and rep["n_trajectories"] == Z.shape[0]
+    assert set(rep["params"]) == {"q_level", "q_vel", "r", "p0"} and rep["n_trajectories"] == Z.shape[0]
     assert all(0 <= v <= 1 for v in rep["calibration"].values() if v is not None)
     tr = Generation(adapter, arith.problems("test", 1)[0].prompt,
                     build_decoder("tspd", controller="heuristic", block_size=8, gen_length=16)).run()

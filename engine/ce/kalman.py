@@ -4,6 +4,9 @@
     observation z = λ + v,  v ~ N(0, R)
 h-step forecast of the level: mean λ + hν, variance
     σ_h² = P_λλ + 2h P_λν + h² P_νν + h q_λ + q_ν h(h−1)(2h−1)/6
+The prior P0 of a new (or flipped) position is ``p0 · diag(1, 0.25)``. Scaling q_λ, q_ν, R and p0 by one factor
+leaves the Kalman gain and the forecast mean unchanged and scales every σ_h by its square root: that factor is
+what ``engine.training.fit_ce.calibrate`` tunes so the lower bound covers what it promises.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ class KalmanParams:
     q_level: float = 0.05
     q_vel: float = 0.01
     r: float = 0.25
+    p0: float = 1.0
 
     def as_dict(self) -> dict:
-        return dict(q_level=self.q_level, q_vel=self.q_vel, r=self.r)
+        return dict(q_level=self.q_level, q_vel=self.q_vel, r=self.r, p0=self.p0)
+
+    def scaled(self, k: float) -> "KalmanParams":
+        return KalmanParams(self.q_level * k, self.q_vel * k, self.r * k, self.p0 * k)
 
 
 class TrendFilter:
@@ -37,8 +44,9 @@ class TrendFilter:
 
     def __init__(self, n: int, params: KalmanParams):
         self.p = params
-        self.s = np.zeros((n, 2))          # (n, 2) [level, velocity]
-        self.P = np.tile(P0, (n, 1, 1))    # (n, 2, 2)
+        self.P0 = P0 * params.p0
+        self.s = np.zeros((n, 2))                 # (n, 2) [level, velocity]
+        self.P = np.tile(self.P0, (n, 1, 1))      # (n, 2, 2)
         self.active = np.zeros(n, bool)
         self.innov = np.zeros(n)
         self.innov_var = np.ones(n)
@@ -49,12 +57,12 @@ class TrendFilter:
         q = np.diag([self.p.q_level, self.p.q_vel])
         first = observe & ~self.active
         self.s[first] = np.stack([z[first], np.zeros(first.sum())], 1)
-        self.P[first] = P0
+        self.P[first] = self.P0
         self.active |= first
         upd = observe & ~first
         flip = upd & flipped
         self.s[flip, 1] = 0.0
-        self.P[flip] += P0
+        self.P[flip] += self.P0
         if not upd.any():
             return
         s, P = self.s[upd], self.P[upd]

@@ -65,18 +65,24 @@ def kalman_params(cfg, model_dir: Path | None) -> KalmanParams:
     if model_dir is not None and (model_dir / CE_FILE).exists():
         fitted = json.loads((model_dir / CE_FILE).read_text()).get("params", {})
     base = KalmanParams(**fitted) if fitted else KalmanParams()
-    return KalmanParams(cfg.q_level or base.q_level, cfg.q_vel or base.q_vel, cfg.r or base.r)
+    return KalmanParams(cfg.q_level or base.q_level, cfg.q_vel or base.q_vel, cfg.r or base.r, base.p0)
 
 
 class TSPDPolicy(Policy):
     name = "tspd"
     config_cls = config_class("tspd")
 
+    # Training hands its in-memory controller and noise fit to the rollouts it collects (DAgger), instead of files.
+    given_controller: MLPController | None = None
+    given_kparams: KalmanParams | None = None
+
     def start(self, runner) -> None:
         model_dir = getattr(runner.adapter, "path", None)
-        self.kparams = kalman_params(self.cfg, model_dir)
+        self.kparams = self.given_kparams or kalman_params(self.cfg, model_dir)
         self.controller = None
-        if self.cfg.controller == "mlp":
+        if self.cfg.controller == "mlp" and self.given_controller is not None:
+            self.controller = self.given_controller
+        elif self.cfg.controller == "mlp":
             if model_dir is None or not (model_dir / CARD_FILE).exists():
                 raise ConfigError("this model has no trained TSPD controller; use controller=heuristic")
             self.controller = MLPController.load(model_dir)

@@ -5,6 +5,7 @@
     python -m engine.experiments tspd --n 200               # TSPD + CE vs LLaDA and threshold, cached / not
     python -m engine.experiments uncertain --model unmask-tasks-small --n 100    # the uncertain tasks
     python -m engine.experiments simsd --model unmask-tasks-small --n 100        # SimSD vs the target alone
+    python -m engine.experiments tspd-pareto --n 500 --blocks 16                 # TSPD vs threshold fronts
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from engine.bench import run_bench
+from engine.experiments import pareto
 from engine.model import load_model
 
 TAU_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -141,8 +143,9 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd"))
-    ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run")
+    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto"))
+    ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
+                    "the first")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--n-val", type=int, default=200)
@@ -155,6 +158,9 @@ def main(argv=None) -> None:
     adapter = load_model(args.model)
     t0 = time.time()
     blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
+    if args.which == "tspd-pareto":   # writes its own JSON and SVG
+        pareto.run(adapter, args.tasks.split(",")[0], args.n, (blocks or (16,))[0], Path(args.out))
+        return
     if args.which == "baselines":
         res = baselines(adapter, args.n)
     elif args.which == "s2d2":

@@ -1,36 +1,37 @@
 """TSPD + CE against the threshold rule as whole fronts: accuracy against NFE per token, on the same problems.
 
-    python -m engine.experiments.pareto --model tiny --n 100 --block-size 16
+    python -m engine.experiments tspd-pareto --model tiny --n 500 --blocks 16
 
-Sweeps the threshold rule's τ and TSPD's knobs (controller threshold τ_s, κ, h_max) plus the ablations (no CE, no
-stabilisation, heuristic vs learned controller), all in one run; reports each point, each family's Pareto front,
-and for every TSPD point how often the look-ahead committed a token and how often such a token was later
-contradicted by the conservative reference decode (LLaDA one token per step) of the same problem. Writes
-results/tspd_pareto.json and an HTML figure.
+One run sweeps the threshold rule's τ and TSPD's knobs (controller threshold τ_s, κ, h_max), the ablations (no
+CE, no stabilisation, the heuristic controller) and the references (AR, LLaDA one token per step). For every TSPD
+point it counts how often the look-ahead committed a token and how often the reference decode (LLaDA one token
+per step) of the same problem has another token there. It then checks the issue's two targets and writes
+results/tspd_pareto_<model>.json and .svg (the README's figure; the Sweep tab draws the same fronts).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
 
 from engine.bench import run_bench
-from engine.decoders import build_decoder
+from engine.decoders import build_decoder, parse_spec
+from engine.experiments.svg import scatter_svg
 from engine.loop import Generation
-from engine.model import load_model
 from engine.tasks import get_task
 from engine.trace import Reason
 
-TAUS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+TAUS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
+TAU_S = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
 
 
 def specs(B: int) -> list[str]:
-    out = [f"llada:block_size={B},steps={B}"] + [f"threshold:tau={t},block_size={B}" for t in TAUS]
-    out += [f"tspd:block_size={B},tau_s={s}" for s in (0.2, 0.5, 0.8, 0.95)]
-    out += [f"tspd:block_size={B},kappa={k}" for k in (0.0, 0.5, 1.0, 2.5)]
+    out = ["ar", f"llada:block_size={B},steps={B}", f"tspd:block_size={B}"]
+    out += [f"threshold:tau={t},block_size={B}" for t in TAUS]
+    out += [f"tspd:block_size={B},tau_s={s}" for s in TAU_S]
+    out += [f"tspd:block_size={B},kappa={k}" for k in (0.0, 1.0, 2.5)]
     out += [f"tspd:block_size={B},h_max={h}" for h in (0, 2, 8)]
     out += [f"tspd:block_size={B},ce=0", f"tspd:block_size={B},stabilise=0", f"tspd:block_size={B},controller=heuristic"]
     return out
@@ -42,65 +43,80 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
             if not any((x2 <= x and y2 >= y) and (x2 < x or y2 > y) for x2, y2 in points)]
 
 
-def lookahead_stats(adapter, task, n: int, spec: str, B: int) -> dict:
-    """Share of commits made by the look-ahead, and how many of those the reference decode contradicts."""
-    name, raw = spec.split(":", 1)
-    params = dict(kv.split("=") for kv in raw.split(","))
-    fired = contradicted = commits = 0
+def lookahead_stats(adapter, task, n: int, spec_list: list[str], B: int) -> dict[str, dict]:
+    """Per TSPD spec: the share of commits made by the look-ahead, and the share of those the reference decode
+    contradicts. The reference is decoded once per problem."""
+    policies = {s: from_spec(s) for s in spec_list}
+    count = {s: [0, 0, 0] for s in spec_list}                 # commits, look-ahead commits, contradicted
     for prob in task.problems("test", n):
-        ref = Generation(adapter, prob.prompt, build_decoder("llada", block_size=B, steps=B)).run()
-        tr = Generation(adapter, prob.prompt, build_decoder(name, **params)).run()
-        final = ref.meta["final_tokens"]
-        for r in tr.records:
-            commits += r.n_committed
-            for j in np.flatnonzero(r.reason == Reason.CE_LOOKAHEAD):
-                fired += 1
-                pos = int(r.positions[j])
-                contradicted += pos < len(final) and int(r.tokens_after[j]) != final[pos]
-    return dict(lookahead_share=fired / max(1, commits), lookahead_commits=fired,
-                contradicted=contradicted / fired if fired else None)
+        final = Generation(adapter, prob.prompt, build_decoder("llada", block_size=B, steps=B)).run().meta["final_tokens"]
+        for s, pol in policies.items():
+            for r in Generation(adapter, prob.prompt, pol).run().records:
+                count[s][0] += r.n_committed
+                for j in np.flatnonzero(r.reason == Reason.CE_LOOKAHEAD):
+                    pos = int(r.positions[j])
+                    count[s][1] += 1
+                    count[s][2] += pos < len(final) and int(r.tokens_after[j]) != final[pos]
+    return {s: dict(lookahead_share=c[1] / max(1, c[0]), lookahead_commits=c[1],
+                    contradicted=c[2] / c[1] if c[1] else None) for s, c in count.items()}
 
 
-def figure(rows: list[dict], path: Path) -> None:
-    import plotly.graph_objects as go
-    fig = go.Figure()
-    for family in ("threshold", "tspd", "llada"):
-        pts = [r for r in rows if r["decoder"] == family]
-        fig.add_trace(go.Scatter(x=[r["nfe_per_token"] for r in pts], y=[r["accuracy"] for r in pts], mode="markers",
-                                 name=family, text=[r["spec"] for r in pts]))
-    fig.update_layout(xaxis_title="NFE per token", yaxis_title="accuracy", template="plotly_white")
-    fig.write_html(path, include_plotlyjs="cdn")
+def from_spec(spec: str):
+    name, params = parse_spec(spec)
+    return build_decoder(name, **params)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--task", default="arith")
-    ap.add_argument("--n", type=int, default=100)
-    ap.add_argument("--block-size", type=int, default=16)
-    ap.add_argument("--out", default="results")
-    args = ap.parse_args(argv)
-    adapter = load_model(args.model)
-    rows = run_bench(adapter, args.task, args.n, specs(args.block_size))
-    for r in rows:
-        r["nfe_per_token"] = 1 / r["tpf"]
-        if r["decoder"] == "tspd":
-            r.update(lookahead_stats(adapter, get_task(args.task), min(args.n, 50), r["spec"], args.block_size))
-    fronts = {}
+def targets(rows: list[dict], B: int) -> dict:
+    """The issue's targets: default TSPD within 1 point of LLaDA one-per-step at ≥ 3× fewer NFE; at accuracy within
+    1 point of AR, TSPD's cheapest NFE per token ≤ 0.85× the best threshold τ's."""
+    by = {r["spec"]: r for r in rows}
+    llada, default, ar = by[f"llada:block_size={B},steps={B}"], by[f"tspd:block_size={B}"], by["ar"]
+    bar = ar["accuracy"] - 0.01
+
+    def best(family):
+        ok = [r for r in rows if r["decoder"] == family and r["accuracy"] >= bar]
+        return min(ok, key=lambda r: r["nfe_per_token"]) if ok else None
+
+    thr, tsp = best("threshold"), best("tspd")
+    ratio = tsp["nfe_per_token"] / thr["nfe_per_token"] if thr and tsp else None
+    return dict(default_vs_llada=dict(accuracy_gap=llada["accuracy"] - default["accuracy"],
+                                      nfe_ratio=llada["nfe"] / default["nfe"],
+                                      met=llada["accuracy"] - default["accuracy"] <= 0.01 + 1e-9
+                                      and llada["nfe"] / default["nfe"] >= 3),
+                at_ar_quality=dict(bar=bar, best_threshold=thr and thr["spec"], best_tspd=tsp and tsp["spec"],
+                                   nfe_per_token_ratio=ratio, met=ratio is not None and ratio <= 0.85))
+
+
+def fronts(rows: list[dict]) -> dict[str, list[str]]:
+    out = {}
     for family in ("threshold", "tspd"):
         idx = [i for i, r in enumerate(rows) if r["decoder"] == family]
         front = pareto_front([(rows[i]["nfe_per_token"], rows[i]["accuracy"]) for i in idx])
-        fronts[family] = [rows[idx[k]]["spec"] for k in front]
+        out[family] = [rows[idx[k]]["spec"] for k in front]
+    return out
+
+
+def run(adapter, task_name: str, n: int, B: int, out: Path, n_lookahead: int = 200) -> dict:
+    rows = run_bench(adapter, task_name, n, specs(B))
+    for r in rows:
+        r["nfe_per_token"] = 1 / r["tpf"]
+    tspd_specs = [r["spec"] for r in rows if r["decoder"] == "tspd"]
+    stats = lookahead_stats(adapter, get_task(task_name), min(n, n_lookahead), tspd_specs, B)
+    for r in rows:
+        r.update(stats.get(r["spec"], {}))
+    res = dict(model=adapter.name, task=task_name, n=n, block_size=B, n_lookahead=min(n, n_lookahead), rows=rows,
+               fronts=fronts(rows), targets=targets(rows, B))
     for r in rows:
         la = f" · look-ahead {r['lookahead_share']:.3f} of commits, contradicted {r['contradicted']}" \
             if "lookahead_share" in r else ""
-        print(f"{r['spec']:48s} acc {r['accuracy']:.3f}  NFE/token {r['nfe_per_token']:.3f}{la}")
-    print("fronts:", json.dumps(fronts, indent=1))
-    out = Path(args.out)
+        print(f"{r['spec']:44s} acc {r['accuracy']:.3f}  NFE {r['nfe']:.2f}  NFE/token {r['nfe_per_token']:.3f}{la}")
+    print(json.dumps(dict(fronts=res["fronts"], targets=res["targets"]), indent=1))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tspd_pareto.json").write_text(json.dumps(dict(rows=rows, fronts=fronts), indent=1, default=str))
-    figure(rows, out / "tspd_pareto.html")
-
-
-if __name__ == "__main__":
-    main()
+    stem = out / f"tspd_pareto_{adapter.name}"
+    stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
+    series = {fam: [(r["nfe_per_token"], r["accuracy"], r["spec"]) for r in rows if r["decoder"] == fam]
+              for fam in ("threshold", "tspd", "llada", "ar")}
+    stem.with_suffix(".svg").write_text(scatter_svg(
+        series, fronts=("threshold", "tspd"), x_label="NFE per token", y_label="accuracy",
+        title=f"{adapter.name}, {task_name}, B = {B}, {n} test problems"))
+    return res

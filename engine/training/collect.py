@@ -1,7 +1,8 @@
-"""Trajectories for fitting CE and training the TSPD controller, replayed from traces of a conservative decoder.
+"""Trajectories for fitting CE and training the TSPD controller, replayed from decode traces.
 
-The conservative decoder is LLaDA with one token per step (steps = B): every position stays masked, and so
-observed, for as long as possible. Only the task's train / val splits are ever used, never test.
+Every problem is first decoded by a conservative *reference* decoder (AR, or LLaDA with one token per step);
+its tokens are the labels. The trajectories themselves come from the decoders TSPD will be compared with and from
+TSPD itself (on-policy, ``rollouts``). Only the task's train / val splits are ever used, never test.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import numpy as np
 
 from engine.ce.features import Trajectories
 from engine.ce.kalman import logit
+from engine.decoders import build_decoder
+from engine.loop import Generation
 
 
 @dataclass
@@ -44,16 +47,19 @@ def replay(trace, window: int = 4):
         yield recs[0].positions, {k: np.stack(v) for k, v in out.items()}
 
 
-def controller_rows(traces, window: int = 4) -> Rows:
+def controller_rows(traces, refs=None, window: int = 4) -> Rows:
+    """Rows of every masked position at every draft forward; positive when the candidate equals the reference's
+    token there (``refs`` default: each trace is its own reference). Positions after the reference's first stop
+    token are left out: they are trivially positive."""
     feats, labels, prompt = [], [], []
-    for i, tr in enumerate(traces):
-        final = np.array(tr.meta["final_tokens"])
-        stops = [j for j in range(tr.meta["prompt_len"], len(final)) if final[j] in tr.meta["stop_ids"]]
+    for i, (tr, ref) in enumerate(zip(traces, refs or traces)):
+        final = np.array(ref.meta["final_tokens"])
+        stops = [j for j in range(ref.meta["prompt_len"], len(final)) if final[j] in ref.meta["stop_ids"]]
         eos = stops[0] if stops else len(final)
         for positions, d in replay(tr, window):
-            keep = d["m"] & (positions[None, :] <= eos)      # after the first EOS is trivially positive
+            keep = d["m"] & (positions[None, :] <= eos)
             feats.append(d["f"][keep])
-            labels.append((d["c"] == final[positions][None, :])[keep])
+            labels.append((d["c"] == final[np.minimum(positions, len(final) - 1)][None, :])[keep])
             prompt.append(np.full(int(keep.sum()), i))
     return Rows(np.concatenate(feats), np.concatenate(labels).astype(np.float32), np.concatenate(prompt))
 
@@ -76,13 +82,30 @@ def z_series(traces, window: int = 4) -> tuple[np.ndarray, np.ndarray]:
     return Z, F
 
 
-def conservative_traces(adapter, task, split: str, n: int, block_sizes=(8, 16), seed: int = 0, gen_length: int = 64):
-    from engine.decoders import build_decoder
-    from engine.loop import Generation
+@dataclass
+class Split:
+    """Problems of one split, each with its block size and its reference decode."""
+    problems: list
+    blocks: list
+    refs: list
 
-    traces = []
-    for i, prob in enumerate(task.problems(split, n, seed=seed)):
-        B = block_sizes[i % len(block_sizes)]
-        pol = build_decoder("llada", block_size=B, steps=B, gen_length=gen_length)
-        traces.append(Generation(adapter, prob.prompt, pol).run())
-    return traces
+
+def reference_policy(name: str, B: int, gen_length: int = 64):
+    """The conservative reference: ``ar`` (one token per forward, left to right) or ``llada`` (one per step)."""
+    if name == "ar":
+        return build_decoder("ar", gen_length=gen_length)
+    return build_decoder("llada", block_size=B, steps=B, gen_length=gen_length)
+
+
+def reference_split(adapter, task, split: str, n: int, block_sizes=(16, 8), seed: int = 0,
+                    gen_length: int = 64, reference: str = "llada") -> Split:
+    problems = task.problems(split, n, seed=seed)
+    blocks = [block_sizes[i % len(block_sizes)] for i in range(len(problems))]
+    refs = [Generation(adapter, p.prompt, reference_policy(reference, B, gen_length)).run()
+            for p, B in zip(problems, blocks)]
+    return Split(problems, blocks, refs)
+
+
+def rollouts(adapter, split: Split, make_policy) -> list:
+    """One decode of every problem of the split by ``make_policy(block_size)``."""
+    return [Generation(adapter, p.prompt, make_policy(B)).run() for p, B in zip(split.problems, split.blocks)]

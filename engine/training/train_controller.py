@@ -1,9 +1,19 @@
-"""Train the TSPD controller (14 -> 32 -> 32 -> 1 MLP) on trajectories of a conservative decoder.
+"""[PROPOSED] Train TSPD + CE on the trajectories it will see. One seeded command; everything lands in the model
+directory (``ce.json``, ``tspd_controller.safetensors``, and the card ``tspd_controller.json``).
 
-    python -m engine.training.train_controller [--model tiny] [--n-train 600] [--n-val 200]
-Label: the position's current candidate equals its final token. Data: the task's train split; the decision
-threshold is the smallest score with precision >= 0.995 on trajectories from the val split. Writes
-``tspd_controller.safetensors`` and ``tspd_controller.json`` (the card) next to the model.
+    python -m engine.training.train_controller [--model tiny] [--task arith] [--n-train 400] [--n-val 300]
+
+1. Reference: each train / val problem decoded conservatively (``--reference``: AR by default, the decode whose
+   accuracy the issue's quality bar names; or LLaDA one token per step). A candidate is *positive* when it equals
+   the reference's token at its position. Block sizes alternate 16, 8.
+2. Round 0 data: the threshold rule's trajectories at τ ∈ TAUS (parallel decoding, as TSPD will see).
+3. CE: the Kalman noise fitted and calibrated (``fit_ce``) on those trajectories.
+4. DAgger: train the MLP on all rows so far, pick its operating threshold on val, decode the train problems with
+   TSPD itself at that threshold and one grid step below, add those rows; ``--rounds`` times. Then the final MLP,
+   CE refitted on every trajectory, and the operating threshold on the full val split.
+Operating threshold τ_s: walking down the grid, the last value at which TSPD (its full default configuration)
+breaks at most ``--budget`` of the val answers (the reference decode's answer passes the task's checker, TSPD's
+does not): a per-answer error budget, not a per-token precision.
 """
 
 from __future__ import annotations
@@ -15,78 +25,171 @@ import time
 import numpy as np
 import torch
 
-from engine.training.collect import conservative_traces, controller_rows
 from engine.ce.controller import MLP, MLPController
+from engine.ce.features import FEATURES
+from engine.ce.kalman import KalmanParams
+from engine.decoders import build_decoder
+from engine.decoders.tspd import CE_FILE
 from engine.model import load_model
 from engine.tasks import get_task
+from engine.training.collect import controller_rows, reference_split, rollouts, z_series
+from engine.training.fit_ce import coverage, fit
+from engine.trace import Reason
+
+TAUS = (0.5, 0.7, 0.9, 0.99)
+GRID = (0.999, 0.998, 0.995, 0.99, 0.98, 0.97, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
 
 
-def precision_threshold(scores: np.ndarray, labels: np.ndarray, target: float) -> tuple[float, float, float]:
-    """Smallest threshold t with precision(score >= t) >= target; returns (t, precision, recall)."""
-    order = np.argsort(-scores, kind="stable")
-    s, y = scores[order], labels[order]
-    tp = np.cumsum(y)
-    prec = tp / np.arange(1, len(y) + 1)
-    cut = np.r_[s[1:] != s[:-1], True]           # a threshold keeps whole groups of tied scores
-    ok = np.flatnonzero(cut & (prec >= target))
-    if len(ok) == 0:
-        return 1.0, float("nan"), 0.0
-    k = ok[-1]
-    return float(s[k]), float(prec[k]), float(tp[k] / max(1.0, y.sum()))
-
-
-def train(rows_tr, epochs: int = 20, seed: int = 0, lr: float = 1e-3) -> MLP:
+def train(rows, epochs: int = 20, seed: int = 0, lr: float = 1e-3) -> MLP:
+    """Plain binary cross-entropy, so the score reads as P(candidate is final | trajectory)."""
     torch.manual_seed(seed)
     mlp = MLP()
-    x = torch.from_numpy(rows_tr.features)
-    y = torch.from_numpy(rows_tr.label)
-    n_pos = float(y.sum())
-    pos_weight = torch.tensor((len(y) - n_pos) / max(1.0, n_pos))
+    x, y = torch.from_numpy(rows.features), torch.from_numpy(rows.label)
     opt = torch.optim.AdamW(mlp.parameters(), lr=lr, weight_decay=1e-4)
     g = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
         perm = torch.randperm(len(y), generator=g)
         for i in range(0, len(y), 4096):
             idx = perm[i:i + 4096]
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(mlp(x[idx]), y[idx], pos_weight=pos_weight)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(mlp(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
     return mlp.eval()
 
 
+def tspd_policy(ctrl: MLPController, kparams: KalmanParams, tau_s: float):
+    def make(B: int):
+        pol = build_decoder("tspd", block_size=B, tau_s=tau_s)
+        pol.given_controller, pol.given_kparams = ctrl, kparams
+        return pol
+    return make
+
+
+def answer_point(task, split, traces, tau_s: float) -> dict:
+    """How TSPD at τ_s did on a split: answers changed vs the reference, *broken* ones (the reference's answer
+    passes the task's checker, TSPD's does not: on an uncertain task another valid answer is no loss), accuracy,
+    NFE per token, look-ahead share."""
+    changed = [t.meta["text"] != r.meta["text"] for t, r in zip(traces, split.refs)]
+    correct = [task.verdict(t.meta["text"], p) == "valid" for t, p in zip(traces, split.problems)]
+    ref_ok = [task.verdict(r.meta["text"], p) == "valid" for r, p in zip(split.refs, split.problems)]
+    tokens = sum(t.meta["generated_tokens"] for t in traces)
+    commits = sum(r.n_committed for t in traces for r in t.records)
+    fired = sum(int((r.reason == Reason.CE_LOOKAHEAD).sum()) for t in traces for r in t.records)
+    broken = np.array(ref_ok) & ~np.array(correct)
+    return dict(tau_s=tau_s, changed=float(np.mean(changed)), broken=float(np.mean(broken)),
+                accuracy=float(np.mean(correct)), reference_accuracy=float(np.mean(ref_ok)),
+                nfe_per_token=sum(t.nfe for t in traces) / max(1, tokens), lookahead_share=fired / max(1, commits))
+
+
+def operating_threshold(curve: list[dict], budget: float) -> float:
+    """Walk the curve from the highest τ_s down; the last point before the first one that breaks more than
+    ``budget`` of the answers."""
+    chosen = None
+    for pt in sorted(curve, key=lambda p: -p["tau_s"]):
+        if pt["broken"] > budget:
+            break
+        chosen = pt["tau_s"]
+    return chosen if chosen is not None else max(p["tau_s"] for p in curve)
+
+
+def answer_curve(adapter, task, split, ctrl, kparams, budget: float, full: bool) -> list[dict]:
+    """Decode the split at each grid τ_s (stopping at the first over budget unless ``full``)."""
+    curve = []
+    for tau_s in GRID:
+        curve.append(answer_point(task, split, rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s)), tau_s))
+        if curve[-1]["broken"] > budget and not full:
+            break
+    return curve
+
+
+def fit_ce(traces) -> tuple[KalmanParams, dict]:
+    Z, F = z_series(traces)
+    report = fit(Z, F)
+    return KalmanParams(**report["params"]), report
+
+
+def lookahead_check(adapter, split, ctrl, kparams, tau_s: float) -> dict:
+    """At the operating point, on val: CE's coverage on TSPD's own trajectories, and how many look-ahead commits
+    the reference decode contradicts."""
+    traces = rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s))
+    Z, F = z_series(traces)
+    pooled, per_h = coverage(Z, F, kparams, 1.64)
+    fired = wrong = 0
+    for tr, ref in zip(traces, split.refs):
+        final = ref.meta["final_tokens"]
+        for r in tr.records:
+            for j in np.flatnonzero(r.reason == Reason.CE_LOOKAHEAD):
+                pos = int(r.positions[j])
+                fired += 1
+                wrong += pos < len(final) and int(r.tokens_after[j]) != final[pos]
+    return dict(val_coverage=pooled, val_coverage_by_h=per_h, lookahead_commits=fired,
+                lookahead_contradicted=wrong / fired if fired else None)
+
+
+def dagger(adapter, task, tr_split, va_split, args, log) -> dict:
+    """Rounds of: train on all rows, pick τ_s on val, add TSPD's own trajectories at τ_s and one step below."""
+    traces, refs = [], []
+    for tau in TAUS:
+        traces += rollouts(adapter, tr_split, lambda B, t=tau: build_decoder("threshold", tau=t, block_size=B))
+        refs += tr_split.refs
+    kparams, _ = fit_ce(traces)
+    rows = controller_rows(traces, refs)
+    rounds = []
+    for k in range(args.rounds):
+        ctrl = MLPController(train(rows, args.epochs, args.seed), 0.5, {})
+        curve = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget, full=False)
+        tau_s = operating_threshold(curve, args.budget)
+        lower = GRID[min(GRID.index(tau_s) + 1, len(GRID) - 1)]
+        for t in dict.fromkeys((tau_s, lower)):
+            traces += rollouts(adapter, tr_split, tspd_policy(ctrl, kparams, t))
+            refs += tr_split.refs
+        rows = controller_rows(traces, refs)
+        rounds.append(dict(round=k, tau_s=tau_s, explored=[tau_s, lower], rows=int(len(rows.label)), curve=curve))
+        log(f"round {k}: τ_s {tau_s}, {len(rows.label)} rows")
+    kparams, ce = fit_ce(traces)
+    ctrl = MLPController(train(rows, args.epochs, args.seed), 0.5, {})
+    curve = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget, full=True)
+    return dict(ctrl=ctrl, kparams=kparams, ce=ce, curve=curve, rounds=rounds, rows=rows,
+                tau_s=operating_threshold(curve, args.budget), decodes=len(traces))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--task", default="arith")
-    ap.add_argument("--n-train", type=int, default=600)
-    ap.add_argument("--n-val", type=int, default=200)
+    ap.add_argument("--n-train", type=int, default=400)
+    ap.add_argument("--n-val", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=2, help="DAgger rounds of on-policy TSPD data")
     ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--precision", type=float, default=0.995)
+    ap.add_argument("--budget", type=float, default=0.01, help="share of val answers TSPD may break")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reference", choices=("ar", "llada"), default="ar",
+                    help="the conservative decode whose tokens are the labels and whose answers the budget counts")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    adapter = load_model(args.model)
-    task = get_task(args.task)
-    t0 = time.time()
-    tr_rows = controller_rows(conservative_traces(adapter, task, "train", args.n_train))
-    va_rows = controller_rows(conservative_traces(adapter, task, "val", args.n_val))
-    mlp = train(tr_rows, args.epochs)
-    ctrl = MLPController(mlp, 0.5, {})
-    s_va = ctrl.score(va_rows.features)
-    thr, prec, rec = precision_threshold(s_va, va_rows.label, args.precision)
-    points = {str(p): dict(zip(("threshold", "precision", "recall"), precision_threshold(s_va, va_rows.label, p)))
-              for p in (0.98, 0.99, 0.995)}
-    card = dict(features=list(__import__("engine.ce.features", fromlist=["FEATURES"]).FEATURES),
-                architecture="MLP 14-32-32-1 ReLU, sigmoid", label="candidate == final token",
-                decoder="llada steps=B (one token per step), B in {8,16}", train_problems=args.n_train,
-                val_problems=args.n_val, train_rows=int(len(tr_rows.label)), val_rows=int(len(va_rows.label)),
-                train_positive_rate=float(tr_rows.label.mean()), epochs=args.epochs, target_precision=args.precision,
-                val_precision=prec, val_recall=rec, operating_points=points, seconds=round(time.time() - t0, 1))
-    ctrl = MLPController(mlp, thr, card)
+    adapter, task, t0 = load_model(args.model), get_task(args.task), time.time()
+    log = lambda msg: print(f"[{time.time() - t0:6.0f}s] {msg}", flush=True)  # noqa: E731
+    tr_split = reference_split(adapter, task, "train", args.n_train, seed=args.seed, reference=args.reference)
+    va_split = reference_split(adapter, task, "val", args.n_val, seed=args.seed, reference=args.reference)
+    log("reference decodes done")
+    out = dagger(adapter, task, tr_split, va_split, args, log)
+    ctrl, tau_s = out["ctrl"], out["tau_s"]
+    check = lookahead_check(adapter, va_split, ctrl, out["kparams"], tau_s)
+    card = dict(features=list(FEATURES), architecture="MLP 14-32-32-1 ReLU, sigmoid, plain BCE",
+                label=f"candidate == the reference decode's token ({args.reference})", reference=args.reference,
+                data="on-policy: threshold τ ∈ %s, then TSPD itself (DAgger, %d rounds), B ∈ {16, 8}"
+                     % (list(TAUS), args.rounds),
+                task=args.task, train_problems=args.n_train, val_problems=args.n_val, decodes=out["decodes"],
+                train_rows=int(len(out["rows"].label)), train_positive_rate=float(out["rows"].label.mean()),
+                epochs=args.epochs, seed=args.seed, budget=args.budget, rounds=out["rounds"], val_curve=out["curve"],
+                **check, seconds=round(time.time() - t0, 1))
+    ce = dict(out["ce"], data="train-split trajectories of every decode above", **check)
     if not args.no_write:
-        ctrl.save(adapter.path)
-    print(json.dumps(dict(card, threshold=thr), indent=2))
-    return dict(card, threshold=thr)
+        MLPController(ctrl.mlp, tau_s, card).save(adapter.path)
+        (adapter.path / CE_FILE).write_text(json.dumps(ce, indent=2))
+    print(json.dumps(dict(card, threshold=tau_s, ce=ce), indent=2))
+    return dict(card, threshold=tau_s, ce=ce)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,15 @@ from explorer.page.context import Page
 from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
+VERSUS = "tspd vs threshold"
 
 
 def build_sweep(page: Page, model):
     """Returns (point dropdown, open button) for the page to wire to its main views."""
     gr.Markdown("A grid of settings on held-out problems: accuracy against speed, with the Pareto frontier.")
     with gr.Row():
-        decoder = gr.Dropdown(["threshold", "s2d2", "tspd", "llada"], value="threshold", label="decoder")
+        decoder = gr.Dropdown(["threshold", "s2d2", "tspd", "llada", VERSUS], value="threshold", label="decoder",
+                              info=f"{VERSUS}: the τ values are the threshold rule's τ and TSPD's controller τ_s")
         taus = gr.Textbox("0.5,0.7,0.9", label="τ values")
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
@@ -48,6 +50,9 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
     tail = f",{extra.strip()}" if extra.strip() else ""
     if dec == "llada":
         return [f"llada:steps={b},block_size={b}{tail}" for b in b_v]
+    if dec == VERSUS:   # both fronts on the same problems
+        return [f"{d}:{k}={t},block_size={b}{tail}" for d, k in (("threshold", "tau"), ("tspd", "tau_s"))
+                for b in b_v for t in tau_v]
     return [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 

@@ -1,7 +1,8 @@
 """Sweep plots: accuracy against TPF and against tokens/s for a grid of decoder settings, Pareto frontier drawn.
 
 How to read: each point is one decoder setting run on the same held-out problems. Up and to the right is better;
-the line joins the settings no other setting beats on both axes (the Pareto frontier). Hover for the setting.
+the line joins the settings no other setting of that decoder beats on both axes (its Pareto frontier), one colour
+per decoder, so "TSPD vs threshold" shows whose frontier lies above. Hover for the setting.
 """
 
 from __future__ import annotations
@@ -23,21 +24,29 @@ def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array(sorted(idx, key=lambda i: x[i]), dtype=int)
 
 
+COLOURS = ("#3182bd", "#e6550d", "#31a354", "#756bb1")
+
+
 def sweep_figure(rows: list[dict]) -> go.Figure:
+    """One colour and one Pareto frontier per decoder family (rows without a ``decoder`` form one family)."""
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=("accuracy vs tokens per forward", "accuracy vs tokens/s"))
     if not rows:
         return fig.update_layout(height=360, template="plotly_white")
-    acc = np.array([r["accuracy"] for r in rows])
-    labels = [r["spec"] for r in rows]
-    for col, key in ((1, "tpf"), (2, "tokens_per_s")):
-        x = np.array([r[key] for r in rows])
-        fig.add_trace(go.Scatter(x=x, y=acc, mode="markers", text=labels, marker=dict(size=9, color="#3182bd"),
-                                 hovertemplate="%{text}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}<extra></extra>",
-                                 showlegend=False), 1, col)
-        front = pareto(x, acc)
-        fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color="#e6550d", shape="hv"),
-                                 name="Pareto frontier", showlegend=col == 1, hoverinfo="skip"), 1, col)
+    families = list(dict.fromkeys(r.get("decoder", "") for r in rows))
+    for k, fam in enumerate(families):
+        sub = [r for r in rows if r.get("decoder", "") == fam]
+        acc, labels, colour = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub], COLOURS[k % 4]
+        for col, key in ((1, "tpf"), (2, "tokens_per_s")):
+            x = np.array([r[key] for r in sub])
+            fig.add_trace(go.Scatter(x=x, y=acc, mode="markers", text=labels, marker=dict(size=9, color=colour),
+                                     name=fam or "setting", legendgroup=fam, showlegend=len(families) > 1 and col == 1,
+                                     hovertemplate="%{text}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}<extra></extra>"),
+                          1, col)
+            front = pareto(x, acc)
+            fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color=colour, shape="hv"),
+                                     name=f"{fam} Pareto frontier".strip(), legendgroup=fam, showlegend=col == 1,
+                                     hoverinfo="skip"), 1, col)
     fig.update_xaxes(title_text="TPF", row=1, col=1)
     fig.update_xaxes(title_text="tokens/s", row=1, col=2)
     fig.update_yaxes(title_text="accuracy", row=1, col=1)
