@@ -49,6 +49,19 @@ def test_pareto_and_sweep_figure():
     assert len(fig.data) == 4 and list(fig.data[1].x) == [1.5, 2.0, 3.0]
 
 
+def test_sweep_draws_one_front_per_decoder_and_tspd_vs_threshold_specs():
+    from explorer.page.sweep import VERSUS, sweep_specs
+    specs = sweep_specs(VERSUS, "0.9,0.99", "16", "")
+    assert specs == ["threshold:tau=0.9,block_size=16", "threshold:tau=0.99,block_size=16",
+                     "tspd:tau_s=0.9,block_size=16", "tspd:tau_s=0.99,block_size=16"]
+    rows = [dict(spec=s, decoder=s.split(":")[0], accuracy=a, tpf=t, tokens_per_s=t, nfe=1.0)
+            for s, a, t in zip(specs, (0.9, 1.0, 0.95, 1.0), (6.0, 4.0, 6.5, 4.5))]
+    fig = sweep_figure(rows)
+    fronts = [tr for tr in fig.data if tr.mode == "lines" and tr.xaxis == "x"]
+    assert [tr.name for tr in fronts] == ["threshold Pareto frontier", "tspd Pareto frontier"]
+    assert list(fronts[1].x) == [4.5, 6.5] and fronts[0].line.color != fronts[1].line.color
+
+
 def test_compare_summary(adapter):
     p = "Mia has 12 toys . She gets 5 more toys . How many toys does she have now ?"
     a = Generation(adapter, p, build_decoder("ar", gen_length=8)).run()

@@ -17,10 +17,10 @@ from tests.conftest import write_sdar_checkpoint
 
 
 def test_operating_threshold_stops_at_the_first_point_over_budget():
-    curve = [dict(tau_s=t, broken=c) for t, c in ((0.99, 0.0), (0.95, 0.005), (0.9, 0.02), (0.8, 0.0))]
+    curve = [dict(tau_s=t, lost=c) for t, c in ((0.99, 0.0), (0.95, 0.005), (0.9, 0.02), (0.8, 0.0))]
     assert operating_threshold(curve, 0.01) == 0.95          # 0.8 is within budget but lies past a violation
     assert operating_threshold(curve, 0.03) == 0.8
-    assert operating_threshold([dict(tau_s=0.99, broken=0.5)], 0.01) == 0.99    # nothing safe: the most careful
+    assert operating_threshold([dict(tau_s=0.99, lost=0.5)], 0.01) == 0.99      # nothing safe: the most careful
 
 
 def test_answer_point_counts_broken_answers_by_the_checker():
@@ -33,7 +33,7 @@ def test_answer_point_counts_broken_answers_by_the_checker():
     outs = ["b", "a", "z", "y"]                               # other valid, same, broken, wrong-for-wrong
     traces = [NS(meta=dict(text=t, generated_tokens=5), nfe=2, records=[]) for t in outs]
     pt = answer_point(task, NS(problems=problems, refs=refs), traces, 0.9)
-    assert pt["changed"] == 0.75 and pt["broken"] == 0.25 and pt["accuracy"] == 0.5
+    assert pt["changed"] == 0.75 and pt["broken"] == 0.25 and pt["accuracy"] == 0.5 and pt["lost"] == 0.25
     assert pt["reference_accuracy"] == 0.75 and pt["nfe_per_token"] == 0.4 and pt["tau_s"] == 0.9
 
 

@@ -96,6 +96,18 @@ def fronts(rows: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+def markdown(res: dict) -> str:
+    """The README's table: every point, front members in bold."""
+    on_front = set(res["fronts"]["threshold"]) | set(res["fronts"]["tspd"])
+    lines = ["| decoder | accuracy | NFE / sample | NFE / token | look-ahead share | contradicted |", "|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        spec = f"**`{r['spec']}`**" if r["spec"] in on_front else f"`{r['spec']}`"
+        la = (f"{r['lookahead_share']:.3f}", "–" if r["contradicted"] is None else f"{r['contradicted']:.3f}") \
+            if "lookahead_share" in r else ("–", "–")
+        lines.append(f"| {spec} | {r['accuracy']:.3f} | {r['nfe']:.2f} | {r['nfe_per_token']:.3f} | {la[0]} | {la[1]} |")
+    return "\n".join(lines)
+
+
 def run(adapter, task_name: str, n: int, B: int, out: Path, n_lookahead: int = 200) -> dict:
     rows = run_bench(adapter, task_name, n, specs(B))
     for r in rows:
@@ -106,10 +118,7 @@ def run(adapter, task_name: str, n: int, B: int, out: Path, n_lookahead: int = 2
         r.update(stats.get(r["spec"], {}))
     res = dict(model=adapter.name, task=task_name, n=n, block_size=B, n_lookahead=min(n, n_lookahead), rows=rows,
                fronts=fronts(rows), targets=targets(rows, B))
-    for r in rows:
-        la = f" · look-ahead {r['lookahead_share']:.3f} of commits, contradicted {r['contradicted']}" \
-            if "lookahead_share" in r else ""
-        print(f"{r['spec']:44s} acc {r['accuracy']:.3f}  NFE {r['nfe']:.2f}  NFE/token {r['nfe_per_token']:.3f}{la}")
+    print(markdown(res))
     print(json.dumps(dict(fronts=res["fronts"], targets=res["targets"]), indent=1))
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"tspd_pareto_{adapter.name}"

@@ -3,17 +3,19 @@ directory (``ce.json``, ``tspd_controller.safetensors``, and the card ``tspd_con
 
     python -m engine.training.train_controller [--model tiny] [--task arith] [--n-train 400] [--n-val 300]
 
-1. Reference: each train / val problem decoded conservatively (``--reference``: AR by default, the decode whose
-   accuracy the issue's quality bar names; or LLaDA one token per step). A candidate is *positive* when it equals
-   the reference's token at its position. Block sizes alternate 16, 8.
+1. Reference: each train / val problem decoded conservatively (``--reference``: LLaDA one token per step by
+   default, the diffusion decode TSPD must stay within a point of; or AR). A candidate is *positive* when it
+   equals the reference's token at its position. Block sizes alternate 16, 8.
 2. Round 0 data: the threshold rule's trajectories at τ ∈ TAUS (parallel decoding, as TSPD will see).
 3. CE: the Kalman noise fitted and calibrated (``fit_ce``) on those trajectories.
 4. DAgger: train the MLP on all rows so far, pick its operating threshold on val, decode the train problems with
    TSPD itself at that threshold and one grid step below, add those rows; ``--rounds`` times. Then the final MLP,
    CE refitted on every trajectory, and the operating threshold on the full val split.
 Operating threshold τ_s: walking down the grid, the last value at which TSPD (its full default configuration)
-breaks at most ``--budget`` of the val answers (the reference decode's answer passes the task's checker, TSPD's
-does not): a per-answer error budget, not a per-token precision.
+loses at most ``--budget`` of the val answers, net, against the reference decode (the task's checker decides):
+a per-answer error budget, not a per-token precision. Not "answers changed": on the embedded arithmetic model
+the decode order alone changes 4 % of 150 val answers between AR and LLaDA one-per-step, and the threshold rule
+at τ = 0.999 changes 4 % against AR too, so a 1 % budget on changed answers admits no parallel decoder at all.
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ def tspd_policy(ctrl: MLPController, kparams: KalmanParams, tau_s: float):
 
 
 def answer_point(task, split, traces, tau_s: float) -> dict:
-    """How TSPD at τ_s did on a split: answers changed vs the reference, *broken* ones (the reference's answer
-    passes the task's checker, TSPD's does not: on an uncertain task another valid answer is no loss), accuracy,
-    NFE per token, look-ahead share."""
+    """How TSPD at τ_s did on a split: answers changed vs the reference; *broken* (the reference's answer passes
+    the task's checker, TSPD's does not: on an uncertain task another valid answer is no loss); *lost*, the net
+    share of answers lost (reference accuracy − TSPD's); accuracy, NFE per token, look-ahead share."""
     changed = [t.meta["text"] != r.meta["text"] for t, r in zip(traces, split.refs)]
     correct = [task.verdict(t.meta["text"], p) == "valid" for t, p in zip(traces, split.problems)]
     ref_ok = [task.verdict(r.meta["text"], p) == "valid" for r, p in zip(split.refs, split.problems)]
@@ -78,16 +80,17 @@ def answer_point(task, split, traces, tau_s: float) -> dict:
     fired = sum(int((r.reason == Reason.CE_LOOKAHEAD).sum()) for t in traces for r in t.records)
     broken = np.array(ref_ok) & ~np.array(correct)
     return dict(tau_s=tau_s, changed=float(np.mean(changed)), broken=float(np.mean(broken)),
+                lost=float(np.mean(ref_ok) - np.mean(correct)),
                 accuracy=float(np.mean(correct)), reference_accuracy=float(np.mean(ref_ok)),
                 nfe_per_token=sum(t.nfe for t in traces) / max(1, tokens), lookahead_share=fired / max(1, commits))
 
 
 def operating_threshold(curve: list[dict], budget: float) -> float:
-    """Walk the curve from the highest τ_s down; the last point before the first one that breaks more than
-    ``budget`` of the answers."""
+    """Walk the curve from the highest τ_s down; the last point before the first one that loses more than
+    ``budget`` of the answers (net, against the reference decode)."""
     chosen = None
     for pt in sorted(curve, key=lambda p: -p["tau_s"]):
-        if pt["broken"] > budget:
+        if pt["lost"] > budget:
             break
         chosen = pt["tau_s"]
     return chosen if chosen is not None else max(p["tau_s"] for p in curve)
@@ -98,7 +101,7 @@ def answer_curve(adapter, task, split, ctrl, kparams, budget: float, full: bool)
     curve = []
     for tau_s in GRID:
         curve.append(answer_point(task, split, rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s)), tau_s))
-        if curve[-1]["broken"] > budget and not full:
+        if curve[-1]["lost"] > budget and not full:
             break
     return curve
 
@@ -162,9 +165,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--n-val", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=2, help="DAgger rounds of on-policy TSPD data")
     ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--budget", type=float, default=0.01, help="share of val answers TSPD may break")
+    ap.add_argument("--budget", type=float, default=0.01, help="net share of val answers TSPD may lose")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--reference", choices=("ar", "llada"), default="ar",
+    ap.add_argument("--reference", choices=("ar", "llada"), default="llada",
                     help="the conservative decode whose tokens are the labels and whose answers the budget counts")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
