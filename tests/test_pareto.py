@@ -23,7 +23,15 @@ def test_targets_compare_the_cheapest_points_at_ar_quality():
     assert t["default_vs_llada"]["met"] and abs(t["default_vs_llada"]["nfe_ratio"] - 31 / 4) < 1e-9
     at = t["at_ar_quality"]
     assert at["best_threshold"] == "threshold:tau=0.99,block_size=16" and at["best_tspd"] == "tspd:block_size=16"
-    assert abs(at["nfe_per_token_ratio"] - 0.18 / 0.225) < 1e-9 and at["met"]
+    assert abs(at["nfe_per_token_ratio"] - 0.18 / 0.225) < 1e-9 and at["met"] and not at["tspd_only"]
+    top = t["at_threshold_best"]
+    assert top["accuracy"] == 1.0 and top["threshold"] == "threshold:tau=0.99,block_size=16" and top["tspd"] is None
+    rows[4]["accuracy"] = 0.98                                 # no τ reaches AR's bar; TSPD does
+    t = targets(rows, 16)
+    assert t["at_ar_quality"]["tspd_only"] and not t["at_ar_quality"]["met"]
+    assert t["at_threshold_best"]["tspd"] == "tspd:block_size=16"
+    assert abs(t["at_threshold_best"]["nfe_per_token_ratio"] - 0.18 / 0.225) < 1e-9
+    rows[4]["accuracy"] = 1.0
     rows[2]["accuracy"] = 0.97                                 # 2 points below LLaDA: both targets missed
     t = targets(rows, 16)
     assert not t["default_vs_llada"]["met"] and t["at_ar_quality"]["best_tspd"] is None and not t["at_ar_quality"]["met"]

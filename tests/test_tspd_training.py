@@ -32,8 +32,10 @@ def test_answer_point_counts_broken_answers_by_the_checker():
     refs = [NS(meta=dict(text=t)) for t in ("a", "a", "a", "x")]
     outs = ["b", "a", "z", "y"]                               # other valid, same, broken, wrong-for-wrong
     traces = [NS(meta=dict(text=t, generated_tokens=5), nfe=2, records=[]) for t in outs]
-    pt = answer_point(task, NS(problems=problems, refs=refs), traces, 0.9)
+    pt = answer_point(task, NS(problems=problems, refs=refs, blocks=[16] * 4), traces, 0.9)
     assert pt["changed"] == 0.75 and pt["broken"] == 0.25 and pt["accuracy"] == 0.5 and pt["lost"] == 0.25
+    pt = answer_point(task, NS(problems=problems, refs=refs, blocks=[16, 8, 8, 16]), traces, 0.9)
+    assert pt["lost_by_block"] == {16: 0.0, 8: 0.5} and pt["lost"] == 0.5  # the budget holds at every B
     assert pt["reference_accuracy"] == 0.75 and pt["nfe_per_token"] == 0.4 and pt["tau_s"] == 0.9
 
 
@@ -86,14 +88,20 @@ def test_on_policy_labels_compare_with_the_reference_decode(adapter, arith):
 
 def test_training_command_writes_a_controller_tspd_then_uses(tmp_path, arith):
     model_dir = write_sdar_checkpoint(tmp_path / "m")
-    out = main(["--model", str(model_dir), "--n-train", "4", "--n-val", "4", "--rounds", "1", "--epochs", "1"])
+    out = main(["--model", str(model_dir), "--n-train", "4", "--n-val", "4", "--n-select", "4", "--rounds", "1",
+                "--epochs", "1"])
     card = json.loads((model_dir / "tspd_controller.json").read_text())
     ce = json.loads((model_dir / "ce.json").read_text())
     assert card["threshold"] == out["threshold"] in GRID
     assert card["threshold"] == operating_threshold(card["val_curve"], card["budget"])
-    assert [p["tau_s"] for p in card["val_curve"]] == list(GRID) and len(card["rounds"]) == 1
+    taus = [p["tau_s"] for p in card["val_curve"]]
+    assert taus == list(GRID[:len(taus)]) and len(card["rounds"]) == 1 and card["select_problems"] == 4
     assert set(ce["params"]) == {"q_level", "q_vel", "r", "p0"} and ce["params"]["p0"] == pytest.approx(ce["scale"])
     adapter = load_model(str(model_dir), device="cpu")
     pol = build_decoder("tspd", block_size=8, gen_length=16)
     Generation(adapter, arith.problems("test", 1)[0].prompt, pol).run()
     assert pol.tau_s == card["threshold"] and pol.kparams.p0 == pytest.approx(ce["scale"])
+    again = main(["--model", str(model_dir), "--n-select", "4", "--reselect", "--budget", "1.0"])
+    card2 = json.loads((model_dir / "tspd_controller.json").read_text())
+    assert again["threshold"] == card2["threshold"] == min(GRID)      # any loss fits a budget of 100 %
+    assert card2["reselected"]["budget"] == 1.0 and card2["rounds"] == card["rounds"] and len(card2["val_curve"]) == 13

@@ -108,13 +108,14 @@ UNCERTAIN = ["ar", "llada:block_size=8,steps=8",
              "llada:block_size=8,steps=2,temperature=1", "threshold:rule=sdar,tau=0.9,steps=4,block_size=8,temperature=1",
              "s2d2:router=always,tau=0.9,steps=4,block_size=8,temperature=1",
              "threshold:tau=0.9,block_size=8,temperature=1", "tspd:controller=heuristic,block_size=8,temperature=1",
-             "simsd:block_size=8"]
+             "tspd:block_size=8,temperature=1", "simsd:block_size=8"]
 TEACH = COLS + [("confident_share", "conf ≥ 0.9", ".2f"), ("reject_rate", "reject rate", ".3f")]
 
 
 def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
     """The tasks model on each task: greedy AR and one-per-step LLaDA, then at temperature 1 the parallel settings,
-    S2D2 at the same τ and steps, the threshold rule, TSPD (heuristic) and SimSD; with the teaching columns."""
+    S2D2 at the same τ and steps, the threshold rule, TSPD (heuristic and learned controller) and SimSD; with the
+    teaching columns."""
     out = {}
     for task in tasks:
         rows = enrich(run_bench(adapter, task, n, UNCERTAIN))

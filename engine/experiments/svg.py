@@ -58,6 +58,7 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fronts=(), x_
         for x, y, text in pts_f:
             out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{colour}" fill-opacity="0.8">'
                        f'<title>{escape(text)}: {x:.3f}, {y:.3f}</title></circle>')
-        out.append(f'<circle cx="{W - PAD - 90}" cy="{PAD + 14 * k}" r="4" fill="{colour}"/>'
-                   f'<text x="{W - PAD - 80}" y="{PAD + 14 * k + 4}">{escape(family)}</text>')
+        lx = PAD + 110 * k                                    # the legend: one row under the title
+        out.append(f'<circle cx="{lx}" cy="34" r="4" fill="{colour}"/>'
+                   f'<text x="{lx + 8}" y="38">{escape(family)}</text>')
     return "\n".join(out + ["</svg>"])

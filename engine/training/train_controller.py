@@ -10,7 +10,7 @@ directory (``ce.json``, ``tspd_controller.safetensors``, and the card ``tspd_con
 3. CE: the Kalman noise fitted and calibrated (``fit_ce``) on those trajectories.
 4. DAgger: train the MLP on all rows so far, pick its operating threshold on val, decode the train problems with
    TSPD itself at that threshold and one grid step below, add those rows; ``--rounds`` times. Then the final MLP,
-   CE refitted on every trajectory, and the operating threshold on the full val split.
+   CE refitted on every trajectory, and the operating threshold on ``--n-select`` val problems.
 Operating threshold τ_s: walking down the grid, the last value at which TSPD (its full default configuration)
 loses at most ``--budget`` of the val answers, net, against the reference decode (the task's checker decides):
 a per-answer error budget, not a per-token precision. Not "answers changed": on the embedded arithmetic model
@@ -71,16 +71,18 @@ def tspd_policy(ctrl: MLPController, kparams: KalmanParams, tau_s: float):
 def answer_point(task, split, traces, tau_s: float) -> dict:
     """How TSPD at τ_s did on a split: answers changed vs the reference; *broken* (the reference's answer passes
     the task's checker, TSPD's does not: on an uncertain task another valid answer is no loss); *lost*, the net
-    share of answers lost (reference accuracy − TSPD's); accuracy, NFE per token, look-ahead share."""
+    share of answers lost (reference accuracy − TSPD's) at the worst block size, since a mix of block sizes would
+    let a safe B = 8 hide a loss at B = 16; accuracy, NFE per token, look-ahead share."""
     changed = [t.meta["text"] != r.meta["text"] for t, r in zip(traces, split.refs)]
-    correct = [task.verdict(t.meta["text"], p) == "valid" for t, p in zip(traces, split.problems)]
-    ref_ok = [task.verdict(r.meta["text"], p) == "valid" for r, p in zip(split.refs, split.problems)]
+    correct = np.array([task.verdict(t.meta["text"], p) == "valid" for t, p in zip(traces, split.problems)])
+    ref_ok = np.array([task.verdict(r.meta["text"], p) == "valid" for r, p in zip(split.refs, split.problems)])
+    blocks = np.array(split.blocks)
+    lost_by_block = {int(B): float(ref_ok[blocks == B].mean() - correct[blocks == B].mean()) for B in set(split.blocks)}
     tokens = sum(t.meta["generated_tokens"] for t in traces)
     commits = sum(r.n_committed for t in traces for r in t.records)
     fired = sum(int((r.reason == Reason.CE_LOOKAHEAD).sum()) for t in traces for r in t.records)
-    broken = np.array(ref_ok) & ~np.array(correct)
-    return dict(tau_s=tau_s, changed=float(np.mean(changed)), broken=float(np.mean(broken)),
-                lost=float(np.mean(ref_ok) - np.mean(correct)),
+    return dict(tau_s=tau_s, changed=float(np.mean(changed)), broken=float(np.mean(ref_ok & ~correct)),
+                lost=max(lost_by_block.values()), lost_by_block=lost_by_block,
                 accuracy=float(np.mean(correct)), reference_accuracy=float(np.mean(ref_ok)),
                 nfe_per_token=sum(t.nfe for t in traces) / max(1, tokens), lookahead_share=fired / max(1, commits))
 
@@ -96,12 +98,12 @@ def operating_threshold(curve: list[dict], budget: float) -> float:
     return chosen if chosen is not None else max(p["tau_s"] for p in curve)
 
 
-def answer_curve(adapter, task, split, ctrl, kparams, budget: float, full: bool) -> list[dict]:
-    """Decode the split at each grid τ_s (stopping at the first over budget unless ``full``)."""
+def answer_curve(adapter, task, split, ctrl, kparams, budget: float) -> list[dict]:
+    """Decode the split at each grid τ_s, from the top, down to the first point over budget."""
     curve = []
     for tau_s in GRID:
         curve.append(answer_point(task, split, rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s)), tau_s))
-        if curve[-1]["lost"] > budget and not full:
+        if curve[-1]["lost"] > budget:
             break
     return curve
 
@@ -141,7 +143,7 @@ def dagger(adapter, task, tr_split, va_split, args, log) -> dict:
     rounds = []
     for k in range(args.rounds):
         ctrl = MLPController(train(rows, args.epochs, args.seed), 0.5, {})
-        curve = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget, full=False)
+        curve = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget)
         tau_s = operating_threshold(curve, args.budget)
         lower = GRID[min(GRID.index(tau_s) + 1, len(GRID) - 1)]
         for t in dict.fromkeys((tau_s, lower)):
@@ -152,9 +154,33 @@ def dagger(adapter, task, tr_split, va_split, args, log) -> dict:
         log(f"round {k}: τ_s {tau_s}, {len(rows.label)} rows")
     kparams, ce = fit_ce(traces)
     ctrl = MLPController(train(rows, args.epochs, args.seed), 0.5, {})
-    curve = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget, full=True)
-    return dict(ctrl=ctrl, kparams=kparams, ce=ce, curve=curve, rounds=rounds, rows=rows,
-                tau_s=operating_threshold(curve, args.budget), decodes=len(traces))
+    return dict(ctrl=ctrl, kparams=kparams, ce=ce, rounds=rounds, rows=rows, decodes=len(traces))
+
+
+def select(adapter, task, ctrl, kparams, args, reference: str) -> tuple[float, list, dict]:
+    """The operating threshold on ``--n-select`` val problems (more than the rounds use: a 1 % budget needs them),
+    the curve down to the first point over budget, and the look-ahead check there."""
+    split = reference_split(adapter, task, "val", args.n_select, seed=args.seed, reference=reference)
+    curve = answer_curve(adapter, task, split, ctrl, kparams, args.budget)
+    tau_s = operating_threshold(curve, args.budget)
+    return tau_s, curve, lookahead_check(adapter, split, ctrl, kparams, tau_s)
+
+
+def reselect(adapter, task, args) -> dict:
+    """Only the operating threshold, again, for the controller and CE already in the model directory (a new
+    budget, rule or selection split without retraining); the card records that it was reselected."""
+    t0 = time.time()
+    ctrl = MLPController.load(adapter.path)
+    ce = json.loads((adapter.path / CE_FILE).read_text())
+    kparams = KalmanParams(**ce["params"])
+    tau_s, curve, check = select(adapter, task, ctrl, kparams, args, ctrl.card["reference"])
+    card = dict(ctrl.card, budget=args.budget, val_curve=curve, select_problems=args.n_select, **check,
+                reselected=dict(budget=args.budget, select_problems=args.n_select, seconds=round(time.time() - t0, 1)))
+    if not args.no_write:
+        MLPController(ctrl.mlp, tau_s, card).save(adapter.path)
+        (adapter.path / CE_FILE).write_text(json.dumps(dict(ce, **check), indent=2))
+    print(json.dumps(dict(card, threshold=tau_s), indent=2))
+    return dict(card, threshold=tau_s)
 
 
 def main(argv=None) -> dict:
@@ -162,30 +188,35 @@ def main(argv=None) -> dict:
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--task", default="arith")
     ap.add_argument("--n-train", type=int, default=400)
-    ap.add_argument("--n-val", type=int, default=300)
+    ap.add_argument("--n-val", type=int, default=300, help="val problems for the DAgger rounds' thresholds")
+    ap.add_argument("--n-select", type=int, default=1000, help="val problems for the final operating threshold")
     ap.add_argument("--rounds", type=int, default=2, help="DAgger rounds of on-policy TSPD data")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--budget", type=float, default=0.01, help="net share of val answers TSPD may lose")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference", choices=("ar", "llada"), default="llada",
                     help="the conservative decode whose tokens are the labels and whose answers the budget counts")
+    ap.add_argument("--reselect", action="store_true", help="keep the trained controller and CE; choose τ_s again")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     adapter, task, t0 = load_model(args.model), get_task(args.task), time.time()
+    if args.reselect:
+        return reselect(adapter, task, args)
     log = lambda msg: print(f"[{time.time() - t0:6.0f}s] {msg}", flush=True)  # noqa: E731
     tr_split = reference_split(adapter, task, "train", args.n_train, seed=args.seed, reference=args.reference)
     va_split = reference_split(adapter, task, "val", args.n_val, seed=args.seed, reference=args.reference)
     log("reference decodes done")
     out = dagger(adapter, task, tr_split, va_split, args, log)
-    ctrl, tau_s = out["ctrl"], out["tau_s"]
-    check = lookahead_check(adapter, va_split, ctrl, out["kparams"], tau_s)
+    ctrl = out["ctrl"]
+    tau_s, curve, check = select(adapter, task, ctrl, out["kparams"], args, args.reference)
     card = dict(features=list(FEATURES), architecture="MLP 14-32-32-1 ReLU, sigmoid, plain BCE",
                 label=f"candidate == the reference decode's token ({args.reference})", reference=args.reference,
                 data="on-policy: threshold τ ∈ %s, then TSPD itself (DAgger, %d rounds), B ∈ {16, 8}"
                      % (list(TAUS), args.rounds),
                 task=args.task, train_problems=args.n_train, val_problems=args.n_val, decodes=out["decodes"],
                 train_rows=int(len(out["rows"].label)), train_positive_rate=float(out["rows"].label.mean()),
-                epochs=args.epochs, seed=args.seed, budget=args.budget, rounds=out["rounds"], val_curve=out["curve"],
+                epochs=args.epochs, seed=args.seed, budget=args.budget, rounds=out["rounds"], val_curve=curve,
+                select_problems=args.n_select,
                 **check, seconds=round(time.time() - t0, 1))
     ce = dict(out["ce"], data="train-split trajectories of every decode above", **check)
     if not args.no_write:
