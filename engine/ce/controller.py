@@ -1,8 +1,9 @@
 """[PROPOSED] TSPD controller: is a masked position's current candidate already its final token?
 
 ``MLPController``: 14 -> 32 -> 32 -> 1 (ReLU, sigmoid), trained by ``python -m engine.training.train_controller`` on
-trajectories of a conservative decoder over the task's training split; shipped as safetensors + a JSON card
-holding the decision threshold calibrated for precision on a validation split.
+the trajectories TSPD itself sees (parallel decoding, DAgger), labelled by a conservative reference decode;
+shipped as safetensors + a JSON card holding the operating threshold chosen for a per-answer error budget on a
+validation split.
 ``heuristic_fix``: the training-free rule c >= τ0 − α·π with a stable, non-falling candidate, or c >= τ0.
 """
 
