@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from engine.bench import run_bench
 from engine.decoders import build_decoder, parse_spec
 from engine.experiments.svg import scatter_svg
 from engine.loop import Generation
 from engine.tasks import get_task
-from engine.trace import Reason
+from engine.training.collect import lookahead_counts
 
 TAUS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 TAU_S = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
@@ -51,12 +49,8 @@ def lookahead_stats(adapter, task, n: int, spec_list: list[str], B: int) -> dict
     for prob in task.problems("test", n):
         final = Generation(adapter, prob.prompt, build_decoder("llada", block_size=B, steps=B)).run().meta["final_tokens"]
         for s, pol in policies.items():
-            for r in Generation(adapter, prob.prompt, pol).run().records:
-                count[s][0] += r.n_committed
-                for j in np.flatnonzero(r.reason == Reason.CE_LOOKAHEAD):
-                    pos = int(r.positions[j])
-                    count[s][1] += 1
-                    count[s][2] += pos < len(final) and int(r.tokens_after[j]) != final[pos]
+            for k, v in enumerate(lookahead_counts(Generation(adapter, prob.prompt, pol).run(), final)):
+                count[s][k] += v
     return {s: dict(lookahead_share=c[1] / max(1, c[0]), lookahead_commits=c[1],
                     contradicted=c[2] / c[1] if c[1] else None) for s, c in count.items()}
 

@@ -15,6 +15,7 @@ from engine.ce.features import Trajectories
 from engine.ce.kalman import logit
 from engine.decoders import build_decoder
 from engine.loop import Generation
+from engine.trace import Reason
 
 
 @dataclass
@@ -109,3 +110,15 @@ def reference_split(adapter, task, split: str, n: int, block_sizes=(16, 8), seed
 def rollouts(adapter, split: Split, make_policy) -> list:
     """One decode of every problem of the split by ``make_policy(block_size)``."""
     return [Generation(adapter, p.prompt, make_policy(B)).run() for p, B in zip(split.problems, split.blocks)]
+
+
+def lookahead_counts(trace, reference_final) -> tuple[int, int, int]:
+    """(commits, commits made by CE's look-ahead, those whose token differs from the reference's there)."""
+    commits = fired = wrong = 0
+    for r in trace.records:
+        commits += r.n_committed
+        for j in np.flatnonzero(r.reason == Reason.CE_LOOKAHEAD):
+            pos = int(r.positions[j])
+            fired += 1
+            wrong += pos < len(reference_final) and int(r.tokens_after[j]) != reference_final[pos]
+    return commits, fired, wrong

@@ -34,7 +34,7 @@ from engine.decoders import build_decoder
 from engine.decoders.tspd import CE_FILE
 from engine.model import load_model
 from engine.tasks import get_task
-from engine.training.collect import controller_rows, reference_split, rollouts, z_series
+from engine.training.collect import controller_rows, lookahead_counts, reference_split, rollouts, z_series
 from engine.training.fit_ce import coverage, fit
 from engine.trace import Reason
 
@@ -120,14 +120,8 @@ def lookahead_check(adapter, split, ctrl, kparams, tau_s: float) -> dict:
     traces = rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s))
     Z, F = z_series(traces)
     pooled, per_h = coverage(Z, F, kparams, 1.64)
-    fired = wrong = 0
-    for tr, ref in zip(traces, split.refs):
-        final = ref.meta["final_tokens"]
-        for r in tr.records:
-            for j in np.flatnonzero(r.reason == Reason.CE_LOOKAHEAD):
-                pos = int(r.positions[j])
-                fired += 1
-                wrong += pos < len(final) and int(r.tokens_after[j]) != final[pos]
+    counts = [lookahead_counts(tr, ref.meta["final_tokens"]) for tr, ref in zip(traces, split.refs)]
+    fired, wrong = sum(c[1] for c in counts), sum(c[2] for c in counts)
     return dict(val_coverage=pooled, val_coverage_by_h=per_h, lookahead_commits=fired,
                 lookahead_contradicted=wrong / fired if fired else None)
 
