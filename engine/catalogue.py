@@ -180,8 +180,8 @@ PARAMS: dict[str, Param] = {
     # TSPD + CE (PROPOSED)
     "controller": P(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
                     help="learned MLP or the training-free rule", group="tspd"),
-    "tau_s": P(float, 0.0, 0.0, 1.0, open_hi=True, label="controller threshold τ_s (0 = calibrated)",
-               help="MLP score a token needs", step=0.001, group="tspd"),
+    "tau_s": P(float, 0.0, 0.0, 1.0, open_hi=True, label="controller threshold τ_s (0 = the card's)",
+               help="MLP score a token needs; 0 = the operating point chosen on val", step=0.001, group="tspd"),
     "ce": P(bool, True, label="Confidence extrapolation (look-ahead)", help="commit when the forecast LCB clears τ",
             group="tspd"),
     "kappa": P(float, 1.64, 0.0, 10.0, label="κ (LCB width, in σ)", help="forecast lower bound ẑ − κσ", step=0.01,
