@@ -39,7 +39,8 @@ def test_targets_compare_the_cheapest_points_at_ar_quality():
 
 def test_scatter_svg_draws_every_point_and_escapes_labels():
     svg = scatter_svg({"threshold": [(0.2, 0.9, "a<b"), (0.3, 0.95, "c")], "tspd": [(0.18, 0.95, "d")], "ar": []},
-                      fronts=("threshold", "tspd"), x_label="NFE per token", y_label="accuracy", title="t & u")
+                      fronts={"threshold": ["a<b", "c"], "tspd": ["d"]}, x_label="NFE per token", y_label="accuracy",
+                      title="t & u")
     root = ElementTree.fromstring(svg)                         # well-formed XML: labels were escaped
     ns = "{http://www.w3.org/2000/svg}"
     titles = [t.text for t in root.iter(f"{ns}title")]

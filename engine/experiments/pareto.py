@@ -19,7 +19,7 @@ from engine.decoders import build_decoder, parse_spec
 from engine.experiments.svg import scatter_svg
 from engine.loop import Generation
 from engine.tasks import get_task
-from engine.training.collect import lookahead_counts
+from engine.training.collect import lookahead_counts, reference_policy
 
 TAUS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 TAU_S = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
@@ -47,7 +47,7 @@ def lookahead_stats(adapter, task, n: int, spec_list: list[str], B: int) -> dict
     policies = {s: from_spec(s) for s in spec_list}
     count = {s: [0, 0, 0] for s in spec_list}                 # commits, look-ahead commits, contradicted
     for prob in task.problems("test", n):
-        final = Generation(adapter, prob.prompt, build_decoder("llada", block_size=B, steps=B)).run().meta["final_tokens"]
+        final = Generation(adapter, prob.prompt, reference_policy("llada", B)).run().meta["final_tokens"]
         for s, pol in policies.items():
             for k, v in enumerate(lookahead_counts(Generation(adapter, prob.prompt, pol).run(), final)):
                 count[s][k] += v
@@ -129,6 +129,6 @@ def run(adapter, task_name: str, n: int, B: int, out: Path, n_lookahead: int = 2
     series = {fam: [(r["nfe_per_token"], r["accuracy"], r["spec"]) for r in rows if r["decoder"] == fam]
               for fam in ("threshold", "tspd", "llada", "ar")}
     stem.with_suffix(".svg").write_text(scatter_svg(
-        series, fronts=("threshold", "tspd"), x_label="NFE per token", y_label="accuracy",
+        series, fronts=res["fronts"], x_label="NFE per token", y_label="accuracy",
         title=f"{adapter.name}, {task_name}, B = {B}, {n} test problems"))
     return res

@@ -1,5 +1,5 @@
 """A dependency-free SVG scatter plot for the README's figures (plotly's static export needs kaleido, which this
-project does not ship). Points per family, and a step line along each named family's Pareto front."""
+project does not ship). Points per family, and a step line along each family's Pareto front as given."""
 
 from __future__ import annotations
 
@@ -15,16 +15,10 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return list(np.linspace(lo, hi, n))
 
 
-def _front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Undominated points (lower x, higher y), left to right."""
-    keep = [(x, y) for x, y in points
-            if not any(x2 <= x and y2 >= y and (x2 < x or y2 > y) for x2, y2 in points)]
-    return sorted(set(keep))
-
-
-def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fronts=(), x_label: str = "", y_label: str = "",
-                title: str = "") -> str:
-    """``series``: family -> [(x, y, hover text)], x > 0 (drawn on a log axis). Empty families are skipped."""
+def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fronts: dict[str, list[str]] | None = None,
+                x_label: str = "", y_label: str = "", title: str = "") -> str:
+    """``series``: family -> [(x, y, hover text)], x > 0 (drawn on a log axis). Empty families are skipped.
+    ``fronts``: family -> the hover texts of its Pareto front (``pareto.fronts``), joined by a step line."""
     pts = [(float(np.log10(x)), y) for s in series.values() for x, y, _ in s]
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
@@ -50,8 +44,8 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fronts=(), x_
                    f'<text x="{PAD - 4}" y="{sy(t) + 4:.1f}" text-anchor="end">{t:.3g}</text>')
     for k, (family, pts_f) in enumerate((f, s) for f, s in series.items() if s):
         colour = COLOURS[k % len(COLOURS)]
-        if family in fronts:
-            line = _front([(x, y) for x, y, _ in pts_f])
+        if family in (fronts or {}):
+            line = sorted({(x, y) for x, y, text in pts_f if text in fronts[family]})
             path = " ".join(f"{sx(a):.1f},{sy(b):.1f} {sx(c):.1f},{sy(b):.1f}" for (a, b), (c, _) in zip(line, line[1:]))
             path += f" {sx(line[-1][0]):.1f},{sy(line[-1][1]):.1f}"
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>')

@@ -21,8 +21,12 @@ from engine.trace import Reason
 @dataclass
 class Rows:
     features: np.ndarray   # (n, 14)
-    label: np.ndarray      # (n,) 1 if the candidate equals the final token
+    label: np.ndarray      # (n,) 1 if the candidate equals the reference's token
     prompt: np.ndarray     # (n,) index of the problem (for splitting)
+
+    @staticmethod
+    def concat(parts: list["Rows"]) -> "Rows":
+        return Rows(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("features", "label", "prompt")))
 
 
 def replay(trace, window: int = 4):

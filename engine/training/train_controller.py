@@ -34,7 +34,7 @@ from engine.decoders import build_decoder
 from engine.decoders.tspd import CE_FILE
 from engine.model import load_model
 from engine.tasks import get_task
-from engine.training.collect import controller_rows, lookahead_counts, reference_split, rollouts, z_series
+from engine.training.collect import Rows, controller_rows, lookahead_counts, reference_split, rollouts, z_series
 from engine.training.fit_ce import coverage, fit
 from engine.trace import Reason
 
@@ -98,14 +98,17 @@ def operating_threshold(curve: list[dict], budget: float) -> float:
     return chosen if chosen is not None else max(p["tau_s"] for p in curve)
 
 
-def answer_curve(adapter, task, split, ctrl, kparams, budget: float) -> list[dict]:
-    """Decode the split at each grid τ_s, from the top, down to the first point over budget."""
-    curve = []
+def answer_curve(adapter, task, split, ctrl, kparams, budget: float) -> tuple[list[dict], dict]:
+    """Decode the split at each grid τ_s, from the top, down to the first point over budget. Also returns the
+    traces of the last two points, {τ_s: traces}: the operating point is one of them."""
+    curve, kept = [], {}
     for tau_s in GRID:
-        curve.append(answer_point(task, split, rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s)), tau_s))
+        traces = rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s))
+        curve.append(answer_point(task, split, traces, tau_s))
+        kept = {t: kept[t] for t in list(kept)[-1:]} | {tau_s: traces}
         if curve[-1]["lost"] > budget:
             break
-    return curve
+    return curve, kept
 
 
 def fit_ce(traces) -> tuple[KalmanParams, dict]:
@@ -114,10 +117,9 @@ def fit_ce(traces) -> tuple[KalmanParams, dict]:
     return KalmanParams(**report["params"]), report
 
 
-def lookahead_check(adapter, split, ctrl, kparams, tau_s: float) -> dict:
-    """At the operating point, on val: CE's coverage on TSPD's own trajectories, and how many look-ahead commits
-    the reference decode contradicts."""
-    traces = rollouts(adapter, split, tspd_policy(ctrl, kparams, tau_s))
+def lookahead_check(split, traces, kparams) -> dict:
+    """At the operating point (TSPD's ``traces`` of the split), on val: CE's coverage on TSPD's own trajectories,
+    and how many look-ahead commits the reference decode contradicts."""
     Z, F = z_series(traces)
     pooled, per_h = coverage(Z, F, kparams, 1.64)
     counts = [lookahead_counts(tr, ref.meta["final_tokens"]) for tr, ref in zip(traces, split.refs)]
@@ -128,22 +130,25 @@ def lookahead_check(adapter, split, ctrl, kparams, tau_s: float) -> dict:
 
 def dagger(adapter, task, tr_split, va_split, args, log) -> dict:
     """Rounds of: train on all rows, pick τ_s on val, add TSPD's own trajectories at τ_s and one step below."""
-    traces, refs = [], []
+    traces, parts = [], []      # every decode (for CE), and its rows (replayed once, when it is added)
+
+    def add(make_policy):
+        new = rollouts(adapter, tr_split, make_policy)
+        traces.extend(new)
+        parts.append(controller_rows(new, tr_split.refs))
+        return Rows.concat(parts)
+
     for tau in TAUS:
-        traces += rollouts(adapter, tr_split, lambda B, t=tau: build_decoder("threshold", tau=t, block_size=B))
-        refs += tr_split.refs
+        rows = add(lambda B, t=tau: build_decoder("threshold", tau=t, block_size=B))
     kparams, _ = fit_ce(traces)
-    rows = controller_rows(traces, refs)
     rounds = []
     for k in range(args.rounds):
         ctrl = MLPController(train(rows, args.epochs, args.seed), 0.5, {})
-        curve = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget)
+        curve, _ = answer_curve(adapter, task, va_split, ctrl, kparams, args.budget)
         tau_s = operating_threshold(curve, args.budget)
         lower = GRID[min(GRID.index(tau_s) + 1, len(GRID) - 1)]
         for t in dict.fromkeys((tau_s, lower)):
-            traces += rollouts(adapter, tr_split, tspd_policy(ctrl, kparams, t))
-            refs += tr_split.refs
-        rows = controller_rows(traces, refs)
+            rows = add(tspd_policy(ctrl, kparams, t))
         rounds.append(dict(round=k, tau_s=tau_s, explored=[tau_s, lower], rows=int(len(rows.label)), curve=curve))
         log(f"round {k}: τ_s {tau_s}, {len(rows.label)} rows")
     kparams, ce = fit_ce(traces)
@@ -155,9 +160,9 @@ def select(adapter, task, ctrl, kparams, args, reference: str) -> tuple[float, l
     """The operating threshold on ``--n-select`` val problems (more than the rounds use: a 1 % budget needs them),
     the curve down to the first point over budget, and the look-ahead check there."""
     split = reference_split(adapter, task, "val", args.n_select, seed=args.seed, reference=reference)
-    curve = answer_curve(adapter, task, split, ctrl, kparams, args.budget)
+    curve, kept = answer_curve(adapter, task, split, ctrl, kparams, args.budget)
     tau_s = operating_threshold(curve, args.budget)
-    return tau_s, curve, lookahead_check(adapter, split, ctrl, kparams, tau_s)
+    return tau_s, curve, lookahead_check(split, kept[tau_s], kparams)
 
 
 def reselect(adapter, task, args) -> dict:
