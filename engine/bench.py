@@ -7,15 +7,25 @@ to the first decoder. Decoders run interleaved problem by problem, so drift in m
 Teaching columns: ``confident_share`` (share of masked-position confidences >= 0.9 over all draft forwards: how
 much a confidence heatmap has to show), ``reject_rate`` (verifier rejections per verified token, for verifying
 decoders), ``per_task`` accuracy and the checker's ``verdicts`` (valid / duplicate / inconsistent ...).
+
+Numbers a reviewer can check: ``n`` problems of which ``n_prompts`` distinct, ``accuracy_ci95`` (Wilson),
+``outcomes`` (one "1"/"0" per problem, in order, so any two rows of a run can be compared paired with
+``engine.stats.compare``), and ``nfe_paper`` next to ``nfe`` (``Trace.nfe_paper``: the forwards the reference
+implementations count). Every problem decodes with its own seed, ``problem_seed(spec seed, run seed, index)``:
+with one seed for all, sampled decodes of different prompts would make the same random choices.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections import Counter, defaultdict
 
 import numpy as np
 
+from engine import stats
+from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded
 from engine.loop import Generation
@@ -46,46 +56,71 @@ def teaching_counts(trace) -> dict:
     return out
 
 
+def problem_seed(spec_seed: int, run_seed: int, index: int) -> int:
+    """The seed of problem `index` of a run: independent across problems, fixed by (spec seed, run seed, index)."""
+    digest = hashlib.sha256(f"unmask/{spec_seed}/{run_seed}/{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (SEED_MAX + 1)
+
+
+def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s):
+    """One problem's decode with its own seed; returns (trace, wall seconds)."""
+    policy.cfg = dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index))
+    t0 = time.perf_counter()
+    tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s).run()
+    return tr, time.perf_counter() - t0
+
+
 def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",
-              progress=None, should_stop=None, budget_s: float | None = None) -> list[dict]:
+              progress=None, should_stop=None, budget_s: float | None = None, on_trace=None) -> list[dict]:
+    """Every spec on the first n problems of the split, interleaved problem by problem. ``on_trace(spec, index,
+    problem, trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again)."""
     task = get_task(task_name)
     problems = task.problems(split, n, seed=seed)
     policies = []
     for spec in specs:
         name, params = parse_spec(spec)
-        policies.append((spec, name, build_decoder(name, **params)))
+        policy = build_decoder(name, **params)
+        policies.append((spec, name, policy, policy.cfg))
     Generation(adapter, problems[0].prompt, policies[0][2]).run()  # warm-up: first-call allocations
-    acc = defaultdict(Counter)
+    acc, outcomes = defaultdict(Counter), defaultdict(list)
     per_task = defaultdict(lambda: defaultdict(list))
     verdicts = defaultdict(Counter)
     done = 0
     try:
         for i, prob in enumerate(problems):
             results = []
-            for spec, _, policy in policies:  # a problem counts only once every decoder has finished it
+            for spec, _, policy, cfg in policies:  # a problem counts only once every decoder has finished it
                 if should_stop is not None and should_stop():
                     raise StopIteration
-                t0 = time.perf_counter()
-                tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s).run()
-                results.append((spec, tr, time.perf_counter() - t0))
+                results.append((spec, *decode_problem(adapter, prob, policy, cfg, seed, i, budget_s)))
             for spec, tr, wall in results:
-                a = acc[spec]
                 verdict = task.verdict(tr.meta["text"], prob)
                 verdicts[spec][verdict] += 1
                 per_task[spec][prob.task].append(verdict == "valid")
-                a.update(teaching_counts(tr))
-                a.update(wall=wall, correct=verdict == "valid", nfe=tr.nfe, tokens=tr.meta["generated_tokens"],
-                         accepted_tokens=tr.meta.get("accepted_tokens", 0),
-                         **{f"nfe_{k}": v for k, v in tr.meta["nfe_by_kind"].items()})
+                outcomes[spec].append(verdict == "valid")
+                tally(acc[spec], tr, wall, verdict == "valid")
+                if on_trace is not None:
+                    on_trace(spec, i, prob, tr)
             done = i + 1
             if progress:
                 progress(done, len(problems))
     except (BudgetExceeded, StopIteration):
         pass  # stopped (or one decode alone outran the request budget): report the problems that finished
+    finally:
+        for _, _, policy, cfg in policies:
+            policy.cfg = cfg
     if not done:
         return []
-    return with_speedup([row(spec, name, policy, acc[spec], per_task[spec], verdicts[spec], done, len(problems))
-                         for spec, name, policy in policies])
+    n_prompts = len({p.prompt for p in problems[:done]})
+    return with_speedup([row(spec, name, cfg, acc[spec], per_task[spec], verdicts[spec], outcomes[spec],
+                             n_prompts, len(problems)) for spec, name, _, cfg in policies])
+
+
+def tally(a: Counter, tr, wall: float, correct: bool) -> None:
+    a.update(teaching_counts(tr))
+    a.update(wall=wall, correct=correct, nfe=tr.nfe, nfe_paper=tr.nfe_paper, tokens=tr.meta["generated_tokens"],
+             accepted_tokens=tr.meta.get("accepted_tokens", 0),
+             **{f"nfe_{k}": v for k, v in tr.meta["nfe_by_kind"].items()})
 
 
 def two_model_costs(a: Counter, done: int) -> dict:
@@ -102,15 +137,22 @@ def two_model_costs(a: Counter, done: int) -> dict:
                 acceptance_rate=a["accepted_tokens"] / max(1, a["verified"]))
 
 
-def row(spec, name, policy, a: Counter, per_task: dict, verdicts: Counter, done: int, asked: int) -> dict:
-    out = dict(decoder=name, spec=spec, params=policy.cfg.params(), n=done, stopped_early=done < asked,
-                accuracy=a["correct"] / done, nfe=a["nfe"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
-                tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
-                nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_")},
+def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes: list[bool], n_prompts: int,
+        asked: int) -> dict:
+    done = len(outcomes)
+    out = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts, stopped_early=done < asked,
+               seeds="per problem: problem_seed(spec seed, run seed, index)",
+               accuracy=a["correct"] / done, accuracy_ci95=list(stats.wilson(a["correct"], done)),
+               outcomes="".join("1" if o else "0" for o in outcomes),
+               nfe=a["nfe"] / done, nfe_paper=a["nfe_paper"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
+               tpf_paper=a["tokens"] / max(1, a["nfe_paper"]), tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
+               nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_") and k != "nfe_paper"},
                 accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
                 confident_share=a["confident"] / max(1, a["masked_conf"]),
                 reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
-                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())}, verdicts=dict(verdicts),
+                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
+                per_task_ci95={t: list(stats.wilson(sum(v), len(v))) for t, v in sorted(per_task.items())},
+                verdicts=dict(verdicts),
                 tokens_per_sample=a["tokens"] / done)
     out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
     return out
@@ -124,11 +166,14 @@ def with_speedup(rows: list[dict]) -> list[dict]:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = (f"{'decoder spec':44s} {'acc':>6s} {'NFE':>7s} {'TPF':>6s} {'tok/s':>8s} {'speedup':>8s} "
-            f"{'conf≥.9':>8s} {'reject':>7s}")
+    head = (f"{'decoder spec':44s} {'acc [95% CI]':>22s} {'NFE':>7s} {'NFEpap':>7s} {'TPF':>6s} {'tok/s':>8s} "
+            f"{'speedup':>8s} {'conf≥.9':>8s} {'reject':>7s}")
     lines = [head, "-" * len(head)]
+    if rows:
+        lines.insert(0, f"n = {rows[0]['n']} problems, {rows[0]['n_prompts']} distinct prompts; each its own seed")
     for r in rows:
         rej = f"{r['reject_rate']:7.3f}" if r["reject_rate"] is not None else f"{'–':>7s}"
-        lines.append(f"{r['spec']:44s} {r['accuracy']:6.3f} {r['nfe']:7.2f} {r['tpf']:6.2f} "
+        acc = stats.fmt_ci(r["accuracy"], r["accuracy_ci95"])
+        lines.append(f"{r['spec']:44s} {acc:>22s} {r['nfe']:7.2f} {r['nfe_paper']:7.2f} {r['tpf']:6.2f} "
                      f"{r['tokens_per_s']:8.1f} {r['speedup']:7.2f}x {r['confident_share']:8.3f} {rej}")
     return "\n".join(lines)

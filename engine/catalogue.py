@@ -257,7 +257,8 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             "each slot; the target checks every draft in one forward through a temporal attention mask.",
             COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),
             overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
-                                          help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token")},
+                                          help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
+                                               "drafter, temperature 0: the trace says so)")},
             needs=("block_causal", "no_shift")),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): the paper's method section was not available.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "

@@ -335,6 +335,18 @@ class Generation:
                 return gen[:i + 1]
         return [t for t in gen if t != self.adapter.mask_token_id]
 
+    def nfe_paper(self) -> int:
+        """Forwards as the reference implementations count them. With a KV cache (SDAR's
+        ``block_diffusion_generate``, Fast-dLLM v2): one prefill forward over the prompt's full blocks and one
+        K/V-store forward per block decoded, both of which Unmask fuses into its next forward (or counts as kinds
+        "prefill" / "commit" with fuse_commit off). Without a cache (LLaDA's ``generate.py``): every forward."""
+        r = self.runner
+        if r.cache is None:
+            return r.total_nfe
+        denoise = r.total_nfe - r.nfe["prefill"] - r.nfe["commit"]
+        prefill = int(r.P // self.cfg.block_size > 0)
+        return denoise + prefill + len({rec.block for rec in self.records if rec.block >= 0})
+
     def trace(self) -> Trace:
         a, r = self.adapter, self.runner
         ids = self.generated_ids()
@@ -343,7 +355,7 @@ class Generation:
         meta = dict(
             model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,
             prompt_len=r.P, gen_end=r.end, decoder=self.policy.name, params=self.cfg.params(), seed=self.cfg.seed,
-            nfe=r.total_nfe, nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
+            nfe=r.total_nfe, nfe_paper=self.nfe_paper(), nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,

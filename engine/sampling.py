@@ -41,9 +41,11 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
 
 
 def transformed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
-    """The sampling distribution (temperature, top-k, top-p, softmax) in float64; T = 0 gives the plain softmax."""
-    z = filter_logits(logits.double(), top_k, top_p)
-    return torch.softmax(z / temperature if temperature > 0 else z, dim=-1)
+    """The sampling distribution (temperature, top-k, top-p, softmax) in float64. T = 0 gives the plain softmax,
+    unfiltered, as S2D2's and SDAR's ``_probs_from_logits`` do (greedy decoding ignores top-k / top-p)."""
+    if temperature <= 0:
+        return torch.softmax(logits.double(), dim=-1)
+    return torch.softmax(filter_logits(logits.double(), top_k, top_p) / temperature, dim=-1)
 
 
 def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,

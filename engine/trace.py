@@ -176,6 +176,11 @@ class Trace:
         return self.records[-1].nfe if self.records else 0
 
     @property
+    def nfe_paper(self) -> int:
+        """Forwards as the papers count them (``Generation.nfe_paper``); traces older than the field: ``nfe``."""
+        return int(self.meta.get("nfe_paper", self.nfe))
+
+    @property
     def generated_ids(self) -> list[int]:
         return list(self.meta.get("token_ids", []))
 

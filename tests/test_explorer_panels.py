@@ -43,7 +43,7 @@ def test_pareto_and_sweep_figure():
     x = np.array([1.0, 2.0, 3.0, 2.5, 1.5])
     y = np.array([0.9, 0.8, 0.5, 0.4, 0.95])
     assert pareto(x, y).tolist() == [4, 1, 2]
-    rows = [dict(spec=f"s{i}", accuracy=float(a), tpf=float(t), tokens_per_s=10 * float(t), nfe=1.0)
+    rows = [dict(spec=f"s{i}", accuracy=float(a), tpf=float(t), tokens_per_s=10 * float(t), nfe=1.0, n=10)
             for i, (t, a) in enumerate(zip(x, y))]
     fig = sweep_figure(rows)
     assert len(fig.data) == 4 and list(fig.data[1].x) == [1.5, 2.0, 3.0]
@@ -52,9 +52,11 @@ def test_pareto_and_sweep_figure():
 def test_sweep_draws_one_front_per_decoder_and_tspd_vs_threshold_specs():
     from explorer.page.sweep import VERSUS, sweep_specs
     specs = sweep_specs(VERSUS, "0.9,0.99", "16", "")
+    assert specs[0] == "ar"             # the AR baseline, the quality bar of every sweep
+    specs = specs[1:]
     assert specs == ["threshold:tau=0.9,block_size=16", "threshold:tau=0.99,block_size=16",
                      "tspd:tau_s=0.9,block_size=16", "tspd:tau_s=0.99,block_size=16"]
-    rows = [dict(spec=s, decoder=s.split(":")[0], accuracy=a, tpf=t, tokens_per_s=t, nfe=1.0)
+    rows = [dict(spec=s, decoder=s.split(":")[0], accuracy=a, tpf=t, tokens_per_s=t, nfe=1.0, n=20)
             for s, a, t in zip(specs, (0.9, 1.0, 0.95, 1.0), (6.0, 4.0, 6.5, 4.5))]
     fig = sweep_figure(rows)
     fronts = [tr for tr in fig.data if tr.mode == "lines" and tr.xaxis == "x"]
@@ -89,3 +91,20 @@ def test_previous_delta(adapter):
     b = Generation(adapter, p, build_decoder("threshold", tau=0.5, block_size=8, gen_length=8)).run()
     line = previous_delta(b, a)
     assert f"NFE {a.nfe} → {b.nfe}" in line and "ar" in line
+
+
+def test_sweep_points_carry_wilson_bars_labels_and_the_table_intervals():
+    from engine.stats import wilson
+    from explorer.views.sweep import sweep_figure, sweep_table
+    rows = [dict(spec="ar", decoder="ar", accuracy=1.0, tpf=1.0, tokens_per_s=100.0, nfe=20.0, n=50, n_prompts=50,
+                 accuracy_ci95=list(wilson(50, 50))),
+            dict(spec="threshold:tau=0.9,block_size=8", decoder="threshold", accuracy=0.8, tpf=3.0,
+                 tokens_per_s=300.0, nfe=7.0, n=50, n_prompts=48)]          # stored row without its interval
+    fig = sweep_figure(rows)
+    thr = next(t for t in fig.data if t.name == "threshold" and t.mode == "markers+text")
+    lo, hi = wilson(40, 50)
+    assert thr.error_y.array[0] == pytest.approx(hi - 0.8) and thr.error_y.arrayminus[0] == pytest.approx(0.8 - lo)
+    assert list(thr.text) == ["τ 0.9 B 8"]
+    assert not any(t.mode == "lines" and t.name.startswith("ar") for t in fig.data)   # AR is a point, no front
+    table = sweep_table(rows)
+    assert "0.800 [0.670, 0.888]" in table and "48 distinct" not in table and "50 distinct prompts" in table

@@ -98,9 +98,9 @@ def _inputs(score, span=3, L=8, progress=0.0, ent=0.2):
 
 def test_hysteresis_switching():
     h = Hysteresis(tau_on=1.0, tau_off=-2.0)
-    seq = [0.5, 0.99, 1.0, 0.0, -1.9, -2.0, -2.01, 0.5, 1.2]
-    got = [h.decide(_inputs(s))[0] for s in seq]
-    assert got == [False, False, True, True, True, True, False, False, True]
+    seq = [0.5, 0.99, 1.0, 1.01, 0.0, -1.9, -2.0, -2.01, 0.5, 1.2]
+    got = [h.decide(_inputs(s))[0] for s in seq]   # on strictly above τ_on (the released code), off below τ_off
+    assert got == [False, False, False, True, True, True, True, False, False, True]
     h.reset()
     assert h.decide(_inputs(0.0))[0] is False
 

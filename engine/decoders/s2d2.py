@@ -16,10 +16,10 @@ import torch
 
 from engine import masks
 from engine.catalogue import S2D2_PRESETS, config_class
-from engine.decoders.schedule import quota_at, transfer_schedule
+from engine.decoders.schedule import block_schedule, quota_at
 from engine.decoders.threshold import dynamic_commit
 from engine.loop import BlockContext, Policy
-from engine.s2d2.estimators import alpha, expected_accepted
+from engine.s2d2.estimators import alpha, expected_accepted, normalised_entropy
 from engine.s2d2.routers import RouterInputs, make_router
 from engine.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
 from engine.sampling import TokenStats, transformed_probs
@@ -41,6 +41,7 @@ class S2D2Step:
     q_top: torch.Tensor | None = None        # (L,) the verifier's argmax
     outcome: SpanOutcome | None = None
     done: int = 0                            # tokens committed by this step so far
+    decoded: int = 0                         # tokens decoded in this block before the step (prompt tail not counted)
 
 
 def first_span(masked: torch.Tensor) -> torch.Tensor:
@@ -94,10 +95,12 @@ class S2D2Policy(Policy):
         return dict(accepted_tokens=self.accepted, verify_forwards=runner.nfe.get("verify", 0))
 
     def run_block(self, ctx: BlockContext):
-        schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)
-        n_draft = 0
+        B = self.cfg.block_size
+        schedule = block_schedule(B, self.cfg.steps or B)
+        n_draft, n_open = 0, int(ctx.masked.sum())
         while ctx.masked.any():
-            s = S2D2Step(quota=quota_at(schedule, n_draft), masked=ctx.masked.clone())
+            s = S2D2Step(quota=quota_at(schedule, n_draft), masked=ctx.masked.clone(),
+                         decoded=n_open - int(ctx.masked.sum()))
             n_draft += 1
             self.draft(ctx, s)
             self.estimate(s)
@@ -127,14 +130,16 @@ class S2D2Policy(Policy):
         """Span, α per span position, K̂, N_hi and the router's score."""
         c = self.cfg
         s.span = first_span(s.masked)
-        a = alpha(s.p[s.span], c.estimator, c.beta, c.tau_m, c.rho)
+        p_span = s.p[s.span]                                                          # (S, V)
+        sampled_p = p_span.gather(-1, s.st.candidate[s.span, None])[:, 0]             # p(x̂) of the draft token
+        a = alpha(p_span, c.estimator, c.beta, c.tau_m, c.rho, sampled_p=sampled_p)
         k_hat = expected_accepted(a)
         n_hi = int((s.masked & (s.st.confidence > c.tau)).sum())
         score = k_hat - c.cost * (n_hi if c.score_type == "dynamic" else 1.0) if len(s.span) else float("-inf")
-        s.inputs = RouterInputs(span_len=len(s.span), block_len=len(s.masked),
-                                progress=1.0 - float(s.masked.sum()) / max(1, len(s.masked)), alpha=a.tolist(),
-                                k_hat=k_hat, n_hi=n_hi, score=score,
-                                mean_entropy=float(s.st.entropy[s.span].mean()) if len(s.span) else 0.0)
+        # UCB context as the released code builds it: block length B, progress = decoded / B
+        s.inputs = RouterInputs(span_len=len(s.span), block_len=c.block_size, progress=s.decoded / c.block_size,
+                                alpha=a.tolist(), k_hat=k_hat, n_hi=n_hi, score=score,
+                                mean_entropy=float(normalised_entropy(p_span).mean()) if len(s.span) else 0.0)
 
     def route(self, ctx: BlockContext, s: S2D2Step) -> None:
         """Whether to pay for a verify forward; the record keeps every input of the decision."""

@@ -11,6 +11,13 @@ def transfer_schedule(n_masked: int, steps: int) -> list[int]:
     return [n_masked // steps + (1 if j < n_masked % steps else 0) for j in range(steps)]
 
 
+def block_schedule(block_size: int, steps: int) -> list[int]:
+    """SDAR's ``get_num_transfer_tokens(block_length, steps)``: the quota is scheduled over the block size B, not
+    over the slots still masked, so a first block holding the prompt's tail fills its slots in fewer steps.
+    Unlike the reference, steps > B is capped at B (the reference would schedule steps with quota 0)."""
+    return transfer_schedule(block_size, steps)
+
+
 def quota_at(schedule: list[int], step: int) -> int:
     """The quota of step `step`; steps past the schedule keep its last quota."""
     return schedule[min(step, len(schedule) - 1)]

@@ -93,9 +93,10 @@ class SimSDPolicy(Policy):
             logits = self.small.unmaskable(logits[:, :self.V])                            # (L, V)
             st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.generator)
             k = math.ceil(int(masked.sum()) / (S - s))
-            reveal = (masked_topk(st.confidence, masked, k) if c.reveal == "static"
-                      else dynamic_commit(st.confidence, masked, c.tau, k))
-            p = transformed_probs(logits, c.temperature, c.top_k, c.top_p)
+            p = transformed_probs(logits, c.temperature, c.top_k, c.top_p)                 # (L, V)
+            conf = p.gather(-1, st.candidate[:, None])[:, 0]   # the reveal order reads the tempered p(x̂)
+            reveal = (masked_topk(conf, masked, k) if c.reveal == "static"
+                      else dynamic_commit(conf, masked, c.tau, k))
             for j in reveal.tolist():
                 x[j], step_of[j], p_store[j] = st.candidate[j], s + 1, p[j]
             yield ctx.emit("draft", st, **SimSDDraftFields(draft_tokens=x.numpy().astype(np.int32),
@@ -115,10 +116,12 @@ class SimSDPolicy(Policy):
                     to_block=m[L:, :L], to_self=m[L:, L:], from_block=m[:L, L:])
         _, q_logits = r.forward("verify", ctx.lo, ctx.hi, block_mask=m[:L, :L], tail=tail, block_tokens=x)
         c = self.cfg
-        q = transformed_probs(r.unmaskable(q_logits[:, :self.V]), c.temperature, c.top_k, c.top_p)   # (n, V)
+        # the target's q is its plain softmax, as the released verifier computes it (no temperature, no filtering)
+        q = torch.softmax(r.unmaskable(q_logits[:, :self.V]).double(), dim=-1)                      # (n, V)
         p = torch.stack([p_store[int(j)] for j in slots])
         d = x[slots]
-        v = accept_greedy(q, p, d) if c.acceptance == "greedy" else accept_stochastic(p, q, d, r.generator)
+        v = (accept_greedy(q, p, d) if c.acceptance == "greedy"
+             else accept_stochastic(p, q, d, r.generator, zero_p="reject"))
         ctx.commit(slots[:v.accepted], d[:v.accepted], Reason.ACCEPT)
         if v.rejected_at is not None:
             ctx.commit(slots[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
@@ -143,6 +146,9 @@ class SimSDPolicy(Policy):
         d = runner.nfe.get("draft", 0)
         ratio = sum(p.numel() for p in self.drafter.model.parameters()) / \
             sum(p.numel() for p in runner.adapter.model.parameters())
-        return dict(drafter=self.drafter.name, target_forwards=t, draft_forwards=d, param_ratio=ratio,
+        caveat = ("MRS with a greedy (argmax) drafter is biased: its drafts are not samples of p, so min(1, q/p) "
+                  "does not leave q's distribution; use acceptance=greedy or temperature > 0"
+                  if self.cfg.acceptance == "mrs" and self.cfg.temperature == 0 else None)
+        return dict(drafter=self.drafter.name, target_forwards=t, draft_forwards=d, param_ratio=ratio, caveat=caveat,
                     target_equiv_nfe=t + ratio * d, accepted_tokens=self.accepted, verified_tokens=self.verified,
                     acceptance_rate=self.accepted / self.verified if self.verified else None)

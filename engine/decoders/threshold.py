@@ -2,8 +2,9 @@
 
 rule="fastdllm" (Fast-dLLM v1): commit argmax_i c_i  U  {i : c_i >= tau} over the block's masked positions, so
 every step makes progress; tau = 1 commits one token per step (unless a probability is exactly 1).
-rule="sdar" (SDAR low_confidence_dynamic): with the step quota k_j of an even schedule over `steps`, commit all
-positions with c_i > tau if there are at least k_j of them, else the top-k_j by confidence.
+rule="sdar" (SDAR low_confidence_dynamic): with the step quota k_j of an even schedule of B over `steps`
+(``block_schedule``), commit all positions with c_i > tau if there are at least k_j of them, else the top-k_j by
+confidence.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from engine.catalogue import config_class
-from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
+from engine.decoders.schedule import block_schedule, masked_topk, quota_at
 from engine.loop import BlockContext, Policy
 from engine.trace import Reason
 
@@ -39,7 +40,7 @@ class ThresholdPolicy(Policy):
 
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
-        schedule = transfer_schedule(int(ctx.masked.sum()), cfg.steps or ctx.L)
+        schedule = block_schedule(cfg.block_size, cfg.steps or cfg.block_size)
         while ctx.masked.any():
             _, st = ctx.draft()
             if cfg.rule == "fastdllm":

@@ -18,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from engine import stats
 from engine.bench import run_bench
 from engine.experiments import pareto
 from engine.model import load_model
@@ -33,23 +34,45 @@ def md_table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
     return "\n".join([head, sep, *body])
 
 
-COLS = [("spec", "decoder", ""), ("accuracy", "acc", ".3f"), ("nfe", "NFE/sample", ".2f"),
-        ("nfe_per_token", "NFE/token", ".3f"), ("tpf", "TPF", ".2f"), ("tokens_per_s", "tok/s", ".1f"),
-        ("speedup", "× first", ".2f")]
+COLS = [("spec", "decoder", ""), ("acc_ci", "accuracy [95 % CI]", ""), ("nfe", "NFE/sample", ".2f"),
+        ("nfe_paper", "NFE papers' count", ".2f"), ("nfe_per_token", "NFE/token", ".3f"), ("tpf", "TPF", ".2f"),
+        ("tokens_per_s", "tok/s", ".1f"), ("speedup", "× first", ".2f"), ("vs_base", "paired vs base", "")]
 
 
-def enrich(rows: list[dict]) -> list[dict]:
+def enrich(rows: list[dict], base: int | None = 0) -> list[dict]:
+    """Derived columns: the accuracy with its Wilson interval, NFE per token, the verify rate, and each row's paired
+    comparison (exact McNemar on the same problems and seeds) with row `base` (None: no comparison)."""
     for r in rows:
         kinds = r["nfe_by_kind"]
+        r["acc_ci"] = stats.fmt_ci(r["accuracy"], r["accuracy_ci95"])
         r["nfe_per_token"] = 1 / r["tpf"] if r["tpf"] else None
         r["verify_rate"] = kinds.get("verify", 0) / kinds["draft"] if kinds.get("draft") else 0.0
+        if base is not None and r is not rows[base]:
+            b = rows[base]
+            c = stats.compare(r["spec"], outcomes(r), b["spec"], outcomes(b))
+            r["paired"] = c
+            r["vs_base"] = (f"{c['a_only']}–{c['b_only']}, p = {c['p']:.2g}" +
+                            ("" if c["significant"] else " (within noise)"))
     return rows
+
+
+def outcomes(row: dict) -> list[bool]:
+    return [ch == "1" for ch in row["outcomes"]]
+
+
+def header(rows: list[dict], base: int = 0) -> str:
+    """The line every table starts with: how many problems, how many distinct prompts, how seeds were drawn."""
+    r = rows[0]
+    return (f"n = {r['n']} problems ({r['n_prompts']} distinct prompts), each with its own seed; "
+            f"paired comparisons (exact McNemar: this row only right – base only right) against "
+            f"`{rows[base]['spec']}`")
 
 
 def baselines(adapter, n: int) -> dict:
     specs = ["ar", "llada:block_size=8,steps=8", "threshold:tau=0.9,block_size=8",
              "threshold:tau=0.9,block_size=16", "threshold:tau=0.9,block_size=4"]
     rows = enrich(run_bench(adapter, "arith", n, specs))
+    print(header(rows))
     print(md_table(rows, COLS))
     return dict(rows=rows)
 
@@ -74,11 +97,12 @@ def s2d2(adapter, n: int, n_val: int, blocks=(4, 8, 16)) -> dict:
         tau, tuning = tune_tau(adapter, B, n_val)
         specs = ["ar", f"threshold:tau={tau},block_size={B},rule=sdar"]
         specs += [f"s2d2:block_size={B},tau={tau},{common},{r}" for r in routers.values()]
-        rows = enrich(run_bench(adapter, "arith", n, specs))
+        rows = enrich(run_bench(adapter, "arith", n, specs), base=1)
         base_thr = rows[1]["tokens_per_s"]
         for r in rows:
             r["speedup_vs_threshold"] = r["tokens_per_s"] / base_thr
         print(f"\n### B = {B} (threshold τ tuned on val: {tau})\n")
+        print(header(rows, 1))
         print(md_table(rows, COLS + [("verify_rate", "verify rate", ".2f"),
                                      ("speedup_vs_threshold", "× threshold", ".2f")]))
         out[str(B)] = dict(tau=tau, tuning=tuning, rows=rows)
@@ -98,6 +122,7 @@ def tspd(adapter, n: int, blocks=(8, 16, 32), gens=(64, 128), eos=(True, False),
                               f"tspd:controller=heuristic,block_size={B}{tail}"]
                 rows = enrich(run_bench(adapter, "arith", n, specs))
                 print(f"\n### G = {G}, B = {B}, EOS stop {'on' if stop else 'off'}\n")
+                print(header(rows))
                 print(md_table(rows, COLS))
                 out[f"G{G}_B{B}_eos{int(stop)}"] = rows
     return out
@@ -109,6 +134,7 @@ UNCERTAIN = ["ar", "llada:block_size=8,steps=8",
              "s2d2:router=always,tau=0.9,steps=4,block_size=8,temperature=1",
              "threshold:tau=0.9,block_size=8,temperature=1", "tspd:controller=heuristic,block_size=8,temperature=1",
              "tspd:block_size=8,temperature=1", "simsd:block_size=8"]
+UNCERTAIN_BASE = "threshold:tau=0.9,block_size=8,temperature=1"   # what every T = 1 row is compared with
 TEACH = COLS + [("confident_share", "conf ≥ 0.9", ".2f"), ("reject_rate", "reject rate", ".3f")]
 
 
@@ -118,8 +144,9 @@ def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
     teaching columns."""
     out = {}
     for task in tasks:
-        rows = enrich(run_bench(adapter, task, n, UNCERTAIN))
+        rows = enrich(run_bench(adapter, task, n, UNCERTAIN), base=UNCERTAIN.index(UNCERTAIN_BASE))
         print(f"\n### {task}\n")
+        print(header(rows, UNCERTAIN.index(UNCERTAIN_BASE)))
         print(md_table(rows, TEACH))
         out[task] = rows
     return out
@@ -136,6 +163,7 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
                       for a in ("greedy", "mrs") for m in ("released", "simplified")]
             rows = enrich(run_bench(adapter, task, n, specs))   # SimSD rows: tpf per target-equivalent NFE
             print(f"\n### {task}, B = {B}\n")
+            print(header(rows))
             print(md_table(rows, COLS + [("acceptance_rate", "acceptance", ".3f"),
                                          ("target_forwards", "target fwd", ".2f"), ("draft_forwards", "draft fwd", ".2f")]))
             out[f"{task}_B{B}"] = rows

@@ -3,7 +3,8 @@
 always / never       fixed policies (``never`` is exactly the dynamic-threshold decoder)
 span                 verify iff |C_t| >= tau_span
 score                verify iff s >= tau_score, s = K̂ − c (static) or K̂ − c·N_hi (dynamic)
-hysteresis           on/off state kept across steps and blocks of one generation: off -> on iff s >= tau_on,
+hysteresis           on/off state kept across steps and blocks of one generation: off -> on iff s > tau_on
+                     (strict, as the released code runs its experiments; the paper writes >=),
                      on -> off iff s < tau_off (tau_on > tau_off)
 ucb                  two-armed contextual bandit {skip, verify} over buckets of (span length, block progress,
                      mean span entropy); reward = tokens committed / forwards spent (1 or 2)
@@ -21,12 +22,12 @@ from engine.catalogue import ROUTERS  # noqa: F401  (the names, defined once)
 class RouterInputs:
     span_len: int
     block_len: int
-    progress: float          # committed fraction of the block before this step
+    progress: float          # tokens decoded in the block before this step / B (the prompt tail not counted)
     alpha: list[float]
     k_hat: float
     n_hi: int
     score: float
-    mean_entropy: float
+    mean_entropy: float      # mean normalised entropy H / ln V of the draft distribution over the span
 
 
 class Router:
@@ -90,14 +91,16 @@ class Hysteresis(Router):
 
     def decide(self, x):
         before = self.on
-        self.on = (x.score >= self.tau_off) if self.on else (x.score >= self.tau_on)
+        self.on = (x.score >= self.tau_off) if self.on else (x.score > self.tau_on)
         return self.on, {"tau_on": self.tau_on, "tau_off": self.tau_off, "state_before": before}
 
 
 def _bin(v: float, lo: float, hi: float, n: int) -> int:
-    if hi <= lo:
+    """Linear bin of v clamped to [lo, hi]; the top edge falls in the last bin (the released ``_linear_bin_idx``)."""
+    if n <= 1 or hi <= lo:
         return 0
-    return int(min(n - 1, max(0, math.floor((v - lo) / (hi - lo) * n))))
+    ratio = (min(max(v, lo), hi) - lo) / (hi - lo)
+    return min(n - 1, max(0, int(ratio * n)))
 
 
 class UCB(Router):
@@ -116,9 +119,9 @@ class UCB(Router):
 
     def bucket(self, x: RouterInputs) -> int:
         n = self.bins
-        s = _bin(x.span_len, 1, x.block_len + 1e-9, n)  # |C_t| over [1, L]
-        p = _bin(x.progress, 0.0, 1.0 + 1e-9, n)
-        e = _bin(x.mean_entropy, 0.0, 1.0 + 1e-9, n)
+        s = _bin(max(1, x.span_len), 1, max(1, x.block_len), n)  # |C_t| over [1, B]
+        p = _bin(x.progress, 0.0, 1.0, n)                          # decoded in the block / B
+        e = _bin(x.mean_entropy, 0.0, 1.0, n)                      # mean H / ln V over the span
         return (s * n + p) * n + e
 
     def decide(self, x):

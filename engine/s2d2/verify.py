@@ -38,24 +38,28 @@ class SpanOutcome:
 
 
 def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator,
-                      gamma: float = 1.0) -> SpanOutcome:
+                      gamma: float = 1.0, zero_p: str = "clamp") -> SpanOutcome:
     """Speculative rejection sampling over a span. p, q (n, V) float64; draft (n,) tokens sampled from p.
 
     The committed token at each verified position is distributed exactly as q (χ²-tested): accept x̂ with
     min(1, (q/p)^γ) (γ = 1 is exact), else resample from normalize(max(q − p, 0)) (q itself if that is empty).
+    A draft with p(x̂) = 0 (possible only if the draft was not sampled from p): ``zero_p="clamp"`` divides by
+    max(p, 1e-12) as S2D2's code does (accepted unless q(x̂) = 0); ``"reject"`` rejects it and resamples from q,
+    as SimSD's MRS does.
     """
     ratios, pd, qd = [], [], []
     for k in range(len(draft)):
         x = int(draft[k])
         pk, qk = float(p[k, x]), float(q[k, x])
-        r = 1.0 if pk <= 0 else min(1.0, (qk / pk) ** gamma)
+        r = 0.0 if (pk <= 0 and zero_p == "reject") else min(1.0, (qk / max(pk, 1e-12)) ** gamma)
         ratios.append(r), pd.append(pk), qd.append(qk)
         u = float(torch.rand((), dtype=torch.float64, generator=generator))
         if u < r:
             continue
         resid = (q[k] - p[k]).clamp_min(0)
         total = float(resid.sum())
-        dist = resid / total if total > 0 and torch.isfinite(resid).all() else q[k]
+        usable = total > 0 and torch.isfinite(resid).all() and not (pk <= 0 and zero_p == "reject")
+        dist = resid / total if usable else q[k]
         tok = int(torch.multinomial(dist.float(), 1, generator=generator))
         return SpanOutcome(k, k, tok, ratios, pd, qd)
     return SpanOutcome(len(draft), None, None, ratios, pd, qd)

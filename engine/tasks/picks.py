@@ -1,7 +1,7 @@
 """Distinct picks: "Name three different fruits." Many right answers; all must differ, listed alphabetically.
 
-    prompt:   "Q : Name three different fruits . A :"          or two groups:
-              "Q : Name two different colors and three different drinks . A :"
+    prompt:   "Q : Name three different fruits . A :"          or two groups, each may require one item:
+              "Q : Name two different colors with red and three different drinks . A :"
     solution: "fig , kiwi , plum ."                              "gray , red and milk , soda , tea ."
 
 Why this task: every slot is uncertain on its own, and the joint constraint (different, in alphabetical order)
@@ -26,6 +26,7 @@ CATEGORIES = {"fruits": ["plum", "kiwi", "lime", "pear", "fig"],
               "drinks": ["tea", "milk", "juice", "soda", "water"],
               "games": ["chess", "golf", "tennis", "poker", "bingo"]}
 COUNTS = {"two": 2, "three": 3}
+WITH_P = 0.5   # how often a group requires one named item
 
 
 class PicksTask(TaskBase):
@@ -35,10 +36,15 @@ class PicksTask(TaskBase):
     def sample(self, rng: random.Random) -> Problem:
         groups = rng.sample(sorted(CATEGORIES), rng.choice([1, 1, 2]))
         counts = [rng.choice(sorted(COUNTS)) for _ in groups]
-        asks = " and ".join(f"{k} different {c}" for k, c in zip(counts, groups))
-        picks = [sorted(rng.sample(CATEGORIES[c], COUNTS[k])) for k, c in zip(counts, groups)]
+        # A group may name one item the answer must include ("with red"): 6 x 2 x 6 one-group and
+        # 30 x 12 x 12 two-group prompts, ~4 400 in all, so a 10 % split holds ~440 distinct ones.
+        need = [rng.choice(CATEGORIES[c]) if rng.random() < WITH_P else "" for c in groups]
+        asks = " and ".join(f"{k} different {c}" + (f" with {w}" if w else "")
+                            for k, c, w in zip(counts, groups, need))
+        picks = [sorted([w] * bool(w) + rng.sample([x for x in CATEGORIES[c] if x != w], COUNTS[k] - bool(w)))
+                 for k, c, w in zip(counts, groups, need)]
         solution = " and ".join(" , ".join(p) for p in picks) + " ."
-        answer = tuple((c, COUNTS[k]) for k, c in zip(counts, groups))
+        answer = tuple((c, COUNTS[k], w) for k, c, w in zip(counts, groups, need))
         return Problem(f"Q : Name {asks} . A :", solution, answer, task=self.name)
 
     def verdict(self, generated_text: str, problem: Problem) -> str:
@@ -48,7 +54,7 @@ class PicksTask(TaskBase):
         parts = text[:-1].strip().split(" and ")
         if len(parts) != len(problem.answer):
             return "wrong count"
-        for part, (cat, k) in zip(parts, problem.answer):
+        for part, (cat, k, need) in zip(parts, problem.answer):
             items = [w.strip() for w in part.split(",")]
             if len(items) != k or any(not w or " " in w for w in items):
                 return "wrong count"
@@ -58,10 +64,12 @@ class PicksTask(TaskBase):
                 return "duplicate"
             if items != sorted(items):
                 return "out of order"
+            if need and need not in items:
+                return "ignores prompt"
         return "valid"
 
     def vocabulary(self) -> list[str]:
-        words = {"Q", ":", "A", "Name", "different", "and", ",", "."} | set(COUNTS) | set(CATEGORIES)
+        words = {"Q", ":", "A", "Name", "different", "and", "with", ",", "."} | set(COUNTS) | set(CATEGORIES)
         for items in CATEGORIES.values():
             words.update(items)
         return sorted(words)

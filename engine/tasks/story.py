@@ -1,6 +1,7 @@
 """Coherent stories: early random choices (a name, a home, a thing) must be repeated consistently later.
 
-    prompt:   "Q : Tell a story about a fox named Leo . A :"
+    prompt:   "Q : Tell a story about a brave fox named Leo who lives in Oslo . A :"   (each of the adjective, the
+              name and the home is stated in the prompt or left to the model, independently)
     solution: "Once there was a brave fox named Leo . Leo lived in Oslo . One day Leo sailed to Rome .
                There Leo found a red kite . Leo took the kite home to Oslo . Leo was very proud . The end ."
 
@@ -32,6 +33,7 @@ COLORS = ["red", "blue", "green", "pink", "gray", "gold", "white", "black"]
 THINGS = ["kite", "drum", "hat", "map", "lamp", "key", "ring", "bell", "boat", "book"]
 FEELINGS = ["happy", "proud", "glad", "tired", "calm", "sleepy"]
 NAME_WORDS = [n for n, *_ in NAMES]
+GIVEN_P = {"adj": 0.4, "name": 0.5, "home": 0.4}   # how often the prompt states each choice
 
 TEMPLATE = ("Once there was a {adj} {animal} named {name} . {name} lived in {home} . One day {name} {move} to "
             "{away} . There {name} found a {color} {thing} . {name} took the {thing} home to {home} . "
@@ -58,10 +60,14 @@ class StoryTask(TaskBase):
         c = {k: rng.choice(v) for k, v in VOCAB.items()}
         c["home"] = rng.choice(PLACES[:-1])
         c["away"] = rng.choice([p for p in PLACES if p > c["home"]])
-        given = rng.choice(["", "name", "home"])
-        extra = {"": "", "name": f" named {c['name']}", "home": f" who lives in {c['home']}"}[given]
-        prompt = f"Q : Tell a story about a {c['animal']}{extra} . A :"
-        answer = {"animal": c["animal"], **({given: c[given]} if given else {})}
+        # Each stated choice independently: 12 animals x 7 x 17 x 8 = 11 424 prompts, so a 10 % split holds
+        # ~1 100 distinct ones (one of three choices at a time gave 27 in the test split).
+        given = [k for k in ("adj", "name", "home") if rng.random() < GIVEN_P[k]]
+        adj = f"{c['adj']} " if "adj" in given else ""
+        named = f" named {c['name']}" if "name" in given else ""
+        lives = f" who lives in {c['home']}" if "home" in given else ""
+        prompt = f"Q : Tell a story about a {adj}{c['animal']}{named}{lives} . A :"
+        answer = {"animal": c["animal"], **{k: c[k] for k in given}}
         return Problem(prompt, TEMPLATE.format(**c), tuple(sorted(answer.items())), task=self.name)
 
     def verdict(self, generated_text: str, problem: Problem) -> str:

@@ -49,8 +49,29 @@ def encode(tok, problem) -> tuple[list[int], int]:
     return ids, 1 + len(prompt)
 
 
-def build_2l_sample(ids: list[int], ans_start: int, B: int, mask_id: int, pad_id: int, rng: random.Random):
-    """One 2L training row: tokens, positions, block ids, noisy flags, targets (-100 = no loss)."""
+def corrupt_visible(noisy: list[int], target: list[int], slots: list[int], edit: tuple, rng: random.Random) -> None:
+    """Token-to-token objective on a block's answer slots left visible (LLaDA2.1-style editing): a share
+    `edit[0]` become a wrong token (half any word, half another answer token of the row, so names swap with
+    names) with the clean token as target; a share `edit[1]` of the untouched ones target themselves ("keep").
+    Without it a model trained only on [MASK] slots says nothing useful about a committed token."""
+    frac, keep, words = edit
+    visible = [j for j in slots if target[j] == -100]
+    answer_tokens = [noisy[j] for j in slots if target[j] == -100] or words
+    for j in visible:
+        r = rng.random()
+        if r < frac:
+            pool = words if rng.random() < 0.5 else answer_tokens
+            wrong = rng.choice(pool)
+            if wrong != noisy[j]:
+                target[j], noisy[j] = noisy[j], wrong
+        elif r < frac + keep * (1 - frac):
+            target[j] = noisy[j]
+
+
+def build_2l_sample(ids: list[int], ans_start: int, B: int, mask_id: int, pad_id: int, rng: random.Random,
+                    edit: tuple | None = None):
+    """One 2L training row: tokens, positions, block ids, noisy flags, targets (-100 = no loss).
+    `edit` = (corrupt share, keep share, word ids) adds the token-to-token objective (`corrupt_visible`)."""
     eos = len(ids) - 1
     first_blk, last_blk = ans_start // B, eos // B
     Lc = (last_blk + 1) * B
@@ -63,6 +84,8 @@ def build_2l_sample(ids: list[int], ans_start: int, B: int, mask_id: int, pad_id
         for j in rng.sample(slots, rng.randint(1, len(slots))):
             target[j] = noisy[j]
             noisy[j] = mask_id
+        if edit is not None:
+            corrupt_visible(noisy, target, slots, edit, rng)
     tokens = clean + noisy
     pos = list(range(Lc)) + noisy_pos
     blk = [p // B for p in pos]
@@ -166,6 +189,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--minutes", type=float, default=95.0, help="wall-clock budget; the cosine decay spans it")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0 = budget only)")
+    ap.add_argument("--edit-frac", type=float, default=0.0,
+                    help="share of visible answer slots corrupted for the token-to-token objective (0 = off)")
+    ap.add_argument("--keep-frac", type=float, default=0.10, help="share of the other visible slots that target "
+                    "themselves when --edit-frac is on")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
@@ -192,11 +219,18 @@ def setup(args, tok):
     return model, opt, 0, 0.0
 
 
+def word_ids(tok) -> list[int]:
+    """Every id but the specials: what a corrupted slot may be replaced with."""
+    special = set(tok.all_special_ids)
+    return [i for i in range(len(tok)) if i not in special]
+
+
 def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[float, int]:
     """One optimiser step on the step's batch (a function of the step: exact resume); returns (loss, B)."""
     rng = random.Random(f"{args.seed}/{step}")
     B = rng.choices(list(BLOCK_MIX), list(BLOCK_MIX.values()))[0]
-    rows = [build_2l_sample(*encode(tok, task.sample(rng)), B, tok.mask_token_id, tok.pad_token_id, rng)
+    edit = (args.edit_frac, args.keep_frac, word_ids(tok)) if args.edit_frac > 0 else None
+    rows = [build_2l_sample(*encode(tok, task.sample(rng)), B, tok.mask_token_id, tok.pad_token_id, rng, edit)
             for _ in range(args.batch)]
     loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
     for g in opt.param_groups:
@@ -255,7 +289,7 @@ def main(argv=None) -> None:
     model.eval()
     meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX,
-                seed=args.seed)
+                seed=args.seed, edit_frac=args.edit_frac, keep_frac=args.keep_frac if args.edit_frac else 0.0)
     save_model(model, tok, out / "model", meta)
     print(f"saved {out / 'model'} after {step} steps, {elapsed:.0f}s", flush=True)
 

@@ -26,7 +26,8 @@ def build_sweep(page: Page, model):
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
         task = gr.Dropdown(list(TASKS), value="arith", label="task")
-        n = gr.Slider(5, 200, value=20, step=5, label="problems")
+        n = gr.Slider(10, 200, value=50, step=10, label="problems",
+                      info="each setting on the same problems; the bars are 95 % intervals")
     with gr.Row():
         go_btn = gr.Button("Sweep", elem_id="sweep")
         stop_btn = gr.Button("Stop", elem_id="sweep-stop", variant="stop")
@@ -48,12 +49,13 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
     except ValueError:
         raise UserError("τ values and block sizes must be comma-separated numbers") from None
     tail = f",{extra.strip()}" if extra.strip() else ""
+    ar = ["ar"]   # the quality bar every front is read against
     if dec == "llada":
-        return [f"llada:steps={b},block_size={b}{tail}" for b in b_v]
+        return ar + [f"llada:steps={b},block_size={b}{tail}" for b in b_v]
     if dec == VERSUS:   # both fronts on the same problems
-        return [f"{d}:{k}={t},block_size={b}{tail}" for d, k in (("threshold", "tau"), ("tspd", "tau_s"))
-                for b in b_v for t in tau_v]
-    return [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
+        return ar + [f"{d}:{k}={t},block_size={b}{tail}" for d, k in (("threshold", "tau"), ("tspd", "tau_s"))
+                     for b in b_v for t in tau_v]
+    return ar + [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 
 def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, progress=gr.Progress()):

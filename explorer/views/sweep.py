@@ -1,8 +1,10 @@
 """Sweep plots: accuracy against TPF and against tokens/s for a grid of decoder settings, Pareto frontier drawn.
 
-How to read: each point is one decoder setting run on the same held-out problems. Up and to the right is better;
-the line joins the settings no other setting of that decoder beats on both axes (its Pareto frontier), one colour
-per decoder, so "TSPD vs threshold" shows whose frontier lies above. Hover for the setting.
+How to read: each point is one decoder setting run on the same held-out problems, labelled by what differs from
+the decoder's defaults; the bar is its accuracy's 95 % Wilson interval, so two points whose bars overlap may not
+differ at all. Up and to the right is better; the line joins the settings no other setting of that decoder beats on
+both axes (its Pareto frontier), one colour per decoder, so "TSPD vs threshold" shows whose frontier lies above.
+The grey point is AR (block size 1), the quality to aim for.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from engine import stats
 
 
 def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -25,6 +29,22 @@ def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 COLOURS = ("#3182bd", "#e6550d", "#31a354", "#756bb1")
+AR_COLOUR = "#636363"
+
+
+def interval(r: dict) -> tuple[float, float]:
+    """The row's 95 % Wilson interval (computed from accuracy and n for rows stored before the bench kept it)."""
+    if "accuracy_ci95" in r:
+        return tuple(r["accuracy_ci95"])
+    return stats.wilson(round(r["accuracy"] * r["n"]), r["n"])
+
+
+def short_label(spec: str) -> str:
+    """'threshold:tau=0.9,block_size=8' -> 'τ 0.9 B 8': what a point's text shows."""
+    _, _, keys = spec.partition(":")
+    words = {"tau": "τ", "tau_s": "τ_s", "block_size": "B"}
+    return " ".join(f"{words.get(k, k)} {v}" for k, _, v in (kv.partition("=") for kv in keys.split(",") if kv)) \
+        or spec
 
 
 def sweep_figure(rows: list[dict]) -> go.Figure:
@@ -36,13 +56,20 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     families = list(dict.fromkeys(r.get("decoder", "") for r in rows))
     for k, fam in enumerate(families):
         sub = [r for r in rows if r.get("decoder", "") == fam]
-        acc, labels, colour = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub], COLOURS[k % 4]
+        acc, labels = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub]
+        colour = AR_COLOUR if fam == "ar" else COLOURS[k % 4]
+        ci = np.array([interval(r) for r in sub])                                        # (n, 2)
+        bars = dict(type="data", symmetric=False, array=ci[:, 1] - acc, arrayminus=acc - ci[:, 0], thickness=1)
         for col, key in ((1, "tpf"), (2, "tokens_per_s")):
             x = np.array([r[key] for r in sub])
-            fig.add_trace(go.Scatter(x=x, y=acc, mode="markers", text=labels, marker=dict(size=9, color=colour),
+            fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels,
+                                     text=[short_label(t) for t in labels], textposition="top center",
+                                     textfont=dict(size=9), error_y=bars, marker=dict(size=9, color=colour),
                                      name=fam or "setting", legendgroup=fam, showlegend=len(families) > 1 and col == 1,
-                                     hovertemplate="%{text}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}<extra></extra>"),
-                          1, col)
+                                     hovertemplate="%{customdata}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}"
+                                                   "<extra></extra>"), 1, col)
+            if fam == "ar":
+                continue
             front = pareto(x, acc)
             fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color=colour, shape="hv"),
                                      name=f"{fam} Pareto frontier".strip(), legendgroup=fam, showlegend=col == 1,
@@ -55,9 +82,10 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
 
 
 def sweep_table(rows: list[dict]) -> str:
-    head = ("<tr><th>setting</th><th>acc</th><th>NFE</th><th>TPF</th><th>tok/s</th><th>conf ≥ 0.9</th>"
+    head = ("<tr><th>setting</th><th>acc [95 % CI]</th><th>NFE</th><th>TPF</th><th>tok/s</th><th>conf ≥ 0.9</th>"
             "<th>reject rate</th></tr>")
-    body = "".join(f"<tr><td>{html.escape(r['spec'])}</td><td>{r['accuracy']:.3f}</td><td>{r['nfe']:.1f}</td>"
+    body = "".join(f"<tr><td>{html.escape(r['spec'])}</td><td>{stats.fmt_ci(r['accuracy'], interval(r))}</td>"
+                   f"<td>{r['nfe']:.1f}</td>"
                    f"<td>{r['tpf']:.2f}</td><td>{r['tokens_per_s']:.1f}</td>"
                    f"<td>{r.get('confident_share', float('nan')):.2f}</td>"
                    f"<td>{'–' if r.get('reject_rate') is None else format(r['reject_rate'], '.3f')}</td></tr>"
@@ -65,4 +93,7 @@ def sweep_table(rows: list[dict]) -> str:
     stopped = [r for r in rows if r.get("stopped_early")]
     note = (f"<p>Stopped early at {stopped[0]['n']} problems per setting (time budget or Stop).</p>" if stopped
             else "")
-    return f"<table class='um-table'>{head}{body}</table>{note}"
+    first = rows[0] if rows else {}
+    count = (f"<p>{first['n']} problems per setting ({first.get('n_prompts', first['n'])} distinct prompts), each "
+             f"decoded with its own seed.</p>" if rows else "")
+    return f"{count}<table class='um-table'>{head}{body}</table>{note}"
