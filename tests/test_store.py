@@ -83,3 +83,48 @@ def test_corrupt_database_is_rebuilt_and_private(tmp_path, trace, caplog):
     assert (d.stat().st_mode & 0o777) == 0o700 and ((d / "cache.db").stat().st_mode & 0o777) == 0o600
     assert list(tmp_path.glob("db.corrupt-*"))
     store.close()
+
+
+def test_tampered_row_touches_no_outside_file(tmp_path, trace):
+    outside = tmp_path / "x"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("keep me")
+    store = TraceStore(str(tmp_path / "cache" / "c"))
+    key = canonical_key(x=3)
+    store.put(key, trace)
+    db = sqlite3.connect(str(tmp_path / "cache" / "c" / "cache.db"))
+    db.execute("UPDATE Cache SET mode=2, filename='../../x/victim.txt', value=NULL")
+    db.commit()
+    db.close()
+    assert store.get(key) is None                          # refused, reported as a miss
+    assert victim.read_text() == "keep me"                 # neither read into a trace nor deleted
+    store.put(key, trace)                                  # and the key works again
+    assert store.get(key) is not None
+    store.close()
+
+
+def test_a_row_copied_under_another_key_is_a_miss(tmp_path, adapter, trace):
+    other = Generation(adapter, "Ann has 3 pens . How many pens does she have now ?",
+                       build_decoder("threshold", block_size=4, gen_length=12)).run()
+    store = TraceStore(str(tmp_path / "c"))
+    a, b = canonical_key(p="A"), canonical_key(p="B")
+    store.put(a, trace)
+    store.put(b, other)
+    store.cache.set(a, store.cache.get(b))                 # B's bytes in A's row
+    assert store.get(a) is None
+    assert store.get(b).meta["token_ids"] == other.meta["token_ids"]
+    store.close()
+
+
+def test_value_files_are_private(tmp_path, trace):
+    root = tmp_path / "c"
+    store = TraceStore(str(root))
+    store.cache.reset("disk_min_file_size", 1024)          # store this small trace as a file, as a big one would be
+    store.put(canonical_key(x=9), trace)
+    files = [p for p in root.rglob("*.val")]
+    assert files, "the trace should be large enough to be stored as a file"
+    for f in files:
+        assert f.stat().st_mode & 0o777 == 0o600
+        assert f.parent.stat().st_mode & 0o777 == 0o700 and f.parent.parent.stat().st_mode & 0o777 == 0o700
+    store.close()
