@@ -10,13 +10,13 @@ local directories or cached hub ids, chosen by the operator); UNMASK_MAX_SECONDS
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from engine.model import DEFAULT_MODEL, embedded_models
 from engine.service import DecodeService, budget_from_env
 from engine.tasks import TASKS, get_task
 from engine.trace import Trace
+from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page
 from explorer.store import TraceStore
@@ -77,8 +77,7 @@ def create_app():
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(os.environ.get("UNMASK_CACHE_DIR", Path.home() / ".cache" / "unmask"))
     store = TraceStore(str(cache_dir / "traces"))
-    export_dir = Path(tempfile.mkdtemp(prefix="unmask-export-"))
-    page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=export_dir,
+    page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=ExportDir(),
                 models=models, model_infos=infos)
     return build_demo(page)
 

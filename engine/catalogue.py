@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +63,7 @@ class Param:
         if isinstance(raw, bool):
             raise bad
         try:
-            value = float(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw)
+            value = (_float_text(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw))
         except (TypeError, ValueError, OverflowError):
             raise bad from None
         if self.type is float and not math.isfinite(value):
@@ -93,11 +94,24 @@ class Param:
         return self.type(min(max(value, lo), hi))
 
 
+NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.ASCII | re.I)
+
+
 def _int_text(raw) -> int:
+    """Python's int() also reads Arabic-Indic and other Unicode digits ("٣"); a parameter takes ASCII digits only."""
     text = str(raw).strip()
-    if len(text) > 20:
+    if len(text) > 20 or not re.fullmatch(r"[+-]?[0-9]+", text, re.ASCII):
         raise ValueError(text)
     return int(text)
+
+
+def _float_text(raw) -> float:
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    text = str(raw).strip()
+    if len(text) > 40 or not NUMBER_RE.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
 
 
 P = Param

@@ -21,7 +21,8 @@ MODEL = dict(concurrency_id="model", concurrency_limit=1)
 
 
 def build_demo(page: Page) -> gr.Blocks:
-    with gr.Blocks(title="Unmask — see how diffusion LMs decode") as demo:
+    # delete_cache: gradio keeps its own copy of every returned file (exports); drop those older than 30 min
+    with gr.Blocks(title="Unmask — see how diffusion LMs decode", delete_cache=(600, 1800)) as demo:
         gr.Markdown("# Unmask\nWatch a diffusion language model unmask its answer, forward by forward: which "
                     "positions are still masked, how confident each candidate is, and what each decoder commits.")
         trace_state, previous = gr.State(None), gr.State(None)

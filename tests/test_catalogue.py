@@ -108,3 +108,16 @@ def test_presets_and_names_are_defined_once():
         assert all(getattr(cfg, k) == v for k, v in preset.items())
         assert build_decoder("s2d2", preset=name, block_size=8).cfg.block_size == 8   # explicit wins
     assert set(catalogue.params_of("s2d2")["preset"].choices) == {""} | set(catalogue.S2D2_PRESETS)
+
+
+def test_numbers_take_ascii_digits_only():
+    from engine.catalogue import PARAMS
+    from engine.errors import ConfigError
+    for raw in ("٠.٩", "९", "0x1", "1_0"):
+        with pytest.raises(ConfigError):
+            PARAMS["tau"].coerce(raw)
+    for raw in ("٨", "8.0", "８"):
+        with pytest.raises(ConfigError):
+            PARAMS["block_size"].coerce(raw)
+    assert PARAMS["tau"].coerce(" 0.9 ") == 0.9 and PARAMS["tau"].coerce("1e-3") == 0.001
+    assert PARAMS["block_size"].coerce("+8") == 8

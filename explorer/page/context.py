@@ -26,7 +26,7 @@ class Page:
     examples: dict[str, list[tuple[str, Problem]]]    # model name -> [(prompt as shown, problem)]
     store: object = None                              # TraceStore or None
     example_traces: dict = field(default_factory=dict)  # decoder -> a pre-baked Trace shown on load
-    export_dir: Path | None = None
+    export_dir: object = None                         # ExportDir (explorer.export_dir) or None
     models: tuple[str, ...] = ()                      # the models a visitor may pick (the operator's list)
     model_infos: dict = field(default_factory=dict)   # name -> service.model_info()
 

@@ -13,7 +13,6 @@ import gradio as gr
 
 from engine import __version__ as ENGINE_VERSION
 from engine.errors import UserError
-from explorer.export import export_files
 from explorer.glossary import how_to_read
 from explorer.grid import Grid
 from explorer.page.context import Page, js
@@ -99,7 +98,7 @@ def finished(page: Page, n_views: int, tr, query: str | None, step_v: int | None
     return (*views, tr, gr.update(maximum=max(2, n), value=s),
             gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None),
             query if query is not None else gr.skip(),
-            export_files(tr, page.export_dir) if page.export_dir else None)
+            page.export_dir.write(tr) if page.export_dir else None)
 
 
 def decode(page: Page, n_views: int, prompt_v, model_v, decoder_v, params, query, step_v):

@@ -1,0 +1,39 @@
+"""Export files: one private folder per process, capped, removed at exit, dead processes' folders swept."""
+
+import os
+import subprocess
+import sys
+
+from explorer.export_dir import ExportDir, sweep_leftovers
+
+
+def test_folder_is_private_capped_and_removed(tmp_path, adapter):
+    from engine.decoders import build_decoder
+    from engine.loop import Generation
+    d = ExportDir(str(tmp_path), cap_bytes=10_000)
+    assert d.path.name.startswith(f"unmask-export-{os.getpid()}-") and d.path.stat().st_mode & 0o777 == 0o700
+    for k, prompt in enumerate(["Ann has 3 pens . How many pens does she have now ?",
+                                "Ben has 5 eggs . He eats 2 eggs . How many eggs does he have now ?"]):
+        d.write(Generation(adapter, prompt, build_decoder("threshold", block_size=4, gen_length=16)).run())
+    assert sum(f.stat().st_size for f in d.path.iterdir()) <= 10_000
+    d.remove()
+    assert not d.path.exists()
+
+
+def test_dead_processes_folders_are_swept_live_ones_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"unmask-export-{int(dead.stdout)}-abc"
+    mine = tmp_path / f"unmask-export-{os.getpid()}-def"
+    other = tmp_path / "unrelated"
+    for p in (gone, mine, other):
+        p.mkdir()
+    assert sweep_leftovers(tmp_path) == 1
+    assert not gone.exists() and mine.exists() and other.exists()
+
+
+def test_the_folder_goes_at_exit(tmp_path):
+    code = ("import sys; from explorer.export_dir import ExportDir; d = ExportDir(sys.argv[1]); "
+            "(d.path / 'x.json').write_text('{}'); print(d.path)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert not os.path.exists(out.stdout.strip())
