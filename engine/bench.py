@@ -62,11 +62,11 @@ def problem_seed(spec_seed: int, run_seed: int, index: int) -> int:
     return int.from_bytes(digest[:8], "big") % (SEED_MAX + 1)
 
 
-def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s):
+def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s, should_stop=None):
     """One problem's decode with its own seed; returns (trace, wall seconds)."""
     policy.cfg = dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index))
     t0 = time.perf_counter()
-    tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s).run()
+    tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s, should_stop=should_stop).run()
     return tr, time.perf_counter() - t0
 
 
@@ -81,7 +81,11 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
         name, params = parse_spec(spec)
         policy = build_decoder(name, **params)
         policies.append((spec, name, policy, policy.cfg))
-    Generation(adapter, problems[0].prompt, policies[0][2]).run()  # warm-up: first-call allocations
+    if should_stop is None or not should_stop():   # warm-up (first-call allocations), within the same limits
+        try:
+            Generation(adapter, problems[0].prompt, policies[0][2], budget_s=budget_s, should_stop=should_stop).run()
+        except BudgetExceeded:
+            return []
     acc, outcomes = defaultdict(Counter), defaultdict(list)
     per_task = defaultdict(lambda: defaultdict(list))
     verdicts = defaultdict(Counter)
@@ -92,7 +96,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
             for spec, _, policy, cfg in policies:  # a problem counts only once every decoder has finished it
                 if should_stop is not None and should_stop():
                     raise StopIteration
-                results.append((spec, *decode_problem(adapter, prob, policy, cfg, seed, i, budget_s)))
+                results.append((spec, *decode_problem(adapter, prob, policy, cfg, seed, i, budget_s, should_stop)))
             for spec, tr, wall in results:
                 verdict = task.verdict(tr.meta["text"], prob)
                 verdicts[spec][verdict] += 1

@@ -290,7 +290,7 @@ def embedded_names() -> list[str]:
 
 
 def decoder(name: str) -> Decoder:
-    if name not in DECODERS:
+    if not isinstance(name, str) or name not in DECODERS:
         raise ConfigError(f"unknown decoder {str(name)[:40]!r}; known: {', '.join(sorted(DECODERS))}")
     return DECODERS[name]
 

@@ -267,10 +267,12 @@ def check_applies(decoder: str, adapter) -> None:
 class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
 
-    def __init__(self, adapter, prompt: str | list[int], policy: Policy, budget_s: float | None = None):
-        """budget_s: engine seconds this decode may take; checked between forwards (``BudgetExceeded``)."""
+    def __init__(self, adapter, prompt: str | list[int], policy: Policy, budget_s: float | None = None,
+                 should_stop=None):
+        """budget_s: engine seconds this decode may take; should_stop(): whether the request was cancelled. Both
+        are checked between forwards and raise ``BudgetExceeded`` with the partial trace."""
         self.adapter, self.policy, self.cfg = adapter, policy, policy.cfg
-        self.budget_s = budget_s
+        self.budget_s, self.should_stop = budget_s, should_stop
         self.prompt_text = prompt if isinstance(prompt, str) else adapter.decode(prompt)
         self.prompt_ids = adapter.encode_prompt(prompt) if isinstance(prompt, str) else list(prompt)
         max_pos = getattr(adapter.model.config, "max_position_embeddings", 1 << 30)
@@ -318,6 +320,9 @@ class Generation:
         if self.budget_s is not None and self.wall_s > self.budget_s:
             raise BudgetExceeded(f"stopped after {len(self.records)} forwards: the time budget of "
                                  f"{self.budget_s:g} s per request was reached (UNMASK_MAX_SECONDS)",
+                                 partial=self.trace())
+        if self.should_stop is not None and self.should_stop():
+            raise BudgetExceeded(f"stopped after {len(self.records)} forwards: the request was cancelled",
                                  partial=self.trace())
         return rec
 

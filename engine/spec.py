@@ -7,6 +7,8 @@ from engine.errors import ConfigError
 
 def parse_spec(spec: str) -> tuple[str, dict]:
     """'threshold:tau=0.9,block_size=8' -> ('threshold', {'tau': '0.9', 'block_size': '8'})."""
+    if not isinstance(spec, str):
+        raise ConfigError("a decoder spec is text: name or name:key=value,...")
     name, _, rest = spec.partition(":")
     params = {}
     for item in filter(None, (s.strip() for s in rest.split(","))):

@@ -12,7 +12,7 @@ import gradio as gr
 from explorer.glossary import GLOSSARY
 from explorer.page import compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page.context import Page
+from explorer.page.context import Page, shown_error
 from engine.errors import UserError
 from engine.spec import parse_spec
 
@@ -48,7 +48,17 @@ def build_demo(page: Page) -> gr.Blocks:
         register_api(page)
         wire(demo, page, c, views, pb, sh, trace_state, previous, (tour_text, tour_btn, tour_idx),
              (sweep_point, sweep_open))
+    hide_page_handlers(demo)
     return demo
+
+
+def hide_page_handlers(demo: gr.Blocks) -> None:
+    """Only ``decode`` is meant for clients: every page handler is left out of the API listing ("undocumented").
+    Making them "private" would not make them safer, as gradio's server still answers any handler by its index, so
+    each validates its own inputs; undocumented keeps them reachable to this repository's load tests."""
+    for fn in demo.fns.values():
+        if fn.api_name != "decode":
+            fn.api_visibility = "undocumented"
 
 
 def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_parts) -> None:
@@ -59,12 +69,13 @@ def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_
     playback.wire_playback(page, pb, trace_state, views.text, out)
     share.wire_share(sh)
 
-    def on_run(prompt_v, model_v, decoder_v, *values):
+    async def on_run(prompt_v, model_v, decoder_v, *values):
         try:
             params, query = share.from_controls(c.keys, prompt_v, model_v, decoder_v, values)
         except UserError as e:
-            raise gr.Error(str(e)) from None
-        yield from decode_tab.decode(page, n, prompt_v, model_v, decoder_v, params, query, None)
+            raise shown_error(str(e)) from None
+        async for out_v in decode_tab.decode(page, n, prompt_v, model_v, decoder_v, params, query, None):
+            yield out_v
 
     def wire_run(trigger):
         evt = trigger(on_run, [c.prompt, c.model, c.decoder, *c.components], run_outputs, **MODEL)
@@ -76,15 +87,16 @@ def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_
         if isinstance(comp, gr.Slider):
             wire_run(comp.release)
 
-    def open_point(spec, prompt_v, model_v):
+    async def open_point(spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
-        if not spec:
-            raise gr.Error("choose a setting first")
+        if not spec or not isinstance(spec, str):
+            raise shown_error("choose a setting first")
         try:
             name, params = parse_spec(spec)
         except UserError as e:
-            raise gr.Error(str(e)) from None
-        yield from decode_tab.decode(page, n, prompt_v, model_v, name, params, None, None)
+            raise shown_error(str(e)) from None
+        async for out_v in decode_tab.decode(page, n, prompt_v, model_v, name, params, None, None):
+            yield out_v
 
     sweep_point, sweep_open = sweep_parts
     sweep_open.click(open_point, [sweep_point, c.prompt, c.model], run_outputs, **MODEL)

@@ -50,7 +50,18 @@ def step_label(pg) -> str:
     return pg.locator("#text .um-step").inner_text()
 
 
-def wait_run_done(pg, timeout=60000):
+def run_marker(pg) -> str:
+    """The run the text view shows ('example' for a pre-baked trace) and whether it has ended."""
+    return pg.evaluate("() => { const t = document.querySelector('#text .um-text'); "
+                       "return t ? t.dataset.run + '/' + t.dataset.finished : ''; }")
+
+
+def wait_run_done(pg, before: str = "example", timeout=60000):
+    """Wait for a run other than `before` (a run id, or 'example') to be shown finished, and its link to be
+    written; never for a fixed time."""
+    pg.wait_for_function("(before) => { const t = document.querySelector('#text .um-text'); "
+                         "return t && t.dataset.run !== before && t.dataset.finished === '1'; }",
+                         arg=before, timeout=timeout)
     pg.wait_for_function("() => document.querySelector('#link textarea') && "
                          "document.querySelector('#link textarea').value.length > 0", timeout=timeout)
 
@@ -64,7 +75,7 @@ def test_page_loads_with_example(page, server):
 
 def test_run_renders_heatmaps_and_scrubs(page, server):
     page.goto(server)
-    page.wait_for_timeout(1500)
+    page.wait_for_selector("#text .um-text[data-run='example']", timeout=30000)
     page.click("#run")
     wait_run_done(page)
     page.wait_for_selector("#mask-plot .js-plotly-plot")
@@ -101,10 +112,11 @@ def test_bad_prompt_shows_message_and_page_keeps_working(page, server, prompt, m
     page.fill("#prompt textarea", prompt)
     page.click("#run")
     page.wait_for_selector(f"text=/{message}/", timeout=30000)
+    before = run_marker(page).split("/")[0]
     page.fill("#prompt textarea", "Ann has 3 apples. She buys 5 more. How many apples does she have now?")
     page.click("#run")
-    page.wait_for_function("() => document.querySelector('#text').innerText.includes('Ann has 3 apples')",
-                           timeout=30000)
+    wait_run_done(page, before)
+    assert "Ann has 3 apples" in page.locator("#text").inner_text()
 
 
 def test_clicking_a_heatmap_cell_or_token_selects_the_position(page, server):

@@ -1,5 +1,7 @@
 """The per-request time budget stops a decode between forwards and a sweep between decodes, keeping what finished."""
 
+import pytest
+
 from engine.service import DecodeService
 
 PROMPT = "Ann has 3 apples . She buys 5 more . How many apples does she have now ?"
@@ -17,7 +19,17 @@ def test_decode_stops_at_the_budget_and_keeps_the_partial_trace(sdar_dir):
 
 def test_sweep_stops_between_decodes_and_reports_what_finished(sdar_dir):
     service = DecodeService(default_model=str(sdar_dir), max_seconds=60)
-    calls = []
-    rows = service.sweep(["ar", "threshold:tau=0.5,block_size=8"], 10,
-                         should_stop=lambda: calls.append(1) or len(calls) > 6)
+    done = []
+    rows = service.sweep(["ar", "threshold:tau=0.5,block_size=8"], 10, progress=lambda i, total: done.append(i),
+                         should_stop=lambda: len(done) >= 3)
     assert rows and all(r["stopped_early"] and r["n"] == 3 for r in rows)      # 3 problems x 2 settings finished
+
+
+def test_a_cancelled_decode_stops_between_forwards_with_its_partial_trace(sdar_dir):
+    from engine.errors import BudgetExceeded
+    service = DecodeService(default_model=str(sdar_dir), max_seconds=60)
+    gen = service.generation("Ann has 3 pens .", "ar", dict(gen_length=32, stop_at_eos=False))
+    gen.should_stop = lambda: len(gen.records) >= 5
+    with pytest.raises(BudgetExceeded, match="cancelled") as e:
+        gen.run()
+    assert len(e.value.partial.records) == 5

@@ -114,3 +114,35 @@ def test_files_outside_the_apps_outputs_are_refused(app, tmp_path):
                 assert e.code in (403, 404), (route, path, e.code)
                 continue
             assert b"secret" not in body and b"root:" not in body, (route, path)
+
+
+def test_the_api_listing_shows_only_decode(app):
+    url, _ = app
+    info = json.loads(urllib.request.urlopen(url + "gradio_api/info", timeout=10).read())
+    assert list(info["named_endpoints"]) == ["/decode"] and not info["unnamed_endpoints"]
+    params = [p["parameter_name"] for p in info["named_endpoints"]["/decode"]["parameters"]]
+    assert params == ["prompt", "spec", "model"]
+
+
+def test_cancelled_decodes_stop_and_free_the_slot(app):
+    """Three heavy decode calls cancelled while processing: the server is idle within a second and the next call is
+    served at once (the slot was freed because the work stopped, not before)."""
+    url, proc = app
+    cl = gradio_client.Client(url, verbose=False)
+    heavy = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
+    for _ in range(3):
+        job = cl.submit(PROMPTS[0], heavy, api_name="/decode")
+        deadline = time.time() + 30
+        while job.status().code.name != "PROCESSING" and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        job.cancel()
+    time.sleep(1.0)
+    after = cpu_seconds(proc.pid)
+    time.sleep(2)
+    idle = cpu_seconds(proc.pid) - after
+    print(f"cpu after three cancels: {idle:.2f} s in 2 s")
+    assert idle < 0.3
+    t0 = time.perf_counter()
+    out = cl.predict(PROMPTS[1], "threshold:tau=0.9,block_size=8", api_name="/decode")
+    assert out["text"] and time.perf_counter() - t0 < 10

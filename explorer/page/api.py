@@ -1,16 +1,25 @@
-"""The documented API: ``decode(prompt, spec)`` with the page's validation and limits, for ``gradio_client``.
+"""The documented API: ``decode(prompt, spec, model="")`` with the page's validation and limits, for
+``gradio_client``. It is the only endpoint the API listing shows; the page's own handlers are private.
 
     from gradio_client import Client
     out = Client("http://localhost:7860/").predict("Ann has 3 apples. She buys 5 more. How many?",
                                                    "threshold:tau=0.9,block_size=8", api_name="/decode")
+
+It streams: ``Client.submit`` sees a partial summary about twice a second; ``predict`` returns the last, complete
+one. A cancelled call (``job.cancel()``) or a client that goes away stops the decode between forwards, and its
+slot is freed only once the decode has stopped.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import gradio as gr
 
 from engine.errors import UserError
+from engine.spec import parse_spec
 from explorer.page.context import Page
+from explorer.page.worker import follow
 
 SUMMARY_KEYS = ("text", "token_ids", "nfe", "decoder", "params", "generated_tokens", "model")
 
@@ -24,13 +33,22 @@ def summary(trace) -> dict:
 
 
 def register_api(page: Page) -> None:
-    def decode(prompt: str, spec: str) -> dict:
-        """Decode `prompt` with a decoder SPEC (the CLI's syntax, e.g. "s2d2:preset=sdar-a") on the default
-        model; returns text, token_ids, nfe, decoder, params, generated_tokens, model, wall_s (engine seconds) and
-        limit (the request limit that stopped it early, if any)."""
+    async def decode(prompt: str, spec: str, model: str = "") -> AsyncIterator[dict]:
+        """Decode `prompt` with a decoder SPEC (the CLI's syntax, e.g. "s2d2:preset=sdar-a") on `model` (one of
+        the models this server offers; default: its first); returns text, token_ids, nfe, decoder, params,
+        generated_tokens, model, wall_s (engine seconds) and limit (the request limit that stopped it early, if
+        any)."""
         try:
-            return summary(page.service.run_spec(prompt, spec, page.default_model, page=True))
+            name, params = parse_spec(spec)
+            chosen = page.check_model(model)
+            produce = lambda should_stop: page.service.stream(prompt, name, params, chosen, page=True)  # noqa
+            async for f in follow(produce, page.service.max_seconds, interval=0.5):
+                if f.value is None:
+                    continue
+                if f.limit:
+                    f.value.meta["limit"] = f.limit
+                yield summary(f.value)
         except UserError as e:
-            raise gr.Error(str(e)) from None
+            raise gr.Error(str(e), print_exception=False) from None   # a client reads it as text: not escaped
 
     gr.api(decode, api_name="decode", concurrency_id="model", concurrency_limit=1)

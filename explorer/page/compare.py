@@ -9,7 +9,8 @@ import gradio as gr
 from engine.errors import UserError
 from engine.spec import parse_spec
 from explorer.grid import Grid
-from explorer.page.context import Page
+from explorer.page.context import Page, shown_error
+from explorer.page.worker import follow, in_thread
 from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
 
@@ -31,22 +32,32 @@ def build_compare(page: Page, prompt, model) -> None:
     stop_btn.click(None, None, None, cancels=[evt])
 
 
-def run_compare(page: Page, prompt, model, a: str, b: str):
-    """Both decodes advance one forward at a time, in turn, so both stream."""
+def both(page: Page, prompt, model, specs):
+    """Both decodes advance one forward at a time, in turn, so both stream; yields (trace A, trace B)."""
+    runs = [page.service.stream(prompt, *spec, model, page=True) for spec in specs]
+    last, live = [None, None], [True, True]
+    while any(live):
+        for i, gen in enumerate(runs):
+            if live[i]:
+                trace = next(gen, None)
+                live[i] = trace is not None
+                last[i] = trace or last[i]
+        if last[0] is not None and last[1] is not None:
+            yield tuple(last)
+
+
+async def run_compare(page: Page, prompt, model, a: str, b: str):
+    """Runs in a worker (``follow``): the newest pair a few times a second, stopped with the request."""
     try:
         model = page.check_model(model)
-        runs = [page.service.stream(prompt, *parse_spec(spec), model, page=True) for spec in (a, b)]
-        last, live = [None, None], [True, True]
-        while any(live):
-            for i, gen in enumerate(runs):
-                if live[i]:
-                    trace = next(gen, None)
-                    live[i] = trace is not None
-                    last[i] = trace or last[i]
-            if last[0] is not None and last[1] is not None:
-                yield view(page, *last)
+        specs = [parse_spec(spec) for spec in (a, b)]
+        async for f in follow(lambda should_stop: both(page, prompt, model, specs), page.service.max_seconds):
+            if f.value is not None:
+                if f.limit:
+                    gr.Warning(f.limit)
+                yield await in_thread(view, page, *f.value)
     except UserError as e:
-        raise gr.Error(str(e)) from None
+        raise shown_error(str(e)) from None
 
 
 def view(page: Page, ta, tb):

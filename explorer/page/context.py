@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import html
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gradio as gr
+
 from engine.errors import UserError
 from engine.tasks import TASKS, Problem, get_task
+
+log = logging.getLogger("unmask")
+
+
+def shown_error(e: Exception | str) -> gr.Error:
+    """What a visitor's bad input becomes: a one-line pop-up, HTML-escaped (gradio renders pop-up text as HTML, and
+    the text may be the visitor's own), logged at INFO without a traceback (it is not a bug)."""
+    text = str(e)
+    log.info("user error: %s", text[:200])
+    return gr.Error(html.escape(text), print_exception=False)
+
 
 JS_DIR = Path(__file__).resolve().parent.parent.parent / "assets" / "js"
 
@@ -53,6 +68,6 @@ class Page:
         """A visitor's model choice: only the operator's list, never a path or id of the visitor's choosing."""
         if not model:
             return self.default_model
-        if model not in self.models:
+        if not isinstance(model, str) or model not in self.models:
             raise UserError(f"model {str(model)[:60]!r} is not offered here")
         return model

@@ -12,6 +12,8 @@ from functools import partial
 
 import gradio as gr
 
+from explorer.page.context import shown_error
+
 from engine import catalogue
 from engine.catalogue import Param
 
@@ -98,12 +100,13 @@ def decoder_params(decoder: str, values: dict) -> dict:
 
 def on_decoder(decoder: str):
     """Describe the decoder and open the accordion of its parameters."""
-    d = catalogue.DECODERS.get(decoder)
-    return (d.summary if d else "", *(gr.update(open=DECODER_GROUP.get(decoder) == g) for g in GROUP_TITLES))
+    key = decoder if isinstance(decoder, str) else None
+    d = catalogue.DECODERS.get(key)
+    return (d.summary if d else "", *(gr.update(open=DECODER_GROUP.get(key) == g) for g in GROUP_TITLES))
 
 
 def on_preset(keys: list[str], name: str):
-    vals = catalogue.S2D2_PRESETS.get(name, {})
+    vals = catalogue.S2D2_PRESETS.get(name, {}) if isinstance(name, str) else {}
     return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
 
 
@@ -122,12 +125,19 @@ def model_summary(info: dict | None) -> str:
 
 def on_model(page, model: str):
     """New examples and the model's card; the prompt and the decoder settings stay."""
+    if not isinstance(model, str):
+        raise shown_error("model must be one of the offered names")
     rows = page.examples.get(model, [])
     return gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model))
+
+
+def example_prompt(row):
+    """A clicked example row (a list holding the prompt as shown)."""
+    return row[0] if isinstance(row, list) and row and isinstance(row[0], str) else gr.skip()
 
 
 def wire_controls(page, c: Controls) -> None:
     c.decoder.change(on_decoder, c.decoder, [c.decoder_info, *c.boxes.values()])
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
     c.model.change(partial(on_model, page), c.model, [c.examples, c.model_card])
-    c.examples.click(lambda row: row[0], c.examples, c.prompt)
+    c.examples.click(example_prompt, c.examples, c.prompt)

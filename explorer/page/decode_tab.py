@@ -7,6 +7,8 @@ exception is a bug and stays one.
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass
 
 import gradio as gr
@@ -15,7 +17,8 @@ from engine import __version__ as ENGINE_VERSION
 from engine.errors import UserError
 from explorer.glossary import how_to_read
 from explorer.grid import Grid
-from explorer.page.context import Page, js
+from explorer.page.context import Page, js, shown_error
+from explorer.page.worker import follow, in_thread
 from explorer.render import render_all
 from explorer.store import canonical_key
 from explorer.views import attention, candidates, ce_maps, heatmaps, reasons, router, simsd, summary, text, \
@@ -86,13 +89,12 @@ def views_at(page: Page, trace, step: int | None, selected: int | None = None) -
     return render_all(trace, step, page.verdict(trace), selected)
 
 
-def finished(page: Page, n_views: int, tr, query: str | None, step_v: int | None = None, shown: bool = False):
-    """Views at step_v (skipped when the stream already showed the last step), the slider, positions, link and
-    export files of a finished trace."""
+def finished(page: Page, n_views: int, tr, query: str | None, step_v: int | None = None):
+    """Views at step_v (the last step by default), the slider, positions, link and export files of a finished
+    trace. The stream shows intermediate frames only, so the finished trace is always drawn here, once."""
     n = max(1, len(tr.records))
     s = n if step_v is None else min(max(1, step_v), n)
-    views = (tuple(gr.skip() for _ in range(n_views)) if shown and step_v is None
-             else views_at(page, tr, s - 1 if step_v is not None else None))
+    views = views_at(page, tr, s - 1 if step_v is not None else None)
     if tr.meta.get("limit"):
         gr.Warning(tr.meta["limit"])
     return (*views, tr, gr.update(maximum=max(2, n), value=s),
@@ -101,28 +103,44 @@ def finished(page: Page, n_views: int, tr, query: str | None, step_v: int | None
             page.export_dir.write(tr) if page.export_dir else None)
 
 
-def decode(page: Page, n_views: int, prompt_v, model_v, decoder_v, params, query, step_v):
-    """Stream a decode into the views (or take it from the trace cache), then finish the page."""
-    key, last = None, None
+def frame(page: Page, tr) -> tuple:
+    """What a streaming run shows between forwards: every view at the newest forward, and the slider there."""
+    n = max(1, len(tr.records))
+    return (*views_at(page, tr, None), tr, gr.update(maximum=max(2, n), value=n), gr.skip(), gr.skip(), gr.skip())
+
+
+async def decode(page: Page, n_views: int, prompt_v, model_v, decoder_v, params, query, step_v):
+    """Stream a decode into the views (or take it from the trace cache), then finish the page. The engine runs in
+    a worker (``follow``): the page shows its newest forward a few times a second, a cancelled request stops it,
+    and the request's wall time, rendering included, is bounded by the service's budget."""
+    key, last, t0 = None, None, time.monotonic()
+    run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     try:
         model = page.check_model(model_v)
         if page.store is not None:
             key = canonical_key(model=page.service.model_id(model), prompt=page.service.check_prompt(prompt_v),
                                 decoder=decoder_v, params=params, engine=ENGINE_VERSION)
-            hit = page.store.get(key)
+            hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
-                yield finished(page, n_views, hit, query, step_v)
+                hit.meta.update(run_id=run_id, finished=True)
+                yield await in_thread(finished, page, n_views, hit, query, step_v)
                 return
-        for last in page.service.stream(prompt_v, decoder_v, params, model, page=True):
-            n = max(1, len(last.records))
-            yield (*views_at(page, last, None), last, gr.update(maximum=max(2, n), value=n),
-                   gr.skip(), gr.skip(), gr.skip())
+        produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
+        async for f in follow(produce, page.service.max_seconds - (time.monotonic() - t0)):
+            last = f.value
+            if last is None:
+                continue
+            last.meta.update(run_id=run_id, finished=f.final)
+            if f.limit:
+                last.meta["limit"] = f.limit
+            if not f.final:
+                yield await in_thread(frame, page, last)
     except UserError as e:  # shown to this visitor; the server goes on
-        raise gr.Error(str(e)) from None
+        raise shown_error(str(e)) from None
     if last is not None:
         if page.store is not None and not last.meta.get("limit"):
-            page.store.put(key, last)
-        yield finished(page, n_views, last, query, step_v, shown=True)
+            page.store.put(key, last)   # run_id and finished are set again on every hit
+        yield await in_thread(finished, page, n_views, last, query, step_v)
 
 
 def update_delta(tr, prev):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import gradio as gr
+
+from explorer.page.context import shown_error
 
 from explorer.page.decode_tab import note
 from explorer.views import mask_explorer as mask_explorer_view
@@ -22,7 +26,16 @@ def build_masks() -> None:
         c.change(draw, [kind, B, start, length], fig, show_progress="hidden")
 
 
+def whole(v, lo: int, hi: int, name: str) -> int:
+    """A slider value from the browser (or a crafted call): a finite number, clamped to the slider's range."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise shown_error(f"{name} must be a number")
+    return max(lo, min(hi, int(v)))
+
+
 def draw(kind, B, start, length):
-    if kind not in KINDS:
-        raise gr.Error(f"pattern must be one of {', '.join(KINDS)}")
-    return mask_explorer(kind, int(B), min(int(start), int(B) - 1), int(length))
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise shown_error(f"pattern must be one of {', '.join(KINDS)}")
+    b = whole(B, 1, B_MAX, "block size")
+    return mask_explorer(kind, b, min(whole(start, 0, B_MAX - 1, "span start"), b - 1),
+                         whole(length, 1, B_MAX, "span length"))

@@ -10,7 +10,7 @@ import gradio as gr
 
 from engine import catalogue
 from engine.errors import UserError
-from explorer.page.context import Page, js
+from explorer.page.context import Page, js, shown_error
 from explorer.page.decode_tab import decode, views_at
 from explorer.page.controls import decoder_params
 from explorer.state import parse_query, to_query
@@ -58,15 +58,17 @@ def on_load(page: Page, keys, n_views: int, request: gr.Request):
             gr.update(maximum=max(2, n), value=n) if n else gr.skip())
 
 
-def maybe_run(page: Page, keys, n_views: int, autorun, step_v, prompt_v, model_v, decoder_v, *values):
+async def maybe_run(page: Page, keys, n_views: int, autorun, step_v, prompt_v, model_v, decoder_v, *values):
     if not autorun:
         yield tuple(gr.skip() for _ in range(n_views + 5))
         return
     try:
         params, query = from_controls(keys, prompt_v, model_v, decoder_v, values)
     except UserError as e:
-        raise gr.Error(str(e)) from None
-    yield from decode(page, n_views, prompt_v, model_v, decoder_v, params, query, int(step_v) if step_v else None)
+        raise shown_error(str(e)) from None
+    async for out_v in decode(page, n_views, prompt_v, model_v, decoder_v, params, query,
+                              int(step_v) if step_v else None):
+        yield out_v
 
 
 def wire_share(share: Share) -> None:

@@ -3,13 +3,14 @@ any point opens as a run on the prompt above. Stop really stops: the sweep check
 
 from __future__ import annotations
 
-import threading
+import math
 from functools import partial
 
 import gradio as gr
 
 from engine.errors import UserError
-from explorer.page.context import Page
+from explorer.page.context import Page, shown_error
+from explorer.page.worker import follow
 from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
@@ -43,6 +44,8 @@ def build_sweep(page: Page, model):
 
 
 def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
+    if not all(isinstance(v, str) for v in (tau_s, b_s, extra)):
+        raise UserError("τ values, block sizes and other keys are text")
     try:
         tau_v = [float(t) for t in tau_s.split(",") if t.strip()][:16] or [0.9]
         b_v = [int(b) for b in b_s.split(",") if b.strip()][:16] or [8]
@@ -58,40 +61,34 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
     return ar + [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 
-def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, progress=gr.Progress()):
-    """The sweep runs in a worker thread; this generator reports its progress. When the request is cancelled
-    (Stop, or the visitor leaving) gradio closes the generator, and its ``finally`` tells the sweep to stop at the
-    next decode, so no work runs on after a cancel."""
+def problems_count(n_v) -> int:
+    if isinstance(n_v, bool) or not isinstance(n_v, (int, float)) or not math.isfinite(n_v):
+        raise UserError("the number of problems must be a number")
+    return int(n_v)
+
+
+async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, progress=gr.Progress()):
+    """The sweep runs in a worker (``follow``) that reports progress; Stop, ``/cancel`` or a visitor leaving stops
+    it at the next decode, and the request ends only once it has."""
     try:
         specs = sweep_specs(dec, tau_s, b_s, extra)
         if task not in TASKS:
             raise UserError(f"task must be one of {', '.join(TASKS)}")
-        model = page.check_model(model)
+        model, n = page.check_model(model), problems_count(n_v)
+        box = {"done": 0, "total": 1}
+
+        def produce(should_stop):
+            yield page.service.sweep(specs, n, model=model, task=task, should_stop=should_stop,
+                                     progress=lambda i, total: box.update(done=i, total=total))
+
+        rows = None
+        async for f in follow(produce, None, heartbeat=True):   # the service bounds the sweep's own time
+            rows = f.value
+            if not f.final:
+                progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} problems")
+                yield gr.skip(), gr.skip(), gr.skip()
     except UserError as e:
-        raise gr.Error(str(e)) from None
-    stop, box = threading.Event(), {"done": 0, "total": 1}
-
-    def work():
-        try:
-            box["rows"] = page.service.sweep(specs, int(n_v), model=model, task=task, should_stop=stop.is_set,
-                                             progress=lambda i, total: box.update(done=i, total=total))
-        except Exception as e:  # handed to the request thread: a UserError is shown, anything else re-raised
-            box["error"] = e
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.25)
-            progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} problems")
-            yield gr.skip(), gr.skip(), gr.skip()
-    finally:
-        stop.set()
-    if isinstance(box.get("error"), UserError):
-        raise gr.Error(str(box["error"]))
-    if "error" in box:
-        raise box["error"]
-    rows = box["rows"]
+        raise shown_error(str(e)) from None
     if not rows:
-        raise gr.Error("the sweep stopped before any problem finished")
+        raise shown_error("the sweep stopped before any problem finished")
     yield sweep_figure(rows), sweep_table(rows), gr.update(choices=[r["spec"] for r in rows], value=None)

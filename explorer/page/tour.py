@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.page.context import Page
+from explorer.page.context import Page, shown_error
 from explorer.page.decode_tab import views_at
 
 TOUR = [
@@ -47,7 +47,8 @@ def build_tour():
 def tour_next(page: Page, i):
     ex = page.example_traces.get("s2d2")
     if ex is None:
-        raise gr.Error("the tour needs the pre-baked S2D2 example (python -m engine.experiments.bake_examples)")
+        raise shown_error("the tour needs the pre-baked S2D2 example "
+                          "(python -m engine.experiments.bake_examples)")
     i = (i + 1) % len(TOUR)
     title, body = TOUR[i]
     s = tour_steps(ex)[i]

@@ -47,6 +47,9 @@ def render_text(trace, step: int | None = None, grid: Grid | None = None, select
         chips.append(f"<span class='{' '.join(cls)}' data-pos='{pos}' style='background:{bg}' "
                      f"title='pos {pos}: {html.escape(hint)}'>{html.escape(text)}</span>")
     prompt = html.escape(trace.meta.get("prompt", ""))
-    return (f"<div class='um-text'><div class='um-step'>step {s + 1} / {g.n_steps} · block "
+    # which run this is and whether it has ended: what tests (and scripts) wait for, never for time
+    run = html.escape(str(trace.meta.get("run_id", "example")))
+    done = "1" if trace.meta.get("finished", True) else "0"
+    return (f"<div class='um-text' data-run='{run}' data-finished='{done}'><div class='um-step'>step {s + 1} / {g.n_steps} · block "
             f"{trace.records[s].block} · {trace.records[s].kind}</div>"
             f"<span class='um-prompt'>{prompt}</span> {''.join(chips)}</div>")

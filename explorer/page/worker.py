@@ -1,0 +1,75 @@
+"""Model work for a request, run so that it stops when the request does (engine work never runs on unseen).
+
+``follow(produce, budget_s)`` runs ``produce(should_stop)`` (an iterator: one value per forward, or per finished
+problem) in a worker thread and yields its newest value at most every ``interval`` seconds, dropping the ones in
+between: the engine runs at its own pace and the page shows the latest state. The handlers that use it are async
+generators, so gradio's Stop, ``/cancel`` and a client that went away reach them as ``CancelledError`` or
+``aclose()``: ``follow`` then tells the worker to stop and *awaits* it before the request ends, so a request's
+concurrency slot is freed only once its work has stopped. ``budget_s`` bounds the whole request's wall time,
+whatever spends it (forwards, rendering between them, cache reads): past it the worker is stopped and the last
+value comes back flagged with ``Followed.limit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+
+INTERVAL_S = 0.25       # at most four frames a second reach the browser while a run streams
+
+
+@dataclass
+class Followed:
+    value: object             # the newest value the worker produced
+    final: bool               # the worker has finished: this is its last value
+    limit: str | None = None  # which limit stopped it early (None: it ran to its end)
+
+
+def wall_limit(budget_s: float, elapsed_s: float) -> str:
+    return (f"stopped after {elapsed_s:.1f} s: the time budget of {budget_s:g} s per request was reached "
+            f"(wall time, rendering included; UNMASK_MAX_SECONDS)")
+
+
+async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: float | None,
+                 interval: float = INTERVAL_S, heartbeat: bool = False) -> AsyncIterator[Followed]:
+    """See the module's docstring. ``heartbeat``: also yield (the newest value, possibly None) on every tick
+    without a new value, for handlers that report progress kept elsewhere."""
+    stop, box, lock = threading.Event(), {"value": None, "fresh": False, "error": None}, threading.Lock()
+
+    def work():
+        try:
+            for value in produce(stop.is_set):
+                with lock:
+                    box.update(value=value, fresh=True)
+                if stop.is_set():
+                    break
+        except BaseException as e:     # handed to the request: a UserError is shown, anything else re-raised
+            box["error"] = e
+
+    t0 = time.monotonic()
+    worker = asyncio.get_running_loop().run_in_executor(None, work)
+    limit = None
+    try:
+        while not worker.done():
+            await asyncio.wait({worker}, timeout=interval)
+            if budget_s is not None and limit is None and time.monotonic() - t0 > budget_s:
+                limit = wall_limit(budget_s, time.monotonic() - t0)
+                stop.set()
+            with lock:
+                fresh, value, box["fresh"] = box["fresh"], box["value"], False
+            if (fresh or heartbeat) and not worker.done() and limit is None:
+                yield Followed(value, final=False)
+        if box["error"] is not None:
+            raise box["error"]
+        yield Followed(box["value"], final=True, limit=limit)
+    finally:
+        stop.set()
+        await asyncio.shield(worker)     # the slot is released only after the worker has stopped
+
+
+async def in_thread(fn, *args):
+    """CPU work of a handler (rendering figures) off the event loop, so other requests keep being served."""
+    return await asyncio.to_thread(fn, *args)

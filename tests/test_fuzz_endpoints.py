@@ -1,0 +1,59 @@
+"""Every handler the page registers, called with the inputs a hostile client can send instead of the browser's
+(None, lists, NaN, huge numbers, markup, dicts): each returns or raises the one-line user error (``gr.Error``),
+never anything else. Run in-process against the real page (create_app), bounded (one short decode at most)."""
+
+import asyncio
+import inspect
+
+import gradio as gr
+import pytest
+
+NASTY = [None, float("nan"), 10**30, -1, [1, 2], {"a": 1}, "<a href=//x.tld>x</a>", "٠.٩", "", True]
+
+
+def drive(result):
+    """Run a handler's result to its end: a value, a coroutine, or a (sync or async) generator."""
+    if inspect.isasyncgen(result):
+        async def consume():
+            return [x async for x in result]
+        return asyncio.run(consume())
+    if inspect.iscoroutine(result):
+        return asyncio.run(result)
+    if inspect.isgenerator(result):
+        return list(result)
+    return result
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, monkeypatch_module):
+    monkeypatch_module.setenv("UNMASK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch_module.setenv("UNMASK_MAX_SECONDS", "5")
+    import app
+    return app.create_app()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_every_registered_handler_answers_nasty_input_with_a_user_error(demo):
+    called, failures = 0, []
+    for fn in demo.fns.values():
+        if fn.fn is None or not fn.inputs:
+            continue
+        for value in NASTY:
+            # a gr.State lives on the server: a client cannot send one, so it keeps its initial value
+            args = [c.value if isinstance(c, gr.State) else value for c in fn.inputs]
+            try:
+                drive(fn.fn(*args))
+            except gr.Error as e:
+                if "\n" in str(e) or ("<a" in str(e) and fn.name != "decode"):   # pop-ups escaped; the API is text
+                    failures.append(f"{fn.name}({value!r}): unescaped or multi-line: {str(e)[:80]}")
+            except Exception as e:   # anything else is a traceback in the server's log
+                failures.append(f"{fn.name}({value!r}): {type(e).__name__}: {str(e)[:80]}")
+            called += 1
+    assert called > 100
+    assert not failures, "\n".join(failures)
