@@ -39,15 +39,25 @@ def to_csv(trace) -> str:
     return buf.getvalue()
 
 
-def export_files(trace, directory: Path) -> list[str]:
-    """Write the trace as JSON, CSV and npz under a content-addressed name in the app's own export directory
-    (created 0700); returns the paths."""
+def stem_of(trace, directory: Path) -> Path:
+    """A content-addressed file stem in the app's own export directory (created 0700)."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     digest = canonical_key(t=trace.meta["final_tokens"], p=trace.meta["params"])[:10]
-    stem = directory / f"unmask-{trace.meta['decoder']}-{digest}"
-    paths = [stem.with_suffix(s) for s in (".json", ".csv", ".npz", ".gif")]
+    return directory / f"unmask-{trace.meta['decoder']}-{digest}"
+
+
+def export_files(trace, directory: Path) -> list[str]:
+    """Write the trace as JSON, CSV and npz (each well under a second); returns the paths."""
+    stem = stem_of(trace, directory)
+    paths = [stem.with_suffix(s) for s in (".json", ".csv", ".npz")]
     paths[0].write_text(to_json(trace))
     paths[1].write_text(to_csv(trace))
     trace.save(paths[2])
-    paths[3].write_bytes(decode_gif(trace))
     return [str(p) for p in paths]
+
+
+def export_gif(trace, directory: Path) -> str:
+    """The animated GIF (``explorer.gif``; seconds for a long run, so made only on request)."""
+    path = stem_of(trace, directory).with_suffix(".gif")
+    path.write_bytes(decode_gif(trace))
+    return str(path)

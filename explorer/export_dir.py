@@ -57,11 +57,17 @@ class ExportDir:
         atexit.register(self.remove)
 
     def write(self, trace) -> list[str]:
-        """The run's JSON, CSV, npz and GIF (``explorer.export``), then the cap."""
+        """The run's JSON, CSV and npz (``explorer.export``), then the cap."""
         from explorer.export import export_files
         paths = export_files(trace, self.path)
         self.enforce_cap()
         return paths
+
+    def write_gif(self, trace) -> str:
+        from explorer.export import export_gif
+        path = export_gif(trace, self.path)
+        self.enforce_cap()
+        return path
 
     def enforce_cap(self) -> None:
         """Delete the oldest files until the folder is within its cap."""

@@ -78,5 +78,5 @@ def decode_gif(trace, ms_per_frame: int = 450) -> bytes:
     frames = [frame(trace, g, s, boxes, font, small) for s in steps]
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
-                   duration=[ms_per_frame] * (len(frames) - 1) + [2500], optimize=True)
+                   duration=[ms_per_frame] * (len(frames) - 1) + [2500], optimize=False)
     return buf.getvalue()

@@ -67,7 +67,7 @@ def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_
     run_outputs = [*out, trace_state, pb.step, pb.position, sh.link, sh.export]
     controls.wire_controls(page, c)
     playback.wire_playback(page, pb, trace_state, views.text, out)
-    share.wire_share(sh)
+    share.wire_share(page, sh, trace_state)
 
     async def on_run(prompt_v, model_v, decoder_v, *values):
         try:

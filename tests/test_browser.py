@@ -138,4 +138,5 @@ def test_simsd_run_shows_its_rounds_and_the_gif_export(page, server):
     page.get_by_role("tab", name="SimSD").click()
     page.wait_for_selector("#simsd-plot .js-plotly-plot", timeout=30000)
     assert page.locator("#simsd-plot .bars").count() > 0            # the tokens-kept bars of each round
-    page.wait_for_selector("#export >> text=/\\.gif/", timeout=30000)
+    page.click("#gif")                                               # the GIF is made on request
+    page.wait_for_selector("#gif-file >> text=/\\.gif/", timeout=60000)

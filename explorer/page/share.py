@@ -21,6 +21,8 @@ class Share:
     link: gr.Textbox
     export: gr.File
     svg: gr.Button
+    gif: gr.Button
+    gif_file: gr.File
 
 
 def build_share() -> Share:
@@ -28,9 +30,12 @@ def build_share() -> Share:
         link = gr.Textbox(label="Link to this run (query string)", interactive=False, buttons=["copy"],
                           elem_id="link", scale=3)
         svg = gr.Button("Visible figures as SVG", size="sm", elem_id="svg", scale=1)
-    export = gr.File(label="Export: JSON · CSV · npz · GIF", file_count="multiple", elem_id="export",
+        gif = gr.Button("Animated GIF of the run", size="sm", elem_id="gif", scale=1)
+    export = gr.File(label="Export: JSON · CSV · npz", file_count="multiple", elem_id="export",
                      elem_classes=["um-export"])
-    return Share(link, export, svg)
+    gif_file = gr.File(label="GIF (made on request: it takes a while for long runs)", elem_id="gif-file",
+                       elem_classes=["um-export"])
+    return Share(link, export, svg, gif, gif_file)
 
 
 def from_controls(keys, prompt_v, model_v, decoder_v, values):
@@ -71,5 +76,14 @@ async def maybe_run(page: Page, keys, n_views: int, autorun, step_v, prompt_v, m
         yield out_v
 
 
-def wire_share(share: Share) -> None:
+def wire_share(page: Page, share: Share, trace_state) -> None:
     share.svg.click(None, None, None, js=js("svg_export.js"))
+    share.gif.click(lambda tr: make_gif(page, tr), trace_state, share.gif_file, concurrency_id="gif",
+                    concurrency_limit=1)
+
+
+def make_gif(page: Page, tr):
+    """The GIF of the run shown (a few seconds for a long run, so only when asked, one at a time)."""
+    if tr is None or page.export_dir is None:
+        raise shown_error("run a decode first")
+    return page.export_dir.write_gif(tr)
