@@ -39,3 +39,20 @@ def test_rss_stays_flat_over_200_cached_runs(tmp_path):
     after = rss_bytes()
     print(f"RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB over 200 Runs")
     assert after <= 1.10 * before
+
+
+def test_a_heavy_run_holds_its_slot_no_longer_than_the_budget_plus_two_seconds(tmp_path):
+    import time
+    service = DecodeService(default_model="tiny", max_seconds=2)
+    page = Page(service, {}, export_dir=ExportDir(str(tmp_path)), models=("tiny",))
+
+    async def go():
+        return [out async for out in decode(page, 12, "Ann has 3 pens . How many pens does she have now ?", "tiny",
+                                            "ar", dict(gen_length=256, stop_at_eos=False, use_cache=False), "q",
+                                            None)]
+    t0 = time.perf_counter()
+    outs = asyncio.run(go())
+    took = time.perf_counter() - t0
+    trace = outs[-1][-5]                              # the trace state output of the finished frame
+    print(f"heavy run: {took:.2f} s at a 2 s budget, {len(trace.records)} forwards")
+    assert took <= 2 + 2 and "time budget" in trace.meta["limit"] and len(trace.records) < 256

@@ -126,7 +126,7 @@ async def decode(page: Page, n_views: int, prompt_v, model_v, decoder_v, params,
                 yield await in_thread(finished, page, n_views, hit, query, step_v)
                 return
         produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
-        async for f in follow(produce, page.service.max_seconds - (time.monotonic() - t0)):
+        async for f in follow(produce, page.service.max_seconds, started=t0):
             last = f.value
             if last is None:
                 continue

@@ -34,9 +34,11 @@ def wall_limit(budget_s: float, elapsed_s: float) -> str:
 
 
 async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: float | None,
-                 interval: float = INTERVAL_S, heartbeat: bool = False) -> AsyncIterator[Followed]:
+                 interval: float = INTERVAL_S, heartbeat: bool = False,
+                 started: float | None = None) -> AsyncIterator[Followed]:
     """See the module's docstring. ``heartbeat``: also yield (the newest value, possibly None) on every tick
-    without a new value, for handlers that report progress kept elsewhere."""
+    without a new value, for handlers that report progress kept elsewhere. ``started``: when the request began
+    (``time.monotonic()``), if it did work before this (a cache read)."""
     stop, box, lock = threading.Event(), {"value": None, "fresh": False, "error": None}, threading.Lock()
 
     def work():
@@ -49,7 +51,7 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
         except BaseException as e:     # handed to the request: a UserError is shown, anything else re-raised
             box["error"] = e
 
-    t0 = time.monotonic()
+    t0 = time.monotonic() if started is None else started
     worker = asyncio.get_running_loop().run_in_executor(None, work)
     limit = None
     try:
