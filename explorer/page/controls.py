@@ -7,6 +7,7 @@ page's values onto what the chosen decoder takes, clamped to that decoder's rang
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -61,7 +62,8 @@ def control_for(p: Param):
         lo = lo + p.step
     if p.open_hi:
         hi = hi - p.step
-    return gr.Slider(lo, hi, value=p.default, step=p.step, **kw)
+    digits = max(0, -math.floor(math.log10(p.step))) if p.step < 1 else 0   # 0.05 + 0.01 reads 0.06, not 0.0600…01
+    return gr.Slider(round(lo, digits), round(hi, digits), value=p.default, step=p.step, **kw)
 
 
 def build_controls(page) -> Controls:
