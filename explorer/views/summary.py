@@ -22,10 +22,18 @@ def render_summary(trace, verdict: str | None = None) -> str:
     wall = max(m["wall_s"], 1e-9)
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.get("nfe_by_kind", {}).items()))
     cards = [card("NFE", str(trace.nfe), f"model forwards: {kinds}"),
+             card("NFE papers' count", str(trace.nfe_paper), "as SDAR's and Fast-dLLM's code count: a prefill "
+                  "forward and one K/V-store forward per block, which Unmask fuses into its next forward"),
              card("TPF", f"{trace.tpf:.2f}", "generated tokens per forward"),
-             card("tokens/s", f"{n / wall:.1f}", f"{n} tokens in {wall:.3f}s"),
+             card("tokens/s (engine)", f"{n / wall:.1f}", f"{n} tokens in {wall:.3f} s of engine time; rendering "
+                  "is not counted, but in the page it shares the CPU, so the API or CLI gives the clean figure"),
              card("tokens", str(n), "generated, up to and including the stop token"),
              card("decoder", m["decoder"], str(m.get("params", {})))]
+    if m.get("target_equiv_nfe") is not None:   # SimSD: two models, priced in target forwards
+        cards.append(card("target-equiv. NFE", f"{m['target_equiv_nfe']:.1f}",
+                          f"{m['target_forwards']} target + {m['draft_forwards']} drafter forwards, the drafter's "
+                          f"priced at the parameter ratio {m['param_ratio']:.3f} (the bench uses the measured "
+                          "time ratio)"))
     if verdict is not None:
         cards.append(card("checker", verdict, "the task's checker on the generated text (valid = right)"))
     notes = []
