@@ -183,7 +183,10 @@ def main(argv=None) -> None:
     ap.add_argument("--no-uncached", action="store_true", help="tspd: skip the uncached runs")
     ap.add_argument("--eos", default="1,0", help="tspd: EOS early stop settings to run")
     ap.add_argument("--out", default="results")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the README's tables: one per process)")
     args = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(args.threads)
     adapter = load_model(args.model)
     t0 = time.time()
     blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None

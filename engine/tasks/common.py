@@ -37,6 +37,11 @@ class TaskBase:
     def verdict(self, generated_text: str, problem: Problem) -> str:
         raise NotImplementedError
 
+    def constrained(self, problem: Problem) -> bool:
+        """Whether the prompt states a choice the answer must honour beyond the task's defaults (training can
+        draw more of these: ``train --focus``)."""
+        return False
+
     def check(self, generated_text: str, problem: Problem) -> bool:
         return self.verdict(generated_text, problem) == "valid"
 

@@ -22,6 +22,9 @@ class MixTask(TaskBase):
         name = rng.choices(list(self.weights), list(self.weights.values()))[0]
         return self.parts[name].sample(rng)
 
+    def constrained(self, problem: Problem) -> bool:
+        return self.parts[problem.task].constrained(problem)
+
     def verdict(self, generated_text: str, problem: Problem) -> str:
         return self.parts[problem.task].verdict(generated_text, problem)
 

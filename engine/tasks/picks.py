@@ -47,6 +47,9 @@ class PicksTask(TaskBase):
         answer = tuple((c, COUNTS[k], w) for k, c, w in zip(counts, groups, need))
         return Problem(f"Q : Name {asks} . A :", solution, answer, task=self.name)
 
+    def constrained(self, problem: Problem) -> bool:
+        return any(need for _, _, need in problem.answer)
+
     def verdict(self, generated_text: str, problem: Problem) -> str:
         text = normalise(generated_text)
         if not text.endswith(" .") and text != ".":

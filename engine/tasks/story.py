@@ -70,6 +70,9 @@ class StoryTask(TaskBase):
         answer = {"animal": c["animal"], **{k: c[k] for k in given}}
         return Problem(prompt, TEMPLATE.format(**c), tuple(sorted(answer.items())), task=self.name)
 
+    def constrained(self, problem: Problem) -> bool:
+        return "adj" in dict(problem.answer)
+
     def verdict(self, generated_text: str, problem: Problem) -> str:
         m = STORY_RE.fullmatch(normalise(generated_text))
         if not m:

@@ -193,6 +193,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="share of visible answer slots corrupted for the token-to-token objective (0 = off)")
     ap.add_argument("--keep-frac", type=float, default=0.10, help="share of the other visible slots that target "
                     "themselves when --edit-frac is on")
+    ap.add_argument("--focus", type=float, default=0.0, help="share of rows drawn from the task's constrained "
+                    "prompts (a choice stated in the prompt, TaskBase.constrained): a new prompt rule is one token "
+                    "in a few percent of rows otherwise, too little signal to learn it in a continued run")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
@@ -219,6 +222,15 @@ def setup(args, tok):
     return model, opt, 0, 0.0
 
 
+def draw(task, rng: random.Random, focus: float):
+    """One training problem; with probability `focus`, one whose prompt states a choice (``constrained``)."""
+    prob = task.sample(rng)
+    if focus > 0 and rng.random() < focus:
+        while not task.constrained(prob):
+            prob = task.sample(rng)
+    return prob
+
+
 def word_ids(tok) -> list[int]:
     """Every id but the specials: what a corrupted slot may be replaced with."""
     special = set(tok.all_special_ids)
@@ -230,8 +242,8 @@ def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[
     rng = random.Random(f"{args.seed}/{step}")
     B = rng.choices(list(BLOCK_MIX), list(BLOCK_MIX.values()))[0]
     edit = (args.edit_frac, args.keep_frac, word_ids(tok)) if args.edit_frac > 0 else None
-    rows = [build_2l_sample(*encode(tok, task.sample(rng)), B, tok.mask_token_id, tok.pad_token_id, rng, edit)
-            for _ in range(args.batch)]
+    rows = [build_2l_sample(*encode(tok, draw(task, rng, args.focus)), B, tok.mask_token_id, tok.pad_token_id,
+                            rng, edit) for _ in range(args.batch)]
     loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
     for g in opt.param_groups:
         g["lr"] = lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup)
@@ -289,7 +301,8 @@ def main(argv=None) -> None:
     model.eval()
     meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX,
-                seed=args.seed, edit_frac=args.edit_frac, keep_frac=args.keep_frac if args.edit_frac else 0.0)
+                seed=args.seed, edit_frac=args.edit_frac, keep_frac=args.keep_frac if args.edit_frac else 0.0,
+                focus=args.focus)
     save_model(model, tok, out / "model", meta)
     print(f"saved {out / 'model'} after {step} steps, {elapsed:.0f}s", flush=True)
 
