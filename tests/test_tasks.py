@@ -34,3 +34,41 @@ def test_tokenizer_plain_text(arith):
     assert tok.unk_token not in pieces
     p = arith.problems("train", 1)[0]
     assert tok.decode(tok(p.solution).input_ids).replace(" .", ".").split() == p.solution.replace(" .", ".").split()
+
+
+def test_uncertain_tasks_have_room_for_300_distinct_test_prompts():
+    from engine.tasks import get_task
+    for name in ("story", "picks"):
+        task = get_task(name)
+        probs = task.problems("test", 300, seed=0)
+        assert len({p.prompt for p in probs}) == 300, name
+        assert all(task.check(p.solution, p) for p in probs)
+
+
+def test_stated_choices_are_checked():
+    import random
+
+    from engine.tasks import get_task
+    story, picks = get_task("story"), get_task("picks")
+    rng = random.Random(0)
+    p = next(p for p in iter(lambda: story.sample(rng), None) if story.constrained(p))
+    adj = dict(p.answer)["adj"]
+    other = next(a for a in ("brave", "small", "clever", "shy", "old", "young") if a != adj)
+    assert story.verdict(p.solution, p) == "valid"
+    assert story.verdict(p.solution.replace(f"a {adj} ", f"a {other} ", 1), p) == "ignores prompt"
+    q = next(q for q in iter(lambda: picks.sample(rng), None) if picks.constrained(q) and len(q.answer) == 1)
+    cat, k, need = q.answer[0]
+    assert f"with {need}" in q.prompt and need in q.solution
+    from engine.tasks.picks import CATEGORIES
+    without = sorted(x for x in CATEGORIES[cat] if x != need)[:k]
+    assert picks.verdict(" , ".join(without) + " .", q) == "ignores prompt"
+
+
+def test_training_can_draw_constrained_prompts():
+    import random
+
+    from engine.tasks import get_task
+    from engine.training.train import draw
+    mix, rng = get_task("mix"), random.Random(1)
+    drawn = [draw(mix, rng, 1.0) for _ in range(50)]
+    assert all(mix.constrained(p) for p in drawn) and {p.task for p in drawn} == {"story", "picks"}
