@@ -82,12 +82,12 @@ def _cmd_bench(args) -> None:
         raise ConfigError("--n must be in 1..100000")
     adapter = load_model(args.model or get_task(args.task).model, device=args.device,
                          allow_download=args.allow_download or None)
-    prog = None if args.json else (lambda i, n: print(f"\r{i}/{n}", end="", file=sys.stderr, flush=True))
+    from engine.progress import progress
+    prog = None if args.json else progress(f"bench {args.task}")
     rows = run_bench(adapter, args.task, args.n, args.decoder or ["ar"], seed=args.seed, progress=prog)
     if args.json:
         print(json.dumps(rows))
     else:
-        print(file=sys.stderr)
         print(format_table(rows))
 
 

@@ -43,3 +43,13 @@ def test_problem_seed_is_fixed_and_spreads():
     assert problem_seed(0, 0, 5) == problem_seed(0, 0, 5)
     assert len({problem_seed(0, 0, i) for i in range(1000)}) == 1000
     assert problem_seed(1, 0, 0) != problem_seed(0, 0, 0) != problem_seed(0, 1, 0)
+
+
+def test_progress_on_a_pipe_is_plain_lines(capsys):
+    from engine.progress import progress
+    tick = progress("bench story", every_s=3600)
+    for i in range(1, 21):
+        tick(i, 20)
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.count("\n") == 2                 # the first call and the end, nothing between
+    assert err.splitlines()[-1].startswith("bench story: 20/20 problems")

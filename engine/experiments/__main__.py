@@ -20,6 +20,7 @@ from pathlib import Path
 
 from engine import stats
 from engine.bench import run_bench
+from engine.progress import progress
 from engine.experiments import pareto
 from engine.model import load_model
 
@@ -71,7 +72,7 @@ def header(rows: list[dict], base: int = 0) -> str:
 def baselines(adapter, n: int) -> dict:
     specs = ["ar", "llada:block_size=8,steps=8", "threshold:tau=0.9,block_size=8",
              "threshold:tau=0.9,block_size=16", "threshold:tau=0.9,block_size=4"]
-    rows = enrich(run_bench(adapter, "arith", n, specs))
+    rows = enrich(run_bench(adapter, "arith", n, specs, progress=progress("arith")))
     print(header(rows))
     print(md_table(rows, COLS))
     return dict(rows=rows)
@@ -80,7 +81,7 @@ def baselines(adapter, n: int) -> dict:
 def tune_tau(adapter, B: int, n_val: int) -> tuple[float, list[dict]]:
     """Best-TPF τ whose val accuracy is within 1 point of AR's (val split, never test)."""
     specs = ["ar"] + [f"threshold:tau={t},block_size={B}" for t in TAU_GRID]
-    rows = run_bench(adapter, "arith", n_val, specs, split="val")
+    rows = run_bench(adapter, "arith", n_val, specs, split="val", progress=progress("arith"))
     ar_acc = rows[0]["accuracy"]
     ok = [r for r in rows[1:] if r["accuracy"] >= ar_acc - 0.01] or [rows[-1]]
     best = max(ok, key=lambda r: r["tpf"])
@@ -97,7 +98,7 @@ def s2d2(adapter, n: int, n_val: int, blocks=(4, 8, 16)) -> dict:
         tau, tuning = tune_tau(adapter, B, n_val)
         specs = ["ar", f"threshold:tau={tau},block_size={B},rule=sdar"]
         specs += [f"s2d2:block_size={B},tau={tau},{common},{r}" for r in routers.values()]
-        rows = enrich(run_bench(adapter, "arith", n, specs), base=1)
+        rows = enrich(run_bench(adapter, "arith", n, specs, progress=progress("arith")), base=1)
         base_thr = rows[1]["tokens_per_s"]
         for r in rows:
             r["speedup_vs_threshold"] = r["tokens_per_s"] / base_thr
@@ -120,7 +121,7 @@ def tspd(adapter, n: int, blocks=(8, 16, 32), gens=(64, 128), eos=(True, False),
                     specs += [f"llada:block_size={B},steps={B}{tail}", f"threshold:tau=0.9,block_size={B}{tail}",
                               f"tspd:controller=mlp,block_size={B}{tail}",
                               f"tspd:controller=heuristic,block_size={B}{tail}"]
-                rows = enrich(run_bench(adapter, "arith", n, specs))
+                rows = enrich(run_bench(adapter, "arith", n, specs, progress=progress("arith")))
                 print(f"\n### G = {G}, B = {B}, EOS stop {'on' if stop else 'off'}\n")
                 print(header(rows))
                 print(md_table(rows, COLS))
@@ -144,7 +145,8 @@ def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
     teaching columns."""
     out = {}
     for task in tasks:
-        rows = enrich(run_bench(adapter, task, n, UNCERTAIN), base=UNCERTAIN.index(UNCERTAIN_BASE))
+        rows = enrich(run_bench(adapter, task, n, UNCERTAIN, progress=progress(task)),
+                      base=UNCERTAIN.index(UNCERTAIN_BASE))
         print(f"\n### {task}\n")
         print(header(rows, UNCERTAIN.index(UNCERTAIN_BASE)))
         print(md_table(rows, TEACH))
@@ -161,7 +163,7 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
             specs = [f"threshold:tau=0.9,block_size={B}", f"llada:block_size={B},steps={B}"]
             specs += [f"simsd:block_size={B},acceptance={a},mask={m}" + (",temperature=1" if a == "mrs" else "")
                       for a in ("greedy", "mrs") for m in ("released", "simplified")]
-            rows = enrich(run_bench(adapter, task, n, specs))   # SimSD rows: tpf per target-equivalent NFE
+            rows = enrich(run_bench(adapter, task, n, specs, progress=progress(task)))   # SimSD rows: tpf per target-equivalent NFE
             print(f"\n### {task}, B = {B}\n")
             print(header(rows))
             print(md_table(rows, COLS + [("acceptance_rate", "acceptance", ".3f"),
