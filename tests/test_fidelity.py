@@ -99,3 +99,24 @@ def test_mrs_with_a_greedy_drafter_says_it_is_biased():
     assert "biased" in mrs.meta["caveat"]
     hot = build_decoder("simsd", acceptance="mrs", block_size=4, gen_length=8, temperature=1.0)
     assert Generation(target, prompt, hot).run().meta["caveat"] is None
+
+
+def test_simsd_reveal_order_reads_the_tempered_probability():
+    from types import SimpleNamespace
+
+    from engine.decoders.simsd import reveal_scores
+    # slot 0: one close rival; slot 1: four weak ones. Untempered p(top) 0.525 < 0.649, at T = 2 0.512 > 0.405.
+    logits = torch.tensor([[2.0, 1.9, -9.0, -9.0, -9.0], [2.0, 0.0, 0.0, 0.0, 0.0]])
+    top = torch.tensor([0, 0])
+    _, cold = reveal_scores(logits, top, SimpleNamespace(temperature=0.0, top_k=0, top_p=1.0))
+    _, hot = reveal_scores(logits, top, SimpleNamespace(temperature=2.0, top_k=0, top_p=1.0))
+    assert cold[1] > cold[0] and hot[0] > hot[1]
+    assert math.isclose(float(hot[1]), math.e / (math.e + 4), rel_tol=1e-9)
+
+
+def test_simsd_target_q_is_the_plain_softmax():
+    from engine.decoders.simsd import target_probs
+    logits = torch.tensor([[1.0, 0.0, -1.0]])
+    z = math.e + 1 + 1 / math.e
+    assert torch.allclose(target_probs(logits)[0], torch.tensor([math.e / z, 1 / z, 1 / (math.e * z)],
+                                                                dtype=torch.float64))

@@ -62,6 +62,18 @@ def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
     return masks.simsd_simplified(0, n_known, len(steps))
 
 
+def reveal_scores(logits: torch.Tensor, candidate: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
+    """The drafter's p (L, V) after temperature / top-k / top-p, and p(x̂) per slot: the reveal order reads the
+    tempered probability of the drafted token, as the released drafter does (not the untempered confidence)."""
+    p = transformed_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
+    return p, p.gather(-1, candidate[:, None])[:, 0]
+
+
+def target_probs(logits: torch.Tensor) -> torch.Tensor:
+    """The target's q: its plain softmax, as the released verifier computes it (no temperature, no filtering)."""
+    return torch.softmax(logits.double(), dim=-1)
+
+
 class SimSDPolicy(Policy):
     name = "simsd"
     config_cls = config_class("simsd")
@@ -93,8 +105,7 @@ class SimSDPolicy(Policy):
             logits = self.small.unmaskable(logits[:, :self.V])                            # (L, V)
             st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.generator)
             k = math.ceil(int(masked.sum()) / (S - s))
-            p = transformed_probs(logits, c.temperature, c.top_k, c.top_p)                 # (L, V)
-            conf = p.gather(-1, st.candidate[:, None])[:, 0]   # the reveal order reads the tempered p(x̂)
+            p, conf = reveal_scores(logits, st.candidate, c)
             reveal = (masked_topk(conf, masked, k) if c.reveal == "static"
                       else dynamic_commit(conf, masked, c.tau, k))
             for j in reveal.tolist():
@@ -116,8 +127,7 @@ class SimSDPolicy(Policy):
                     to_block=m[L:, :L], to_self=m[L:, L:], from_block=m[:L, L:])
         _, q_logits = r.forward("verify", ctx.lo, ctx.hi, block_mask=m[:L, :L], tail=tail, block_tokens=x)
         c = self.cfg
-        # the target's q is its plain softmax, as the released verifier computes it (no temperature, no filtering)
-        q = torch.softmax(r.unmaskable(q_logits[:, :self.V]).double(), dim=-1)                      # (n, V)
+        q = target_probs(r.unmaskable(q_logits[:, :self.V]))                                       # (n, V)
         p = torch.stack([p_store[int(j)] for j in slots])
         d = x[slots]
         v = (accept_greedy(q, p, d) if c.acceptance == "greedy"
