@@ -112,6 +112,8 @@ def test_bad_prompt_shows_message_and_page_keeps_working(page, server, prompt, m
     page.fill("#prompt textarea", prompt)
     page.click("#run")
     page.wait_for_selector(f"text=/{message}/", timeout=30000)
+    if prompt:                                   # a prompt that decodes: wait for that run to end (Run is one at a time)
+        wait_run_done(page)
     before = run_marker(page).split("/")[0]
     page.fill("#prompt textarea", "Ann has 3 apples. She buys 5 more. How many apples does she have now?")
     page.click("#run")
