@@ -151,13 +151,12 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                nfe=a["nfe"] / done, nfe_paper=a["nfe_paper"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
                tpf_paper=a["tokens"] / max(1, a["nfe_paper"]), tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
                nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_") and k != "nfe_paper"},
-                accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
-                confident_share=a["confident"] / max(1, a["masked_conf"]),
-                reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
-                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
-                per_task_ci95={t: list(stats.wilson(sum(v), len(v))) for t, v in sorted(per_task.items())},
-                verdicts=dict(verdicts),
-                tokens_per_sample=a["tokens"] / done)
+               accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
+               confident_share=a["confident"] / max(1, a["masked_conf"]),
+               reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
+               per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
+               per_task_ci95={t: list(stats.wilson(sum(v), len(v))) for t, v in sorted(per_task.items())},
+               verdicts=dict(verdicts), tokens_per_sample=a["tokens"] / done)
     out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
     return out
 

@@ -360,7 +360,8 @@ class Generation:
         meta = dict(
             model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,
             prompt_len=r.P, gen_end=r.end, decoder=self.policy.name, params=self.cfg.params(), seed=self.cfg.seed,
-            nfe=r.total_nfe, nfe_paper=self.nfe_paper(), nfe_by_kind=dict(r.nfe), wall_s=self.wall_s, token_ids=ids, text=a.decode(ids),
+            nfe=r.total_nfe, nfe_paper=self.nfe_paper(), nfe_by_kind=dict(r.nfe), wall_s=self.wall_s,
+            token_ids=ids, text=a.decode(ids),
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
