@@ -63,7 +63,7 @@ class Param:
         if isinstance(raw, bool):
             raise bad
         try:
-            value = (_float_text(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw))
+            value = _float_text(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw)
         except (TypeError, ValueError, OverflowError):
             raise bad from None
         if self.type is float and not math.isfinite(value):

@@ -118,11 +118,6 @@ class DecodeService:
             pass
         return last
 
-    def run_spec(self, prompt: str, spec: str, model: str | None = None, page: bool = False) -> Trace:
-        """Decode with a SPEC string such as ``s2d2:preset=sdar-a,block_size=4``."""
-        name, params = parse_spec(spec)
-        return self.run(prompt, name, params, model, page)
-
     def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
               page: bool = True, should_stop=None) -> list[dict]:
         """Accuracy / NFE / TPF / tokens/s of each SPEC on n held-out problems (engine.bench). Stops between

@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from explorer.export import export_files, export_gif
+
 log = logging.getLogger(__name__)
 PREFIX = "unmask-export-"
 CAP_BYTES = 64 * 2**20        # a visitor's exports are small (≤ 1.4 MB per run); older ones go first
@@ -58,13 +60,11 @@ class ExportDir:
 
     def write(self, trace) -> list[str]:
         """The run's JSON, CSV and npz (``explorer.export``), then the cap."""
-        from explorer.export import export_files
         paths = export_files(trace, self.path)
         self.enforce_cap()
         return paths
 
     def write_gif(self, trace) -> str:
-        from explorer.export import export_gif
         path = export_gif(trace, self.path)
         self.enforce_cap()
         return path

@@ -46,6 +46,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_after(proc, settle_s: float, window_s: float = 2.0) -> float:
+    """CPU-seconds the server spends in `window_s`, starting `settle_s` after now (work that should have stopped)."""
+    time.sleep(settle_s)
+    before = cpu_seconds(proc.pid)
+    time.sleep(window_s)
+    return cpu_seconds(proc.pid) - before
+
+
 def test_ten_clients_get_the_engines_answers(app):
     url, _ = app
     jobs = [(c, k, PROMPTS[(c + k) % 3], SPECS[(c + 3 * k) % len(SPECS)]) for c in range(10) for k in range(3)]
@@ -92,10 +100,7 @@ def test_a_cancelled_sweep_stops_using_cpu(app):
     time.sleep(1)
     assert cpu_seconds(proc.pid) - busy > 0.5, "the sweep should be using CPU before the cancel"
     job.cancel()
-    time.sleep(2)
-    after = cpu_seconds(proc.pid)
-    time.sleep(2)
-    idle = cpu_seconds(proc.pid) - after
+    idle = cpu_after(proc, settle_s=2)
     print(f"cpu after cancel: {idle:.2f} s in 2 s")
     assert idle < 0.3
 
@@ -137,10 +142,7 @@ def test_cancelled_decodes_stop_and_free_the_slot(app):
             time.sleep(0.05)
         time.sleep(0.5)
         job.cancel()
-    time.sleep(1.0)
-    after = cpu_seconds(proc.pid)
-    time.sleep(2)
-    idle = cpu_seconds(proc.pid) - after
+    idle = cpu_after(proc, settle_s=1)
     print(f"cpu after three cancels: {idle:.2f} s in 2 s")
     assert idle < 0.3
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """The documented API: ``decode(prompt, spec, model="")`` with the page's validation and limits, for
-``gradio_client``. It is the only endpoint the API listing shows; the page's own handlers are private.
+``gradio_client``. It is the only endpoint the API listing shows; the page's own handlers are left out of it.
 
     from gradio_client import Client
     out = Client("http://localhost:7860/").predict("Ann has 3 apples. She buys 5 more. How many?",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,13 @@ def shown_error(e: Exception | str) -> gr.Error:
     return gr.Error(html.escape(text), print_exception=False)
 
 
+def slider_number(v, name: str, lo: int, hi: int) -> int:
+    """A slider's value as a crafted call may send it: a finite number (not a bool), clamped to [lo, hi]."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise UserError(f"{name} must be a number")
+    return max(lo, min(hi, int(v)))
+
+
 JS_DIR = Path(__file__).resolve().parent.parent.parent / "assets" / "js"
 
 
@@ -37,7 +45,7 @@ def js(name: str) -> str:
 
 @dataclass
 class Page:
-    service: object                                   # stream()/run_spec()/sweep()/model_id()
+    service: object                                   # stream()/sweep()/model_id()
     examples: dict[str, list[tuple[str, Problem]]]    # model name -> [(prompt as shown, problem)]
     store: object = None                              # TraceStore or None
     example_traces: dict = field(default_factory=dict)  # decoder -> a pre-baked Trace shown on load

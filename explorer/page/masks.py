@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import gradio as gr
 
-from explorer.page.context import shown_error
+from engine.errors import UserError
+from explorer.page.context import shown_error, slider_number
 
 from explorer.page.decode_tab import note
 from explorer.views import mask_explorer as mask_explorer_view
@@ -26,16 +25,13 @@ def build_masks() -> None:
         c.change(draw, [kind, B, start, length], fig, show_progress="hidden")
 
 
-def whole(v, lo: int, hi: int, name: str) -> int:
-    """A slider value from the browser (or a crafted call): a finite number, clamped to the slider's range."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise shown_error(f"{name} must be a number")
-    return max(lo, min(hi, int(v)))
-
-
 def draw(kind, B, start, length):
     if not isinstance(kind, str) or kind not in KINDS:
         raise shown_error(f"pattern must be one of {', '.join(KINDS)}")
-    b = whole(B, 1, B_MAX, "block size")
-    return mask_explorer(kind, b, min(whole(start, 0, B_MAX - 1, "span start"), b - 1),
-                         whole(length, 1, B_MAX, "span length"))
+    try:
+        b = slider_number(B, "block size", 1, B_MAX)
+        start_v = min(slider_number(start, "span start", 0, B_MAX - 1), b - 1)
+        length_v = slider_number(length, "span length", 1, B_MAX)
+    except UserError as e:
+        raise shown_error(e) from None
+    return mask_explorer(kind, b, start_v, length_v)
