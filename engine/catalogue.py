@@ -274,7 +274,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                                           help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
                                                "drafter, temperature 0: the trace says so)")},
             needs=("block_causal", "no_shift")),
-    Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): the paper's method section was not available.* "
+    Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
             COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",

@@ -31,7 +31,7 @@ GLOSSARY = """
 | **reveal step t** | SimSD: the drafter step at which a slot was revealed (1 = first); the target's mask copy of that slot sees the block as it was just before step t |
 | **temporal mask** | SimSD's verification mask over [leftover · drafts · mask copies]: each query sees one version (token or mask) of every block position, gated by reveal steps |
 | **bonus token** | SimSD: at the first rejected slot the target's own token (argmax, or a residual sample under MRS) is committed; a fully accepted draft gets none |
-| **PROPOSED** | TSPD + CE details reconstructed by this project (the paper's method section was not available) |
+| **PROPOSED** | TSPD + CE details reconstructed by this project: the horizon rule's inputs and the feature families come from the paper, the formulas are ours |
 """
 
 

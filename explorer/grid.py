@@ -6,7 +6,8 @@ earlier, 2 committed at this step; prompt-tail positions of the first block are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -16,16 +17,26 @@ from explorer.tokens import token_labels
 MASKED, DECODED, NEW = 0, 1, 2
 
 
+_GRIDS: dict[int, "Grid"] = {}   # id(trace) -> its grid, dropped when the trace is collected
+
+
 @dataclass(eq=False)
 class Grid:
-    trace: object
+    _ref: weakref.ref
+    memo: dict = field(default_factory=dict)   # what other modules derive from the grid once (scrub data)
+
+    @property
+    def trace(self):
+        return self._ref()
 
     @classmethod
     def of(cls, trace) -> "Grid":
-        """The trace's grid, computed once and kept on the trace (scrubbing re-renders, never recomputes)."""
-        g = trace.__dict__.get("_grid")
-        if g is None:
-            g = trace.__dict__["_grid"] = cls(trace)
+        """The trace's grid, computed once per trace and kept here, beside it (the grid holds the trace weakly, so
+        the cache never keeps a trace alive)."""
+        g = _GRIDS.get(id(trace))
+        if g is None or g.trace is not trace:
+            g = _GRIDS[id(trace)] = cls(weakref.ref(trace))
+            weakref.finalize(trace, _GRIDS.pop, id(trace), None)
         return g
 
     @cached_property

@@ -1,10 +1,9 @@
 """The Gradio page, wired from its parts (``explorer.page``): controls on the left, the live decode on the right,
-the step slider with its playback buttons under the text, tabs for the views, Compare, Sweep, Masks, the glossary
-and the tour. This module only connects components to handlers; the page never touches torch."""
+the scrubber (step, ◀ / ▶ / play, position, link) under the text, tabs for the views, Compare, Sweep, Masks, the
+glossary and the tour. This module only connects components to handlers; the page never touches torch."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import gradio as gr
@@ -13,6 +12,7 @@ from explorer.glossary import GLOSSARY
 from explorer.page import compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
 from explorer.page.context import Page, shown_error
+from explorer.page.run import RunParts, present, show_trace
 from engine.errors import UserError
 from engine.spec import parse_spec
 
@@ -29,9 +29,9 @@ def build_demo(page: Page) -> gr.Blocks:
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 c = controls.build_controls(page)
-            with gr.Column(scale=2):
+            with gr.Column(scale=2, min_width=0):
                 summary, delta, text = decode_tab.build_summary()
-                pb = playback.build_playback()
+                scrubber = playback.build_playback()
                 views = decode_tab.build_view_tabs(summary, delta, text)
                 with gr.Tabs():
                     with gr.Tab("Compare"):
@@ -46,8 +46,13 @@ def build_demo(page: Page) -> gr.Blocks:
                         tour_text, tour_btn, tour_idx = tour.build_tour()
                 sh = share.build_share()
         register_api(page)
-        wire(demo, page, c, views, pb, sh, trace_state, previous, (tour_text, tour_btn, tour_idx),
-             (sweep_point, sweep_open))
+        rp = RunParts(views, c, sh.export, trace_state, previous)
+        controls.wire_controls(page, c)
+        playback.wire_playback(scrubber, views, trace_state)
+        share.wire_share(page, sh, trace_state)
+        wire_views(views, trace_state)
+        wire_runs(page, rp, sweep_point, sweep_open)
+        wire_tour_and_load(demo, page, rp, tour_text, tour_btn, tour_idx)
     hide_page_handlers(demo)
     return demo
 
@@ -61,33 +66,32 @@ def hide_page_handlers(demo: gr.Blocks) -> None:
             fn.api_visibility = "undocumented"
 
 
-def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_parts) -> None:
-    out = views.outputs
-    n = len(out)
-    run_outputs = [*out, trace_state, pb.step, pb.position, sh.link, sh.export]
-    controls.wire_controls(page, c)
-    playback.wire_playback(page, pb, trace_state, views.text, out)
-    share.wire_share(page, sh, trace_state)
+def wire_views(views, trace_state) -> None:
+    plots = list(views.plots.values())
+    for name, tab in views.tabs.items():
+        tab.select(lambda box, tr, name=name: decode_tab.tab_opened(views, name, box, tr), [views.tab, trace_state],
+                   plots, show_progress="hidden")
 
-    async def on_run(prompt_v, model_v, decoder_v, *values):
+
+def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
+    c, v = rp.controls, rp.views
+
+    async def on_run(box, prev, prompt_v, model_v, decoder_v, *values):
         try:
-            params, query = share.from_controls(c.keys, prompt_v, model_v, decoder_v, values)
+            params = share.from_controls(c.keys, decoder_v, values)
         except UserError as e:
             raise shown_error(str(e)) from None
-        async for out_v in decode_tab.decode(page, n, prompt_v, model_v, decoder_v, params, query, None):
-            yield out_v
+        async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, decoder_v, params, None,
+                                                            box, prev)):
+            yield out
 
-    def wire_run(trigger):
-        evt = trigger(on_run, [c.prompt, c.model, c.decoder, *c.components], run_outputs, **MODEL)
-        evt.then(None, sh.link, None, js="(q) => { if (q) history.replaceState(null, '', '?' + q); }")
-        evt.then(decode_tab.update_delta, [trace_state, previous], [views.delta, previous], show_progress="hidden")
-
-    wire_run(c.run.click)
+    inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
+    c.run.click(on_run, inputs, rp.outputs, **MODEL)
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
         if isinstance(comp, gr.Slider):
-            wire_run(comp.release)
+            comp.release(on_run, inputs, rp.outputs, **MODEL)
 
-    async def open_point(spec, prompt_v, model_v):
+    async def open_point(box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
         if not spec or not isinstance(spec, str):
             raise shown_error("choose a setting first")
@@ -95,22 +99,48 @@ def wire(demo, page, c, views, pb, sh, trace_state, previous, tour_parts, sweep_
             name, params = parse_spec(spec)
         except UserError as e:
             raise shown_error(str(e)) from None
-        async for out_v in decode_tab.decode(page, n, prompt_v, model_v, name, params, None, None):
-            yield out_v
+        async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, name, params, None, box,
+                                                            prev)):
+            yield out
 
-    sweep_point, sweep_open = sweep_parts
-    sweep_open.click(open_point, [sweep_point, c.prompt, c.model], run_outputs, **MODEL)
-    tour_text, tour_btn, tour_idx = tour_parts
-    tour_btn.click(partial(tour.tour_next, page), tour_idx, [tour_idx, tour_text, trace_state, pb.step, *out],
-                   show_progress="hidden")
+    sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **MODEL)
+
+
+def wire_tour_and_load(demo, page, rp: RunParts, tour_text, tour_btn, tour_idx) -> None:
+    c, v = rp.controls, rp.views
+
+    def next_stop(i, prev):
+        i, text, ex, s = tour.tour_next(page, i)
+        return {tour_idx: i, tour_text: text, **show_trace(page, rp, ex, s, prev, example=True)}
+
+    tour_btn.click(next_stop, [tour_idx, rp.previous], [tour_idx, tour_text, *rp.outputs], show_progress="hidden")
     autorun, step_from_url = gr.State(False), gr.State(None)
-    def load(request: gr.Request):  # a plain function: gradio injects the request by its annotation
-        return share.on_load(page, c.keys, n, request)
 
-    demo.load(load, None,
-              [c.prompt, c.model, c.decoder, *c.components, autorun, step_from_url, *out, trace_state, pb.step]) \
-        .then(partial(share.maybe_run, page, c.keys, n), [autorun, step_from_url, c.prompt, c.model, c.decoder,
-                                                          *c.components], run_outputs, **MODEL)
+    def load(request: gr.Request):  # a plain function: gradio injects the request by its annotation
+        values, run = share.url_values(page, request)
+        out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
+               c.decoder: values.get("decoder", gr.skip()), autorun: run, step_from_url: values.get("step")}
+        out.update({comp: values[k] for k, comp in c.values.items() if k in values})
+        example = page.example_traces.get(values.get("decoder", "threshold")) if not run else None
+        if example is not None:   # a pre-baked run, shown before any model call
+            out.update(show_trace(page, rp, example, None, None, example=True))
+        return out
+
+    async def maybe_run(go, step_v, box, prev, prompt_v, model_v, decoder_v, *values):
+        if not go:
+            yield {rp.trace: gr.skip()}
+            return
+        try:
+            params = share.from_controls(c.keys, decoder_v, values)
+        except UserError as e:
+            raise shown_error(str(e)) from None
+        async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, decoder_v, params,
+                                                            step_v if isinstance(step_v, int) else None, box, prev)):
+            yield out
+
+    demo.load(load, None, [autorun, step_from_url, *rp.outputs]) \
+        .then(maybe_run, [autorun, step_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components],
+              rp.outputs, **MODEL)
 
 
 def launch_kwargs() -> dict:

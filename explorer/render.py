@@ -1,34 +1,30 @@
-"""Every view of the Decode page for one trace and step, in the order the page shows them.
+"""Every part of the Decode page for one trace and step: the panels (summary, text, candidates) and the views of
+the registry (``explorer.views.registry``), as dicts keyed by name, so the page maps them onto its components.
 
-Each view is a pure function ``view(trace, step, grid, selected)`` (``step`` 0-based or None for the last,
-``selected`` an absolute position or None); the summary also takes the checker's verdict.
+``step`` is 0-based or None for the last, ``selected`` an absolute position or None.
 """
 
 from __future__ import annotations
 
 from explorer.grid import Grid
-from explorer.views import heatmaps
-from explorer.views.attention import attention_mask
 from explorer.views.candidates import candidates
-from explorer.views.ce_maps import ce_maps
-from explorer.views.reasons import reason_map
-from explorer.views.router import router_timeline
-from explorer.views.simsd import simsd_rounds
+from explorer.views.registry import VIEWS
 from explorer.views.summary import render_summary
 from explorer.views.text import render_text
-from explorer.views.trajectory import trajectories
-from explorer.views.verifier import verifier_map
 
 
-def entropy(trace, step, grid, selected):
-    return heatmaps.confidence(trace, step, grid, selected, field="entropy")
-
-
-VIEWS = (render_text, heatmaps.mask_state, heatmaps.confidence, entropy, reason_map, verifier_map,
-         router_timeline, attention_mask, simsd_rounds, trajectories, ce_maps, candidates)
-
-
-def render_all(trace, step: int | None, verdict: str | None = None, selected: int | None = None) -> tuple:
-    """(summary, *VIEWS) for the page's view components."""
+def render_views(trace, step: int | None, selected: int | None = None, names=None) -> dict:
+    """The registry's views (all, or those named), each rendered from the trace's one grid."""
     g = Grid.of(trace)
-    return (render_summary(trace, verdict), *(view(trace, step, g, selected) for view in VIEWS))
+    return {v.name: v.render(trace, step, g, selected) for v in VIEWS if names is None or v.name in names}
+
+
+def render_panels(trace, step: int | None, verdict: str | None = None, selected: int | None = None) -> dict:
+    g = Grid.of(trace)
+    return dict(summary=render_summary(trace, verdict), text=render_text(trace, step, g, selected),
+                candidates=candidates(trace, step, g, selected))
+
+
+def render_all(trace, step: int | None, verdict: str | None = None, selected: int | None = None) -> dict:
+    """The panels and every view."""
+    return {**render_panels(trace, step, verdict, selected), **render_views(trace, step, selected)}

@@ -25,7 +25,7 @@ def saved_trace(adapter, tmp_path_factory):
 
 
 def test_grid_matches_trace(saved_trace):
-    g = Grid(saved_trace)
+    g = Grid.of(saved_trace)
     assert g.state.shape == (len(saved_trace.records), g.end - g.P)
     final = np.array(saved_trace.meta["final_tokens"][g.P:g.end])
     assert np.array_equal(g.tokens[-1], final)
@@ -37,7 +37,7 @@ def test_grid_matches_trace(saved_trace):
 
 
 def test_views_render(saved_trace):
-    g = Grid(saved_trace)
+    g = Grid.of(saved_trace)
     html_last = render_text(saved_trace, None, g)
     html_first = render_text(saved_trace, 0, g)
     assert html_last.count("um-mask") == 0 and html_first.count("um-mask") > 0
@@ -82,7 +82,7 @@ def test_s2d2_views_render_from_saved_trace(s2d2_trace):
     from explorer.views.router import router_timeline
     from explorer.views.verifier import ACCEPTED, FALLBACK, NONE, RESAMPLED, verifier_grid, verifier_map
 
-    g = Grid(s2d2_trace)
+    g = Grid.of(s2d2_trace)
     code, p, q, ratio, draft = verifier_grid(s2d2_trace, g)
     verify_rows = [s for s, r in enumerate(s2d2_trace.records) if r.kind == "verify"]
     assert verify_rows, "UCB explores verify at least once"
@@ -111,7 +111,7 @@ def test_tspd_and_reason_views(adapter):
     tr = Generation(adapter, "Noah has 50 coins . He loses 20 of them . How many coins are there now ?",
                     build_decoder("tspd", controller="heuristic", block_size=8, gen_length=16)).run()
     tr = Trace.from_bytes(tr.to_bytes())
-    g = Grid(tr)
+    g = Grid.of(tr)
     rm = reason_map(tr, 1, g)
     assert sum(len(d.x) for d in rm.data) == int(g.committed.sum())
     pos = default_positions(tr, g, 0)
@@ -134,7 +134,7 @@ def test_candidates_view_and_notes(saved_trace):
     from explorer.glossary import how_to_read
     from explorer.views.candidates import candidates
 
-    g = Grid(saved_trace)
+    g = Grid.of(saved_trace)
     pos = int(g.positions[0])
     html_view = candidates(saved_trace, 0, g, pos)
     assert html_view.count("um-cand-row") == 5 and f"position {pos}" in html_view

@@ -42,7 +42,7 @@ def trace():
 
 
 def test_grid_cells(trace):
-    g = Grid(trace)
+    g = Grid.of(trace)
     assert g.state.tolist() == [[NEW, MASKED, MASKED, MASKED], [DECODED, NEW, MASKED, MASKED],
                                 [DECODED, DECODED, NEW, NEW]]
     assert np.allclose(g.confidence, [[0.95, 0.4, NAN, NAN], [NAN, 0.6, NAN, NAN], [NAN, NAN, 0.97, 0.93]],
@@ -55,7 +55,7 @@ def test_grid_cells(trace):
 
 
 def test_heatmaps_text_reasons_candidates(trace):
-    g = Grid(trace)
+    g = Grid.of(trace)
     conf = heatmaps.confidence(trace, 1, g)
     assert np.array(conf.data[0].z).tolist() == [[95, 40, 200, 200], [200, 60, 200, 200], [200, 200, 97, 93]]
     assert [s.y0 for s in conf.layout.shapes if s.y0 == s.y1] == [1]              # the step cursor

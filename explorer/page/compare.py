@@ -61,5 +61,8 @@ async def run_compare(page: Page, prompt, model, a: str, b: str):
 
 
 def view(page: Page, ta, tb):
-    return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb)),
-            heatmaps.mask_state(ta, None, Grid.of(ta)), heatmaps.mask_state(tb, None, Grid.of(tb)))
+    """The summary and both mask maps, on one step axis and one height, so the two read against each other."""
+    n = max(len(ta.records), len(tb.records))
+    figs = [heatmaps.mask_state(t, None, Grid.of(t)).update_layout(
+        height=heatmaps.rows_height(n), yaxis=dict(range=[n + 0.5, 0.5])) for t in (ta, tb)]
+    return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb)), *figs)

@@ -1,8 +1,11 @@
-"""The decode: summary, text, candidates and the view tabs, and the handlers that stream a run into them.
+"""The decode: summary, text, candidates and the registry's views in their tabs, and the handlers that stream a
+run into them and finish it.
 
-A run streams forward by forward (or comes at once from the trace cache); when it ends, the step slider, the
-position list, the link and the export files follow. Only ``UserError`` becomes a message in the page: any other
-exception is a bug and stays one.
+While a run streams, only the summary, the text and the views of the visible tab are drawn, a few times a second;
+when it ends (or comes at once from the trace cache) every view is drawn once, at the step shown, together with
+the run's per-step data for the browser's scrubber (``explorer.scrub``). Everything describing the run (controls,
+delta, link, export) is derived from the finished trace in ``finished``, whichever handler produced it. Only
+``UserError`` becomes a message in the page: any other exception is a bug and stays one.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ import gradio as gr
 
 from engine import __version__ as ENGINE_VERSION
 from engine.errors import UserError
+from explorer import scrub
 from explorer.glossary import how_to_read
-from explorer.grid import Grid
-from explorer.page.context import Page, js, shown_error
+from explorer.page.context import Page, shown_error
 from explorer.page.worker import follow, in_thread
-from explorer.render import render_all
+from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
-from explorer.views import attention, candidates, ce_maps, heatmaps, reasons, router, simsd, summary, text, \
-    trajectory, verifier
+from explorer.views import candidates, summary, text
+from explorer.views.registry import TAB_NOTES, TABS, VIEWS, in_tab
 
 
 @dataclass
@@ -31,12 +34,14 @@ class Views:
     delta: gr.HTML
     text: gr.HTML
     candidates: gr.HTML
-    plots: list             # in explorer.render.VIEWS order, after text and before candidates
+    plots: dict              # registry name -> gr.Plot
+    run_data: gr.HTML        # the finished run's per-step data and link (read by assets/js/scrub.js)
+    tab: gr.State            # {"tab": name of the visible view tab}: mutated in place, so a streaming run sees it
+    tabs: dict               # tab name -> gr.Tab
 
     @property
     def outputs(self) -> list:
-        """The components render_all fills, in its order."""
-        return [self.summary, self.text, *self.plots, self.candidates]
+        return [self.summary, self.delta, self.text, self.candidates, *self.plots.values(), self.run_data]
 
 
 def note(module) -> None:
@@ -49,7 +54,7 @@ def build_summary() -> tuple:
     s = gr.HTML(elem_id="summary")
     delta = gr.HTML(elem_id="delta")
     note(summary)
-    txt = gr.HTML(elem_id="text", js_on_load=js("click_token.js"))
+    txt = gr.HTML(elem_id="text")
     note(text)
     return s, delta, txt
 
@@ -57,62 +62,63 @@ def build_summary() -> tuple:
 def build_view_tabs(s, delta, txt) -> Views:
     cand = gr.HTML(elem_id="candidates")
     note(candidates)
-    with gr.Tabs():
-        with gr.Tab("Decode"):
-            mask = gr.Plot(label="Mask state", elem_id="mask-plot")
-            conf = gr.Plot(label="Confidence", elem_id="conf-plot")
-            ent = gr.Plot(label="Entropy", elem_id="entropy-plot")
-            note(heatmaps)
-            reason = gr.Plot(label="Commit reasons", elem_id="reason-plot")
-            note(reasons)
-        with gr.Tab("S2D2"):
-            ver = gr.Plot(label="Verifier map", elem_id="verifier-plot")
-            note(verifier)
-            rout = gr.Plot(label="Router timeline", elem_id="router-plot")
-            note(router)
-            attn = gr.Plot(label="Attention mask of the step", elem_id="attn-plot")
-            note(attention)
-        with gr.Tab("SimSD"):
-            sim = gr.Plot(label="Reveal order and verdicts", elem_id="simsd-plot")
-            note(simsd)
-            gr.Markdown("The round's temporal mask is the attention view in the S2D2 tab.")
-        with gr.Tab("TSPD + CE"):
-            gr.Markdown("*PROPOSED: our reconstruction of TSPD + CE; the paper's method section was not available.*")
-            traj = gr.Plot(label="Trajectories and forecast fan", elem_id="traj-plot")
-            note(trajectory)
-            ce = gr.Plot(label="Forecast LCB, horizon, class", elem_id="ce-plot")
-            note(ce_maps)
-    return Views(s, delta, txt, cand, [mask, conf, ent, reason, ver, rout, attn, sim, traj, ce])
+    plots, tabs = {}, {}
+    with gr.Tabs(elem_id="view-tabs"):
+        for tab in TABS:
+            with gr.Tab(tab, elem_id="tab-" + tab.split()[0].lower()) as tabs[tab]:
+                if tab in TAB_NOTES:
+                    gr.Markdown(TAB_NOTES[tab])
+                for v in in_tab(tab):
+                    plots[v.name] = gr.Plot(label=v.label, elem_id=v.elem_id)
+                    if v.doc is not None:
+                        note(v.doc)
+    run_data = gr.HTML("", elem_id="run-data")
+    return Views(s, delta, txt, cand, plots, run_data, gr.State({"tab": TABS[0]}), tabs)
 
 
-def views_at(page: Page, trace, step: int | None, selected: int | None = None) -> tuple:
-    return render_all(trace, step, page.verdict(trace), selected)
+def shown(v: Views, panels: dict, views: dict) -> dict:
+    """Rendered parts -> {component: value}, for the parts rendered (the others keep what they show)."""
+    out = {getattr(v, k): val for k, val in panels.items()}
+    out.update({v.plots[k]: val for k, val in views.items()})
+    return out
 
 
-def finished(page: Page, n_views: int, tr, query: str | None, step_v: int | None = None):
-    """Views at step_v (the last step by default), the slider, positions, link and export files of a finished
-    trace. The stream shows intermediate frames only, so the finished trace is always drawn here, once."""
+def frame(page: Page, v: Views, tr, tab: str) -> dict:
+    """A streaming run between forwards: summary, text and the visible tab's views at the newest forward."""
+    panels = render_panels(tr, None, page.verdict(tr))
+    del panels["candidates"]
+    return {**shown(v, panels, render_views(tr, None, names={x.name for x in in_tab(tab)})), v.run_data: ""}
+
+
+def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
+    """A view tab was opened: remember it (a streaming run draws the visible tab), and while a run streams draw
+    its views at the newest forward. A finished run's views are all drawn already."""
+    if isinstance(box, dict):
+        box["tab"] = tab
+    if tr is None or tr.meta.get("finished", True):
+        return {p: gr.skip() for p in v.plots.values()}
+    return shown(v, {}, render_views(tr, None, names={x.name for x in in_tab(tab)}))
+
+
+def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False) -> dict:
+    """Everything the page shows of a finished run, at step_v (1-based; the last by default), drawn once."""
+    from explorer.page.share import query_for
     n = max(1, len(tr.records))
-    s = n if step_v is None else min(max(1, step_v), n)
-    views = views_at(page, tr, s - 1 if step_v is not None else None)
+    s = n if step_v is None else min(max(1, int(step_v)), n)
     if tr.meta.get("limit"):
         gr.Warning(tr.meta["limit"])
-    return (*views, tr, gr.update(maximum=max(2, n), value=s),
-            gr.update(choices=[int(p) for p in Grid.of(tr).positions], value=None),
-            query if query is not None else gr.skip(),
-            page.export_dir.write(tr) if page.export_dir else None)
+    run = str(tr.meta.get("run_id", "example"))
+    data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
+                       [x.elem_id for x in VIEWS if x.scrub == "server"])
+    out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1))
+    delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
+    return {**out, v.run_data: data, v.delta: delta}
 
 
-def frame(page: Page, tr) -> tuple:
-    """What a streaming run shows between forwards: every view at the newest forward, and the slider there."""
-    n = max(1, len(tr.records))
-    return (*views_at(page, tr, None), tr, gr.update(maximum=max(2, n), value=n), gr.skip(), gr.skip(), gr.skip())
-
-
-async def decode(page: Page, n_views: int, prompt_v, model_v, decoder_v, params, query, step_v):
+async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev):
     """Stream a decode into the views (or take it from the trace cache), then finish the page. The engine runs in
     a worker (``follow``): the page shows its newest forward a few times a second, a cancelled request stops it,
-    and the request's wall time, rendering included, is bounded by the service's budget."""
+    and the request's wall time, rendering included, is bounded by the service's budget. Yields (trace, parts)."""
     key, last, t0 = None, None, time.monotonic()
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     try:
@@ -122,31 +128,23 @@ async def decode(page: Page, n_views: int, prompt_v, model_v, decoder_v, params,
                                 decoder=decoder_v, params=params, engine=ENGINE_VERSION)
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
-                hit.meta.update(run_id=run_id, finished=True)
-                yield await in_thread(finished, page, n_views, hit, query, step_v)
+                hit.meta.update(run_id=run_id, finished=True, model=model)
+                yield hit, await in_thread(finished, page, v, hit, step_v, prev)
                 return
         produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
         async for f in follow(produce, page.service.max_seconds, started=t0):
             last = f.value
             if last is None:
                 continue
-            last.meta.update(run_id=run_id, finished=f.final)
+            last.meta.update(run_id=run_id, finished=f.final, model=model)
             if f.limit:
                 last.meta["limit"] = f.limit
             if not f.final:
-                yield await in_thread(frame, page, last)
+                tab = box.get("tab") if isinstance(box, dict) else None
+                yield last, await in_thread(frame, page, v, last, tab if tab in TABS else TABS[0])
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
     if last is not None:
         if page.store is not None and not last.meta.get("limit"):
             page.store.put(key, last)   # run_id and finished are set again on every hit
-        yield await in_thread(finished, page, n_views, last, query, step_v)
-
-
-def update_delta(tr, prev):
-    """After a run: how it compares with the previous one (kept for comparison), then remember it."""
-    if tr is None:
-        return gr.skip(), prev
-    if prev is None or prev is tr:
-        return "", tr
-    return summary.previous_delta(tr, prev), tr
+        yield last, await in_thread(finished, page, v, last, step_v, prev)

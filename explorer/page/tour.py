@@ -5,7 +5,6 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.page.context import Page, shown_error
-from explorer.page.decode_tab import views_at
 
 TOUR = [
     ("Prompt and blocks", "The answer area starts fully **masked** (grey). It is cut into **blocks** of B positions "
@@ -44,13 +43,13 @@ def build_tour():
     return text, button, gr.State(-1)
 
 
-def tour_next(page: Page, i):
+def tour_next(page: Page, i) -> tuple:
+    """(next stop's index, its text, the example trace, its 1-based step)."""
     ex = page.example_traces.get("s2d2")
     if ex is None:
         raise shown_error("the tour needs the pre-baked S2D2 example "
                           "(python -m engine.experiments.bake_examples)")
-    i = (i + 1) % len(TOUR)
+    i = (i + 1) % len(TOUR) if isinstance(i, int) and not isinstance(i, bool) else 0
     title, body = TOUR[i]
     s = tour_steps(ex)[i]
-    return (i, f"**{i + 1}/{len(TOUR)} · {title}**\n\n{body}", ex,
-            gr.update(maximum=max(2, len(ex.records)), value=s), *views_at(page, ex, s - 1))
+    return i, f"**{i + 1}/{len(TOUR)} · {title}**\n\n{body}", ex, s

@@ -54,6 +54,6 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
                           line=dict(color="crimson", width=2))
     fig.update_layout(height=420, template="plotly_white", yaxis=dict(autorange="reversed"),
                       margin=dict(l=50, r=10, t=36, b=30),
-                      title=dict(text=f"attention mask of step {i} ({r.kind}, block {r.block})", x=0.01,
+                      title=dict(text=f"attention mask of step {i + 1} ({r.kind}, block {r.block})", x=0.01,
                                  font=dict(size=14)))
     return fig

@@ -13,8 +13,8 @@ from plotly.subplots import make_subplots
 
 from engine.trace import TrajectoryClass
 from explorer.grid import Grid
-from explorer.views.heatmaps import (MISSING_CODE, NO_VALUE, categorical_missing_scale, hline, percent_scale,
-                                      quantize)
+from explorer.views.heatmaps import (MISSING_CODE, NO_VALUE, categorical_missing_scale, colour_bar, cursor,
+                                      percent_scale, quantize, rows_height)
 
 CLASS_NAMES = [c.name.lower().replace("_", "-") for c in TrajectoryClass]
 CLASS_COLOURS = ["#f0f0f0", "#31a354", "#de2d26", "#969696", "#3182bd"]
@@ -42,7 +42,7 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
     # short titles: the class legend goes below the plots, where it cannot run into the horizon's title
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=("forecast LCB at horizon (as p)", "horizon h", "trajectory class"))
-    y = np.arange(g.n_steps)
+    y = np.arange(1, g.n_steps + 1)
     fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=NO_VALUE, colorscale=percent_scale(),
                              showscale=False, hovertemplate="pos %{x} · step %{y}<br>LCB %{z}%<extra></extra>"), 1, 1)
     hmax = int(horizon[horizon != MISSING_CODE].max()) if (horizon != MISSING_CODE).any() else 1
@@ -56,11 +56,11 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
                                  np.where(klass == MISSING_CODE, len(CLASS_NAMES), klass)],
                              hovertemplate="pos %{x} · step %{y}<br>class %{customdata}<extra></extra>"),
                   1, 3)
-    if step is not None:
-        fig.update_layout(shapes=[hline(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")
-                                  for i in (1, 2, 3)])
+    fig.add_trace(go.Scatter(**{k: v for k, v in colour_bar("LCB as p").items() if k != "type"}), 1, 1)
+    fig.update_layout(shapes=[c for i in (1, 2, 3)
+                              for c in cursor(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")])
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=max(280, min(560, 60 + 8 * g.n_steps)), template="plotly_white",
+    fig.update_layout(height=rows_height(g.n_steps, 100, 280), template="plotly_white",
                       margin=dict(l=50, r=10, t=40, b=60),
                       annotations=list(fig.layout.annotations) + [dict(
                           text="classes: " + " · ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in

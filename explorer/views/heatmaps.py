@@ -39,14 +39,42 @@ def categorical_missing_scale(colours: list[str]) -> list[list]:
 STATE_COLOURS = discrete_scale(["#d9d9d9", "#9ecae1", "#fd8d3c"])
 
 
-def vline(x, color="crimson", width=1, dash="solid", yref="paper") -> dict:
+def vline(x, color="crimson", width=1, dash="solid", yref="paper", **kw) -> dict:
     return dict(type="line", x0=x, x1=x, y0=0, y1=1, xref="x", yref=yref,
-                line=dict(color=color, width=width, dash=dash))
+                line=dict(color=color, width=width, dash=dash), **kw)
 
 
-def hline(y, color="crimson", width=2, dash="solid", xref="paper", yref="y") -> dict:
+def hline(y, color="crimson", width=2, dash="solid", xref="paper", yref="y", **kw) -> dict:
     return dict(type="line", x0=0, x1=1, y0=y, y1=y, xref=xref, yref=yref,
-                line=dict(color=color, width=width, dash=dash))
+                line=dict(color=color, width=width, dash=dash), **kw)
+
+
+def cursor(step: int | None, axis: str = "y", **kw) -> list[dict]:
+    """The step cursor at the 1-based step (the browser moves every shape named "cursor" when scrubbing)."""
+    if step is None:
+        return []
+    return [(hline if axis == "y" else vline)(step + 1, width=2, name="cursor", **kw)]
+
+
+def selected_line(g: Grid, selected: int | None) -> dict:
+    """The selected position's column; always present (hidden when none) so the browser can move it."""
+    on = selected is not None and g.P <= selected < g.end
+    return vline(selected - g.P if on else 0, color="crimson", name="selected", visible=on)
+
+
+ROW_PX = 12   # the least height of a step's row: long runs make a tall figure that scrolls, never squashed rows
+
+
+def rows_height(n_steps: int, extra: int = 90, least: int = 260) -> int:
+    return max(least, min(6000, extra + ROW_PX * n_steps))
+
+
+def colour_bar(title: str, colorscale: str = "Viridis", lo: float = 0, hi: float = 1) -> dict:
+    """An invisible trace that only draws a labelled colour bar (the heatmaps' own scales are quantised and
+    include a transparent "no value" band, which a bar should not show)."""
+    return dict(type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                marker=dict(colorscale=colorscale, cmin=lo, cmax=hi, color=[lo], showscale=True,
+                            colorbar=dict(title=dict(text=title, side="right"), thickness=12, len=0.8)))
 
 
 NO_VALUE = 200  # not 255: plotly's to_json escapes "/" as \u002f, and 0xFF bytes are all "/" in base64
@@ -86,15 +114,12 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     # x is categorical (one "position token" label per column); shapes address columns by index. Rows keep at least
     # 7 px (long generations make a tall, scrollable figure, not squashed rows); plotly's zoom handles wide ones
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
-    if step is not None:
-        shapes.append(hline(step))
-    if selected is not None and g.P <= selected < g.end:
-        shapes.append(vline(selected - g.P, color="crimson"))
+    shapes += cursor(step) + [selected_line(g, selected)]
     base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
-                height=max(260, min(3000, 60 + 7 * g.n_steps)), margin=dict(l=50, r=10, t=36, b=36),
+                height=rows_height(g.n_steps), margin=dict(l=50, r=10, t=36, b=36),
                 xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
                            categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5]),
-                yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps - 0.5, -0.5]))
+                yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps + 0.5, 0.5]))
     for key, val in layout.items():
         base[key] = {**base[key], **val} if isinstance(val, dict) and isinstance(base.get(key), dict) else val
     return figure(data, base)
@@ -102,25 +127,30 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
 
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
-    data = [dict(type="heatmap", z=g.state, x=g.labels, y=np.arange(g.n_steps), zmin=-0.5, zmax=2.5,
+    data = [dict(type="heatmap", z=g.state, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=-0.5, zmax=2.5,
                  colorscale=STATE_COLOURS, showscale=False, text=g.hover,
                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>")]
-    return step_position_figure(data, g, step, "mask state (grey masked · blue decoded · orange committed now)",
-                                selected)
+    data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
+                  marker=dict(symbol="square", size=10, color=colour))
+             for name, colour in (("masked", "#d9d9d9"), ("decoded", "#9ecae1"), ("committed now", "#fd8d3c"))]
+    return step_position_figure(data, g, step, "mask state", selected,
+                                legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
+                                margin=dict(r=130))
 
 
 def confidence(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None,
                field: str = "confidence") -> go.Figure:
     g = grid or Grid.of(trace)
     z = quantize(getattr(g, field))
-    data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(g.n_steps), zmin=0, zmax=NO_VALUE,
+    data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
                  colorscale=percent_scale(), showscale=False,
                  text=g.hover, hovertemplate=f"pos %{{x}} · step %{{y}}<br>%{{text}}<br>{field} %{{z}}%<extra></extra>")]
     committed = np.argwhere(g.committed)
     if len(committed):
-        data.append(dict(type="scatter", x=g.labels[committed[:, 1]], y=committed[:, 0], mode="markers",
+        data.append(dict(type="scatter", x=g.labels[committed[:, 1]], y=committed[:, 0] + 1, mode="markers",
                          marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")),
                          hoverinfo="skip", showlegend=False))
     label = "confidence (top-1 p of masked positions; × = committed)" if field == "confidence" else \
         "normalised entropy of masked positions"
-    return step_position_figure(data, g, step, label, selected)
+    data.append(colour_bar("p (top-1)" if field == "confidence" else "entropy / ln V"))
+    return step_position_figure(data, g, step, label, selected, margin=dict(r=80))

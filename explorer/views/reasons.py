@@ -27,9 +27,10 @@ def reason_map(trace, step: int | None = None, grid: Grid | None = None, selecte
     cells = np.argwhere(g.reason > 0)                                   # sparse: one marker per commit
     codes = g.reason[cells[:, 0], cells[:, 1]] if len(cells) else np.zeros(0, np.int8)
     toks = token_labels(trace, g.tokens[cells[:, 0], cells[:, 1]]) if len(cells) else np.zeros(0, object)
-    data = [dict(type="scatter", x=g.labels[cells[sel, 1]], y=cells[sel, 0], mode="markers", name=name,
+    data = [dict(type="scatter", x=g.labels[cells[sel, 1]], y=cells[sel, 0] + 1, mode="markers", name=name,
                  text=toks[sel], marker=dict(symbol="square", size=9, color=colour),
                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra>" + name + "</extra>")
             for code, (name, colour) in REASONS.items() if (sel := codes == code).any()]
     return step_position_figure(data, g, step, "commit reasons (one square per committed token)", selected,
-                                legend=dict(orientation="h", y=-0.25))
+                                legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"), showlegend=True,
+                                margin=dict(r=150))

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.views.heatmaps import hline, vline
+from explorer.views.heatmaps import cursor, hline
 
 
 def router_rows(trace) -> list[tuple[int, dict]]:
@@ -28,7 +28,7 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
         fig.add_annotation(text="no router decisions in this trace (not an S2D2 run)", showarrow=False,
                            x=0.5, y=0.5, xref="paper", yref="paper")
         return fig.update_layout(height=260, template="plotly_white")
-    x = np.array([s for s, _ in rows])
+    x = np.array([s + 1 for s, _ in rows])   # 1-based steps, as on the slider
     score = np.array([d["score"] if d["score"] is not None and math.isfinite(d["score"]) else np.nan
                       for _, d in rows])
     decision = np.array([d["decision"] for _, d in rows])
@@ -60,8 +60,7 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
             fig.add_trace(go.Scatter(x=x, y=[d["ucb"][arm] for _, d in rows], mode="markers",
                                      name=f"UCB {'skip' if arm == 0 else 'verify'}",
                                      marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
-    if step is not None:
-        shapes.append(vline(step, width=2))
+    shapes += cursor(step, axis="x")
     title = f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})"
     fig.update_layout(shapes=shapes, height=420, template="plotly_white", barmode="group",
                       margin=dict(l=50, r=10, t=36, b=30), title=dict(text=title, x=0.01, font=dict(size=14)),

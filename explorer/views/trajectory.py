@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import hline, vline
+from explorer.views.heatmaps import cursor, hline
 
 
 def _sigmoid(z):
@@ -29,48 +29,66 @@ def default_positions(trace, g: Grid, step: int | None, k: int = 4) -> list[int]
 
 
 def trajectories(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    """The selected position's trajectory (else a few of the current block's, the least confident first)."""
+    """The selected position's trajectory (else a few of the current block's, the least confident first), drawn
+    up to the chosen step, with that step's forecast."""
     g = grid or Grid.of(trace)
     s = g.n_steps - 1 if step is None else int(step)
     positions = [selected] if selected is not None else default_positions(trace, g, s)
     fig = go.Figure()
     tau = float(trace.meta.get("params", {}).get("tau", 0.9))
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    drawn = 0
     for n, pos in enumerate(positions):
         j = pos - g.P
         if not 0 <= j < g.end - g.P:
             continue
-        colour = palette[n % len(palette)]
-        y = g.confidence[:, j]
+        y = g.confidence[: s + 1, j]
         steps = np.flatnonzero(~np.isnan(y))
-        fig.add_trace(go.Scatter(x=steps, y=y[steps], mode="lines+markers", name=f"pos {pos}",
+        if not len(steps):
+            continue
+        drawn += 1
+        colour = PALETTE[n % len(PALETTE)]
+        fig.add_trace(go.Scatter(x=steps + 1, y=y[steps], mode="lines+markers", name=f"pos {pos}",
                                  line=dict(color=colour),
                                  text=[trace.token_str(int(c)) for c in g.candidate[steps, j]],
                                  hovertemplate="step %{x}: %{y:.3f} (%{text})<extra>pos " + str(pos) + "</extra>"))
-        rec = trace.records[s]
-        if rec.has("forecast_mean") and pos in rec.positions:
-            i = int(np.flatnonzero(rec.positions == pos)[0])
-            mean, std = rec.field("forecast_mean")[i], rec.field("forecast_std")[i]
-            if not np.isnan(mean).any():
-                kappa = float(rec.field("kappa", 1.64))
-                hs = s + np.arange(1, len(mean) + 1)
-                fig.add_trace(go.Scatter(x=np.r_[hs, hs[::-1]], y=np.r_[_sigmoid(mean + kappa * std),
-                                                                       _sigmoid(mean - kappa * std)[::-1]],
-                                         fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0),
-                                         hoverinfo="skip", showlegend=False))
-                fig.add_trace(go.Scatter(x=np.r_[s, hs], y=np.r_[y[s] if not np.isnan(y[s]) else _sigmoid(mean[0]),
-                                                                 _sigmoid(mean)],
-                                         mode="lines", line=dict(color=colour, dash="dot"), showlegend=False,
-                                         hovertemplate="forecast step %{x}: %{y:.3f}<extra></extra>"))
-                h = int(rec.field("horizon")[i])
-                if h >= 1:
-                    fig.add_trace(go.Scatter(x=[s + h], y=[_sigmoid(mean[h - 1] - kappa * std[h - 1])],
-                                             mode="markers", marker=dict(symbol="triangle-up", size=10, color=colour),
-                                             name=f"LCB @ horizon {h}", showlegend=False,
-                                             hovertemplate="LCB at horizon %{x}: %{y:.3f}<extra></extra>"))
-    fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1), vline(s)], height=360,
+        add_fan(fig, trace.records[s], pos, s, y[s], colour)
+    if not drawn:
+        which = f"position {selected}" if selected is not None else "the positions of this step's block"
+        fig.add_annotation(text=f"No trajectory yet: {which} had not been scored while masked by step {s + 1}.",
+                           showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1)] + cursor(s, axis="x"), height=360,
                       template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
-                      yaxis=dict(range=[0, 1.02], title="confidence"), xaxis_title="step",
+                      yaxis=dict(range=[0, 1.02], title="confidence"),
+                      xaxis=dict(title="step", rangemode="tozero"),
                       title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
                                  font=dict(size=14)))
     return fig
+
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def add_fan(fig: go.Figure, rec, pos: int, s: int, y_now: float, colour: str) -> None:
+    """CE's forecast made at step s (0-based) for one position: the band ± κσ, the mean and the LCB at h."""
+    if not rec.has("forecast_mean") or pos not in rec.positions:
+        return
+    i = int(np.flatnonzero(rec.positions == pos)[0])
+    mean, std = rec.field("forecast_mean")[i], rec.field("forecast_std")[i]
+    if np.isnan(mean).any():
+        return
+    kappa = float(rec.field("kappa", 1.64))
+    hs = s + 1 + np.arange(1, len(mean) + 1)
+    fig.add_trace(go.Scatter(x=np.r_[hs, hs[::-1]], y=np.r_[_sigmoid(mean + kappa * std),
+                                                           _sigmoid(mean - kappa * std)[::-1]],
+                             fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0),
+                             hoverinfo="skip", showlegend=False))
+    start = y_now if not np.isnan(y_now) else _sigmoid(mean[0])
+    fig.add_trace(go.Scatter(x=np.r_[s + 1, hs], y=np.r_[start, _sigmoid(mean)], mode="lines",
+                             line=dict(color=colour, dash="dot"), showlegend=False,
+                             hovertemplate="forecast step %{x}: %{y:.3f}<extra></extra>"))
+    h = int(rec.field("horizon")[i])
+    if h >= 1:
+        fig.add_trace(go.Scatter(x=[s + 1 + h], y=[_sigmoid(mean[h - 1] - kappa * std[h - 1])], mode="markers",
+                                 marker=dict(symbol="triangle-up", size=10, color=colour),
+                                 name=f"LCB @ horizon {h}", showlegend=False,
+                                 hovertemplate="LCB at horizon %{x}: %{y:.3f}<extra></extra>"))

@@ -57,11 +57,12 @@ def verifier_map(trace, step: int | None = None, grid: Grid | None = None, selec
         if not sel.any():
             continue
         s_, j = cells[sel, 0], cells[sel, 1]
-        data.append(dict(type="scatter", x=g.labels[j], y=s_, mode="markers", name=LABELS[c], text=toks[sel],
+        data.append(dict(type="scatter", x=g.labels[j], y=s_ + 1, mode="markers", name=LABELS[c], text=toks[sel],
                          customdata=np.stack([p[s_, j], q[s_, j], ratio[s_, j]], 1),
                          marker=dict(symbol="square", size=9, color=COLOURS[c]),
                          hovertemplate="pos %{x} · step %{y}<br>draft %{text}<br>p=%{customdata[0]:.3f} "
                                        "q=%{customdata[1]:.3f} ratio=%{customdata[2]:.3f}<extra>"
                                        + LABELS[c] + "</extra>"))
     return step_position_figure(data, g, step, "verifier map (rows: forwards; draft rows show fallback commits)",
-                                selected, legend=dict(orientation="h", y=-0.25))
+                                selected, legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"), showlegend=True,
+                                margin=dict(r=150))

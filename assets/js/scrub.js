@@ -1,0 +1,142 @@
+// The scrubber: step slider, ◀ / ▶ / play, the selected position and the run's link, all in the browser.
+// It reads the finished run's per-step data (#run-data, explorer/scrub.py) and redraws the text and candidates from
+// it (textHtml and candHtml port explorer/scrub.py's text_html and candidates_html line by line), moves the
+// shapes named "cursor" / "selected" of the visible figures, keeps the address bar and the link at the step, and
+// asks the server only for the views it must draw itself ("server" views), once the step settles.
+const q = (s) => element.querySelector(s);
+const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
+const MAPS = ['mask-plot', 'conf-plot', 'entropy-plot', 'reason-plot', 'verifier-plot'];
+let run = null, blob = '', step = 1, sel = null, timer = null, settle = null;
+
+const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  .replace(/"/g, '&quot;').replace(/'/g, '&#x27;');
+const at = (changes, s) => { let out = null; for (const [t, v] of changes) { if (t > s) break; out = v; } return out; };
+const fmt = (k, digits) => (k === null ? '–' : (k / 10 ** digits).toFixed(digits));
+const hue = (k) => (k === null ? '#e8e8e8' : `hsl(${Math.floor(120 * k / 100)}, 70%, 82%)`);
+
+function chips(d, s, selected) {
+  return d.pos.map((pos, j) => {
+    const t = at(d.tok[j], s), cls = ['um-tok'];
+    let text, cont, bg, title;
+    if (t === null || t === -1) {
+      const c = d.cand[j].find((e) => e[0] === s);
+      cls.push('um-mask');
+      title = c ? `candidate "${d.disp[c[1]][0]}" p=${fmt(c[2], 2)}` : 'masked';
+      [text, cont, bg] = ['\u25a2', false, '#f3f3f3'];
+    } else {
+      [text, cont] = d.disp[t];
+      [bg, title] = [hue(d.cconf[j]), `committed at step ${d.cstep[j] + 1}, p=${fmt(d.cconf[j], 2)}`];
+      if (d.new[j].includes(s)) cls.push('um-new');
+    }
+    if (cont) cls.push('um-cont');
+    if (selected === pos) cls.push('um-sel');
+    return {cls: cls.join(' '), pos, text, title: `pos ${pos}: ${title}`, bg};
+  });
+}
+
+function textHtml(d, s, selected) {
+  const spans = chips(d, s, selected).map((c) => `<span class='${c.cls}' data-pos='${c.pos}' ` +
+    `style='background:${c.bg}' title='${esc(c.title)}'>${esc(c.text)}</span>`).join('');
+  const [block, kind] = d.rec[s];
+  return `<div class='um-text' data-run='${esc(d.run)}' data-finished='1'><div class='um-step'>step ${s + 1} / ` +
+    `${d.n} · block ${block} · ${esc(kind)}</div><span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
+}
+
+function candHtml(d, s, selected) {
+  if (selected === null || d.n === 0) return "<div class='um-cand'>Click a token (or pick a position) to see its candidates.</div>";
+  const j = selected - d.P;
+  if (!(j >= 0 && j < d.pos.length)) return `<div class='um-cand'>Position ${selected} is not in the generated region.</div>`;
+  const seen = d.topk[j].filter((e) => e[0] <= s);
+  if (!seen.length) return `<div class='um-cand'>Position ${selected} has not been scored while masked yet at step ${s + 1}.</div>`;
+  const [t, ids, ps] = seen[seen.length - 1];
+  const cs = d.cstep[j], fin = at(d.tok[j], d.n - 1);
+  const status = (cs >= 0 && cs <= s && fin !== null && fin !== -1) ? `committed at step ${cs + 1} as "${esc(d.raw[fin])}"` : 'still masked';
+  const rows = ids.map((i, k) => `<div class='um-cand-row'><span class='um-cand-tok'>${esc(d.raw[i])}</span>` +
+    `<span class='um-cand-bar' style='width:${Math.max(1, Math.floor(240 * ps[k] / 1000))}px'></span>` +
+    `<span>${fmt(ps[k], 3)}</span></div>`).join('');
+  return `<div class='um-cand'><b>position ${selected}</b> · step ${t + 1} · ${status}<div>${rows}</div></div>`;
+}
+
+const plotOf = (id) => document.querySelector('#' + id + ' .js-plotly-plot');
+const visible = (el) => !!el && el.offsetParent !== null;
+
+function moveShapes(gd) {   // the cursor to the step, the selected column to the position
+  if (!visible(gd) || !gd.layout || !window.Plotly) return;
+  const edit = {};
+  (gd.layout.shapes || []).forEach((sh, i) => {
+    if (sh.name === 'cursor') {
+      const ax = sh.y0 === sh.y1 && sh.xref !== 'x' ? 'y' : 'x';
+      if (sh[ax + '0'] !== step) { edit[`shapes[${i}].${ax}0`] = step; edit[`shapes[${i}].${ax}1`] = step; }
+    } else if (sh.name === 'selected') {
+      const on = sel !== null && sel - run.P >= 0 && sel - run.P < run.pos.length;
+      if (on) { edit[`shapes[${i}].x0`] = sel - run.P; edit[`shapes[${i}].x1`] = sel - run.P; }
+      if (sh.visible !== on) edit[`shapes[${i}].visible`] = on;
+    }
+  });
+  if (Object.keys(edit).length) window.Plotly.relayout(gd, edit);
+}
+
+function url() { return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step; }
+
+function draw() {
+  if (!run) return;
+  const s = step - 1, txt = document.querySelector('#text .um-text');
+  if (txt) txt.outerHTML = textHtml(run, s, sel);
+  const cand = document.querySelector('#candidates .um-cand');
+  if (cand) cand.outerHTML = candHtml(run, s, sel);
+  range.value = step; label.textContent = `step ${step} / ${run.n}`; posBox.value = sel === null ? '' : sel;
+  document.querySelectorAll('.js-plotly-plot').forEach(moveShapes);
+  link.value = url();
+  if (!run.example) history.replaceState(null, '', url());
+  clearTimeout(settle);
+  settle = setTimeout(askServer, 200);
+}
+
+function askServer() {      // the visible views the server draws itself, at the settled step
+  const ids = run.server.filter((id) => visible(plotOf(id)) || visible(document.getElementById(id)));
+  if (ids.length) trigger('submit', {step, pos: sel, views: ids});
+}
+
+function go(s) { if (run) { step = Math.min(Math.max(1, s | 0), run.n); draw(); } }
+function select(pos) { if (run) { sel = Number.isInteger(pos) ? pos : null; draw(); } }
+function stop() { clearInterval(timer); timer = null; }
+function play() {
+  if (!run) return;
+  if (timer) return stop();
+  if (step >= run.n) go(1);
+  timer = setInterval(() => { if (step >= run.n) stop(); else go(step + 1); }, 80);
+}
+
+function load() {
+  const el = document.querySelector('#run-data .um-run-data');
+  const b = el ? el.dataset.json : '';
+  if (b === blob) return;
+  blob = b; stop();
+  run = b ? JSON.parse(b) : null;
+  element.classList.toggle('um-idle', !run);
+  if (!run) return;
+  step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
+  label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
+  if (!run.example) history.replaceState(null, '', url());
+}
+
+q('.um-prev').addEventListener('click', () => { stop(); go(step - 1); });
+q('.um-next').addEventListener('click', () => { stop(); go(step + 1); });
+q('.um-play').addEventListener('click', play);
+range.addEventListener('input', () => { stop(); go(parseInt(range.value)); });
+posBox.addEventListener('change', () => { const p = parseInt(posBox.value); select(isNaN(p) ? null : p); });
+q('.um-copy').addEventListener('click', () => { link.select(); navigator.clipboard && navigator.clipboard.writeText(link.value); });
+document.addEventListener('click', (e) => {
+  const t = e.target.closest && e.target.closest('#text [data-pos]');
+  if (t) select(parseInt(t.dataset.pos));
+  if (e.target.closest && e.target.closest('[role=tab]')) setTimeout(() => { if (run) draw(); }, 60);
+});
+const bind = () => MAPS.forEach((id) => {
+  const gd = plotOf(id);
+  if (!gd || gd.__umBound || !gd.on) return;
+  gd.__umBound = true;
+  gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
+});
+new MutationObserver(() => { load(); bind(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-json']});
+window.__umScrub = {go, select, get step() { return step; }, get run() { return run; }, textHtml, candHtml};
+load(); bind();

@@ -1,0 +1,62 @@
+"""One current run: whatever shows a run (Run, a slider's release, Open from the Sweep, a link, the tour, the
+example on load) goes through ``present``, so the controls, summary, delta, link, export and step all describe the
+run shown, never an earlier one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from engine import catalogue
+from explorer.page.context import Page
+from explorer.page.decode_tab import Views, finished
+
+
+@dataclass
+class RunParts:
+    views: Views
+    controls: object          # explorer.page.controls.Controls
+    export: gr.File
+    trace: gr.State           # the run shown
+    previous: gr.State        # the run shown before it (the delta's reference)
+
+    @property
+    def outputs(self) -> list:
+        c = self.controls
+        return [*self.views.outputs, self.export, self.trace, self.previous, c.prompt, c.model, c.decoder,
+                *c.components]
+
+
+def controls_of(page: Page, c, tr) -> dict:
+    """The controls set to the run's own setting (the preset is left alone: choosing one rewrites the others)."""
+    m = tr.meta
+    out = {c.prompt: m.get("prompt", "")}
+    if m.get("decoder") in catalogue.DECODERS:
+        out[c.decoder] = m["decoder"]
+    if m.get("model") in page.models:
+        out[c.model] = m["model"]
+    for k, v in m.get("params", {}).items():
+        if k in c.values and k != "preset":
+            out[c.values[k]] = v
+    return out
+
+
+def final_parts(page: Page, rp: RunParts, tr, parts: dict) -> dict:
+    return {**parts, rp.trace: tr, rp.previous: tr, **controls_of(page, rp.controls, tr),
+            rp.export: page.export_dir.write(tr) if page.export_dir else None}
+
+
+async def present(page: Page, rp: RunParts, stream):
+    """Stream (trace, parts) pairs into the page: frames as they come, the finished run with everything that
+    describes it."""
+    async for tr, parts in stream:
+        if tr.meta.get("finished", True):
+            yield final_parts(page, rp, tr, parts)
+        else:
+            yield {**parts, rp.trace: tr}
+
+
+def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool) -> dict:
+    """A stored trace (the pre-baked example, a tour stop) as the run shown."""
+    return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example))

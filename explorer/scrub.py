@@ -1,0 +1,150 @@
+"""What a finished run sends the browser once, so that scrubbing, play and selecting a position redraw there.
+
+The text view and the candidates panel are drawn from this data both here (``text_html``, ``candidates_html``:
+the page's first drawing and the source of truth) and in the browser (``assets/js/scrub.js``, a line-by-line port
+of the two functions below, checked against them by ``tests/test_browser.py``). Probabilities travel as integer
+hundredths (text) and thousandths (candidates), so both sides print the same digits.
+
+Per column j (generated position ``pos[j]``): ``tok[j]`` the token after each forward as change points
+``[step, string]`` (string -1 = [MASK]); ``new[j]`` the steps that committed it; ``cand[j]`` ``[step, string,
+hundredths]`` at each forward that scored it while masked; ``topk[j]`` ``[step, [strings], [thousandths]]`` at those
+forwards; ``cstep[j]`` / ``cconf[j]`` its commit step and confidence. Strings index ``disp`` (display text and
+whether it continues the previous token) and ``raw`` (the vocabulary's string). Steps are 0-based here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import numpy as np
+
+from explorer.grid import Grid
+from explorer.tokens import display
+
+VERSION = 1
+
+
+def hundredths(x) -> int | None:
+    return None if x is None or np.isnan(x) else int(round(float(x) * 100))
+
+
+def payload(trace, grid: Grid | None = None) -> dict:
+    """The run's per-step data (computed once per trace)."""
+    g = grid or Grid.of(trace)
+    if "scrub" not in g.memo:
+        g.memo["scrub"] = _build(trace, g)
+    return g.memo["scrub"]
+
+
+def _build(trace, g: Grid) -> dict:
+    strings: dict[int, int] = {}
+
+    def sid(t) -> int:
+        return strings.setdefault(int(t), len(strings)) if t >= 0 else -1
+
+    mask_id = trace.meta["mask_token_id"]
+    n_cols = g.end - g.P
+    tok = [[] for _ in range(n_cols)]
+    for j in range(n_cols):
+        col = g.tokens[:, j]
+        for s in np.flatnonzero(np.r_[True, col[1:] != col[:-1]]) if g.n_steps else []:
+            tok[j].append([int(s), -1 if col[s] == mask_id else sid(col[s])])
+    cand, topk = [[] for _ in range(n_cols)], [[] for _ in range(n_cols)]
+    for s, j in np.argwhere(g.candidate >= 0):
+        cand[j].append([int(s), sid(g.candidate[s, j]), hundredths(g.confidence[s, j])])
+    for s, r in enumerate(trace.records):
+        if not r.has("topk_ids"):
+            continue
+        ids, ps = r.field("topk_ids"), r.field("topk_p")
+        for i in np.flatnonzero((r.tokens_before == mask_id) & (r.positions >= g.P) & (r.positions < g.end)):
+            topk[int(r.positions[i]) - g.P].append(
+                [s, [sid(t) for t in ids[i]], [int(round(float(p) * 1000)) for p in ps[i]]])
+    ids = sorted(strings, key=strings.get)
+    return dict(v=VERSION, n=g.n_steps, P=g.P, pos=[int(p) for p in g.positions],
+                prompt=str(trace.meta.get("prompt", "")), tok=tok, cand=cand, topk=topk,
+                new=[[int(s) for s in np.flatnonzero(g.committed[:, j])] for j in range(n_cols)],
+                cstep=[int(s) for s in g.commit_step], cconf=[hundredths(c) for c in g.commit_confidence],
+                rec=[[int(r.block), str(r.kind)] for r in trace.records],
+                disp=[list(display(trace, t)) for t in ids], raw=[trace.token_str(t) for t in ids])
+
+
+def at(changes: list, s: int):
+    """The value of a change-point list at step s (None before its first point)."""
+    out = None
+    for t, v in changes:
+        if t > s:
+            break
+        out = v
+    return out
+
+
+def fmt(k: int | None, digits: int) -> str:
+    return "–" if k is None else f"{k / 10 ** digits:.{digits}f}"
+
+
+def hue(k: int | None) -> str:
+    return "#e8e8e8" if k is None else f"hsl({120 * k // 100}, 70%, 82%)"
+
+
+def chips(d: dict, s: int, selected: int | None) -> list[dict]:
+    """The text view's tokens at step s: class, text, title and background of each."""
+    out = []
+    for j, pos in enumerate(d["pos"]):
+        t = at(d["tok"][j], s)
+        cls = ["um-tok"]
+        if t is None or t == -1:
+            c = next((e for e in d["cand"][j] if e[0] == s), None)
+            cls.append("um-mask")
+            title = f'candidate "{d["disp"][c[1]][0]}" p={fmt(c[2], 2)}' if c else "masked"
+            text, cont, bg = "\u25a2", False, "#f3f3f3"
+        else:
+            text, cont = d["disp"][t]
+            bg, title = hue(d["cconf"][j]), f"committed at step {d['cstep'][j] + 1}, p={fmt(d['cconf'][j], 2)}"
+            if s in d["new"][j]:
+                cls.append("um-new")
+        if cont:
+            cls.append("um-cont")
+        if selected == pos:
+            cls.append("um-sel")
+        out.append(dict(cls=" ".join(cls), pos=pos, text=text, title=f"pos {pos}: {title}", bg=bg))
+    return out
+
+
+def text_html(d: dict, s: int, selected: int | None, run: str, finished: bool) -> str:
+    if d["n"] == 0:
+        return "<div class='um-text'>(no steps)</div>"
+    spans = "".join(f"<span class='{c['cls']}' data-pos='{c['pos']}' style='background:{c['bg']}' "
+                    f"title='{html.escape(c['title'])}'>{html.escape(c['text'])}</span>" for c in chips(d, s, selected))
+    block, kind = d["rec"][s]
+    # which run this is and whether it has ended: what tests (and scripts) wait for, never for time
+    return (f"<div class='um-text' data-run='{html.escape(run)}' data-finished='{int(finished)}'>"
+            f"<div class='um-step'>step {s + 1} / {d['n']} · block {block} · {html.escape(kind)}</div>"
+            f"<span class='um-prompt'>{html.escape(d['prompt'])}</span> {spans}</div>")
+
+
+def candidates_html(d: dict, s: int, selected: int | None) -> str:
+    if selected is None or d["n"] == 0:
+        return "<div class='um-cand'>Click a token (or pick a position) to see its candidates.</div>"
+    j = int(selected) - d["P"]
+    if not 0 <= j < len(d["pos"]):
+        return f"<div class='um-cand'>Position {int(selected)} is not in the generated region.</div>"
+    seen = [e for e in d["topk"][j] if e[0] <= s]
+    if not seen:
+        return (f"<div class='um-cand'>Position {int(selected)} has not been scored while masked yet at step "
+                f"{s + 1}.</div>")
+    t, ids, ps = seen[-1]
+    cs, final = d["cstep"][j], at(d["tok"][j], d["n"] - 1)
+    status = (f"committed at step {cs + 1} as \"{html.escape(d['raw'][final])}\""
+              if 0 <= cs <= s and final not in (None, -1) else "still masked")
+    rows = "".join(f"<div class='um-cand-row'><span class='um-cand-tok'>{html.escape(d['raw'][i])}</span>"
+                   f"<span class='um-cand-bar' style='width:{max(1, 240 * m // 1000)}px'></span>"
+                   f"<span>{fmt(m, 3)}</span></div>" for i, m in zip(ids, ps))
+    return f"<div class='um-cand'><b>position {int(selected)}</b> · step {t + 1} · {status}<div>{rows}</div></div>"
+
+
+def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str]) -> str:
+    """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped)."""
+    meta = dict(query=query, step=step, run=run, example=example, server=server_views)
+    blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
+    return f"<div class='um-run-data' hidden data-json='{html.escape(blob, quote=True)}'></div>"

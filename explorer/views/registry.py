@@ -1,0 +1,58 @@
+"""The one list of the Decode page's views: the layout builds a component per entry, the renderer loops over it,
+and the browser's scrubber learns from it which figures it may move itself.
+
+A view is a pure function ``render(trace, step, grid, selected)`` (``step`` 0-based or None for the last,
+``selected`` an absolute position or None) returning a Plotly figure or HTML. ``scrub`` says what changes with the
+step: ``"cursor"`` views differ between steps only by their shapes named ``cursor`` (at the 1-based step) and
+``selected`` (the selected column), which the browser moves without asking the server; ``"server"`` views are
+drawn again by the server when the step settles, and only while they are visible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
+
+from explorer.views import attention, ce_maps, heatmaps, reasons, router, simsd, trajectory, verifier
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    label: str
+    tab: str
+    render: Callable
+    doc: ModuleType | None      # whose docstring is the "how to read this" under the view (None: shared note)
+    scrub: str = "cursor"       # "cursor" or "server"
+
+    @property
+    def elem_id(self) -> str:
+        return f"{self.name}-plot"
+
+
+def entropy(trace, step, grid, selected):
+    return heatmaps.confidence(trace, step, grid, selected, field="entropy")
+
+
+VIEWS: tuple[View, ...] = (
+    View("mask", "Mask state", "Decode", heatmaps.mask_state, None),
+    View("conf", "Confidence", "Decode", heatmaps.confidence, None),
+    View("entropy", "Entropy", "Decode", entropy, heatmaps),
+    View("reason", "Commit reasons", "Decode", reasons.reason_map, reasons),
+    View("verifier", "Verifier map", "S2D2", verifier.verifier_map, verifier),
+    View("router", "Router timeline", "S2D2", router.router_timeline, router),
+    View("attn", "Attention mask of the step", "S2D2", attention.attention_mask, attention, "server"),
+    View("simsd", "Reveal order and verdicts", "SimSD", simsd.simsd_rounds, simsd, "server"),
+    View("traj", "Trajectories and forecast fan", "TSPD + CE", trajectory.trajectories, trajectory, "server"),
+    View("ce", "Forecast LCB, horizon, class", "TSPD + CE", ce_maps.ce_maps, ce_maps),
+)
+TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
+TAB_NOTES = {"SimSD": "The round's temporal mask is the attention view in the S2D2 tab.",
+             "TSPD + CE": "*PROPOSED: our reconstruction of TSPD + CE. The horizon rule's inputs and the feature "
+                          "families come from the paper; the formulas are ours.*"}
+BY_NAME = {v.name: v for v in VIEWS}
+
+
+def in_tab(tab: str | None) -> tuple[View, ...]:
+    return tuple(v for v in VIEWS if v.tab == tab)
