@@ -1,5 +1,5 @@
 """Every part of the Decode page for one trace and step: the panels (summary, text, candidates) and the views of
-the registry (``explorer.views.registry``), as dicts keyed by name, so the page maps them onto its components.
+the registry (``explorer.registry``), as dicts keyed by name, so the page maps them onto its components.
 
 ``step`` is 0-based or None for the last, ``selected`` an absolute position or None.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from explorer.grid import Grid
 from explorer.views.candidates import candidates
-from explorer.views.registry import VIEWS
+from explorer.registry import VIEWS
 from explorer.views.summary import render_summary
 from explorer.views.text import render_text
 

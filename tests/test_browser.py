@@ -62,8 +62,9 @@ def wait_run_done(pg, before: str = "example", timeout=60000):
     pg.wait_for_function("(before) => { const t = document.querySelector('#text .um-text'); "
                          "return t && t.dataset.run !== before && t.dataset.finished === '1'; }",
                          arg=before, timeout=timeout)
-    pg.wait_for_function("() => document.querySelector('#link textarea') && "
-                         "document.querySelector('#link textarea').value.length > 0", timeout=timeout)
+    pg.wait_for_function("(before) => window.__umScrub && window.__umScrub.run && "
+                         "window.__umScrub.run.run !== before && document.querySelector('#link').value.length > 0",
+                         arg=before, timeout=timeout)
 
 
 def test_page_loads_with_example(page, server):
@@ -82,16 +83,12 @@ def test_run_renders_heatmaps_and_scrubs(page, server):
     page.wait_for_selector("#conf-plot .js-plotly-plot")
     last = step_label(page)
     n = int(last.split("/")[1].split("·")[0])
-    box = page.locator("#step input[type=number]")
-    box.fill("1")
-    box.press("Enter")
-    page.wait_for_function("() => document.querySelector('#text .um-step').innerText.startsWith('step 1 ')",
-                           timeout=15000)
+    page.locator("#step").fill("1")                                  # the slider, in the browser
     assert step_label(page).startswith(f"step 1 / {n}")
     assert page.locator("#text .um-mask").count() > 0               # masked slots at the first step
     page.click("#next")
-    page.wait_for_function("() => document.querySelector('#text .um-step').innerText.startsWith('step 2 ')",
-                           timeout=15000)
+    assert step_label(page).startswith("step 2 ")
+    assert page.url.endswith("step=2") and page.locator("#link").input_value() == page.url  # a full URL, at the step
 
 
 def test_url_parameters_restore_a_run(page, server):
@@ -101,7 +98,7 @@ def test_url_parameters_restore_a_run(page, server):
                            timeout=30000)
     assert page.locator("#block_size input[type=number]").input_value() == "4"
     assert page.locator("#steps input[type=number]").input_value() == "2"
-    assert "decoder=llada" in page.locator("#link textarea").input_value()
+    assert "decoder=llada" in page.locator("#link").input_value()
 
 
 @pytest.mark.parametrize("prompt,message", [("", "empty"), ("Tom has 3 dogs and 4 cats. How many pets?", "does not know")],
@@ -127,11 +124,11 @@ def test_clicking_a_heatmap_cell_or_token_selects_the_position(page, server):
     page.wait_for_timeout(1000)
     box = page.locator("#mask-plot .nsewdrag").first.bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
-    page.wait_for_function("() => document.querySelector('#position input').value !== ''", timeout=15000)
-    first = int(page.locator("#position input").input_value())
+    page.wait_for_function("() => document.querySelector('#position').value !== ''", timeout=15000)
+    first = int(page.locator("#position").input_value())
     page.wait_for_selector(f"text=position {first}", timeout=15000)   # the candidates view follows
     page.locator("#text .um-tok").nth(1).click()
-    page.wait_for_function(f"() => document.querySelector('#position input').value !== '{first}'", timeout=15000)
+    page.wait_for_function(f"() => document.querySelector('#position').value !== '{first}'", timeout=15000)
 
 
 def test_simsd_run_shows_its_rounds_and_the_gif_export(page, server):
@@ -142,3 +139,62 @@ def test_simsd_run_shows_its_rounds_and_the_gif_export(page, server):
     assert page.locator("#simsd-plot .bars").count() > 0            # the tokens-kept bars of each round
     page.click("#gif")                                               # the GIF is made on request
     page.wait_for_selector("#gif-file >> text=/\\.gif/", timeout=60000)
+
+
+CHIPS_JS = """(html) => { const box = document.createElement('div'); box.innerHTML = html;
+  return [...box.querySelectorAll('.um-step, [data-pos], .um-cand, .um-cand-row')].map(e =>
+    [e.className, e.dataset.pos || '', e.title || '', e.getAttribute('style') || '', e.innerText || e.textContent]); }"""
+
+
+def test_browser_scrubbing_agrees_with_the_python_views(page, server):
+    """The browser redraws text and candidates from the run's data; at several steps and a selected position
+    they equal what the Python views draw from the same data, and the cursors sit at the step."""
+    from explorer import scrub
+    page.goto(server + "?decoder=llada&block_size=4&steps=2&gen_length=16")
+    wait_run_done(page)
+    d = page.evaluate("() => window.__umScrub.run")
+    pos = d["pos"][len(d["pos"]) // 2]
+    for s in sorted({1, max(1, d["n"] // 2), d["n"]}):
+        page.locator("#step").fill(str(s))
+        for selected in (None, pos):
+            page.evaluate("(p) => window.__umScrub.select(p)", selected)
+            shown = page.evaluate("() => document.querySelector('#text .um-text').outerHTML + "
+                                  "document.querySelector('#candidates .um-cand').outerHTML")
+            python = scrub.text_html(d, s - 1, selected, d["run"], True) + scrub.candidates_html(d, s - 1, selected)
+            assert page.evaluate(CHIPS_JS, shown) == page.evaluate(CHIPS_JS, python), (s, selected)
+        cursors = page.evaluate("() => ['mask-plot', 'conf-plot'].map(id => document.querySelector('#' + id + "
+                                "' .js-plotly-plot').layout.shapes.filter(s => s.name === 'cursor')[0].y0)")
+        assert cursors == [s, s]
+
+
+def test_a_server_view_follows_the_settled_step(page, server):
+    page.goto(server + "?decoder=tspd&block_size=4&gen_length=16")
+    wait_run_done(page)
+    page.get_by_role("tab", name="TSPD + CE").click()
+    page.click("#prev")
+    s = page.evaluate("() => window.__umScrub.step")
+    page.wait_for_function("(s) => { const g = document.querySelector('#traj-plot .js-plotly-plot'); return g && "
+                           "g.layout.shapes.some(x => x.name === 'cursor' && x.x0 === s); }", arg=s, timeout=20000)
+
+
+def test_a_tour_stop_is_the_run_shown_everywhere(page, server):
+    page.goto(server)
+    page.wait_for_selector("#text .um-text[data-run='example']", timeout=30000)
+    page.click("#run")
+    wait_run_done(page)
+    page.get_by_role("tab", name="Tour").click()
+    page.click("#tour-next")
+    page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run === 'example' && "
+                           "document.querySelector('#link').value.includes('decoder=s2d2')", timeout=30000)
+    page.wait_for_selector("#export >> text=/unmask-s2d2/", timeout=30000)        # the export is the tour's run
+    page.wait_for_function("() => document.querySelector('#decoder input').value === 's2d2'", timeout=30000)
+
+
+def test_no_text_runs_off_its_column(page, server):
+    page.goto(server + "?decoder=threshold&gen_length=128&prompt=" + "Tell%20a%20story%20about%20a%20yak%20named%20Finn.")
+    wait_run_done(page)
+    wide = page.evaluate("() => [...document.querySelectorAll('#text, #text *, #candidates, #summary, #scrubber *')]"
+                         ".filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX === 'visible')"
+                         ".map(e => e.id || e.className)")
+    assert wide == []
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")

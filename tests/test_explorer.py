@@ -44,8 +44,8 @@ def test_views_render(saved_trace):
     assert f"step 1 / {g.n_steps}" in html_first
     fig = heatmaps.mask_state(saved_trace, 2, g)
     assert fig.data[0].z.shape == g.state.shape
-    assert any(s.y0 == 2 for s in fig.layout.shapes)                 # step cursor
-    assert sum(1 for s in fig.layout.shapes if s.x0 == s.x1) == len(g.block_edges())
+    assert [s.y0 for s in fig.layout.shapes if s.name == "cursor"] == [3]   # step index 2 is step 3 on the slider
+    assert sum(1 for s in fig.layout.shapes if s.x0 == s.x1 and not s.name) == len(g.block_edges())
     conf = heatmaps.confidence(saved_trace, None, g)
     z = np.array(conf.data[0].z)
     assert z.dtype == np.uint8 and (z == heatmaps.NO_VALUE).any() and z[z != heatmaps.NO_VALUE].max() <= 100
@@ -123,7 +123,8 @@ def test_tspd_and_reason_views(adapter):
     assert np.isfinite(rec.field("forecast_mean")[list(rec.positions).index(masked)]).all()
     assert any(d.fill == "toself" for d in fan.data)
     cm = ce_maps(tr, 0, g)
-    assert cm.data[0].z.shape == g.state.shape and len(cm.data) == 3
+    assert cm.data[0].z.shape == g.state.shape and [d.type for d in cm.data] == ["heatmap"] * 3 + ["scatter"]
+    assert cm.data[3].marker.showscale and cm.data[3].marker.colorbar.title.text == "LCB as p"   # its colour bar
 
 
 def test_candidates_view_and_notes(saved_trace):

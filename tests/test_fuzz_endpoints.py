@@ -39,6 +39,11 @@ def monkeypatch_module():
     mp.undo()
 
 
+def takes_event(fn) -> bool:
+    return any(isinstance(p.annotation, type) and issubclass(p.annotation, gr.EventData) or p.annotation in
+               ("gr.EventData", "EventData") for p in inspect.signature(fn).parameters.values())
+
+
 def test_every_registered_handler_answers_nasty_input_with_a_user_error(demo):
     called, failures = 0, []
     for fn in demo.fns.values():
@@ -47,6 +52,9 @@ def test_every_registered_handler_answers_nasty_input_with_a_user_error(demo):
         for value in NASTY:
             # a gr.State lives on the server: a client cannot send one, so it keeps its initial value
             args = [c.value if isinstance(c, gr.State) else value for c in fn.inputs]
+            if takes_event(fn.fn):   # event data comes from the browser too: fuzz it, as a bare value and as fields
+                args.append(gr.EventData(None, value if value is not None else {"step": 3, "pos": value,
+                                                                                     "views": [value, "traj-plot"]}))
             try:
                 drive(fn.fn(*args))
             except gr.Error as e:

@@ -9,7 +9,8 @@ import pytest
 from engine.service import DecodeService
 from explorer.export_dir import ExportDir
 from explorer.page.context import Page
-from explorer.page.decode_tab import decode
+from engine.trace import Trace
+from explorer.layout import build_demo
 from explorer.store import TraceStore
 
 pytestmark = pytest.mark.load
@@ -19,23 +20,37 @@ def rss_bytes() -> int:
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def one_run(page) -> None:
-    async def go():
-        return [out async for out in decode(page, 12, "Ann has 3 pens . How many pens does she have now ?",
-                                            "tiny", "threshold", dict(block_size=4, gen_length=32), "q", None)]
-    outs = asyncio.run(go())
-    assert outs and outs[-1][-1]                      # the export files of the finished run
+PROMPT = "Ann has 3 pens . How many pens does she have now ?"
+
+
+def page_run(page, **controls):
+    """The page's own Run handler (as the browser calls it), with these control values (by elem_id)."""
+    demo = build_demo(page)
+    fn = next(f for f in demo.fns.values() if f.name == "on_run")
+    values = dict(prompt=PROMPT, model="tiny", **controls)
+    args = [values.get(getattr(c, "elem_id", None), c.value) for c in fn.inputs]
+
+    def run() -> list[dict]:
+        async def go():
+            return [out async for out in fn.fn(*args)]
+        return asyncio.run(go())
+    return run
+
+
+def final(outs: list[dict], kind):
+    return next(v for v in outs[-1].values() if isinstance(v, kind))
 
 
 def test_rss_stays_flat_over_200_cached_runs(tmp_path):
     service = DecodeService(default_model="tiny", max_seconds=30)
     page = Page(service, {}, store=TraceStore(str(tmp_path / "traces")), export_dir=ExportDir(str(tmp_path)),
                 models=("tiny",))
+    one_run = page_run(page, decoder="threshold", block_size=4, gen_length=32)
     for _ in range(20):                               # warm-up: the first decode, then cache hits
-        one_run(page)
+        assert any(isinstance(v, list) and v for v in one_run()[-1].values())   # the run's export files
     before = rss_bytes()
     for _ in range(200):
-        one_run(page)
+        one_run()
     after = rss_bytes()
     print(f"RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB over 200 Runs")
     assert after <= 1.10 * before
@@ -46,13 +61,10 @@ def test_a_heavy_run_holds_its_slot_no_longer_than_the_budget_plus_two_seconds(t
     service = DecodeService(default_model="tiny", max_seconds=2)
     page = Page(service, {}, export_dir=ExportDir(str(tmp_path)), models=("tiny",))
 
-    async def go():
-        return [out async for out in decode(page, 12, "Ann has 3 pens . How many pens does she have now ?", "tiny",
-                                            "ar", dict(gen_length=256, stop_at_eos=False, use_cache=False), "q",
-                                            None)]
+    run = page_run(page, decoder="ar", gen_length=256, stop_at_eos=False, use_cache=False)
     t0 = time.perf_counter()
-    outs = asyncio.run(go())
+    outs = run()
     took = time.perf_counter() - t0
-    trace = outs[-1][-5]                              # the trace state output of the finished frame
+    trace = final(outs, Trace)                        # the run shown once it ends
     print(f"heavy run: {took:.2f} s at a 2 s budget, {len(trace.records)} forwards")
     assert took <= 2 + 2 and "time budget" in trace.meta["limit"] and len(trace.records) < 256

@@ -5,7 +5,8 @@ import pytest
 
 from engine.trace import Reason, StepRecord, Trace
 from explorer.grid import DECODED, MASKED, NEW, Grid
-from explorer.render import VIEWS, render_all
+from explorer.render import render_all
+from explorer.registry import VIEWS
 from explorer.views import heatmaps
 from explorer.views.candidates import candidates
 from explorer.views.reasons import reason_map
@@ -58,7 +59,9 @@ def test_heatmaps_text_reasons_candidates(trace):
     g = Grid.of(trace)
     conf = heatmaps.confidence(trace, 1, g)
     assert np.array(conf.data[0].z).tolist() == [[95, 40, 200, 200], [200, 60, 200, 200], [200, 200, 97, 93]]
-    assert [s.y0 for s in conf.layout.shapes if s.y0 == s.y1] == [1]              # the step cursor
+    assert [s.y0 for s in conf.layout.shapes if s.name == "cursor"] == [2]         # the cursor at step 2 of 3 (1-based)
+    assert [s.visible for s in conf.layout.shapes if s.name == "selected"] == [False]   # none selected
+    assert list(conf.data[0].y) == [1, 2, 3]                                          # rows are 1-based steps
     assert render_text(trace, 0, g).count("um-mask") == 3
     assert render_text(trace, None, g).count("um-mask") == 0
     rm = reason_map(trace, None, g)
@@ -70,11 +73,11 @@ def test_heatmaps_text_reasons_candidates(trace):
 
 def test_render_all_gives_every_view_the_same_arguments(trace):
     out = render_all(trace, 1, "valid", 3)
-    assert len(out) == 1 + len(VIEWS)
-    assert ">valid<" in out[0] and "NFE" in out[0]
+    assert set(out) == {"summary", "text", "candidates"} | {v.name for v in VIEWS}
+    assert ">valid<" in out["summary"] and "NFE" in out["summary"]
     again = render_all(trace, 1, "valid", 3)
-    assert [o if isinstance(o, str) else o.to_json() for o in out] == \
-           [o if isinstance(o, str) else o.to_json() for o in again]                  # a pure function
+    assert {k: o if isinstance(o, str) else o.to_json() for k, o in out.items()} == \
+           {k: o if isinstance(o, str) else o.to_json() for k, o in again.items()}    # a pure function
 
 
 def test_summary_warns_about_unknown_words_and_limits(trace):

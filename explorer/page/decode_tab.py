@@ -25,7 +25,7 @@ from explorer.page.worker import follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
-from explorer.views.registry import TAB_NOTES, TABS, VIEWS, in_tab
+from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab
 
 
 @dataclass

@@ -11,7 +11,7 @@ import gradio as gr
 
 from explorer.page.context import js
 from explorer.render import render_views
-from explorer.views.registry import VIEWS
+from explorer.registry import VIEWS
 
 SCRUBBER = """<div class='um-scrub'>
 <button class='um-prev' id='prev' title='previous step'>◀</button>
