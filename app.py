@@ -18,7 +18,7 @@ from engine.tasks import TASKS, get_task
 from engine.trace import Trace
 from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
-from explorer.page.context import Page
+from explorer.page.context import Page, offered_names
 from explorer.store import TraceStore
 
 TASKS_MODEL = "unmask-tasks-small"
@@ -71,8 +71,9 @@ def create_app():
     extra = [m.strip() for m in os.environ.get("UNMASK_MODELS", "").split(",") if m.strip()]
     embedded = embedded_models()
     first = TASKS_MODEL if TASKS_MODEL in embedded else DEFAULT_MODEL      # the model with uncertain tasks
-    models = tuple(dict.fromkeys([first, *embedded, *extra]))
-    service = GPUService(default_model=models[0])
+    names = offered_names(list(dict.fromkeys([first, *embedded, *extra])))   # short name -> path or id
+    models = tuple(names)
+    service = GPUService(default_model=models[0], aliases=names)
     infos = {name: service.model_info(name) for name in models}   # loads each: no visitor waits for a load
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(os.environ.get("UNMASK_CACHE_DIR", Path.home() / ".cache" / "unmask"))

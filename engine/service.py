@@ -56,8 +56,9 @@ def check_prompt(prompt) -> str:
 
 class DecodeService:
     def __init__(self, default_model: str = "tiny", device: str | None = None, threads: int | None = None,
-                 max_seconds: float | None = None):
+                 max_seconds: float | None = None, aliases: dict[str, str] | None = None):
         self.default_model, self.device = default_model, device
+        self.aliases = dict(aliases or {})     # the short name a page offers -> the operator's path or hub id
         self.max_seconds = max_seconds if max_seconds is not None else budget_from_env()
         self._models: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -66,6 +67,7 @@ class DecodeService:
 
     def model(self, name: str | None = None):
         key = name or self.default_model
+        key = self.aliases.get(key, key)
         with self._lock:
             if key not in self._models:
                 self._models[key] = load_model(key, device=self.device)
@@ -84,6 +86,7 @@ class DecodeService:
         return dict(name=a.name, family=a.model_type, params=sum(p.numel() for p in a.model.parameters()),
                     device=str(a.device), dtype=str(a.dtype).removeprefix("torch."), attention=a.attention,
                     logit_shift=a.logit_shift, block_size=a.block_size, task=a.info.get("task"),
+                    drafter=a.info.get("drafter"),
                     decoders={d: why_not(d, a) for d in catalogue.DECODERS})
 
     def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None,

@@ -108,3 +108,26 @@ def test_sweep_points_carry_wilson_bars_labels_and_the_table_intervals():
     assert not any(t.mode == "lines" and t.name.startswith("ar") for t in fig.data)   # AR is a point, no front
     table = sweep_table(rows)
     assert "0.800 [0.670, 0.888]" in table and "48 distinct" not in table and "50 distinct prompts" in table
+
+
+def test_offered_models_get_short_names_and_resolve(sdar_dir):
+    """A model offered by path appears by its directory's name (never the server's path), and the service loads
+    it by that name."""
+    from engine.service import DecodeService
+    from explorer.page.context import offered_names
+    names = offered_names([str(sdar_dir), "org/model-x", str(sdar_dir)])
+    assert names == {sdar_dir.name: str(sdar_dir), "org/model-x": "org/model-x", f"{sdar_dir.name}-2": str(sdar_dir)}
+    svc = DecodeService(default_model=sdar_dir.name, aliases=names)
+    assert svc.model_info()["family"] == "sdar" and "/" not in svc.model_info()["name"]
+
+
+def test_model_card_names_drafter_tasks_and_decoders():
+    from explorer.page.controls import model_summary
+    from engine.tasks import Problem
+    info = dict(family="sdar", params=3_500_000, device="cpu", dtype="float32", attention="block_causal",
+                block_size=4, drafter="unmask-tasks-drafter", decoders={"threshold": None, "simsd": None,
+                                                                         "llada": "needs X"})
+    card = model_summary(info, [("Tell a story about a yak.", Problem("p", "", None, task="story")),
+                                ("Ann has 3 pens.", Problem("q", "", None, task="arith"))])
+    assert "trained with block size 4" in card and "unmask-tasks-drafter" in card
+    assert "*story* — “Tell a story about a yak.”" in card and "*arith*" in card and "~~llada~~ (needs X)" in card

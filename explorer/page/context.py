@@ -31,6 +31,20 @@ def slider_number(v, name: str, lo: int, hi: int) -> int:
     return max(lo, min(hi, int(v)))
 
 
+def offered_names(specs: list[str]) -> dict[str, str]:
+    """A short name for each model the operator offers (a local directory's name, a hub id as it is), so the
+    picker, links and exports never show the server's file layout; repeated names get -2, -3."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        local = spec.startswith(("/", ".", "~")) or Path(spec).expanduser().is_dir()
+        name = Path(spec).expanduser().name if local else spec
+        base, k = name, 2
+        while name in out:
+            name, k = f"{base}-{k}", k + 1
+        out[name] = spec
+    return out
+
+
 JS_DIR = Path(__file__).resolve().parent.parent.parent / "assets" / "js"
 
 

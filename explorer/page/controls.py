@@ -7,6 +7,7 @@ page's values onto what the chosen decoder takes, clamped to that decoder's rang
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -74,7 +75,8 @@ def build_controls(page) -> Controls:
                           elem_id="examples")
     model = gr.Dropdown(list(page.models), value=page.default_model, label="Model", elem_id="model",
                         info="the models this server offers")
-    model_card = gr.Markdown(model_summary(page.model_infos.get(page.default_model)), elem_id="model-card")
+    model_card = gr.Markdown(model_summary(page.model_infos.get(page.default_model),
+                                           page.examples.get(page.default_model)), elem_id="model-card")
     decoder = gr.Dropdown(list(catalogue.DECODERS), value="threshold", label="Decoder", elem_id="decoder")
     info = gr.Markdown(catalogue.DECODERS["threshold"].summary)
     values, boxes = {}, {}
@@ -112,17 +114,26 @@ def on_preset(keys: list[str], name: str):
     return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
 
 
-def model_summary(info: dict | None) -> str:
-    """The picker's card: family, size, device and dtype, and which decoders apply (the others with the reason)."""
+def model_summary(info: dict | None, examples: list | None = None) -> str:
+    """The picker's card: family, size, device and dtype, the block size it was trained with, its paired drafter,
+    the tasks it knows with one example each, and which decoders apply (the others with the reason)."""
     if not info:
         return ""
     ok = [d for d, why in info["decoders"].items() if why is None]
     off = [f"~~{d}~~ ({why})" for d, why in info["decoders"].items() if why is not None]
     size = f"{info['params'] / 1e6:.1f} M" if info["params"] < 1e9 else f"{info['params'] / 1e9:.1f} B"
     cache = "exact block KV cache" if info["attention"] == "block_causal" else "full attention, no cache"
-    return (f"**{info['family']}** · {size} parameters · {info['device']} / {info['dtype']} · {cache}"
-            + (f" · block {info['block_size']}" if info.get("block_size") else "")
-            + f"  \nDecoders: {', '.join(ok)}" + (f"; not for this model: {'; '.join(off)}" if off else ""))
+    lines = [f"**{info['family']}** · {size} parameters · {info['device']} / {info['dtype']} · {cache}"
+             + (f" · trained with block size {info['block_size']}" if info.get("block_size") else "")]
+    if info.get("drafter"):
+        lines.append(f"Paired drafter (SimSD): `{info['drafter']}`")
+    first: dict[str, str] = {}
+    for shown, prob in examples or []:
+        first.setdefault(prob.task, shown)
+    if first:
+        lines.append("Knows: " + "; ".join(f"*{t}* — “{html.escape(e)}”" for t, e in first.items()))
+    lines.append(f"Decoders: {', '.join(ok)}" + (f"; not for this model: {'; '.join(off)}" if off else ""))
+    return "  \n".join(lines)
 
 
 def on_model(page, model: str):
@@ -130,7 +141,7 @@ def on_model(page, model: str):
     if not isinstance(model, str):
         raise shown_error("model must be one of the offered names")
     rows = page.examples.get(model, [])
-    return gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model))
+    return gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model), rows)
 
 
 def example_prompt(row):

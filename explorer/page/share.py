@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine import catalogue
-from engine.errors import UserError
 from explorer.page.context import Page, js, shown_error
 from explorer.page.controls import decoder_params
 from explorer.state import parse_query, to_query

@@ -28,6 +28,10 @@ def build_sweep(page: Page, model):
         task = gr.Dropdown(list(TASKS), value="arith", label="task")
         n = gr.Slider(10, 200, value=50, step=10, label="problems",
                       info="each setting on the same problems; the bars are 95 % intervals")
+        temp = gr.Slider(0, 1.5, value=0, step=0.1, label="temperature T", elem_id="sweep-temperature",
+                         info="every setting, AR included, samples at T (a seed per problem)")
+    why = gr.Markdown("", elem_id="sweep-why")
+    task.change(uncertain_hint, task, [temp, why])
     with gr.Row():
         go_btn = gr.Button("Sweep", elem_id="sweep")
         stop_btn = gr.Button("Stop", elem_id="sweep-stop", variant="stop")
@@ -36,13 +40,26 @@ def build_sweep(page: Page, model):
     with gr.Row():
         point = gr.Dropdown([], label="open a setting on the prompt above", scale=4)
         open_btn = gr.Button("Open", scale=1)
-    evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n],
+    evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n, temp],
                        [fig, table, point], concurrency_id="model", concurrency_limit=1, api_name="sweep")
     stop_btn.click(None, None, None, cancels=[evt])
     return point, open_btn
 
 
-def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
+UNCERTAIN = ("story", "picks")
+
+
+def uncertain_hint(task):
+    """Story and picks have many right answers: at T = 0 every decoder takes the same most likely one and the
+    trade-off cannot be seen, so the Sweep moves to T = 1 and says why."""
+    if task in UNCERTAIN:
+        return 1.0, (f"*{task} has many right answers. At T = 0 every decoder follows the same most likely one, "
+                     "so parallel commits rarely disagree and the trade-off is hidden; at T = 1 committing several "
+                     "uncertain tokens at once can make them inconsistent, which is what the sweep measures.*")
+    return gr.skip(), ""
+
+
+def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float = 0.0) -> list[str]:
     if not all(isinstance(v, str) for v in (tau_s, b_s, extra)):
         raise UserError("τ values, block sizes and other keys are text")
     try:
@@ -51,7 +68,9 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
     except ValueError:
         raise UserError("τ values and block sizes must be comma-separated numbers") from None
     tail = f",{extra.strip()}" if extra.strip() else ""
-    ar = ["ar"]   # the quality bar every front is read against
+    if temperature:
+        tail += f",temperature={temperature:g}"
+    ar = [f"ar:temperature={temperature:g}" if temperature else "ar"]   # the quality bar, at the same T
     if dec == "llada":
         return ar + [f"llada:steps={b},block_size={b}{tail}" for b in b_v]
     if dec == VERSUS:   # both fronts on the same problems
@@ -60,11 +79,13 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str) -> list[str]:
     return ar + [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 
-async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, progress=gr.Progress()):
+async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v=0.0, progress=gr.Progress()):
     """The sweep runs in a worker (``follow``) that reports progress; Stop, ``/cancel`` or a visitor leaving stops
     it at the next decode, and the request ends only once it has."""
     try:
-        specs = sweep_specs(dec, tau_s, b_s, extra)
+        slider_number(temp_v, "the temperature", 0, 2)            # a finite number, or the user's error
+        temperature = round(min(max(float(temp_v), 0.0), 1.5), 1)
+        specs = sweep_specs(dec, tau_s, b_s, extra, temperature)
         if task not in TASKS:
             raise UserError(f"task must be one of {', '.join(TASKS)}")
         # not clamped: the service refuses a count outside its limits with its own message

@@ -36,7 +36,12 @@ def render_summary(trace, verdict: str | None = None) -> str:
                           "time ratio)"))
     if verdict is not None:
         cards.append(card("checker", verdict, "the task's checker on the generated text (valid = right)"))
-    notes = []
+    notes, info = [], []
+    if m.get("target_equiv_nfe") is not None:
+        info.append(f"SimSD runs two models: NFE counts {m['target_forwards']} target and {m['draft_forwards']} "
+                     f"drafter forwards alike; target-equivalent NFE prices a drafter forward at the parameter "
+                     f"ratio {m['param_ratio']:.3f} of a target forward (an expectation for memory-bound hardware; "
+                     "the bench measures the time ratio).")
     if m.get("unknown_words"):
         words = ", ".join(repr(w) for w in m["unknown_words"][:12])
         notes.append(f"The model does not know {words} (read as [UNK]): the embedded models only know the words "
@@ -44,7 +49,8 @@ def render_summary(trace, verdict: str | None = None) -> str:
     if m.get("limit"):
         notes.append(f"Stopped early: {m['limit']}. What finished is shown and can be explored.")
     warn = "".join(f"<div class='um-warn'>{html.escape(n)}</div>" for n in notes)
-    return "<div class='um-cards'>" + "".join(cards) + "</div>" + warn
+    note = "".join(f"<div class='um-note'>{html.escape(n)}</div>" for n in info)
+    return "<div class='um-cards'>" + "".join(cards) + "</div>" + note + warn
 
 
 def previous_delta(trace, prev) -> str:
