@@ -29,6 +29,7 @@ from engine import catalogue, masks
 from engine.cache import BlockCache
 from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TokenStats, make_generator, token_stats
+from engine.trace_meta import TraceMeta
 from engine.trace import EXTRA_FIELDS, Reason, StepRecord, Trace
 
 
@@ -368,4 +369,4 @@ class Generation:
             cache="exact block KV cache" if r.cache is not None else "none", device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))
-        return Trace(meta=meta, records=list(self.records))
+        return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

@@ -18,6 +18,8 @@ from typing import TypedDict
 
 import numpy as np
 
+from engine.trace_meta import TraceMeta
+
 TRACE_FORMAT = 1
 
 
@@ -167,8 +169,12 @@ class StepRecord:
 
 @dataclass
 class Trace:
-    meta: dict
+    meta: TraceMeta           # a dict is taken as the fields it names (tests and old callers)
     records: list[StepRecord]
+
+    def __post_init__(self):
+        if not isinstance(self.meta, TraceMeta):
+            self.meta = TraceMeta.from_dict(dict(self.meta))
 
     # ---- summary -------------------------------------------------------------------------------------------
     @property
@@ -178,7 +184,7 @@ class Trace:
     @property
     def nfe_paper(self) -> int:
         """Forwards as the papers count them (``Generation.nfe_paper``); traces older than the field: ``nfe``."""
-        return int(self.meta.get("nfe_paper", self.nfe))
+        return int(self.meta.nfe_paper if self.meta.nfe_paper is not None else self.nfe)
 
     @property
     def generated_ids(self) -> list[int]:
@@ -211,7 +217,7 @@ class Trace:
             d["extra"] = {k: v for k, v in r.extra.items() if not isinstance(v, np.ndarray)}
             d["shapes"] = {k: list(v.shape) for k, v in r.extra.items() if isinstance(v, np.ndarray)}
             per_step.append(d)
-        meta = dict(self.meta, format=TRACE_FORMAT, steps=per_step)
+        meta = dict(self.meta.to_dict(), format=TRACE_FORMAT, steps=per_step)
         arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
         return arrays
 
@@ -221,6 +227,7 @@ class Trace:
         if meta.get("format") != TRACE_FORMAT:
             raise TraceFormatError(f"unsupported trace format {meta.get('format')!r}")
         steps = meta.pop("steps")
+        meta.pop("format")
         cols = {}
         for name in arrays.keys():
             if name == "__meta__" or name.endswith(".off"):
@@ -238,7 +245,7 @@ class Trace:
             records.append(StepRecord(block=s["block"], step_in_block=s["step_in_block"], kind=s["kind"],
                                       nfe=s["nfe"], wall_ms=s["wall_ms"], extra=extra,
                                       **{f: cols[f][i] for f in ARRAY_FIELDS}))
-        return cls(meta=meta, records=records)
+        return cls(meta=TraceMeta.from_dict(meta), records=records)
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()

@@ -15,7 +15,7 @@ from explorer.store import canonical_key
 
 
 def to_json(trace) -> str:
-    meta = {k: v for k, v in trace.meta.items() if k != "vocab"}
+    meta = {k: v for k, v in trace.meta.to_dict().items() if k != "vocab"}
     steps = [dict(step=s, block=r.block, step_in_block=r.step_in_block, kind=r.kind, nfe=r.nfe,
                   wall_ms=round(r.wall_ms, 3), committed_positions=[int(p) for p in r.positions[r.committed]],
                   committed_tokens=[trace.token_str(int(t)) for t in r.tokens_after[r.committed]],

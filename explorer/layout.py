@@ -20,6 +20,12 @@ CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
 MODEL = dict(concurrency_id="model", concurrency_limit=1)
 
 
+def model_run(rp: RunParts) -> dict:
+    """A run's event: one at a time (the model), its progress shown on the text view only (a spinner on each of
+    the run's forty outputs cost the browser ~0.5 s per streamed frame)."""
+    return dict(MODEL, show_progress="minimal", show_progress_on=[rp.views.text])
+
+
 def build_demo(page: Page) -> gr.Blocks:
     # delete_cache: gradio keeps its own copy of every returned file (exports); drop those older than 30 min
     with gr.Blocks(title="Unmask — see how diffusion LMs decode", delete_cache=(600, 1800)) as demo:
@@ -86,10 +92,10 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
-    c.run.click(on_run, inputs, rp.outputs, **MODEL)
+    c.run.click(on_run, inputs, rp.outputs, **model_run(rp))
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
         if isinstance(comp, gr.Slider):
-            comp.release(on_run, inputs, rp.outputs, **MODEL)
+            comp.release(on_run, inputs, rp.outputs, **model_run(rp))
 
     async def open_point(box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
@@ -103,7 +109,7 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
                                                             prev)):
             yield out
 
-    sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **MODEL)
+    sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **model_run(rp))
 
 
 def wire_tour_and_load(demo, page, rp: RunParts, tour_text, tour_btn, tour_idx) -> None:
@@ -140,7 +146,7 @@ def wire_tour_and_load(demo, page, rp: RunParts, tour_text, tour_btn, tour_idx) 
 
     demo.load(load, None, [autorun, step_from_url, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components],
-              rp.outputs, **MODEL)
+              rp.outputs, **model_run(rp))
 
 
 def launch_kwargs() -> dict:

@@ -6,7 +6,7 @@
 const q = (s) => element.querySelector(s);
 const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
 const MAPS = ['mask-plot', 'conf-plot', 'entropy-plot', 'reason-plot', 'verifier-plot'];
-let run = null, blob = '', step = 1, sel = null, timer = null, settle = null;
+let run = null, dataEl = null, step = 1, sel = null, timer = null, settle = null;
 
 const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
   .replace(/"/g, '&quot;').replace(/'/g, '&#x27;');
@@ -60,17 +60,30 @@ function candHtml(d, s, selected) {
 const plotOf = (id) => document.querySelector('#' + id + ' .js-plotly-plot');
 const visible = (el) => !!el && el.offsetParent !== null;
 
+// Plotly.relayout re-runs the figure's defaults over every cell (~40 ms on a 256 x 256 map), so a moved line is
+// redrawn here: its layout entry is updated (Plotly redraws from it on zoom) and its SVG path moved to the pixel.
+function place(gd, i, ax, v) {
+  const sh = gd.layout.shapes[i], full = gd._fullLayout.shapes[i], path = gd.querySelector(`.shapelayer path[data-index="${i}"]`);
+  const m = path && /^M([^,]+),([^L]+)L([^,]+),(.+)$/.exec(path.getAttribute('d'));
+  const axis = ax === 'x' ? gd._fullLayout[(sh.xref || 'x').replace(/^x(\d*).*/, 'xaxis$1')] : gd._fullLayout[(sh.yref || 'y').replace(/^y(\d*).*/, 'yaxis$1')];
+  if (!m || !full || !axis || !axis.l2p) return false;
+  sh[ax + '0'] = sh[ax + '1'] = full[ax + '0'] = full[ax + '1'] = v;
+  const px = axis._offset + axis.l2p(v);
+  path.setAttribute('d', ax === 'x' ? `M${px},${m[2]}L${px},${m[4]}` : `M${m[1]},${px}L${m[3]},${px}`);
+  return true;
+}
+
 function moveShapes(gd) {   // the cursor to the step, the selected column to the position
-  if (!visible(gd) || !gd.layout || !window.Plotly) return;
+  if (!visible(gd) || !gd.layout || !gd._fullLayout || !window.Plotly) return;
   const edit = {};
   (gd.layout.shapes || []).forEach((sh, i) => {
     if (sh.name === 'cursor') {
       const ax = sh.y0 === sh.y1 && sh.xref !== 'x' ? 'y' : 'x';
-      if (sh[ax + '0'] !== step) { edit[`shapes[${i}].${ax}0`] = step; edit[`shapes[${i}].${ax}1`] = step; }
+      if (sh[ax + '0'] !== step && !place(gd, i, ax, step)) { edit[`shapes[${i}].${ax}0`] = step; edit[`shapes[${i}].${ax}1`] = step; }
     } else if (sh.name === 'selected') {
       const on = sel !== null && sel - run.P >= 0 && sel - run.P < run.pos.length;
-      if (on) { edit[`shapes[${i}].x0`] = sel - run.P; edit[`shapes[${i}].x1`] = sel - run.P; }
-      if (sh.visible !== on) edit[`shapes[${i}].visible`] = on;
+      if (sh.visible !== on) { edit[`shapes[${i}].visible`] = on; edit[`shapes[${i}].x0`] = edit[`shapes[${i}].x1`] = on ? sel - run.P : 0; }
+      else if (on && sh.x0 !== sel - run.P && !place(gd, i, 'x', sel - run.P)) { edit[`shapes[${i}].x0`] = edit[`shapes[${i}].x1`] = sel - run.P; }
     }
   });
   if (Object.keys(edit).length) window.Plotly.relayout(gd, edit);
@@ -107,12 +120,11 @@ function play() {
   timer = setInterval(() => { if (step >= run.n) stop(); else go(step + 1); }, 80);
 }
 
-function load() {
+function load() {   // a new run's data is a new element: compare identities, not the (large) JSON
   const el = document.querySelector('#run-data .um-run-data');
-  const b = el ? el.dataset.json : '';
-  if (b === blob) return;
-  blob = b; stop();
-  run = b ? JSON.parse(b) : null;
+  if (el === dataEl) return;
+  dataEl = el; stop();
+  run = el ? JSON.parse(el.dataset.json) : null;
   element.classList.toggle('um-idle', !run);
   if (!run) return;
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
@@ -137,6 +149,6 @@ const bind = () => MAPS.forEach((id) => {
   gd.__umBound = true;
   gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
 });
-new MutationObserver(() => { load(); bind(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-json']});
+new MutationObserver(() => { load(); bind(); }).observe(document.body, {childList: true, subtree: true});
 window.__umScrub = {go, select, get step() { return step; }, get run() { return run; }, textHtml, candHtml};
 load(); bind();

@@ -29,7 +29,7 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
     if i is None:
         fig.add_annotation(text="this decoder records no per-step masks", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper")
-        return fig.update_layout(height=260, template="plotly_white")
+        return fig.update_layout(height=260, template="unmask")
     r = trace.records[i]
     m = np.asarray(r.field("attn_mask")).astype(int)
     lo = int(r.positions[0])
@@ -52,7 +52,7 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
         for off in (0, L):  # outline the span in both halves
             fig.add_shape(type="rect", x0=a - 0.5 + off, x1=a + n - 0.5 + off, y0=a - 0.5 + L, y1=a + n - 0.5 + L,
                           line=dict(color="crimson", width=2))
-    fig.update_layout(height=420, template="plotly_white", yaxis=dict(autorange="reversed"),
+    fig.update_layout(height=420, template="unmask", yaxis=dict(autorange="reversed"),
                       margin=dict(l=50, r=10, t=36, b=30),
                       title=dict(text=f"attention mask of step {i + 1} ({r.kind}, block {r.block})", x=0.01,
                                  font=dict(size=14)))

@@ -60,7 +60,7 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
     fig.update_layout(shapes=[c for i in (1, 2, 3)
                               for c in cursor(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")])
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=rows_height(g.n_steps, 100, 280), template="plotly_white",
+    fig.update_layout(height=rows_height(g.n_steps, 100, 280), template="unmask",
                       margin=dict(l=50, r=10, t=40, b=60),
                       annotations=list(fig.layout.annotations) + [dict(
                           text="classes: " + " · ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in

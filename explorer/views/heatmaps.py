@@ -65,7 +65,7 @@ def selected_line(g: Grid, selected: int | None) -> dict:
 ROW_PX = 12   # the least height of a step's row: long runs make a tall figure that scrolls, never squashed rows
 
 
-def rows_height(n_steps: int, extra: int = 90, least: int = 260) -> int:
+def rows_height(n_steps: int, extra: int = 130, least: int = 260) -> int:
     return max(least, min(6000, extra + ROW_PX * n_steps))
 
 
@@ -105,7 +105,7 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
 @lru_cache(maxsize=1)
 def _template() -> dict:
     import plotly.io as pio
-    return pio.templates["plotly_white"].to_plotly_json()
+    return pio.templates["unmask"].to_plotly_json()
 
 
 def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str, selected: int | None = None,
@@ -116,7 +116,7 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
     shapes += cursor(step) + [selected_line(g, selected)]
     base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
-                height=rows_height(g.n_steps), margin=dict(l=50, r=10, t=36, b=36),
+                height=rows_height(g.n_steps), margin=dict(l=50, r=10, t=36, b=90),
                 xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
                            categoryorder="array", categoryarray=list(g.labels), range=[-0.5, len(g.labels) - 0.5]),
                 yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps + 0.5, 0.5]))

@@ -69,7 +69,7 @@ def mask_explorer(kind: str = "2L verifier", B: int = 4, span_start: int = 0, sp
     else:
         shapes += [dict(type="line", x0=b * B - 0.5, x1=b * B - 0.5, y0=-0.5, y1=len(rows) - 0.5,
                         line=dict(color="#444", dash="dot")) for b in range(1, len(rows) // B)]
-    fig.update_layout(shapes=shapes, height=460, template="plotly_white", margin=dict(l=60, r=10, t=36, b=60),
+    fig.update_layout(shapes=shapes, height=460, template="unmask", margin=dict(l=60, r=10, t=36, b=60),
                       title=dict(text=f"{kind}, B = {B}", x=0.01, font=dict(size=14)),
                       xaxis=dict(tickmode="array", tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60),
                       yaxis=dict(tickmode="array", tickvals=list(range(len(rows))), ticktext=rows,

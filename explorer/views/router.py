@@ -27,7 +27,7 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
     if not rows:
         fig.add_annotation(text="no router decisions in this trace (not an S2D2 run)", showarrow=False,
                            x=0.5, y=0.5, xref="paper", yref="paper")
-        return fig.update_layout(height=260, template="plotly_white")
+        return fig.update_layout(height=260, template="unmask")
     x = np.array([s + 1 for s, _ in rows])   # 1-based steps, as on the slider
     score = np.array([d["score"] if d["score"] is not None and math.isfinite(d["score"]) else np.nan
                       for _, d in rows])
@@ -62,7 +62,7 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
                                      marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
     shapes += cursor(step, axis="x")
     title = f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})"
-    fig.update_layout(shapes=shapes, height=420, template="plotly_white", barmode="group",
+    fig.update_layout(shapes=shapes, height=420, template="unmask", barmode="group",
                       margin=dict(l=50, r=10, t=36, b=30), title=dict(text=title, x=0.01, font=dict(size=14)),
                       legend=dict(orientation="h", y=-0.12))
     fig.update_xaxes(title_text="step", row=2, col=1)

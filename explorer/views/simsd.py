@@ -26,7 +26,7 @@ def simsd_rounds(trace, step: int | None = None, grid=None, selected: int | None
     if not rounds:
         fig.add_annotation(text="SimSD records appear here", showarrow=False, x=0.5, y=0.5, xref="paper",
                            yref="paper")
-        return fig.update_layout(height=260, template="plotly_white")
+        return fig.update_layout(height=260, template="unmask")
     for code, (name, colour) in COLOURS.items():
         xs, ys, text = [], [], []
         for k, (s, r) in enumerate(rounds):
@@ -48,7 +48,7 @@ def simsd_rounds(trace, step: int | None = None, grid=None, selected: int | None
         now = [k for k, (s, _) in enumerate(rounds) if s <= step]
         if now:
             fig.add_shape(vline(now[-1] + 1, yref="y domain"), row=1, col=1)
-    fig.update_layout(barmode="overlay", height=340, template="plotly_white", margin=dict(l=50, r=10, t=40, b=40),
+    fig.update_layout(barmode="overlay", height=340, template="unmask", margin=dict(l=50, r=10, t=40, b=40),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(title_text="round", row=1, col=1)
     fig.update_yaxes(title_text="drafter reveal step t", row=1, col=1)

@@ -52,7 +52,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=("accuracy vs tokens per forward", "accuracy vs tokens/s"))
     if not rows:
-        return fig.update_layout(height=360, template="plotly_white")
+        return fig.update_layout(height=360, template="unmask")
     families = list(dict.fromkeys(r.get("decoder", "") for r in rows))
     for k, fam in enumerate(families):
         sub = [r for r in rows if r.get("decoder", "") == fam]
@@ -77,7 +77,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text="TPF", row=1, col=1)
     fig.update_xaxes(title_text="tokens/s", row=1, col=2)
     fig.update_yaxes(title_text="accuracy", row=1, col=1)
-    fig.update_layout(height=380, template="plotly_white", margin=dict(l=50, r=10, t=40, b=40))
+    fig.update_layout(height=380, template="unmask", margin=dict(l=50, r=10, t=40, b=40))
     return fig
 
 

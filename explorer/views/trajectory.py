@@ -57,7 +57,7 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
         fig.add_annotation(text=f"No trajectory yet: {which} had not been scored while masked by step {s + 1}.",
                            showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1)] + cursor(s, axis="x"), height=360,
-                      template="plotly_white", margin=dict(l=50, r=10, t=36, b=30),
+                      template="unmask", margin=dict(l=50, r=10, t=36, b=30),
                       yaxis=dict(range=[0, 1.02], title="confidence"),
                       xaxis=dict(title="step", rangemode="tozero"),
                       title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
