@@ -4,7 +4,7 @@
 Honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT; UNMASK_MODELS adds models a visitor may pick (comma-separated
 local directories or cached hub ids, chosen by the operator); UNMASK_MAX_SECONDS bounds each request's engine time
 (default 60); UNMASK_QUEUE caps waiting requests (default 32); UNMASK_CACHE_DIR moves the trace cache
-(default ~/.cache/unmask).
+(default ~/.cache/unmask); UNMASK_THREADS sets torch's threads (on a shared CPU, 1 avoids thread oversubscription).
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def create_app():
     first = TASKS_MODEL if TASKS_MODEL in embedded else DEFAULT_MODEL      # the model with uncertain tasks
     names = offered_names(list(dict.fromkeys([first, *embedded, *extra])))   # short name -> path or id
     models = tuple(names)
-    service = GPUService(default_model=models[0], aliases=names)
+    threads = int(os.environ.get("UNMASK_THREADS", "0")) or None     # torch's intra-op threads (default: torch's)
+    service = GPUService(default_model=models[0], aliases=names, threads=threads)
     infos = {name: service.model_info(name) for name in models}   # loads each: no visitor waits for a load
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(os.environ.get("UNMASK_CACHE_DIR", Path.home() / ".cache" / "unmask"))

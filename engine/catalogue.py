@@ -191,6 +191,19 @@ PARAMS: dict[str, Param] = {
                      page=(0, 32), group="simsd"),
     "reveal": P(str, "static", choices=("static", "dynamic"), label="Drafter reveal rule",
                 help="static: top-k per step; dynamic: every c > τ if at least k", group="simsd"),
+    # revising decoders
+    "tau_edit": P(float, 0.7, 0.0, 1.0, label="τ_edit (token-to-token)", help="rewrite a written token when the "
+                  "model prefers another with p > τ_edit", step=0.01, group="edit"),
+    "post_steps": P(int, 1, 0, 16, label="post-block edit steps", help="edit-only forwards once a block is full",
+                    step=1, page=(0, 8), group="edit"),
+    "tau_wide": P(float, 0.6, 0.0, 1.0, open_lo=True, label="τ_wide (draft)", help="draft every slot with p ≥ "
+                  "τ_wide", step=0.01, page=(0.05, 1.0), group="wino"),
+    "tau_narrow": P(float, 0.9, 0.0, 1.0, label="τ_narrow (keep)", help="re-mask a drafted token whose p falls "
+                    "below τ_narrow", step=0.01, group="wino"),
+    "eta": P(float, 0.1, 0.0, 0.5, label="η (remasking rate)", help="share of written tokens a step may re-mask",
+             step=0.01, group="remdm"),
+    "entropy_bound": P(float, 0.1, 0.0, 100.0, open_lo=True, label="γ (entropy bound)", help="commit the lowest-"
+                       "entropy slots while Σ H − max H ≤ γ (nats)", step=0.01, page=(0.01, 5.0), group="eb"),
     # TSPD + CE (PROPOSED)
     "controller": P(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
                     help="learned MLP or the training-free rule", group="tspd"),
@@ -241,6 +254,8 @@ class Decoder:
     rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
     proposed: bool = False                             # our design, labelled so in the page
     needs: tuple = ()                                  # "block_causal", "no_shift": what the model must offer
+    title: str = ""                                    # the page's box for the parameters of group == name
+    revises: bool = False                              # may rewrite or re-mask tokens it wrote
 
 
 S2D2_PRESETS = {
@@ -255,9 +270,9 @@ S2D2_PRESETS = {
 }
 DECODERS: dict[str, Decoder] = {d.name: d for d in (
     Decoder("threshold", "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
-            "per step.", COMMON + ("tau", "rule", "steps")),
+            "per step.", COMMON + ("tau", "rule", "steps"), title="Threshold rule"),
     Decoder("llada", "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
-            COMMON + ("steps", "remasking")),
+            COMMON + ("steps", "remasking"), title="LLaDA"),
     Decoder("ar", "**Autoregressive**: the same model with block size 1, one token per forward.", COMMON,
             overrides={"block_size": dict(default=1, lo=1, hi=1, page=(1, 1))}),
     Decoder("s2d2", "**S2D2** self-speculation: the block-diffusion draft is checked by the same model in AR mode "
@@ -266,20 +281,33 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                       "tau_span", "tau_score", "tau_on", "tau_off", "ucb_beta", "ucb_bins", "acceptance", "gamma",
                       "draft_ver", "cache_ver"),
             presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),),
-            needs=("block_causal", "no_shift")),
+            needs=("block_causal", "no_shift"), title="S2D2: router and verifier"),
     Decoder("simsd", "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
             "each slot; the target checks every draft in one forward through a temporal attention mask.",
             COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),
             overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
                                           help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
                                                "drafter, temperature 0: the trace says so)")},
-            needs=("block_causal", "no_shift")),
+            needs=("block_causal", "no_shift"), title="SimSD: drafter and verification"),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
             COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",
                       "stabilise", "tau_hard", "tau_stab", "alpha", "q_level", "q_vel", "r"),
-            overrides={"block_size": dict(default=16), "tau": dict(default=0.99, open_hi=True)}, proposed=True),
+            overrides={"block_size": dict(default=16), "tau": dict(default=0.99, open_hi=True)}, proposed=True,
+            title="TSPD + CE (PROPOSED reconstruction)"),
+    Decoder("edit", "**Token editing** (LLaDA2.1's joint threshold): fill masks whose p > τ and, in the same forward, "
+            "rewrite a written token of the block when the model prefers another with p > τ_edit; then a few "
+            "edit-only forwards per block.", COMMON + ("tau", "tau_edit", "post_steps"),
+            title="Token editing (joint threshold)", revises=True),
+    Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
+            "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),
+            title="WINO: wide-in, narrow-out", revises=True),
+    Decoder("remdm", "**ReMDM** remasking: LLaDA's fixed steps, and each step may send the η least supported written "
+            "tokens of the block back to [MASK].", COMMON + ("steps", "eta"), title="ReMDM: remasking",
+            revises=True),
+    Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
+            "their mutual dependence.", COMMON + ("entropy_bound",), title="EB: entropy bound"),
 )}
 
 

@@ -25,12 +25,13 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from engine import catalogue, masks
+from engine import masks
+from engine.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
 from engine.cache import BlockCache
 from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TokenStats, make_generator, token_stats
 from engine.trace_meta import TraceMeta
-from engine.trace import EXTRA_FIELDS, Reason, StepRecord, Trace
+from engine.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Runner:
         self.nfe = Counter()
         self.generator = make_generator(cfg.seed)
         self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
+        self.revising = False               # set by the policy: whether written tokens may change
 
     @property
     def total_nfe(self) -> int:
@@ -166,6 +168,7 @@ class BlockContext:
     def _snapshot(self) -> None:
         self._before = self.runner.tokens[self.lo:self.hi].clone()
         self._reason = torch.zeros(self.L, dtype=torch.int8)
+        self._revised = torch.zeros(self.L, dtype=torch.int8)
         self._t0 = time.perf_counter()
 
     @property
@@ -187,7 +190,7 @@ class BlockContext:
         return logits, self.runner.stats(logits)
 
     def commit(self, rel: torch.Tensor, tokens: torch.Tensor, reason: Reason) -> None:
-        """Write tokens at block-relative indices; only masked slots may be written."""
+        """Write tokens at block-relative indices; only masked slots (``revise`` changes a written one)."""
         rel = torch.as_tensor(rel, dtype=torch.long).reshape(-1)
         if len(rel) == 0:
             return
@@ -195,11 +198,34 @@ class BlockContext:
         self.runner.tokens[self.lo + rel] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
         self._reason[rel] = int(reason)
 
+    @property
+    def written(self) -> torch.Tensor:
+        """(L,) bool: slots of this block the decoder has written (decoded, not the prompt's tail)."""
+        return ~self.masked & (torch.arange(self.lo, self.hi) >= self.runner.P)
+
+    def revise(self, rel: torch.Tensor, tokens: torch.Tensor | None, why: Revision) -> None:
+        """Rewrite written slots of the current block (``tokens``), or return them to [MASK] (``tokens`` None).
+        Only a decoder that declares ``revises`` may; only the current block, so the exact block cache stays
+        exact (a block's K/V are kept only once the next block starts)."""
+        assert self.runner.revising, "this decoder does not revise: committed tokens are final"
+        rel = torch.as_tensor(rel, dtype=torch.long).reshape(-1)
+        if len(rel) == 0:
+            return
+        assert self.written[rel].all(), "revise only written slots of the current block"
+        new = torch.full((len(rel),), self.runner.adapter.mask_token_id, dtype=torch.long) if tokens is None \
+            else torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        self.runner.tokens[self.lo + rel] = new
+        self._revised[rel] = int(why)
+        self._reason[rel] = 0
+
     def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
         """Close the current forward: build its record and start a new one. ``extra`` keys must be declared in
         ``engine.trace.RECORD_CONTRACTS``."""
         assert set(extra) <= EXTRA_FIELDS, f"undeclared record fields: {set(extra) - EXTRA_FIELDS}"
         after = self.tokens.clone()
+        if self._revised.any():
+            extra = dict(extra, revised=self._revised.numpy().copy(),
+                         revised_from=np.where(self._revised.numpy() > 0, self._before.numpy(), -1).astype(np.int32))
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
             top = torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)
@@ -222,9 +248,11 @@ class BlockContext:
 
 class Policy:
     """A decoder: ``run_block`` drives one block to completion, yielding a record per forward. Its config class
-    is made from the parameter catalogue (``engine.catalogue.config_class``)."""
+    is made from the parameter catalogue (``engine.catalogue.config_class``). ``revises``: it may rewrite or
+    re-mask tokens it wrote in the current block (``BlockContext.revise``); the others commit once."""
     name = "base"
     config_cls: type
+    revises = False
 
     def __init__(self, cfg):
         cfg.validate()
@@ -246,25 +274,6 @@ class Policy:
         return {}
 
 
-def why_not(decoder: str, adapter) -> str | None:
-    """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does."""
-    for need in catalogue.decoder(decoder).needs:
-        if need == "block_causal" and adapter.attention != "block_causal":
-            return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
-                    "bidirectionally over the whole canvas")
-        if need == "no_shift" and adapter.logit_shift:
-            return (f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) predicts "
-                    "each token from the position before it")
-    return None
-
-
-def check_applies(decoder: str, adapter) -> None:
-    """Refuse, with the reason, a decoder whose needs the model does not meet."""
-    reason = why_not(decoder, adapter)
-    if reason:
-        raise ConfigError(reason)
-
-
 class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
 
@@ -282,6 +291,7 @@ class Generation:
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
         self.runner = Runner(adapter, self.prompt_ids, self.cfg, policy.prefix_causal)
+        self.runner.revising = policy.revises
         self.records: list[StepRecord] = []
         self.wall_s = 0.0
         self.stopped_at: int | None = None

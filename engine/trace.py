@@ -41,6 +41,7 @@ class Reason(IntEnum):
     CE_LOOKAHEAD = 9     # Kalman forecast's lower bound clears tau within the horizon
     STABILISED = 10      # oscillating token fixed from its window-averaged distribution
     FORCED_PROGRESS = 11  # nothing qualified; the best-scored position is committed
+    ENTROPY_BOUND = 12   # EB: within the entropy bound's prefix
 
 
 class Verdict(IntEnum):
@@ -50,6 +51,14 @@ class Verdict(IntEnum):
     RESAMPLED = 2        # first rejection: a token drawn from the residual
     FALLBACK = 3         # committed by the base rule after verification
     PENDING = 4          # in the span, behind the rejection: waits for the next step
+
+
+class Revision(IntEnum):
+    """How a revising decoder changed a token it had already written (0 = unchanged)."""
+    NONE = 0
+    EDIT = 1             # rewritten: the model now prefers another token (LLaDA2.1's token-to-token edit)
+    REMASK = 2           # returned to [MASK] for a later step to fill again (ReMDM)
+    WINO_REJECT = 3      # WINO: drafted at the wide threshold, not confirmed at the narrow one, re-masked
 
 
 class TrajectoryClass(IntEnum):
@@ -125,7 +134,26 @@ class SimSDVerifyFields(TypedDict):
     q_draft: np.ndarray           # (L,) the target's q(d)
 
 
-RECORD_CONTRACTS = {"candidates": CandidateFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
+class RevisionFields(TypedDict, total=False):
+    revised: np.ndarray           # (L,) Revision codes of this forward's changes to written tokens (0 = none)
+    revised_from: np.ndarray      # (L,) the token before the change (-1 where unchanged)
+    edit_p: np.ndarray            # (L,) p of the model's preferred token at every written slot (NaN elsewhere)
+
+
+class EBFields(TypedDict):
+    entropy_nats: np.ndarray      # (L,) entropy in nats of each masked slot's sampling distribution (NaN elsewhere)
+    eb_order: np.ndarray          # (L,) rank of each masked slot by entropy, lowest first (-1 elsewhere)
+    eb_bound: np.ndarray          # (L,) at each rank: cumulative entropy minus the largest, the bound's left side
+    gamma: float
+
+
+class WinoFields(TypedDict):
+    drafted: int                  # slots drafted at the wide threshold this forward
+    rejected: int                 # drafted slots re-masked at the narrow threshold this forward
+
+
+RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "eb.draft": EBFields,
+                    "wino.draft": WinoFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
                     "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 

@@ -105,7 +105,7 @@ def test_url_parameters_restore_a_run(page, server):
                          ids=["empty", "unknown-words"])
 def test_bad_prompt_shows_message_and_page_keeps_working(page, server, prompt, message):
     page.goto(server)
-    page.wait_for_timeout(1500)
+    page.wait_for_selector("#text .um-text[data-run='example']", timeout=60000)
     page.fill("#prompt textarea", prompt)
     page.click("#run")
     page.wait_for_selector(f"text=/{message}/", timeout=30000)

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from engine import catalogue
 from engine.decoders.ar import ARPolicy
+from engine.decoders.eb import EBPolicy
+from engine.decoders.edit import EditPolicy
 from engine.decoders.llada import LLaDAPolicy
+from engine.decoders.remdm import ReMDMPolicy
 from engine.decoders.s2d2 import S2D2Policy
 from engine.decoders.simsd import SimSDPolicy
 from engine.decoders.threshold import ThresholdPolicy
 from engine.decoders.tspd import TSPDPolicy
+from engine.decoders.wino import WinoPolicy
 from engine.loop import Policy
 from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.parse_spec)
 
 DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy,
-                                                         SimSDPolicy, TSPDPolicy)}
+                                                         SimSDPolicy, TSPDPolicy, EditPolicy, WinoPolicy,
+                                                         ReMDMPolicy, EBPolicy)}
 assert set(DECODERS) == set(catalogue.DECODERS), "every catalogue decoder has a policy and vice versa"
+assert all(p.revises == catalogue.DECODERS[n].revises for n, p in DECODERS.items()), "revises: policy = catalogue"
 
 
 def build_decoder(name: str, page: bool = False, **params) -> Policy:

@@ -19,11 +19,10 @@ from explorer.page.context import shown_error
 from engine import catalogue
 from engine.catalogue import Param
 
-GROUP_TITLES = {"llada": "LLaDA", "threshold": "Threshold rule", "s2d2": "S2D2: router and verifier",
-                "simsd": "SimSD: drafter and verification", "tspd": "TSPD + CE (PROPOSED reconstruction)",
-                "sampling": "Sampling",
-                "engine": "Engine (cache, stop, commit forward)"}
-DECODER_GROUP = {"llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "simsd": "simsd", "tspd": "tspd"}
+# a decoder's own parameters are the group named after it, titled in its catalogue entry
+GROUP_TITLES = {**{d.name: d.title for d in catalogue.DECODERS.values()
+                   if any(p.group == d.name for p in catalogue.PARAMS.values())},
+                "sampling": "Sampling", "engine": "Engine (cache, stop, commit forward)"}
 
 
 @dataclass
@@ -106,7 +105,7 @@ def on_decoder(decoder: str):
     """Describe the decoder and open the accordion of its parameters."""
     key = decoder if isinstance(decoder, str) else None
     d = catalogue.DECODERS.get(key)
-    return (d.summary if d else "", *(gr.update(open=DECODER_GROUP.get(key) == g) for g in GROUP_TITLES))
+    return (d.summary if d else "", *(gr.update(open=key == g) for g in GROUP_TITLES))
 
 
 def on_preset(keys: list[str], name: str):

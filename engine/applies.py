@@ -1,0 +1,25 @@
+"""Which decoders apply to which models: each decoder's catalogue ``needs`` against what the model offers."""
+
+from __future__ import annotations
+
+from engine import catalogue
+from engine.errors import ConfigError
+
+
+def why_not(decoder: str, adapter) -> str | None:
+    """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does."""
+    for need in catalogue.decoder(decoder).needs:
+        if need == "block_causal" and adapter.attention != "block_causal":
+            return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
+                    "bidirectionally over the whole canvas")
+        if need == "no_shift" and adapter.logit_shift:
+            return (f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) predicts "
+                    "each token from the position before it")
+    return None
+
+
+def check_applies(decoder: str, adapter) -> None:
+    """Refuse, with the reason, a decoder whose needs the model does not meet."""
+    reason = why_not(decoder, adapter)
+    if reason:
+        raise ConfigError(reason)

@@ -1,0 +1,66 @@
+"""Token editing: LLaDA2.1's joint threshold (SGLang's ``JointThreshold``, diffusers' ``LLaDA2Pipeline``).
+
+Each forward of a block reads one set of logits and applies two rules:
+* mask to token (M2T): commit every masked slot whose candidate has p > τ (τ_mask); if none does, the most
+  confident one;
+* token to token (T2T): rewrite a slot written earlier in the block when the model's argmax differs from it with
+  p > τ_edit (the edit's p is the untempered softmax of the argmax, as in the reference).
+Once the block has no masks, up to ``post_steps`` more forwards make edits only; the block ends at the first
+forward that changes nothing. The prompt's tail in the first block is never edited, and finished blocks are final
+(only the current block is revised, so the exact block cache stays exact).
+
+Where we chose: at T > 0 the M2T candidate is the engine's sampled one (as the threshold rule), the edit stays the
+argmax; and when the post steps are spent the block ends without another forward (the reference runs one more and
+discards it; here the next block's first forward recomputes the block anyway).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.catalogue import config_class
+from engine.loop import BlockContext, Policy
+from engine.trace import Reason, Revision
+
+
+def edit_candidates(ctx: BlockContext, st, tau_edit: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(indices, p) of written slots whose argmax differs from their token with p > τ_edit, and p at every
+    written slot (NaN elsewhere)."""
+    p_top = st.probs.gather(-1, st.top1[:, None])[:, 0].float()          # (L,)
+    written = ctx.written
+    edit = written & (st.top1 != ctx.tokens) & (p_top > tau_edit)
+    return edit.nonzero()[:, 0], torch.where(written, p_top, torch.full_like(p_top, float("nan")))
+
+
+def mask_to_token(ctx: BlockContext, st, tau: float) -> torch.Tensor:
+    """Masked slots with p > τ, else the most confident masked one."""
+    masked = ctx.masked
+    if not masked.any():
+        return torch.zeros(0, dtype=torch.long)
+    conf = torch.where(masked, st.confidence, torch.full_like(st.confidence, -1.0))
+    chosen = masked & (conf > tau)
+    if not chosen.any():
+        chosen[int(conf.argmax())] = True
+    return chosen.nonzero()[:, 0]
+
+
+class EditPolicy(Policy):
+    name = "edit"
+    config_cls = config_class("edit")
+    revises = True
+
+    def run_block(self, ctx: BlockContext):
+        cfg, post = self.cfg, 0
+        while True:
+            if not ctx.masked.any():
+                if post >= cfg.post_steps:
+                    return
+                post += 1
+            _, st = ctx.draft()
+            edits, p_written = edit_candidates(ctx, st, cfg.tau_edit)   # on the slots written before this forward
+            fill = mask_to_token(ctx, st, cfg.tau)
+            ctx.commit(fill, st.candidate[fill], Reason.THRESHOLD)
+            ctx.revise(edits, st.top1[edits], Revision.EDIT)
+            yield ctx.emit("draft", st, edit_p=p_written.numpy())
+            if len(fill) == 0 and len(edits) == 0:
+                return

@@ -1,0 +1,110 @@
+"""The revising decoders (edit, wino, remdm) and EB on scripted logits: what each forward writes, rewrites or
+re-masks, and why; and on a real tiny model, that the exact block cache stays exact for each of them."""
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.decoders import build_decoder
+from engine.loop import Generation
+from engine.trace import Reason, Revision
+from tests.conftest import ScriptedAdapter
+
+PROMPT = [1, 10, 11, 12, 13, 14, 15, 16]           # 8 tokens: the block of 8 after it is fully masked
+COMMON = dict(block_size=8, gen_length=8, use_cache=False, stop_at_eos=False)
+
+
+def run(script, **kw):
+    return Generation(ScriptedAdapter(script), PROMPT, build_decoder(**COMMON, **kw)).run()
+
+
+def revised(rec) -> dict:
+    """{block-relative slot: (code, old token, new token)} of one record's revisions."""
+    if not rec.has("revised"):
+        return {}
+    codes, old = rec.field("revised"), rec.field("revised_from")
+    return {int(j): (int(codes[j]), int(old[j]), int(rec.tokens_after[j])) for j in np.flatnonzero(codes)}
+
+
+def test_edit_rewrites_a_written_token_the_model_now_prefers_with_p_above_tau_edit():
+    def script(t):
+        if t == 1:                        # the post-block forward: slot 2 is now 40 at p 0.8, slot 5 40 at p 0.6
+            return [(40 if k in (2, 5) else 20 + k, 0.8 if k == 2 else 0.6 if k == 5 else 0.95) for k in range(8)]
+        return [(40 if k == 2 else 20 + k, 0.95) for k in range(8)] if t > 1 else [(20 + k, 0.95) for k in range(8)]
+
+    tr = run(script, name="edit", tau=0.9, tau_edit=0.7, post_steps=2)
+    assert tr.records[0].n_committed == 8 and revised(tr.records[0]) == {}
+    assert revised(tr.records[1]) == {2: (Revision.EDIT, 22, 40)}      # 5 is below τ_edit: kept
+    assert revised(tr.records[2]) == {} and len(tr.records) == 3       # a forward that changes nothing ends it
+    assert tr.meta["final_tokens"][8:] == [20, 21, 40, 23, 24, 25, 26, 27]
+    one = run(script, name="edit", tau=0.9, tau_edit=0.7, post_steps=1)
+    assert len(one.records) == 2                                       # the post steps are spent: no third
+
+
+def test_edit_never_edits_without_post_steps_on_a_block_filled_at_once():
+    tr = run(lambda t: [(20 + k, 0.95) for k in range(8)], name="edit", post_steps=0)
+    assert len(tr.records) == 1 and tr.nfe == 1
+
+
+def test_wino_drafts_wide_and_remasks_what_the_next_forward_does_not_support():
+    def script(t):
+        if t == 0:
+            return [(20 + k, 0.7 if k < 4 else 0.3) for k in range(8)]
+        return [(41 if k == 1 else 20 + k, 0.95) for k in range(8)]   # slot 1's token 21 loses its support
+
+    tr = run(script, name="wino", tau_wide=0.6, tau_narrow=0.9)
+    r0, r1, r2 = tr.records
+    assert r0.n_committed == 4 and r0.field("drafted") == 4 and r0.field("rejected") == 0
+    assert revised(r1) == {1: (Revision.WINO_REJECT, 21, 3)}           # back to [MASK] (id 3)
+    assert r1.field("drafted") == 4 and r1.field("rejected") == 1
+    assert r2.n_committed == 1 and tr.meta["final_tokens"][9] == 41 and revised(r2) == {}
+
+
+def test_remdm_remasks_the_least_supported_and_still_fills_the_block_in_its_steps():
+    conf = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
+    tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="remdm", steps=4, eta=0.5)
+    assert len(tr.records) == 4 and not (np.array(tr.meta["final_tokens"][8:]) == 3).any()
+    # forward 2: two written (slots 0, 1) -> round(0.5 * 2) = 1 goes back: the least supported, slot 1 (p 0.8)
+    assert revised(tr.records[1]) == {1: (Revision.REMASK, 21, 21)}    # re-masked, then refilled in the same step
+    assert revised(tr.records[3]) == {}                                # the last forward re-masks nothing
+
+
+def nats(c: float, V: int = 50, mask_id: int = 3) -> float:
+    """The scripted row's entropy once [MASK] is forbidden (the engine never predicts it), by hand."""
+    row = np.full(V, math.log((1 - c) / (V - 1)))
+    row[0] = math.log(c)
+    row[mask_id] = -np.inf
+    p = np.exp(row - row.max())
+    p /= p.sum()
+    return float(-(p[p > 0] * np.log(p[p > 0])).sum())
+
+
+def test_eb_commits_the_lowest_entropy_prefix_within_the_bound():
+    conf = [0.999, 0.99, 0.98, 0.9, 0.6, 0.5, 0.4, 0.3]
+    gamma = 0.3
+    tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="eb", entropy_bound=gamma)
+    h = sorted((nats(c), k) for k, c in enumerate(conf))
+    expect, before = [], 0.0
+    for e, k in h:                       # sorted ascending, so Σ H − max H is the sum of the ones before
+        if before > gamma:
+            break
+        expect.append(k)
+        before += e
+    r0 = tr.records[0]
+    assert sorted(int(j) for j in np.flatnonzero(r0.committed)) == sorted(expect)
+    assert all(int(x) == Reason.ENTROPY_BOUND for x in r0.reason[r0.committed])
+    assert np.allclose(np.sort(r0.field("entropy_nats")), [e for e, _ in h], atol=1e-5)
+
+
+@pytest.mark.parametrize("spec", [dict(name="edit", tau=0.5, tau_edit=0.3, post_steps=2),
+                                  dict(name="wino", tau_wide=0.3, tau_narrow=0.6),
+                                  dict(name="remdm", steps=4, eta=0.3), dict(name="eb", entropy_bound=1.0)])
+def test_revising_decoders_keep_the_block_cache_exact(adapter, spec):
+    spec = dict(spec, temperature=1.0, seed=5, block_size=4, gen_length=16, stop_at_eos=False)
+    name = spec.pop("name")
+    prompt = "Ben has 12 coins . He finds 7 more . How many coins does he have now ?"
+    a = Generation(adapter, prompt, build_decoder(name, **spec)).run()
+    b = Generation(adapter, prompt, build_decoder(name, use_cache=False, **spec)).run()
+    assert a.meta["final_tokens"] == b.meta["final_tokens"] and a.nfe == b.nfe
+    assert [r.field("revised") is not None for r in a.records] == [r.field("revised") is not None for r in b.records]
