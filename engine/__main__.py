@@ -13,9 +13,9 @@ import sys
 from engine import catalogue
 from engine.errors import ConfigError, UserError
 
+# a decoder's own parameters are the group named after it: the CLI titles it as the catalogue does
 GROUPS = {"main": "decoding", "common": "decoding", "sampling": "sampling", "engine": "engine",
-          "llada": "llada", "threshold": "threshold", "s2d2": "s2d2", "simsd": "simsd",
-          "tspd": "tspd (TSPD + CE, our reconstruction)"}
+          **{d.name: f"{d.name} ({d.title})" for d in catalogue.DECODERS.values()}}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -63,8 +63,7 @@ def _cmd_generate(args) -> None:
                steps=len(tr.records), generated_tokens=m["generated_tokens"], wall_s=round(m["wall_s"], 4),
                decoder=m["decoder"], params=m["params"], tpf=round(tr.tpf, 4), nfe_by_kind=m["nfe_by_kind"],
                model=m["model"])
-    if args.decoder == "s2d2":
-        out.update(verify_forwards=m["verify_forwards"], accepted_tokens=m["accepted_tokens"])
+    out.update({k: v for k, v in m.summary.items() if isinstance(v, (int, float, str, bool))})  # the decoder's own
     if args.json:
         print(json.dumps(out))
     else:

@@ -56,6 +56,22 @@ def teaching_counts(trace) -> dict:
     return out
 
 
+def revision_counts(adapter, task, prob, trace, right: bool) -> Counter:
+    """What a revising decoder's changes did to this problem: how many it made, and whether the answer without
+    them (each revised slot back to the token it first held) would have been judged otherwise by the checker."""
+    changes = [(int(r.positions[i]), int(r.field("revised_from")[i])) for r in trace.records if r.has("revised")
+               for i in np.flatnonzero(r.field("revised"))]
+    if not changes:
+        return Counter()
+    ids, P = list(trace.meta["token_ids"]), int(trace.meta["prompt_len"])
+    for pos, old in reversed(changes):              # latest first: each slot ends at its first-written token
+        if 0 <= pos - P < len(ids) and old != trace.meta["mask_token_id"]:
+            ids[pos - P] = old
+    before = task.verdict(adapter.decode(ids), prob) == "valid"
+    return Counter(revisions=len(changes), revised_problems=1, turned_right=int(right and not before),
+                   turned_wrong=int(before and not right))
+
+
 def problem_seed(spec_seed: int, run_seed: int, index: int) -> int:
     """The seed of problem `index` of a run: independent across problems, fixed by (spec seed, run seed, index)."""
     digest = hashlib.sha256(f"unmask/{spec_seed}/{run_seed}/{index}".encode()).digest()
@@ -103,6 +119,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
                 per_task[spec][prob.task].append(verdict == "valid")
                 outcomes[spec].append(verdict == "valid")
                 tally(acc[spec], tr, wall, verdict == "valid")
+                acc[spec].update(revision_counts(adapter, task, prob, tr, verdict == "valid"))
                 if on_trace is not None:
                     on_trace(spec, i, prob, tr)
             done = i + 1
@@ -156,7 +173,11 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
                per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
                per_task_ci95={t: list(stats.wilson(sum(v), len(v))) for t, v in sorted(per_task.items())},
-               verdicts=dict(verdicts), tokens_per_sample=a["tokens"] / done)
+               verdicts=dict(verdicts), tokens_per_sample=a["tokens"] / done,
+               edits_per_sample=a["revisions"] / done, revised_problems=a["revised_problems"],
+               turned_right=a["turned_right"], turned_wrong=a["turned_wrong"],
+               turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
+               turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
     out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
     return out
 

@@ -256,6 +256,7 @@ class Decoder:
     needs: tuple = ()                                  # "block_causal", "no_shift": what the model must offer
     title: str = ""                                    # the page's box for the parameters of group == name
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
+    knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial)
 
 
 S2D2_PRESETS = {
@@ -270,7 +271,7 @@ S2D2_PRESETS = {
 }
 DECODERS: dict[str, Decoder] = {d.name: d for d in (
     Decoder("threshold", "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
-            "per step.", COMMON + ("tau", "rule", "steps"), title="Threshold rule"),
+            "per step.", COMMON + ("tau", "rule", "steps"), knob="tau", title="Threshold rule"),
     Decoder("llada", "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
             COMMON + ("steps", "remasking"), title="LLaDA"),
     Decoder("ar", "**Autoregressive**: the same model with block size 1, one token per forward.", COMMON,
@@ -281,33 +282,33 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                       "tau_span", "tau_score", "tau_on", "tau_off", "ucb_beta", "ucb_bins", "acceptance", "gamma",
                       "draft_ver", "cache_ver"),
             presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),),
-            needs=("block_causal", "no_shift"), title="S2D2: router and verifier"),
+            needs=("block_causal", "no_shift"), knob="tau", title="S2D2: router and verifier"),
     Decoder("simsd", "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
             "each slot; the target checks every draft in one forward through a temporal attention mask.",
             COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),
             overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
                                           help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
                                                "drafter, temperature 0: the trace says so)")},
-            needs=("block_causal", "no_shift"), title="SimSD: drafter and verification"),
+            needs=("block_causal", "no_shift"), knob="tau", title="SimSD: drafter and verification"),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
             COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",
                       "stabilise", "tau_hard", "tau_stab", "alpha", "q_level", "q_vel", "r"),
             overrides={"block_size": dict(default=16), "tau": dict(default=0.99, open_hi=True)}, proposed=True,
-            title="TSPD + CE (PROPOSED reconstruction)"),
+            knob="tau", title="TSPD + CE (PROPOSED reconstruction)"),
     Decoder("edit", "**Token editing** (LLaDA2.1's joint threshold): fill masks whose p > τ and, in the same forward, "
             "rewrite a written token of the block when the model prefers another with p > τ_edit; then a few "
             "edit-only forwards per block.", COMMON + ("tau", "tau_edit", "post_steps"),
-            title="Token editing (joint threshold)", revises=True),
+            knob="tau", title="Token editing (joint threshold)", revises=True),
     Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
             "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),
-            title="WINO: wide-in, narrow-out", revises=True),
+            knob="tau_wide", title="WINO: wide-in, narrow-out", revises=True),
     Decoder("remdm", "**ReMDM** remasking: LLaDA's fixed steps, and each step may send the η least supported written "
-            "tokens of the block back to [MASK].", COMMON + ("steps", "eta"), title="ReMDM: remasking",
+            "tokens of the block back to [MASK].", COMMON + ("steps", "eta"), knob="eta", title="ReMDM: remasking",
             revises=True),
     Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
-            "their mutual dependence.", COMMON + ("entropy_bound",), title="EB: entropy bound"),
+            "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),
 )}
 
 

@@ -13,13 +13,11 @@ import io
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from engine.trace import Reason
+from explorer.views.reasons import REASONS
 from explorer.grid import MASKED, NEW, Grid
 from explorer.tokens import display
 
-TAGS = {Reason.AR: "ar", Reason.THRESHOLD: "τ", Reason.ARGMAX: "max", Reason.SCHEDULE: "quota",
-        Reason.ACCEPT: "acc", Reason.RESAMPLE: "res", Reason.FALLBACK: "fb", Reason.TSPD: "ctl",
-        Reason.CE_LOOKAHEAD: "CE", Reason.STABILISED: "stab", Reason.FORCED_PROGRESS: "force"}
+TAGS = {code: tag for code, (_, _, tag) in REASONS.items()}   # the reason map's table, one place
 WIDTH, PAD, BOX_H, GAP = 900, 12, 26, 6
 MAX_FRAMES = 200
 

@@ -127,6 +127,21 @@ class Grid:
         return out
 
     @cached_property
+    def revisions(self) -> list[tuple[int, int, int, int, int]]:
+        """(step, column, Revision code, old token, new token) of every change a revising decoder made."""
+        out = []
+        for s, r in enumerate(self.trace.records):
+            codes = r.field("revised")
+            if codes is None:
+                continue
+            old = r.field("revised_from")
+            for i in np.flatnonzero(codes):
+                j = int(r.positions[i]) - self.P
+                if 0 <= j < self.end - self.P:
+                    out.append((s, j, int(codes[i]), int(old[i]), int(r.tokens_after[i])))
+        return out
+
+    @cached_property
     def hover(self) -> np.ndarray:
         """(steps, n) hover text per cell: the candidate and its confidence *at that step* while the position was
         masked (and whether the step committed it), else the decoded token."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from explorer.views import attention, ce_maps, heatmaps, reasons, router, simsd, trajectory, verifier
+from explorer.views import attention, ce_maps, heatmaps, reasons, revise, router, simsd, trajectory, verifier
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,14 @@ VIEWS: tuple[View, ...] = (
     View("simsd", "Reveal order and verdicts", "SimSD", simsd.simsd_rounds, simsd, "server"),
     View("traj", "Trajectories and forecast fan", "TSPD + CE", trajectory.trajectories, trajectory, "server"),
     View("ce", "Forecast LCB, horizon, class", "TSPD + CE", ce_maps.ce_maps, ce_maps),
+    View("history", "Token history of the selected position", "Revisions", revise.token_history, None, "server"),
+    View("eb", "EB: sorted entropies and the bound", "Revisions", revise.eb_prefix, None, "server"),
+    View("wino", "WINO: drafted vs re-masked", "Revisions", revise.wino_counts, revise),
 )
 TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
-TAB_NOTES = {"SimSD": "The round's temporal mask is the attention view in the S2D2 tab.",
+TAB_NOTES = {"Revisions": "Decoders that change their mind (edit, wino, remdm) and EB's entropy bound. On the "
+                          "maps of the Decode tab a purple diamond marks every revised cell.",
+             "SimSD": "The round's temporal mask is the attention view in the S2D2 tab.",
              "TSPD + CE": "*PROPOSED: our reconstruction of TSPD + CE. The horizon rule's inputs and the feature "
                           "families come from the paper; the formulas are ours.*"}
 BY_NAME = {v.name: v for v in VIEWS}

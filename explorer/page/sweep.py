@@ -7,6 +7,7 @@ from functools import partial
 
 import gradio as gr
 
+from engine import catalogue
 from engine.errors import UserError
 from explorer.page.context import Page, shown_error, slider_number
 from explorer.page.worker import follow
@@ -14,15 +15,17 @@ from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
 VERSUS = "tspd vs threshold"
+KNOBS = {d.name: d.knob for d in catalogue.DECODERS.values() if d.knob}   # the parameter each decoder's sweep varies
 
 
 def build_sweep(page: Page, model):
     """Returns (point dropdown, open button) for the page to wire to its main views."""
     gr.Markdown("A grid of settings on held-out problems: accuracy against speed, with the Pareto frontier.")
     with gr.Row():
-        decoder = gr.Dropdown(["threshold", "s2d2", "tspd", "llada", VERSUS], value="threshold", label="decoder",
-                              info=f"{VERSUS}: the τ values are the threshold rule's τ and TSPD's controller τ_s")
-        taus = gr.Textbox("0.5,0.7,0.9", label="τ values")
+        decoder = gr.Dropdown([*KNOBS, "llada", VERSUS], value="threshold", label="decoder",
+                              info=f"each decoder's dial: {', '.join(f'{d} {k}' for d, k in KNOBS.items())}; llada: "
+                                   f"steps = B; {VERSUS}: the threshold rule's τ and TSPD's controller τ_s")
+        taus = gr.Textbox("0.5,0.7,0.9", label="dial values (τ, γ, η, ...)")
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
         task = gr.Dropdown(list(TASKS), value="arith", label="task")
@@ -76,7 +79,9 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float =
     if dec == VERSUS:   # both fronts on the same problems
         return ar + [f"{d}:{k}={t},block_size={b}{tail}" for d, k in (("threshold", "tau"), ("tspd", "tau_s"))
                      for b in b_v for t in tau_v]
-    return ar + [f"{dec}:tau={t},block_size={b}{tail}" for b in b_v for t in tau_v]
+    if dec not in KNOBS:
+        raise UserError(f"decoder must be one of {', '.join([*KNOBS, 'llada', VERSUS])}")
+    return ar + [f"{dec}:{KNOBS[dec]}={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 
 async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v=0.0, progress=gr.Progress()):

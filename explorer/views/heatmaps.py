@@ -125,6 +125,22 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     return figure(data, base)
 
 
+REVISION_NAMES = {1: "edited", 2: "re-masked", 3: "WINO re-masked"}
+
+
+def revision_marks(trace, g: Grid) -> list[dict]:
+    """A mark on every cell whose written token a revising decoder changed, old → new in the hover."""
+    if not g.revisions:
+        return []
+    s, j, code, old, new = (np.array(c) for c in zip(*g.revisions))
+    show = lambda t: np.array(["[MASK]" if t_ == trace.meta["mask_token_id"] else trace.token_str(int(t_))  # noqa
+                               for t_ in t], dtype=object)
+    text = [f"{REVISION_NAMES.get(int(c), '?')}: {a} → {b}" for c, a, b in zip(code, show(old), show(new))]
+    return [dict(type="scatter", x=g.labels[j], y=s + 1, mode="markers", name="revised", text=text,
+                 marker=dict(symbol="diamond-open", size=11, line=dict(width=2, color="#7a0177")),
+                 hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>")]
+
+
 def mask_state(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
     data = [dict(type="heatmap", z=g.state, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=-0.5, zmax=2.5,
@@ -133,6 +149,7 @@ def mask_state(trace, step: int | None = None, grid: Grid | None = None, selecte
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
                   marker=dict(symbol="square", size=10, color=colour))
              for name, colour in (("masked", "#d9d9d9"), ("decoded", "#9ecae1"), ("committed now", "#fd8d3c"))]
+    data += revision_marks(trace, g)
     return step_position_figure(data, g, step, "mask state", selected,
                                 legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
                                 margin=dict(r=130))

@@ -14,12 +14,15 @@ from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import step_position_figure
 
-REASONS = {Reason.AR: ("AR", "#969696"), Reason.THRESHOLD: ("threshold", "#3182bd"),
-           Reason.ARGMAX: ("forced argmax", "#9ecae1"), Reason.SCHEDULE: ("LLaDA quota", "#6baed6"),
-           Reason.ACCEPT: ("S2D2 accept", "#31a354"), Reason.RESAMPLE: ("S2D2 resample", "#de2d26"),
-           Reason.FALLBACK: ("S2D2 fallback", "#08519c"), Reason.TSPD: ("TSPD controller", "#756bb1"),
-           Reason.CE_LOOKAHEAD: ("CE look-ahead", "#e6550d"), Reason.STABILISED: ("stabilised", "#fdae6b"),
-           Reason.FORCED_PROGRESS: ("forced progress", "#bcbddc")}
+# every Reason: its label on the map, its colour, and its short tag in the GIF (explorer.gif)
+REASONS = {Reason.AR: ("AR", "#969696", "ar"), Reason.THRESHOLD: ("threshold", "#3182bd", "τ"),
+           Reason.ARGMAX: ("forced argmax", "#9ecae1", "max"), Reason.SCHEDULE: ("LLaDA quota", "#6baed6", "quota"),
+           Reason.ACCEPT: ("S2D2 accept", "#31a354", "acc"), Reason.RESAMPLE: ("S2D2 resample", "#de2d26", "res"),
+           Reason.FALLBACK: ("S2D2 fallback", "#08519c", "fb"), Reason.TSPD: ("TSPD controller", "#756bb1", "ctl"),
+           Reason.CE_LOOKAHEAD: ("CE look-ahead", "#e6550d", "CE"), Reason.STABILISED: ("stabilised", "#fdae6b", "stab"),
+           Reason.FORCED_PROGRESS: ("forced progress", "#bcbddc", "force"),
+           Reason.ENTROPY_BOUND: ("EB entropy bound", "#8c6d31", "eb")}
+assert set(REASONS) == set(Reason) - {Reason.NONE}, "every commit reason has a label"
 
 
 def reason_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
@@ -30,7 +33,7 @@ def reason_map(trace, step: int | None = None, grid: Grid | None = None, selecte
     data = [dict(type="scatter", x=g.labels[cells[sel, 1]], y=cells[sel, 0] + 1, mode="markers", name=name,
                  text=toks[sel], marker=dict(symbol="square", size=9, color=colour),
                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra>" + name + "</extra>")
-            for code, (name, colour) in REASONS.items() if (sel := codes == code).any()]
+            for code, (name, colour, _) in REASONS.items() if (sel := codes == code).any()]
     return step_position_figure(data, g, step, "commit reasons (one square per committed token)", selected,
                                 legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"), showlegend=True,
                                 margin=dict(r=150))

@@ -1,0 +1,81 @@
+"""Revising decoders: what a position held at each step, how EB chose its prefix, and WINO's drafted vs kept.
+
+How to read: the token history strip follows the selected position (click a token) step by step: grey while masked,
+a dot per token it held; a purple diamond marks a revision (an edit, or a return to [MASK]). The EB panel shows the
+step's masked slots sorted by entropy (nats), lowest first, and the bound's left side Σ H − max H rising with each
+slot against γ: the slots left of where it crosses γ were committed together. The WINO panel counts, per step, the
+slots drafted at the wide threshold and the drafted ones re-masked at the narrow threshold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.grid import Grid
+from explorer.views.heatmaps import cursor, hline
+
+
+def _empty(text: str, height: int = 240) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig.update_layout(height=height, template="unmask", xaxis=dict(visible=False), yaxis=dict(visible=False))
+
+
+def token_history(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
+    """What the selected position held after each forward, up to the chosen step."""
+    g = grid or Grid.of(trace)
+    if selected is None or not g.P <= selected < g.end:
+        return _empty("Select a position (click a token) to see what it held at each step.")
+    j, s = selected - g.P, g.n_steps - 1 if step is None else int(step)
+    toks = g.tokens[: s + 1, j]
+    mask_id = trace.meta["mask_token_id"]
+    names = ["[MASK]" if t == mask_id else trace.token_str(int(t)) for t in toks]
+    fig = go.Figure(go.Scatter(x=np.arange(1, s + 2), y=names, mode="lines+markers", line=dict(shape="hv"),
+                               marker=dict(color=["#bdbdbd" if t == mask_id else "#3182bd" for t in toks]),
+                               hovertemplate="step %{x}: %{y}<extra></extra>", name=f"pos {selected}"))
+    rev = [(st, c) for st, jj, c, _, _ in g.revisions if jj == j and st <= s]
+    if rev:
+        fig.add_trace(go.Scatter(x=[st + 1 for st, _ in rev], y=[names[st] for st, _ in rev], mode="markers",
+                                 marker=dict(symbol="diamond-open", size=13, line=dict(width=2, color="#7a0177")),
+                                 name="revised", hoverinfo="skip"))
+    return fig.update_layout(height=260, template="unmask", margin=dict(l=90, r=10, t=36, b=40),
+                             title=dict(text=f"token history of position {selected}", x=0.01, font=dict(size=14)),
+                             xaxis=dict(title="step", range=[0.5, max(s + 1, 2) + 0.5]),
+                             yaxis=dict(type="category", title=""), shapes=cursor(s, axis="x"), showlegend=False)
+
+
+def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
+    """EB's choice at the step: sorted entropies, the bound's left side against γ, the committed prefix."""
+    g = grid or Grid.of(trace)
+    s = g.n_steps - 1 if step is None else int(step)
+    i = next((t for t in range(s, -1, -1) if trace.records[t].has("eb_order")), None)
+    if i is None:
+        return _empty("EB records its entropies and bound on every forward: run the eb decoder.")
+    r = trace.records[i]
+    rank, h, lhs = r.field("eb_order"), r.field("entropy_nats"), r.field("eb_bound")
+    order = np.argsort(np.where(rank >= 0, rank, 1 << 20))[: int((rank >= 0).sum())]
+    labels = [f"{int(r.positions[k])} {trace.token_str(int(r.candidate[k]))}" for k in order]
+    took = r.committed[order]
+    fig = go.Figure(go.Bar(x=labels, y=h[order], marker_color=np.where(took, "#8c6d31", "#d9d9d9"), name="H (nats)",
+                           hovertemplate="%{x}: H %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=labels, y=lhs[: len(order)], mode="lines+markers", name="Σ H − max H",
+                             line=dict(color="#de2d26")))
+    return fig.update_layout(height=300, template="unmask", margin=dict(l=50, r=10, t=36, b=70),
+                             title=dict(text=f"EB at step {i + 1}: committed (brown) while Σ H − max H ≤ γ = "
+                                             f"{r.field('gamma'):g}", x=0.01, font=dict(size=14)),
+                             shapes=[hline(float(r.field("gamma")), color="#444", dash="dash", width=1,
+                                           xref="paper")], legend=dict(x=0.01, y=0.99))
+
+
+def wino_counts(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
+    rows = [(t + 1, r.field("drafted"), r.field("rejected")) for t, r in enumerate(trace.records) if r.has("drafted")]
+    if not rows:
+        return _empty("WINO records what it drafted and re-masked on every forward: run the wino decoder.")
+    x, drafted, rejected = (list(c) for c in zip(*rows))
+    fig = go.Figure([go.Bar(x=x, y=drafted, name="drafted (≥ τ_wide)", marker_color="#9ecae1"),
+                     go.Bar(x=x, y=rejected, name="re-masked (< τ_narrow)", marker_color="#de2d26")])
+    return fig.update_layout(height=280, template="unmask", barmode="group", margin=dict(l=50, r=10, t=36, b=40),
+                             title=dict(text="WINO: drafted vs re-masked per step", x=0.01, font=dict(size=14)),
+                             xaxis=dict(title="step"), shapes=cursor(step if step is not None else len(trace.records) - 1,
+                                                                      axis="x"), legend=dict(x=0.01, y=0.99))
