@@ -31,6 +31,11 @@ GLOSSARY = """
 | **reveal step t** | SimSD: the drafter step at which a slot was revealed (1 = first); the target's mask copy of that slot sees the block as it was just before step t |
 | **temporal mask** | SimSD's verification mask over [leftover · drafts · mask copies]: each query sees one version (token or mask) of every block position, gated by reveal steps |
 | **bonus token** | SimSD: at the first rejected slot the target's own token (argmax, or a residual sample under MRS) is committed; a fully accepted draft gets none |
+| **revise** | a decoder that changes its mind rewrites a token it wrote in the current block, or returns it to `[MASK]`; finished blocks stay final, so the block cache stays exact |
+| **edit (τ_edit)** | LLaDA2.1's token-to-token rule: a written token is rewritten when the model prefers another with p > τ_edit; *post-block edit steps* are forwards after a block is full that only edit |
+| **WINO** | wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask a drafted token whose p falls below τ_narrow in a later forward |
+| **ReMDM** | remasking diffusion: each step may send the least supported written tokens (a share η) back to `[MASK]` |
+| **EB, γ** | entropy-bounded commits: the lowest-entropy slots while Σ H − max H ≤ γ, a bound on their mutual dependence (also DiffusionGemma's sampler) |
 | **PROPOSED** | TSPD + CE details reconstructed by this project: the horizon rule's inputs and the feature families come from the paper, the formulas are ours |
 """
 

@@ -6,6 +6,7 @@
     python -m engine.experiments uncertain --model unmask-tasks-small --n 100    # the uncertain tasks
     python -m engine.experiments simsd --model unmask-tasks-small --n 100        # SimSD vs the target alone
     python -m engine.experiments tspd-pareto --n 500 --blocks 16                 # TSPD vs threshold fronts
+    python -m engine.experiments revising --model unmask-tasks-small --tasks story,picks --n 200   # edit, wino, ...
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -154,6 +155,31 @@ def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
     return out
 
 
+REVISING = ["threshold:tau=0.9,block_size=8,temperature=1", "s2d2:router=always,tau=0.9,steps=4,block_size=8,temperature=1",
+            "tspd:block_size=8,temperature=1", "edit:block_size=8,temperature=1",
+            "edit:block_size=8,temperature=1,post_steps=0", "edit:block_size=8,temperature=1,tau_edit=0.9",
+            "wino:block_size=8,temperature=1", "wino:block_size=8,temperature=1,tau_wide=0.8",
+            "remdm:block_size=8,temperature=1", "eb:block_size=8,temperature=1",
+            "eb:block_size=8,temperature=1,entropy_bound=0.5", "eb:block_size=8,temperature=1,entropy_bound=0.02",
+            "threshold:tau=0.7,block_size=8,temperature=1", "threshold:tau=0.99,block_size=8,temperature=1"]
+EDITS = [("edits_per_sample", "revisions / sample", ".2f"), ("turned_right", "wrong → right", ""),
+         ("turned_wrong", "right → wrong", "")]
+
+
+def revising(adapter, n: int, tasks=("story", "picks")) -> dict:
+    """The decoders that change their mind (edit, wino, remdm) and EB beside threshold, S2D2 and TSPD at T = 1,
+    each compared (paired) with the threshold rule at τ = 0.9; revisions per sample and what they did to the
+    checker's verdict (the answer with every revised slot back to its first token, judged again)."""
+    out = {}
+    for task in tasks:
+        rows = enrich(run_bench(adapter, task, n, REVISING, progress=progress(task)), base=0)
+        print(f"\n### {task}\n")
+        print(header(rows))
+        print(md_table(rows, COLS + EDITS))
+        out[task] = rows
+    return out
+
+
 def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> dict:
     """SimSD against the target alone (threshold τ = 0.9 and one-per-step) for both masks and acceptance rules;
     NFE per token counts drafter forwards at the parameter ratio (target-equivalent)."""
@@ -174,7 +200,7 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto"))
+    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising"))
     ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
                     "the first")
     ap.add_argument("--model", default="tiny")
@@ -199,8 +225,9 @@ def main(argv=None) -> None:
         res = baselines(adapter, args.n)
     elif args.which == "s2d2":
         res = s2d2(adapter, args.n, args.n_val, **({"blocks": blocks} if blocks else {}))
-    elif args.which in ("uncertain", "simsd"):
-        res = (uncertain if args.which == "uncertain" else simsd)(adapter, args.n, tasks=tuple(args.tasks.split(",")))
+    elif args.which in ("uncertain", "simsd", "revising"):
+        res = dict(uncertain=uncertain, simsd=simsd, revising=revising)[args.which](
+            adapter, args.n, tasks=tuple(args.tasks.split(",")))
     else:
         res = tspd(adapter, args.n, **({"blocks": blocks} if blocks else {}),
                    gens=tuple(int(g) for g in args.gens.split(",")),
@@ -209,7 +236,7 @@ def main(argv=None) -> None:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     meta = dict(which=args.which, n=args.n, model=adapter.name, revision=adapter.info.get("revision"),
                 seconds=round(time.time() - t0, 1))
-    name = args.which if args.which not in ("uncertain", "simsd") else f"{args.which}_{args.tasks.replace(',', '_')}"
+    name = args.which if args.which not in ("uncertain", "simsd", "revising") else f"{args.which}_{args.tasks.replace(',', '_')}"
     Path(args.out, f"{name}.json").write_text(json.dumps(dict(meta=meta, results=res), indent=1,
                                                                default=str))
     print(f"\n({meta['seconds']} s; saved {args.out}/{name}.json)")
