@@ -194,8 +194,11 @@ PARAMS: dict[str, Param] = {
     # revising decoders
     "tau_edit": P(float, 0.7, 0.0, 1.0, label="τ_edit (token-to-token)", help="rewrite a written token when the "
                   "model prefers another with p > τ_edit", step=0.01, group="edit"),
-    "post_steps": P(int, 1, 0, 16, label="post-block edit steps", help="edit-only forwards once a block is full",
+    "post_steps": P(int, 0, 0, 16, label="post-block edit steps", help="edit-only forwards once a block is full",
                     step=1, page=(0, 8), group="edit"),
+    "check_next": P(bool, True, label="edit the previous block in the next one's first forward",
+                    help="T2T on a finished block at no extra forward (ours); off: the reference's post steps only",
+                    group="edit"),
     "tau_wide": P(float, 0.6, 0.0, 1.0, open_lo=True, label="τ_wide (draft)", help="draft every slot with p ≥ "
                   "τ_wide", step=0.01, page=(0.05, 1.0), group="wino"),
     "tau_narrow": P(float, 0.9, 0.0, 1.0, label="τ_narrow (keep)", help="re-mask a drafted token whose p falls "
@@ -299,7 +302,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             knob="tau", title="TSPD + CE (PROPOSED reconstruction)"),
     Decoder("edit", "**Token editing** (LLaDA2.1's joint threshold): fill masks whose p > τ and, in the same forward, "
             "rewrite a written token of the block when the model prefers another with p > τ_edit; then a few "
-            "edit-only forwards per block.", COMMON + ("tau", "tau_edit", "post_steps"),
+            "edit-only forwards per block.", COMMON + ("tau", "tau_edit", "post_steps", "check_next"),
             knob="tau", title="Token editing (joint threshold)", revises=True),
     Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
             "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),

@@ -1,156 +1,23 @@
 """The shared block loop. A decoder is a policy over it; every model forward yields one ``StepRecord``.
 
-Canvas = prompt (P tokens) + G masked slots. Blocks are aligned to the absolute grid (``pos // B``), as SDAR
-trains them, so the first generated block may also hold the prompt's tail. With the KV cache on:
-
-* positions [0, cached) are in the cache; [cached, lo) are committed but not yet cached ("pending": the prompt's
-  full blocks at the start, then the previous finished block);
-* each forward runs ``pending + current block`` against the cache. Pending rows get the block-causal (or, for
-  S2D2's ``cache_ver``, token-causal) mask and are *kept*; the current block is rolled back afterwards. So a
-  finished block's commit forward is fused into the next block's first forward, and the prompt prefill into the
-  first step: NFE counts every forward and there is no separate prefill or K/V-store forward.
-  ``fuse_commit=False`` runs SDAR's separate store forward instead (kind "commit", counted in NFE).
-
-Without the cache (``use_cache=False``) each forward recomputes [0, hi) with the same mask; tests check that both
-give the same tokens and logits within 1e-5 in fp32.
+``Generation`` walks the blocks; a ``Policy`` drives each one through a ``BlockContext`` (commit, revise, emit a
+record); the ``Runner`` (``engine/runner.py``) owns the canvas, the cache and the forwards.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import torch
 
-from engine import masks
 from engine.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
-from engine.cache import BlockCache
+from engine.runner import Runner, Tail  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
-from engine.sampling import TokenStats, make_generator, token_stats
+from engine.sampling import TokenStats
 from engine.trace_meta import TraceMeta
 from engine.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace
-
-
-@dataclass
-class Tail:
-    """Extra query rows after the block (a verifier's second half): they see the whole prefix/cache, the block
-    through ``to_block`` and each other through ``to_self``; block rows see them through ``from_block``."""
-    tokens: torch.Tensor                      # (m,)
-    positions: torch.Tensor                   # (m,)
-    to_block: torch.Tensor                    # (m, L) bool
-    to_self: torch.Tensor                     # (m, m) bool
-    from_block: torch.Tensor | None = None    # (L, m) bool; None = block rows never see the tail
-
-
-class Runner:
-    """Owns the canvas, the cache and the NFE counter; runs forwards with explicitly built masks."""
-
-    def __init__(self, adapter, prompt_ids: list[int], cfg, prefix_causal: bool = False):
-        self.adapter, self.cfg = adapter, cfg
-        self.P = len(prompt_ids)
-        self.end = self.P + cfg.gen_length
-        self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
-        # full-attention families have no exact cache: their K/V change whenever any later slot does
-        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache and adapter.attention != "full" else None
-        self.cached = 0
-        self.nfe = Counter()
-        self.generator = make_generator(cfg.seed)
-        self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
-        self.revising = False               # set by the policy: whether written tokens may change
-
-    @property
-    def total_nfe(self) -> int:
-        return sum(self.nfe.values())
-
-    def masked(self, lo: int, hi: int) -> torch.Tensor:
-        return self.tokens[lo:hi] == self.adapter.mask_token_id
-
-    def _prefix_mask(self, start: int, lo: int) -> torch.Tensor:
-        pos = torch.arange(start, lo)
-        keys = torch.arange(0, lo)
-        if self.prefix_causal:
-            return masks.causal(pos, keys)
-        return masks.block_causal(pos, keys, self.cfg.block_size)
-
-    def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
-                tail: Tail | None = None,
-                block_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One forward over [prefix rows | block rows lo..hi | tail rows]; returns (block logits (L, V), tail logits).
-
-        block_mask (L, L): in-block attention of block rows (default: all, the block-diffusion pattern).
-        block_tokens (L,): what the block rows hold (default: the canvas). Only prefix rows are kept in the cache.
-        """
-        if self.adapter.attention == "full":
-            return self._forward_full(kind, lo, hi, block_mask, tail, block_tokens)
-        keep = lo - self.adapter.logit_shift   # a shifted model reads position lo's logit at row lo - 1: keep it
-        start = self.cached if self.cache is not None else 0
-        L = hi - lo
-        blk_tok = self.tokens[lo:hi] if block_tokens is None else block_tokens
-        tail = tail or Tail(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-                            torch.zeros(0, L, dtype=torch.bool), torch.zeros(0, 0, dtype=torch.bool))
-        t_tok, t_pos, t_blk, t_self = tail.tokens, tail.positions, tail.to_block, tail.to_self
-        m = len(t_tok)
-        n_pre = lo - start
-        ids = torch.cat([self.tokens[start:lo], blk_tok, t_tok])   # (q,)
-        pos = torch.cat([torch.arange(start, hi), t_pos])
-        q = n_pre + L + m
-        mask = torch.zeros(q, start + q, dtype=torch.bool)
-        mask[:n_pre, :lo] = self._prefix_mask(start, lo)
-        mask[n_pre:, :lo] = True                              # block and tail rows see every earlier block
-        mask[n_pre:n_pre + L, lo:hi] = True if block_mask is None else block_mask
-        mask[n_pre + L:, lo:hi] = t_blk
-        mask[n_pre + L:, hi:] = t_self
-        if tail.from_block is not None:
-            mask[n_pre:n_pre + L, hi:] = tail.from_block
-        cache = self.cache.cache if self.cache is not None else None
-        logits = self.adapter.forward(ids, mask, pos, cache)  # (q, V)
-        if self.cache is not None:
-            self.cache.rollback(keep)
-            self.cached = keep
-        self.nfe[kind] += 1
-        return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None)
-
-    def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens):
-        """Full-attention families (Dream, LLaDA): every forward runs the whole canvas bidirectionally (prompt,
-        committed tokens, the current block and every later masked slot), as their reference decoders do, and
-        nothing is cached."""
-        assert tail is None and block_mask is None, "full-attention models take no verifier rows or block masks"
-        ids = self.tokens[:self.end].clone()                  # (n,)
-        if block_tokens is not None:
-            ids[lo:hi] = block_tokens
-        n = self.end
-        logits = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None)  # (n, V)
-        self.nfe[kind] += 1
-        return logits[lo:hi], None
-
-    def store(self, hi: int, kind: str = "commit") -> bool:
-        """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""
-        if self.cache is None or self.cached >= hi:
-            return False
-        self.forward(kind, hi, hi)
-        return True
-
-    def stats(self, logits: torch.Tensor) -> TokenStats:
-        c = self.cfg
-        return token_stats(self.unmaskable(logits), c.temperature, c.top_k, c.top_p, self.generator)
-
-    def unmaskable(self, logits: torch.Tensor) -> torch.Tensor:
-        """Forbid predicting [MASK] itself: committing it would leave the slot masked forever."""
-        out = logits.clone()
-        out[:, self.adapter.mask_token_id] = float("-inf")
-        return out
-
-    def finished_at(self) -> int | None:
-        """Index of the first stop token in the generated region once everything before it is decoded."""
-        gen = self.tokens[self.P:self.end]
-        stops = torch.isin(gen, torch.tensor(self.adapter.stop_ids or [-1]))
-        if not stops.any():
-            return None
-        e = int(stops.nonzero()[0, 0])
-        return self.P + e if not (gen[:e] == self.adapter.mask_token_id).any() else None
 
 
 TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
@@ -169,6 +36,7 @@ class BlockContext:
         self._before = self.runner.tokens[self.lo:self.hi].clone()
         self._reason = torch.zeros(self.L, dtype=torch.int8)
         self._revised = torch.zeros(self.L, dtype=torch.int8)
+        self._prev: list = []          # this forward's edits to the previous block: (positions, old, new)
         self._t0 = time.perf_counter()
 
     @property
@@ -218,6 +86,25 @@ class BlockContext:
         self._revised[rel] = int(why)
         self._reason[rel] = 0
 
+    def revise_previous(self, positions: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Rewrite written tokens of the finished block just before this one (absolute positions), seen in this
+        block's first forward, which recomputed that block. Its cached K/V are dropped, so the next forward
+        recomputes it with the new tokens and the cache stays exact."""
+        assert self.runner.revising, "this decoder does not revise: committed tokens are final"
+        positions = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
+        if len(positions) == 0:
+            return
+        assert ((positions < self.lo) & (positions >= self.runner.P)).all(), "only written tokens before the block"
+        old = self.runner.tokens[positions].clone()
+        self.runner.tokens[positions] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        self.runner.uncache_from(self._block_start(int(positions.min())))
+        self._prev.append((positions.numpy(), old.numpy(), self.runner.tokens[positions].numpy()))
+
+    def _block_start(self, pos: int) -> int:
+        """Where the cached block holding `pos` starts: everything from there is recomputed."""
+        B = self.runner.cfg.block_size
+        return max(self.runner.P if self.runner.adapter.attention == "full" else 0, pos // B * B)
+
     def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
         """Close the current forward: build its record and start a new one. ``extra`` keys must be declared in
         ``engine.trace.RECORD_CONTRACTS``."""
@@ -226,6 +113,9 @@ class BlockContext:
         if self._revised.any():
             extra = dict(extra, revised=self._revised.numpy().copy(),
                          revised_from=np.where(self._revised.numpy() > 0, self._before.numpy(), -1).astype(np.int32))
+        if self._prev:
+            pos, old, new = (np.concatenate(c).astype(np.int32) for c in zip(*self._prev))
+            extra = dict(extra, prev_positions=pos, prev_from=old, prev_to=new)
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
             top = torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)

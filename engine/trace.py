@@ -138,6 +138,9 @@ class RevisionFields(TypedDict, total=False):
     revised: np.ndarray           # (L,) Revision codes of this forward's changes to written tokens (0 = none)
     revised_from: np.ndarray      # (L,) the token before the change (-1 where unchanged)
     edit_p: np.ndarray            # (L,) p of the model's preferred token at every written slot (NaN elsewhere)
+    prev_positions: np.ndarray    # (k,) absolute positions of the previous block edited in this forward
+    prev_from: np.ndarray         # (k,) their tokens before
+    prev_to: np.ndarray           # (k,) and after
 
 
 class EBFields(TypedDict):

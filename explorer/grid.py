@@ -77,6 +77,9 @@ class Grid:
             cols = r.positions - self.P
             keep = (cols >= 0) & (cols < cur.size)
             cur[cols[keep]] = r.tokens_after[keep]
+            prev = r.field("prev_positions")
+            if prev is not None:                       # edits to the finished block before (check_next)
+                cur[prev - self.P] = r.field("prev_to")
             out[s] = cur
         return out
 
@@ -131,6 +134,10 @@ class Grid:
         """(step, column, Revision code, old token, new token) of every change a revising decoder made."""
         out = []
         for s, r in enumerate(self.trace.records):
+            prev = r.field("prev_positions")
+            if prev is not None:
+                out += [(s, int(p) - self.P, 1, int(a), int(b)) for p, a, b in zip(prev, r.field("prev_from"),
+                                                                                  r.field("prev_to"))]
             codes = r.field("revised")
             if codes is None:
                 continue

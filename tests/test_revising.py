@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from engine.decoders import build_decoder
 from engine.loop import Generation
@@ -108,3 +109,36 @@ def test_revising_decoders_keep_the_block_cache_exact(adapter, spec):
     b = Generation(adapter, prompt, build_decoder(name, use_cache=False, **spec)).run()
     assert a.meta["final_tokens"] == b.meta["final_tokens"] and a.nfe == b.nfe
     assert [r.field("revised") is not None for r in a.records] == [r.field("revised") is not None for r in b.records]
+
+
+class WholeRowsAdapter(ScriptedAdapter):
+    """Scripted logits for every row a forward computes (the previous block's too): script(call, position)."""
+
+    def forward(self, ids, mask, pos, cache=None):
+        rows = []
+        for p in pos.tolist():
+            cand, c = self.script(self.calls, p)
+            row = torch.full((self.vocab_size,), float(np.log((1 - c) / (self.vocab_size - 1))))
+            row[cand] = float(np.log(c))
+            rows.append(row)
+        self.calls += 1
+        return torch.stack(rows)
+
+
+def test_edit_checks_the_finished_block_in_the_next_blocks_first_forward_at_no_extra_forward():
+    def script(t, p):
+        if t == 1 and p == 10:            # block 2's first forward recomputes block 1: slot 10 should be 40
+            return 40, 0.9
+        return 20 + p % 8, 0.95
+
+    policy = build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=False, tau_edit=0.7)
+    tr = Generation(WholeRowsAdapter(script), PROMPT, policy).run()
+    assert tr.nfe == 2                                                  # one forward per block, nothing extra
+    r1 = tr.records[1]
+    assert r1.field("prev_positions").tolist() == [10] and r1.field("prev_from").tolist() == [22]
+    assert r1.field("prev_to").tolist() == [40] and tr.meta["final_tokens"][10] == 40
+    from explorer.grid import Grid
+    g = Grid.of(tr)
+    assert g.tokens[0][10 - 8] == 22 and g.tokens[1][10 - 8] == 40 and g.revisions == [(1, 2, 1, 22, 40)]
+    off = build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=False, check_next=False)
+    assert Generation(WholeRowsAdapter(script), PROMPT, off).run().meta["final_tokens"][10] == 22

@@ -6,8 +6,14 @@ Each forward of a block reads one set of logits and applies two rules:
 * token to token (T2T): rewrite a slot written earlier in the block when the model's argmax differs from it with
   p > τ_edit (the edit's p is the untempered softmax of the argmax, as in the reference).
 Once the block has no masks, up to ``post_steps`` more forwards make edits only; the block ends at the first
-forward that changes nothing. The prompt's tail in the first block is never edited, and finished blocks are final
-(only the current block is revised, so the exact block cache stays exact).
+forward that changes nothing. The prompt's tail in the first block is never edited.
+
+``check_next`` (ours, on by default): a block's first forward also recomputes the finished block before it (the
+fused commit, or its store forward), so T2T is applied to that block too, at no extra forward; an edited block's
+cached K/V are dropped and recomputed in the next forward, so the cache stays exact. The prototype found that
+conflicts appear in the forward that fills a block's last masks, which only a later forward can see: the
+reference pays a post-block forward per block for it, this pays none. The block before a stop token is checked
+only by post steps.
 
 Where we chose: at T > 0 the M2T candidate is the engine's sampled one (as the threshold rule), the edit stays the
 argmax; and when the post steps are spent the block ends without another forward (the reference runs one more and
@@ -57,6 +63,8 @@ class EditPolicy(Policy):
                     return
                 post += 1
             _, st = ctx.draft()
+            if ctx.step == 0 and cfg.check_next:
+                self.edit_previous(ctx)
             edits, p_written = edit_candidates(ctx, st, cfg.tau_edit)   # on the slots written before this forward
             fill = mask_to_token(ctx, st, cfg.tau)
             ctx.commit(fill, st.candidate[fill], Reason.THRESHOLD)
@@ -64,3 +72,15 @@ class EditPolicy(Policy):
             yield ctx.emit("draft", st, edit_p=p_written.numpy())
             if len(fill) == 0 and len(edits) == 0:
                 return
+
+    def edit_previous(self, ctx: BlockContext) -> None:
+        """T2T on the finished block before this one, from this first forward's recomputation of it."""
+        lo = max(ctx.runner.P, ctx.lo - ctx.L)
+        logits = ctx.runner.logits_of(lo, ctx.lo) if ctx.index > 0 and lo < ctx.lo else None
+        if logits is None:
+            return
+        probs = torch.softmax(ctx.runner.unmaskable(logits).double(), dim=-1)      # (n, V), as the reference
+        p, top = probs.max(-1)
+        tokens = ctx.runner.tokens[lo:ctx.lo]
+        edit = (top != tokens) & (p > self.cfg.tau_edit)
+        ctx.revise_previous(lo + edit.nonzero()[:, 0], top[edit])

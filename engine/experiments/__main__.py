@@ -157,7 +157,8 @@ def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
 
 REVISING = ["threshold:tau=0.9,block_size=8,temperature=1", "s2d2:router=always,tau=0.9,steps=4,block_size=8,temperature=1",
             "tspd:block_size=8,temperature=1", "edit:block_size=8,temperature=1",
-            "edit:block_size=8,temperature=1,post_steps=0", "edit:block_size=8,temperature=1,tau_edit=0.9",
+            "edit:block_size=8,temperature=1,check_next=false,post_steps=1", "edit:block_size=8,temperature=1,tau_edit=0.9",
+            "edit:block_size=8,temperature=1,tau=0.7",
             "wino:block_size=8,temperature=1", "wino:block_size=8,temperature=1,tau_wide=0.8",
             "remdm:block_size=8,temperature=1", "eb:block_size=8,temperature=1",
             "eb:block_size=8,temperature=1,entropy_bound=0.5", "eb:block_size=8,temperature=1,entropy_bound=0.02",
