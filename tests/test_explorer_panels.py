@@ -131,3 +131,24 @@ def test_model_card_names_drafter_tasks_and_decoders():
                                 ("Ann has 3 pens.", Problem("q", "", None, task="arith"))])
     assert "trained with block size 4" in card and "unmask-tasks-drafter" in card
     assert "*story* — “Tell a story about a yak.”" in card and "*arith*" in card and "~~llada~~ (needs X)" in card
+
+
+def test_the_tour_ends_on_an_edit_that_repairs_a_story():
+    """The last stop shows the pre-baked edit example at the step where a written token was rewritten, and that
+    the rewrite is what made the checker's verdict right."""
+    from pathlib import Path
+    from engine.trace import Trace
+    from engine.tasks import get_task
+    from explorer.grid import Grid
+    from explorer.page.context import Page
+    from explorer.page.tour import TOUR, tour_next
+    examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
+    page = Page(None, {}, example_traces={n: Trace.load(examples / f"{n}.npz") for n in ("s2d2", "edit")})
+    i, text, ex, s = tour_next(page, len(TOUR) - 2)
+    assert i == len(TOUR) - 1 and "change of mind" in text.lower() and ex.meta["decoder"] == "edit"
+    step, j, code, old, new = Grid.of(ex).revisions[0]
+    assert s == step + 1 and code == 1 and (ex.token_str(old), ex.token_str(new)) == ("drum", "bell")
+    story = get_task("story")
+    prob = next(q for q in story.problems("test", 10, seed=0) if ex.meta["prompt"].rstrip(".") in q.prompt)
+    assert story.verdict(ex.meta["text"], prob) == "valid"
+    assert story.verdict(ex.meta["text"].replace("took the bell", "took the drum"), prob) != "valid"

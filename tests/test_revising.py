@@ -142,3 +142,28 @@ def test_edit_checks_the_finished_block_in_the_next_blocks_first_forward_at_no_e
     assert g.tokens[0][10 - 8] == 22 and g.tokens[1][10 - 8] == 40 and g.revisions == [(1, 2, 1, 22, 40)]
     off = build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=False, check_next=False)
     assert Generation(WholeRowsAdapter(script), PROMPT, off).run().meta["final_tokens"][10] == 22
+
+
+def test_every_view_draws_a_revising_run_and_marks_its_revisions():
+    from explorer.render import render_all
+    from explorer.views.heatmaps import mask_state
+    from explorer.views.revise import eb_prefix, token_history, wino_counts
+
+    def script(t, p):
+        return (40, 0.9) if t == 1 and p == 10 else (20 + p % 8, 0.95)
+
+    policy = build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=False)
+    tr = Generation(WholeRowsAdapter(script), PROMPT, policy).run()
+    out = render_all(tr, 1, None, 10)
+    assert set(out) >= {"history", "eb", "wino", "mask"}
+    marks = [d for d in mask_state(tr, 1).data if d.name == "revised"]
+    assert len(marks) == 1 and list(marks[0].y) == [2] and "edited: 22 → 40" in marks[0].text[0]
+    hist = token_history(tr, 1, None, 10)
+    assert list(hist.data[0].y) == ["22", "40"] and hist.data[1].name == "revised"
+    assert "run the eb decoder" in eb_prefix(tr, 1).layout.annotations[0].text
+    assert "run the wino decoder" in wino_counts(tr, 1).layout.annotations[0].text
+    eb = Generation(ScriptedAdapter(lambda t: [(20 + k, [0.999, 0.9, 0.5, 0.4, 0.3, 0.3, 0.3, 0.3][k])
+                                               for k in range(8)]), PROMPT,
+                    build_decoder("eb", **COMMON, entropy_bound=0.5)).run()
+    bars = eb_prefix(eb, 0).data[0]
+    assert list(bars.y) == sorted(bars.y) and len(bars.y) == 8                # sorted, lowest entropy first

@@ -4,7 +4,9 @@
 
 threshold, llada and ar decode the app's first example. The others are chosen to show their mechanism at work:
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
-is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early.
+is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
+sampled story whose answer the edits turned from wrong to right (the checker says so), wino and remdm a story in
+which a written token goes back to [MASK], eb a story.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.bench import revision_counts
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.model import load_model
@@ -29,7 +32,12 @@ SETTINGS = {
     # low-noise filter): the example shows that rare case, and its settings say so
     "tspd": dict(block_size=16, tau=0.9, controller="heuristic", temperature=1.0, kappa=0.0, s_min=1, alpha=0.0,
                  q_level=0.02, q_vel=0.02, r=0.05),
+    "edit": dict(block_size=8, temperature=1.0),
+    "wino": dict(block_size=8, temperature=1.0),
+    "remdm": dict(block_size=8, temperature=1.0),
+    "eb": dict(block_size=8, temperature=1.0),
 }
+STORIES = ("s2d2", "simsd", "tspd", "edit", "wino", "remdm", "eb")
 
 
 def shown(prompt: str) -> str:
@@ -39,8 +47,14 @@ def shown(prompt: str) -> str:
     return body
 
 
-def wanted(name: str, trace) -> bool:
+def wanted(name: str, trace, adapter=None, prob=None) -> bool:
     """Whether a trace shows what this decoder's example is for."""
+    if name == "edit":
+        counts = revision_counts(adapter, get_task(prob.task), prob, trace,
+                                 get_task(prob.task).verdict(trace.meta["text"], prob) == "valid")
+        return counts["turned_right"] == 1
+    if name in ("wino", "remdm"):
+        return any(r.has("revised") for r in trace.records)
     if name in ("s2d2", "simsd"):
         return any(r.kind == "verify" and r.field("rejected_at") is not None for r in trace.records)
     if name == "tspd":
@@ -48,28 +62,32 @@ def wanted(name: str, trace) -> bool:
     return True
 
 
-def bake(adapter, name: str, params: dict, prompts: list[str], seeds: int = 12):
-    """The first (seed, prompt) whose decode shows the mechanism; the first prompt if none does."""
+def bake(adapter, name: str, params: dict, problems: list, seeds: int = 12):
+    """The first (seed, problem) whose decode shows the mechanism; the first problem if none does."""
     for seed in range(seeds):
-        for prompt in prompts:
-            tr = Generation(adapter, prompt, build_decoder(name, gen_length=64, seed=seed, **params)).run()
-            if wanted(name, tr):
+        for prob in problems:
+            tr = Generation(adapter, shown(prob.prompt), build_decoder(name, gen_length=64, seed=seed, **params)).run()
+            if wanted(name, tr, adapter, prob):
                 return tr
-    return Generation(adapter, prompts[0], build_decoder(name, gen_length=64, **params)).run()
+    return Generation(adapter, shown(problems[0].prompt), build_decoder(name, gen_length=64, **params)).run()
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="unmask-tasks-small")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--only", default="", help="comma-separated decoders to bake (default: all)")
     args = ap.parse_args(argv)
     adapter = load_model(args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    first = [shown(p.prompt) for p in get_task("arith").problems("test", 1, seed=0)]
-    stories = [shown(p.prompt) for p in get_task("story").problems("test", 10, seed=0)]
+    first = get_task("arith").problems("test", 1, seed=0)
+    stories = get_task("story").problems("test", 10, seed=0)
+    only = set(args.only.split(",")) - {""}
     for name, params in SETTINGS.items():
-        tr = bake(adapter, name, params, stories if name in ("s2d2", "simsd", "tspd") else first)
+        if only and name not in only:
+            continue
+        tr = bake(adapter, name, params, stories if name in STORIES else first)
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta['prompt']!r} -> {tr.meta['text']!r} NFE {tr.nfe} seed {tr.meta['seed']}")
 

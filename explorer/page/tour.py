@@ -19,7 +19,13 @@ TOUR = [
      "map) and never change again. The commit-reason map says which rule took each token."),
     ("Speed and quality", "The cards count forwards (NFE) and tokens per forward (TPF). Move τ, B or the router's "
      "cost c and run again: more tokens per forward is faster, but commits made while unsure can be wrong."),
+    ("A change of mind", "Another decode, with **token editing** (`edit`): a block filled its last slots in one "
+     "forward and wrote an object that contradicts the story (\"found a gold bell … took the drum home\"). The next "
+     "block's first forward recomputes that block; the model now prefers *bell* with p > τ_edit, so the token is "
+     "rewritten (the purple diamond on the mask map; hover it for old → new, and pick the position to see its "
+     "history in the Revisions tab). No extra forward was spent."),
 ]
+EXAMPLE_OF_STOP = ["s2d2"] * 5 + ["edit"]      # which pre-baked example each stop shows
 
 
 def tour_steps(trace) -> list[int]:
@@ -36,20 +42,29 @@ def tour_steps(trace) -> list[int]:
 
 
 def build_tour():
-    gr.Markdown("A guided walk through one decode (an S2D2 example): prompt → block → draft → verify → commit. "
-                "Each click moves the step slider and explains what you see.")
+    gr.Markdown("A guided walk through one decode (an S2D2 example): prompt → block → draft → verify → commit, "
+                "then a decoder that changes its mind. Each click moves the step slider and explains what you see.")
     text = gr.Markdown(elem_id="tour-text")
     button = gr.Button("Start / next stop", elem_id="tour-next")
     return text, button, gr.State(-1)
 
 
+def revision_step(trace) -> int:
+    """The 1-based step of the first revision in a trace (the last step if none)."""
+    for s, r in enumerate(trace.records):
+        if r.has("prev_positions") or r.has("revised"):
+            return s + 1
+    return len(trace.records)
+
+
 def tour_next(page: Page, i) -> tuple:
     """(next stop's index, its text, the example trace, its 1-based step)."""
-    ex = page.example_traces.get("s2d2")
-    if ex is None:
-        raise shown_error("the tour needs the pre-baked S2D2 example "
-                          "(python -m engine.experiments.bake_examples)")
     i = (i + 1) % len(TOUR) if isinstance(i, int) and not isinstance(i, bool) else 0
+    name = EXAMPLE_OF_STOP[i]
+    ex = page.example_traces.get(name)
+    if ex is None:
+        raise shown_error(f"the tour needs the pre-baked {name} example "
+                          "(python -m engine.experiments.bake_examples)")
     title, body = TOUR[i]
-    s = tour_steps(ex)[i]
+    s = tour_steps(ex)[i] if name == "s2d2" else revision_step(ex)
     return i, f"**{i + 1}/{len(TOUR)} · {title}**\n\n{body}", ex, s
