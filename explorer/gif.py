@@ -60,7 +60,7 @@ def frame(trace, g: Grid, s: int, boxes, font, small) -> Image.Image:
                             outline=(230, 85, 13) if new else (190, 190, 190), width=3 if new else 1)
         d.text((x + 5, y + 5), "·" if masked else text, fill=(150, 150, 150) if masked else (20, 20, 20), font=font)
         if new:
-            tag = TAGS.get(Reason(int(g.reason[s, j])), "")
+            tag = TAGS.get(int(g.reason[s, j]), "")
             d.text((x + 3, y + BOX_H + 2), tag, fill=(230, 85, 13), font=small)
     return img
 

@@ -147,4 +147,5 @@ def embed(d: dict, query: str, step: int, run: str, example: bool, server_views:
     """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped)."""
     meta = dict(query=query, step=step, run=run, example=example, server=server_views)
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
-    return f"<div class='um-run-data' hidden data-json='{html.escape(blob, quote=True)}'></div>"
+    key = html.escape(f"{run}:{step}:{int(example)}", quote=True)    # what the browser compares (the JSON is large)
+    return f"<div class='um-run-data' hidden data-key='{key}' data-json='{html.escape(blob, quote=True)}'></div>"

@@ -152,6 +152,8 @@ def test_browser_scrubbing_agrees_with_the_python_views(page, server):
     from explorer import scrub
     page.goto(server + "?decoder=llada&block_size=4&steps=2&gen_length=16")
     wait_run_done(page)
+    for plot in ("#mask-plot", "#conf-plot"):
+        page.wait_for_selector(plot + " .js-plotly-plot .shapelayer", state="attached", timeout=30000)
     d = page.evaluate("() => window.__umScrub.run")
     pos = d["pos"][len(d["pos"]) // 2]
     for s in sorted({1, max(1, d["n"] // 2), d["n"]}):

@@ -6,7 +6,7 @@
 const q = (s) => element.querySelector(s);
 const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
 const MAPS = ['mask-plot', 'conf-plot', 'entropy-plot', 'reason-plot', 'verifier-plot'];
-let run = null, dataEl = null, step = 1, sel = null, timer = null, settle = null;
+let run = null, dataKey = null, step = 1, sel = null, timer = null, settle = null;
 
 const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
   .replace(/"/g, '&quot;').replace(/'/g, '&#x27;');
@@ -120,10 +120,11 @@ function play() {
   timer = setInterval(() => { if (step >= run.n) stop(); else go(step + 1); }, 80);
 }
 
-function load() {   // a new run's data is a new element: compare identities, not the (large) JSON
+function load() {   // a new run (or a new step of one) has a new short key: the large JSON is read only then
   const el = document.querySelector('#run-data .um-run-data');
-  if (el === dataEl) return;
-  dataEl = el; stop();
+  const key = el ? el.dataset.key : null;
+  if (key === dataKey) return;
+  dataKey = key; stop();
   run = el ? JSON.parse(el.dataset.json) : null;
   element.classList.toggle('um-idle', !run);
   if (!run) return;
@@ -149,6 +150,6 @@ const bind = () => MAPS.forEach((id) => {
   gd.__umBound = true;
   gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
 });
-new MutationObserver(() => { load(); bind(); }).observe(document.body, {childList: true, subtree: true});
+new MutationObserver(() => { load(); bind(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get run() { return run; }, textHtml, candHtml};
 load(); bind();
