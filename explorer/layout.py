@@ -88,7 +88,7 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
         except UserError as e:
             raise shown_error(str(e)) from None
         async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, decoder_v, params, None,
-                                                            box, prev)):
+                                                            box, prev), set_controls=False):
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]

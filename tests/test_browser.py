@@ -200,3 +200,15 @@ def test_no_text_runs_off_its_column(page, server):
                          ".map(e => e.id || e.className)")
     assert wide == []
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_hidden_tab_is_drawn_when_opened_at_the_step_shown(page, server):
+    """A finished run draws only the visible tab; opening another draws its views there, cursor at the step."""
+    page.goto(server + "?decoder=s2d2&block_size=4&gen_length=16&router=always")
+    wait_run_done(page)
+    assert page.locator("#verifier-plot .js-plotly-plot").count() == 0          # not drawn while hidden
+    page.click("#prev")
+    s = page.evaluate("() => window.__umScrub.step")
+    page.get_by_role("tab", name="S2D2").click()
+    page.wait_for_function("(s) => { const g = document.querySelector('#verifier-plot .js-plotly-plot'); return g && "
+                           "g.layout.shapes.some(x => x.name === 'cursor' && x.y0 === s); }", arg=s, timeout=30000)

@@ -150,6 +150,12 @@ const bind = () => MAPS.forEach((id) => {
   gd.__umBound = true;
   gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
 });
-new MutationObserver(() => { load(); bind(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+// a figure drawn after the run arrived (a tab opened later, a server view) gets the cursor at the step shown
+const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+  if (gd.__umFollow || !gd.on) return;
+  gd.__umFollow = true;
+  gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); });
+});
+new MutationObserver(() => { load(); bind(); follow(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get run() { return run; }, textHtml, candHtml};
-load(); bind();
+load(); bind(); follow();

@@ -83,25 +83,48 @@ def shown(v: Views, panels: dict, views: dict) -> dict:
     return out
 
 
-def frame(page: Page, v: Views, tr, tab: str) -> dict:
-    """A streaming run between forwards: summary, text and the visible tab's views at the newest forward."""
+def frame(page: Page, v: Views, tr, tab: str, k: int) -> dict:
+    """A streaming run between forwards: summary, text and one of the visible tab's views (the k-th in turn) at the
+    newest forward. One figure per frame keeps each of the browser's redraws short (Plotly redraws a figure in
+    ~100 ms; four at once froze the page for half a second); each view of the tab still follows the run."""
     panels = render_panels(tr, None, page.verdict(tr))
     del panels["candidates"]
-    return {**shown(v, panels, render_views(tr, None, names={x.name for x in in_tab(tab)})), v.run_data: ""}
+    views = in_tab(tab)
+    return {**shown(v, panels, render_views(tr, None, names={views[k % len(views)].name})), v.run_data: ""}
+
+
+def in_pieces(v: Views, parts: dict, tab: str) -> list[dict]:
+    """A finished run's parts as several messages: the panels first, then one figure each (the visible tab's
+    first), and the scrubber's data last, so the browser redraws in short tasks and the scrubber takes over only
+    once every figure has arrived."""
+    plots = [v.plots[x.name] for x in sorted(VIEWS, key=lambda x: x.tab != tab)]
+    head = {c: val for c, val in parts.items() if c not in plots and c is not v.run_data}
+    pieces = [head] + [{c: parts[c]} for c in plots if c in parts]
+    pieces[-1] = {**pieces[-1], v.run_data: parts[v.run_data]}
+    return pieces
 
 
 def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
-    """A view tab was opened: remember it (a streaming run draws the visible tab), and while a run streams draw
-    its views at the newest forward. A finished run's views are all drawn already."""
-    if isinstance(box, dict):
-        box["tab"] = tab
-    if tr is None or tr.meta.get("finished", True):
-        return {p: gr.skip() for p in v.plots.values()}
-    return shown(v, {}, render_views(tr, None, names={x.name for x in in_tab(tab)}))
+    """A view tab was opened: remember it (a streaming run draws the visible tab), and draw its views if this run
+    has not drawn them yet: while a run streams at the newest forward, for a finished run at the step the
+    scrubber last settled on (the browser moves the cursors from there)."""
+    nothing = {p: gr.skip() for p in v.plots.values()}
+    if not isinstance(box, dict) or tr is None or not isinstance(tab, str):
+        return nothing
+    box["tab"] = tab
+    if not tr.meta.get("finished", True):
+        return shown(v, {}, render_views(tr, None, names={x.name for x in in_tab(tab)}))
+    run, drawn = box.get("drawn", (None, set()))
+    if run != tr.meta.get("run_id") or tab in drawn:
+        return nothing
+    drawn.add(tab)
+    step = min(max(1, int(box.get("step", len(tr.records)))), max(1, len(tr.records)))
+    return shown(v, {}, render_views(tr, step - 1, names={x.name for x in in_tab(tab)}))
 
 
-def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False) -> dict:
-    """Everything the page shows of a finished run, at step_v (1-based; the last by default), drawn once."""
+def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False, box=None) -> dict:
+    """Everything the page shows of a finished run, at step_v (1-based; the last by default), drawn once. With the
+    page's tab box, only the visible tab's views are drawn now; the others when their tab is opened."""
     from explorer.page.share import query_for
     n = max(1, len(tr.records))
     s = n if step_v is None else min(max(1, int(step_v)), n)
@@ -110,7 +133,11 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     run = str(tr.meta.get("run_id", "example"))
     data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
                        [x.elem_id for x in VIEWS if x.scrub == "server"])
-    out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1))
+    names = None
+    if isinstance(box, dict):
+        names = {x.name for x in in_tab(visible(box))}
+        box.update(drawn=(tr.meta.get("run_id"), {visible(box)}), step=s)
+    out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1, names=names))
     delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
     return {**out, v.run_data: data, v.delta: delta}
 
@@ -129,9 +156,11 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
                 hit.meta.update(run_id=run_id, finished=True, model=model)
-                yield hit, await in_thread(finished, page, v, hit, step_v, prev)
+                for piece in in_pieces(v, await in_thread(finished, page, v, hit, step_v, prev, False, box), visible(box)):
+                    yield hit, piece
                 return
         produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
+        k = 0
         async for f in follow(produce, page.service.max_seconds, started=t0):
             last = f.value
             if last is None:
@@ -140,11 +169,18 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             if f.limit:
                 last.meta["limit"] = f.limit
             if not f.final:
-                tab = box.get("tab") if isinstance(box, dict) else None
-                yield last, await in_thread(frame, page, v, last, tab if tab in TABS else TABS[0])
+                yield last, await in_thread(frame, page, v, last, visible(box), k)
+                k += 1
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
     if last is not None:
         if page.store is not None and not last.meta.get("limit"):
             page.store.put(key, last)   # run_id and finished are set again on every hit
-        yield last, await in_thread(finished, page, v, last, step_v, prev)
+        for piece in in_pieces(v, await in_thread(finished, page, v, last, step_v, prev, False, box), visible(box)):
+            yield last, piece
+
+
+def visible(box) -> str:
+    """The visible view tab, as the page last reported it (a dict the tab handlers update in place)."""
+    tab = box.get("tab") if isinstance(box, dict) else None
+    return tab if tab in TABS else TABS[0]

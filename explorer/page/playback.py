@@ -31,15 +31,17 @@ def build_playback() -> gr.HTML:
     return gr.HTML(SCRUBBER, elem_id="scrubber", js_on_load=js("scrub.js"))
 
 
-def settled(views, tr, evt: gr.EventData):
-    """The step settled in the browser: draw the visible views the browser cannot move itself. The event's data
-    comes from the browser, so every field is checked."""
+def settled(views, tr, box, evt: gr.EventData):
+    """The step settled in the browser: remember it (a tab opened later draws there) and draw the visible views
+    the browser cannot move itself. The event's data comes from the browser, so every field is checked."""
     data = getattr(evt, "_data", None)
     data = data if isinstance(data, dict) else {}
     step, pos, ids = data.get("step"), data.get("pos"), data.get("views")
     nothing = {p: gr.skip() for p in views.plots.values()}
     if tr is None or not isinstance(step, int) or isinstance(step, bool) or not isinstance(ids, list):
         return nothing
+    if isinstance(box, dict):
+        box["step"] = step
     names = {SERVER_VIEWS[i] for i in ids if isinstance(i, str) and i in SERVER_VIEWS}
     pos = pos if isinstance(pos, int) and not isinstance(pos, bool) else None
     n = len(tr.records)
@@ -50,7 +52,7 @@ def settled(views, tr, evt: gr.EventData):
 
 
 def wire_playback(scrubber: gr.HTML, views, trace_state) -> None:
-    def on_settle(tr, evt: gr.EventData):   # gradio passes the event's data by this annotation
-        return settled(views, tr, evt)
+    def on_settle(tr, box, evt: gr.EventData):   # gradio passes the event's data by this annotation
+        return settled(views, tr, box, evt)
 
-    scrubber.submit(on_settle, trace_state, list(views.plots.values()), show_progress="hidden")
+    scrubber.submit(on_settle, [trace_state, views.tab], list(views.plots.values()), show_progress="hidden")

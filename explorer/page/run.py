@@ -42,17 +42,22 @@ def controls_of(page: Page, c, tr) -> dict:
     return out
 
 
-def final_parts(page: Page, rp: RunParts, tr, parts: dict) -> dict:
-    return {**parts, rp.trace: tr, rp.previous: tr, **controls_of(page, rp.controls, tr),
+def final_parts(page: Page, rp: RunParts, tr, parts: dict, set_controls: bool = True) -> dict:
+    """The finished run and what describes it. ``set_controls`` False: the run was made from the controls as they
+    are (Run, a slider's release), so they already describe it and are not sent again (forty components redrawn
+    in one browser task otherwise)."""
+    return {**parts, rp.trace: tr, rp.previous: tr, **(controls_of(page, rp.controls, tr) if set_controls else {}),
             rp.export: page.export_dir.write(tr) if page.export_dir else None}
 
 
-async def present(page: Page, rp: RunParts, stream):
+async def present(page: Page, rp: RunParts, stream, set_controls: bool = True):
     """Stream (trace, parts) pairs into the page: frames as they come, the finished run with everything that
     describes it."""
+    described = None                      # the finished run whose description has been sent
     async for tr, parts in stream:
-        if tr.meta.get("finished", True):
-            yield final_parts(page, rp, tr, parts)
+        if tr.meta.get("finished", True) and described is not tr:
+            described = tr
+            yield final_parts(page, rp, tr, parts, set_controls)
         else:
             yield {**parts, rp.trace: tr}
 
