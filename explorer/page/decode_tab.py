@@ -1,11 +1,12 @@
 """The decode: summary, text, candidates and the registry's views in their tabs, and the handlers that stream a
 run into them and finish it.
 
-While a run streams, only the summary, the text and the views of the visible tab are drawn, a few times a second;
-when it ends (or comes at once from the trace cache) every view is drawn once, at the step shown, together with
-the run's per-step data for the browser's scrubber (``explorer.scrub``). Everything describing the run (controls,
-delta, link, export) is derived from the finished trace in ``finished``, whichever handler produced it. Only
-``UserError`` becomes a message in the page: any other exception is a bug and stays one.
+While a run streams, only the summary, the text and the views of the visible tab are drawn, a few times a second
+(one figure per frame). When it ends (or comes at once from the trace cache) the visible tab's views are drawn at
+the step shown, together with the run's per-step data for the browser's scrubber (``explorer.scrub``), in small
+messages; another tab's views are drawn once, when it is opened. Everything describing the run (delta, link,
+export, controls) is derived from the finished trace (``finished``, ``explorer.page.run``), whichever handler
+produced it. Only ``UserError`` becomes a message in the page: any other exception is a bug and stays one.
 """
 
 from __future__ import annotations
