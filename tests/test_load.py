@@ -93,7 +93,7 @@ def test_ten_clients_get_the_engines_answers(app):
 def test_a_cancelled_sweep_stops_using_cpu(app):
     url, proc = app
     cl = gradio_client.Client(url, verbose=False)
-    job = cl.submit("unmask-arith-tiny", "threshold", "0.5,0.7,0.9,0.95", "4,8,16", "", "arith", 200,
+    job = cl.submit("unmask-arith-tiny", "threshold", "0.5,0.7,0.9,0.95", "4,8,16", "", "arith", 200, 0.0,
                     api_name="/sweep")
     time.sleep(4)                                           # the sweep is running
     busy = cpu_seconds(proc.pid)
