@@ -36,6 +36,7 @@ class Param:
     page: tuple | None = None            # (lo, hi) on the public page, if narrower
     group: str = "common"                # where the page shows it
     cli: str = ""                        # flag stem when it differs from the name (booleans: --X / --no-X)
+    model: bool = False                  # names a model: on the public page only the embedded ones
     name: str = ""
 
     def interval(self, page: bool = False) -> str:
@@ -183,7 +184,7 @@ PARAMS: dict[str, Param] = {
                    group="s2d2"),
     # SimSD
     "drafter": P(str, "", label="Drafter", help="the small drafting model; empty = the target's paired drafter "
-                 "(on the page only embedded models)", group="simsd"),
+                 "(on the page only embedded models)", group="simsd", model=True),
     "mask": P(str, "released", choices=("released", "simplified"), label="Verification mask",
               help="released: the temporal mask of the SimSD code; simplified: the seed article's description",
               group="simsd"),
@@ -350,8 +351,9 @@ def validate(name: str, values: dict, page: bool = False) -> dict:
         raise ConfigError(f"unknown parameter(s) for {name}: {', '.join(str(u)[:40] for u in unknown)}; "
                           f"known: {', '.join(spec)}")
     typed = {k: spec[k].coerce(v) for k, v in values.items() if v is not None}
-    if page and typed.get("drafter") and typed["drafter"] not in embedded_names():
-        raise ConfigError("drafter: on this page only the embedded models can draft")
+    for k, v in typed.items():
+        if page and spec[k].model and v and v not in embedded_names():
+            raise ConfigError(f"{k}: on this page only the embedded models can be named")
     preset = typed.get("preset")
     if preset:
         spec["preset"].check(preset)

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from engine import catalogue
-from engine.decoders.ar import ARPolicy
-from engine.decoders.eb import EBPolicy
-from engine.decoders.edit import EditPolicy
-from engine.decoders.llada import LLaDAPolicy
-from engine.decoders.remdm import ReMDMPolicy
-from engine.decoders.s2d2 import S2D2Policy
-from engine.decoders.simsd import SimSDPolicy
-from engine.decoders.threshold import ThresholdPolicy
-from engine.decoders.tspd import TSPDPolicy
-from engine.decoders.wino import WinoPolicy
 from engine.loop import Policy
 from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.parse_spec)
 
-DECODERS: dict[str, type[Policy]] = {p.name: p for p in (ARPolicy, LLaDAPolicy, ThresholdPolicy, S2D2Policy,
-                                                         SimSDPolicy, TSPDPolicy, EditPolicy, WinoPolicy,
-                                                         ReMDMPolicy, EBPolicy)}
+
+def _policies() -> dict[str, type[Policy]]:
+    """Every Policy defined in this package's modules, by name: a new decoder is its module plus its catalogue
+    entry, with nothing to register here."""
+    found = {}
+    for m in pkgutil.iter_modules(__path__):
+        mod = importlib.import_module(f"{__name__}.{m.name}")
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, Policy) and obj.__module__ == mod.__name__:
+                found[obj.name] = obj
+    return found
+
+
+DECODERS: dict[str, type[Policy]] = _policies()
 assert set(DECODERS) == set(catalogue.DECODERS), "every catalogue decoder has a policy and vice versa"
 assert all(p.revises == catalogue.DECODERS[n].revises for n, p in DECODERS.items()), "revises: policy = catalogue"
 
