@@ -29,6 +29,7 @@ from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded
 from engine.loop import Generation
+from engine.resources import cached_loader
 from engine.tasks import get_task
 
 CONFIDENT = 0.9
@@ -82,18 +83,19 @@ def problem_seed(spec_seed: int, run_seed: int, index: int) -> int:
     return int.from_bytes(digest[:8], "big") % (SEED_MAX + 1)
 
 
-def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s, should_stop=None):
+def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s, should_stop=None, load=None):
     """One problem's decode with its own seed; returns (trace, wall seconds)."""
     policy.cfg = dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index))
     t0 = time.perf_counter()
-    tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s, should_stop=should_stop).run()
+    tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s, should_stop=should_stop, load=load).run()
     return tr, time.perf_counter() - t0
 
 
 def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",
-              progress=None, should_stop=None, budget_s: float | None = None, on_trace=None) -> list[dict]:
+              progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None) -> list[dict]:
     """Every spec on the first n problems of the split, interleaved problem by problem. ``on_trace(spec, index,
-    problem, trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again)."""
+    problem, trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again).
+    ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run)."""
     task = get_task(task_name)
     problems = task.problems(split, n, seed=seed)
     policies = []
@@ -101,9 +103,11 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
         name, params = parse_spec(spec)
         policy = build_decoder(name, **params)
         policies.append((spec, name, policy, policy.cfg))
+    load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
     if should_stop is None or not should_stop():   # warm-up (first-call allocations), within the same limits
         try:
-            Generation(adapter, problems[0].prompt, policies[0][2], budget_s=budget_s, should_stop=should_stop).run()
+            Generation(adapter, problems[0].prompt, policies[0][2], budget_s=budget_s, should_stop=should_stop,
+                       load=load).run()
         except BudgetExceeded:
             return []
     acc, outcomes = defaultdict(Counter), defaultdict(list)
@@ -116,7 +120,8 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
             for spec, _, policy, cfg in policies:  # a problem counts only once every decoder has finished it
                 if should_stop is not None and should_stop():
                     raise StopIteration
-                results.append((spec, *decode_problem(adapter, prob, policy, cfg, seed, i, budget_s, should_stop)))
+                results.append((spec, *decode_problem(adapter, prob, policy, cfg, seed, i, budget_s, should_stop,
+                                                      load)))
             for spec, tr, wall in results:
                 verdict = task.verdict(tr.meta["text"], prob)
                 verdicts[spec][verdict] += 1

@@ -261,6 +261,7 @@ class Decoder:
     title: str = ""                                    # the page's box for the parameters of group == name
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial)
+    resources: tuple = ()                              # what it needs besides the target (engine.resources)
 
 
 S2D2_PRESETS = {
@@ -293,7 +294,8 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
                                           help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
                                                "drafter, temperature 0: the trace says so)")},
-            needs=("block_causal", "no_shift"), knob="tau", title="SimSD: drafter and verification"),
+            needs=("block_causal", "no_shift"), knob="tau", title="SimSD: drafter and verification",
+            resources=("drafter",)),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
@@ -368,14 +370,12 @@ def validate(name: str, values: dict, page: bool = False) -> dict:
 
 
 class ConfigBase:
-    """What every generated config dataclass has: ``params()`` and ``validate()`` against the catalogue."""
+    """What every generated config dataclass has: ``params()``. Values are validated once, by ``validate`` in
+    ``engine.decoders.build_decoder``, before a config is made."""
     decoder_name = ""
 
     def params(self) -> dict:
         return dataclasses.asdict(self)
-
-    def validate(self) -> None:
-        validate(self.decoder_name, self.params())
 
 
 def config_class(name: str) -> type:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from engine.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
+from engine.resources import resolve
 from engine.runner import Runner, Tail  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TokenStats
@@ -144,9 +145,9 @@ class Policy:
     config_cls: type
     revises = False
 
-    def __init__(self, cfg):
-        cfg.validate()
-        self.cfg = cfg
+    def __init__(self, cfg, resources: dict | None = None):
+        self.cfg = cfg                  # validated once, by engine.decoders.build_decoder (the only constructor)
+        self.resources = resources or {}
 
     @property
     def prefix_causal(self) -> bool:
@@ -168,9 +169,10 @@ class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
 
     def __init__(self, adapter, prompt: str | list[int], policy: Policy, budget_s: float | None = None,
-                 should_stop=None):
+                 should_stop=None, load=None):
         """budget_s: engine seconds this decode may take; should_stop(): whether the request was cancelled. Both
-        are checked between forwards and raise ``BudgetExceeded`` with the partial trace."""
+        are checked between forwards and raise ``BudgetExceeded`` with the partial trace. load(name): how the
+        policy's resources (a drafter) are loaded (the caller's model cache; default: load them)."""
         self.adapter, self.policy, self.cfg = adapter, policy, policy.cfg
         self.budget_s, self.should_stop = budget_s, should_stop
         self.prompt_text = prompt if isinstance(prompt, str) else adapter.decode(prompt)
@@ -180,6 +182,7 @@ class Generation:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
+        policy.resources = resolve(policy, adapter, load)
         self.runner = Runner(adapter, self.prompt_ids, self.cfg, policy.prefix_causal)
         self.runner.revising = policy.revises
         self.records: list[StepRecord] = []

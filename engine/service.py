@@ -93,7 +93,7 @@ class DecodeService:
                    page: bool = False) -> Generation:
         text = check_prompt(prompt)
         policy = build_decoder(decoder, page=page, **params)
-        return Generation(self.model(model), text, policy, budget_s=self.max_seconds)
+        return Generation(self.model(model), text, policy, budget_s=self.max_seconds, load=self.model)
 
     def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None,
                page: bool = False) -> Iterator[Trace]:
@@ -135,4 +135,4 @@ class DecodeService:
         deadline = time.monotonic() + self.max_seconds
         stop = lambda: time.monotonic() > deadline or bool(should_stop and should_stop())  # noqa: E731
         return run_bench(self.model(model), task, n, specs, progress=progress, should_stop=stop,
-                         budget_s=self.max_seconds)
+                         budget_s=self.max_seconds, load=self.model)

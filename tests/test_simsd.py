@@ -122,3 +122,14 @@ def test_simsd_views_from_the_trace(two_layer):
     assert sum(kept.y) == tr.meta["generated_tokens"]
     am = attention_mask(tr, tr.records.index(rounds[0]))
     assert any("t=" in str(x) for x in am.data[0].x)
+
+
+def test_the_service_resolves_the_drafter_from_its_own_model_cache(one_layer, two_layer):
+    """A decoder never loads a model: SimSD's drafter comes from whoever owns the models (here the service)."""
+    from engine.service import DecodeService
+    svc = DecodeService(default_model=str(two_layer.path))
+    for _ in range(2):
+        svc.run("Ann has 3 pens . How many pens does she have now ?", "simsd",
+                dict(drafter=str(one_layer.path), block_size=4, gen_length=8))
+    assert set(svc._models) == {str(two_layer.path), str(one_layer.path)}   # the drafter in the service's cache
+    assert svc.model(str(one_layer.path)) is svc._models[str(one_layer.path)]

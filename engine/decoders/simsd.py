@@ -16,7 +16,6 @@ Where the temporal mask is exact and where it approximates: see ``verify``.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 import torch
@@ -26,34 +25,10 @@ from engine.catalogue import config_class
 from engine.decoders.s2d2 import verdict_arrays
 from engine.decoders.schedule import masked_topk
 from engine.decoders.threshold import dynamic_commit
-from engine.errors import ConfigError
 from engine.loop import BlockContext, Policy, Runner, Tail
 from engine.s2d2.verify import accept_greedy, accept_stochastic
 from engine.sampling import token_stats, transformed_probs
 from engine.trace import Reason, SimSDDraftFields, SimSDVerifyFields
-
-_DRAFTERS: dict = {}
-_LOCK = threading.Lock()
-
-
-def load_drafter(target, name: str):
-    """The drafter: `name`, else the target's pairing (config ``unmask.drafter``); loaded once per process. Its
-    vocabulary must extend the target's (same ids for the target's tokens)."""
-    from engine.model import load_model
-    name = name or (target.info or {}).get("drafter")
-    if not name:
-        raise ConfigError(f"{target.name} has no paired drafter; give drafter=NAME")
-    with _LOCK:
-        if name not in _DRAFTERS:
-            _DRAFTERS[name] = load_model(name, device=str(target.device))
-        d = _DRAFTERS[name]
-    tv, dv = target.tokenizer.get_vocab(), d.tokenizer.get_vocab()
-    if any(dv.get(w) != i for w, i in tv.items()) or d.mask_token_id != target.mask_token_id:
-        raise ConfigError(f"drafter {d.name} does not share {target.name}'s token ids")
-    if d.attention != "block_causal" or d.logit_shift:
-        raise ConfigError(f"drafter {d.name} must be a block-causal, position-aligned model")
-    return d
-
 
 def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
     """(L + n, L + n) over [leftover | drafts | copies] (cache columns dropped: every row sees the cache)."""
@@ -79,7 +54,7 @@ class SimSDPolicy(Policy):
     config_cls = config_class("simsd")
 
     def start(self, runner: Runner) -> None:
-        self.drafter = load_drafter(runner.adapter, self.cfg.drafter)
+        self.drafter = self.resources["drafter"]           # resolved by the caller (engine.resources)
         self.small = Runner(self.drafter, runner.tokens[:runner.P].tolist(), self.cfg)
         self.small.tokens, self.small.nfe, self.small.generator = runner.tokens, runner.nfe, runner.generator
         self.V = runner.adapter.vocab_size                  # the drafter's extra ids are never proposed
