@@ -383,4 +383,8 @@ def config_class(name: str) -> type:
     fields = [(k, p.type, dataclasses.field(default=p.default)) for k, p in params_of(name).items()]
     cls = dataclasses.make_dataclass(f"{name.capitalize()}Config", fields, bases=(ConfigBase,))
     cls.decoder_name = name
+    # its fields, declared where a reader looks (help(cfg), an IDE's hover): name, type, default, range, meaning
+    cls.__doc__ = f"{name}'s parameters, made from engine.catalogue:\n" + "\n".join(
+        f"    {k}: {p.type.__name__} = {p.default!r}  {p.interval() if p.lo is not None and p.type is not bool else ''}"
+        f"  {p.label} — {p.help}" for k, p in params_of(name).items())
     return cls
