@@ -2,7 +2,9 @@
 
 from xml.etree import ElementTree
 
-from engine.experiments.pareto import lookahead_stats, pareto_front, targets
+import numpy as np
+
+from engine.experiments.pareto import LookaheadTally, pareto_front, targets
 from engine.experiments.svg import scatter_svg
 
 
@@ -47,10 +49,24 @@ def test_scatter_svg_draws_every_point_and_escapes_labels():
     assert len(titles) == 3 and titles[0].startswith("a<b") and len(list(root.iter(f"{ns}polyline"))) == 2
 
 
-def test_lookahead_stats_count_commits(adapter, arith):
-    specs = ["tspd:block_size=8,controller=heuristic,kappa=0.0,s_min=1,gen_length=16,tau=0.5",
+def test_lookahead_counts_come_from_the_bench_own_traces(adapter, monkeypatch):
+    """Each (setting, problem) is decoded once: the look-ahead counts read the bench's traces, and the reference
+    is the bench's own LLaDA row."""
+    from engine import loop
+    from engine.bench import run_bench
+    from engine.training.collect import lookahead_counts
+    calls = []
+    real = loop.Generation.run
+    monkeypatch.setattr(loop.Generation, "run", lambda self: calls.append(1) or real(self))
+    ref = "llada:block_size=8,steps=8,gen_length=16"
+    specs = [ref, "tspd:block_size=8,controller=heuristic,kappa=0.0,s_min=1,gen_length=16,tau=0.5",
              "tspd:block_size=8,controller=heuristic,ce=0,gen_length=16"]
-    st = lookahead_stats(adapter, arith, 2, specs, 8)
-    assert set(st) == set(specs) and st[specs[1]]["lookahead_commits"] == 0 and st[specs[1]]["contradicted"] is None
-    assert 0.0 <= st[specs[0]]["lookahead_share"] <= 1.0
-    assert st[specs[0]]["contradicted"] is None or 0.0 <= st[specs[0]]["contradicted"] <= 1.0
+    tally, traces = LookaheadTally(ref), []
+    run_bench(adapter, "arith", 3, specs, on_trace=lambda *a: (traces.append(a), tally(*a)))
+    assert len(calls) == 1 + 3 * len(specs)                               # the warm-up, then each decode once
+    st = tally.stats()
+    assert set(st) == set(specs[1:]) and st[specs[2]]["lookahead_commits"] == 0 and st[specs[2]]["contradicted"] is None
+    finals = {i: tr.meta["final_tokens"] for s, i, _, tr in traces if s == ref}
+    by_hand = np.sum([lookahead_counts(tr, finals[i]) for s, i, _, tr in traces if s == specs[1]], axis=0)
+    assert st[specs[1]]["lookahead_commits"] == by_hand[1]
+    assert st[specs[1]]["lookahead_share"] == by_hand[1] / max(1, by_hand[0])

@@ -17,9 +17,7 @@ from pathlib import Path
 from engine.bench import run_bench
 from engine.decoders import build_decoder, parse_spec
 from engine.experiments.svg import scatter_svg
-from engine.loop import Generation
-from engine.tasks import get_task
-from engine.training.collect import lookahead_counts, reference_policy
+from engine.training.collect import lookahead_counts
 
 TAUS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 TAU_S = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
@@ -41,18 +39,26 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
             if not any((x2 <= x and y2 >= y) and (x2 < x or y2 > y) for x2, y2 in points)]
 
 
-def lookahead_stats(adapter, task, n: int, spec_list: list[str], B: int) -> dict[str, dict]:
-    """Per TSPD spec: the share of commits made by the look-ahead, and the share of those the reference decode
-    contradicts. The reference is decoded once per problem."""
-    policies = {s: from_spec(s) for s in spec_list}
-    count = {s: [0, 0, 0] for s in spec_list}                 # commits, look-ahead commits, contradicted
-    for prob in task.problems("test", n):
-        final = Generation(adapter, prob.prompt, reference_policy("llada", B)).run().meta["final_tokens"]
-        for s, pol in policies.items():
-            for k, v in enumerate(lookahead_counts(Generation(adapter, prob.prompt, pol).run(), final)):
-                count[s][k] += v
-    return {s: dict(lookahead_share=c[1] / max(1, c[0]), lookahead_commits=c[1],
-                    contradicted=c[2] / c[1] if c[1] else None) for s, c in count.items()}
+class LookaheadTally:
+    """Per TSPD spec: the share of commits made by CE's look-ahead and the share of those the reference decode
+    (LLaDA one token per step, a row of the same bench) contradicts, counted from the bench's own traces
+    (``run_bench(on_trace=...)``): nothing is decoded twice. Within a problem the bench reports the specs in order,
+    and the reference comes before every TSPD spec."""
+
+    def __init__(self, reference: str):
+        self.reference, self.final, self.count = reference, {}, {}
+
+    def __call__(self, spec, index, prob, trace) -> None:
+        if spec == self.reference:
+            self.final[index] = trace.meta["final_tokens"]
+        elif trace.meta["decoder"] == "tspd":
+            c = self.count.setdefault(spec, [0, 0, 0])                 # commits, look-ahead commits, contradicted
+            for k, v in enumerate(lookahead_counts(trace, self.final[index])):
+                c[k] += v
+
+    def stats(self) -> dict[str, dict]:
+        return {s: dict(lookahead_share=c[1] / max(1, c[0]), lookahead_commits=c[1],
+                        contradicted=c[2] / c[1] if c[1] else None) for s, c in self.count.items()}
 
 
 def from_spec(spec: str):
@@ -111,15 +117,14 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def run(adapter, task_name: str, n: int, B: int, out: Path, n_lookahead: int = 200) -> dict:
-    rows = run_bench(adapter, task_name, n, specs(B))
+def run(adapter, task_name: str, n: int, B: int, out: Path) -> dict:
+    tally = LookaheadTally(f"llada:block_size={B},steps={B}")
+    rows = run_bench(adapter, task_name, n, specs(B), on_trace=tally)
+    stats = tally.stats()
     for r in rows:
         r["nfe_per_token"] = 1 / r["tpf"]
-    tspd_specs = [r["spec"] for r in rows if r["decoder"] == "tspd"]
-    stats = lookahead_stats(adapter, get_task(task_name), min(n, n_lookahead), tspd_specs, B)
-    for r in rows:
         r.update(stats.get(r["spec"], {}))
-    res = dict(model=adapter.name, task=task_name, n=n, block_size=B, n_lookahead=min(n, n_lookahead), rows=rows,
+    res = dict(model=adapter.name, task=task_name, n=n, block_size=B, n_lookahead=n, rows=rows,
                fronts=fronts(rows), targets=targets(rows, B))
     print(markdown(res))
     print(json.dumps(dict(fronts=res["fronts"], targets=res["targets"]), indent=1))
