@@ -212,3 +212,14 @@ def test_a_hidden_tab_is_drawn_when_opened_at_the_step_shown(page, server):
     page.get_by_role("tab", name="S2D2").click()
     page.wait_for_function("(s) => { const g = document.querySelector('#verifier-plot .js-plotly-plot'); return g && "
                            "g.layout.shapes.some(x => x.name === 'cursor' && x.y0 === s); }", arg=s, timeout=30000)
+
+
+def test_the_revisions_tab_follows_a_selected_position(page, server):
+    page.goto(server + "?decoder=wino&block_size=4&gen_length=16&tau_wide=0.3&tau_narrow=0.9")
+    wait_run_done(page)
+    page.get_by_role("tab", name="Revisions").click()
+    page.wait_for_selector("#wino-plot .js-plotly-plot", timeout=30000)
+    pos = page.evaluate("() => window.__umScrub.run.pos[1]")
+    page.evaluate("(p) => window.__umScrub.select(p)", pos)
+    page.wait_for_function("(p) => { const g = document.querySelector('#history-plot .js-plotly-plot'); return g && "
+                           "g.layout.title && g.layout.title.text.includes('position ' + p); }", arg=pos, timeout=30000)

@@ -41,7 +41,7 @@ def token_history(trace, step: int | None = None, grid: Grid | None = None, sele
                                  name="revised", hoverinfo="skip"))
     return fig.update_layout(height=260, template="unmask", margin=dict(l=90, r=10, t=36, b=40),
                              title=dict(text=f"token history of position {selected}", x=0.01, font=dict(size=14)),
-                             xaxis=dict(title="step", range=[0.5, max(s + 1, 2) + 0.5]),
+                             xaxis=dict(title="step", range=[0.5, max(s + 1, 2) + 0.5], dtick=1 if s < 30 else None),
                              yaxis=dict(type="category", title=""), shapes=cursor(s, axis="x"), showlegend=False)
 
 
