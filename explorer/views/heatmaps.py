@@ -161,7 +161,9 @@ def confidence(trace, step: int | None = None, grid: Grid | None = None, selecte
     z = quantize(getattr(g, field))
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
                  colorscale=percent_scale(), showscale=False,
-                 text=g.hover, hovertemplate=f"pos %{{x}} · step %{{y}}<br>%{{text}}<br>{field} %{{z}}%<extra></extra>")]
+                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}% (200 = not masked)<extra></extra>")]
+    # the candidate behind each cell is in the mask map's hover: sending the same 65 k strings again per map
+    # tripled a long run's payload
     committed = np.argwhere(g.committed)
     if len(committed):
         data.append(dict(type="scatter", x=g.labels[committed[:, 1]], y=committed[:, 0] + 1, mode="markers",
