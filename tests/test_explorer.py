@@ -54,7 +54,8 @@ def test_views_render(saved_trace):
     assert len(conf.data[0].x) == len(g.positions) and conf.data[0].x[0].startswith(f"{g.P} ")
     assert "TPF" in render_summary(saved_trace, "valid") and ">valid<" in render_summary(saved_trace, "valid")
     assert "checker" not in render_summary(saved_trace)
-    hover = conf.data[0].text
+    assert conf.data[0].text is None                     # the per-cell hover lives on the mask map, sent once
+    hover = heatmaps.mask_state(saved_trace, 2, g).data[0].text
     s, j = np.argwhere(live)[0]
     assert hover[s][j] == f"candidate {saved_trace.token_str(g.candidate[s, j])} · p {g.confidence[s, j]:.2f}" + (
         " · committed" if g.committed[s, j] else "")
