@@ -106,6 +106,7 @@ function draw() {
 }
 
 function askServer() {      // the visible views the server draws itself, at the settled step
+  if (!run) return;         // a new run began streaming since
   const ids = run.server.filter((id) => visible(plotOf(id)) || visible(document.getElementById(id)));
   if (ids.length) trigger('submit', {step, pos: sel, views: ids});
 }
