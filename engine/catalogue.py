@@ -133,6 +133,10 @@ PARAMS: dict[str, Param] = {
     "seed": P(int, 0, 0, SEED_MAX, label="Seed", help="fixes every random choice of a decode", group="sampling"),
     "use_cache": P(bool, True, label="exact block KV cache", help="off: recompute the prefix every forward",
                    group="engine", cli="cache"),
+    "kv_cache": P(str, "none", choices=("none", "prefix"), label="KV cache of full-attention models",
+                  help="none: the whole canvas every forward; prefix: Fast-dLLM's prefix cache (approximate: the "
+                  "prefix's K/V from each block's first forward); block-causal models keep their exact cache",
+                  group="engine", cli="kv-cache"),
     "stop_at_eos": P(bool, True, label="stop at [EOS]", help="stop once a stop token is decoded", group="engine",
                      cli="eos-stop"),
     "fuse_commit": P(bool, True, label="fuse commit into the next forward",
@@ -245,7 +249,7 @@ for _k, _p in PARAMS.items():
     object.__setattr__(_p, "name", _k)
 
 COMMON = ("block_size", "gen_length", "temperature", "top_k", "top_p", "seed", "use_cache", "stop_at_eos",
-          "fuse_commit")
+          "fuse_commit", "kv_cache")
 
 
 @dataclass(frozen=True)

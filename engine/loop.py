@@ -182,6 +182,9 @@ class Generation:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
+        if getattr(self.cfg, "kv_cache", "none") != "none" and adapter.attention != "full":
+            raise ConfigError(f"kv_cache={self.cfg.kv_cache} is for full-attention models; {adapter.name} is "
+                              "block-causal and keeps its exact block cache (use_cache)")
         policy.resources = resolve(policy, adapter, load)
         self.runner = Runner(adapter, self.prompt_ids, self.cfg, policy.prefix_causal)
         self.runner.revising = policy.revises
@@ -269,7 +272,9 @@ class Generation:
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
-            cache="exact block KV cache" if r.cache is not None else "none", device=str(a.device),
+            cache="exact block KV cache" if r.cache is not None else
+            "prefix cache (Fast-dLLM, approximate)" if r.kv_cache == "prefix" and a.attention == "full" else "none",
+            device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))
         return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

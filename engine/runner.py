@@ -54,6 +54,8 @@ class Runner:
         self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
         self.revising = False               # set by the policy: whether written tokens may change
         self.prefix: tuple = (0, None)      # (first position, logits) of the latest forward's recomputed rows
+        self.kv_cache = getattr(cfg, "kv_cache", "none")   # full-attention families: "none" or Fast-dLLM's "prefix"
+        self.full_cache, self.prefix_of = None, None        # the prefix cache and the block start it was made at
 
     @property
     def total_nfe(self) -> int:
@@ -110,15 +112,29 @@ class Runner:
         return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None)
 
     def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens):
-        """Full-attention families (Dream, LLaDA): every forward runs the whole canvas bidirectionally (prompt,
-        committed tokens, the current block and every later masked slot), as their reference decoders do, and
-        nothing is cached."""
+        """Full-attention families (Dream, LLaDA): a forward runs the whole canvas bidirectionally (prompt,
+        committed tokens, the current block and every later masked slot), as their reference decoders do.
+        ``kv_cache="prefix"`` (Fast-dLLM's prefix cache, approximate): a block's first forward runs the whole canvas
+        and keeps the K/V of everything before the block; its later forwards run only [block start, end) against
+        them, so the prefix's K/V are the ones computed when the block began."""
         assert tail is None and block_mask is None, "full-attention models take no verifier rows or block masks"
         ids = self.tokens[:self.end].clone()                  # (n,)
         if block_tokens is not None:
             ids[lo:hi] = block_tokens
         n = self.end
-        logits = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None)  # (n, V)
+        if self.kv_cache == "prefix" and self.prefix_of == lo:
+            q = n - lo
+            logits = self.adapter.forward(ids[lo:], torch.ones(q, n, dtype=torch.bool), torch.arange(lo, n),
+                                          self.full_cache.cache)                           # (n - lo, V)
+            self.full_cache.rollback(lo)
+            self.nfe[kind] += 1
+            return logits[:hi - lo], None
+        cache = BlockCache(self.adapter.new_cache()) if self.kv_cache == "prefix" else None
+        logits = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n),
+                                      cache.cache if cache is not None else None)          # (n, V)
+        if cache is not None:
+            cache.rollback(lo)
+            self.full_cache, self.prefix_of = cache, lo
         self.nfe[kind] += 1
         self.prefix = (0, logits[:lo])
         return logits[lo:hi], None
@@ -136,6 +152,7 @@ class Runner:
         if self.cache is not None and self.cached > pos:
             self.cache.rollback(pos)
             self.cached = pos
+        self.prefix_of = None                 # a prefix cache holding the old tokens is made again
 
     def store(self, hi: int, kind: str = "commit") -> bool:
         """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""

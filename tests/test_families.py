@@ -159,3 +159,46 @@ def test_picker_offers_only_the_operators_models(dirs, tmp_path):
     for hostile in (str(dirs["llada"]), "/etc", "GSAI-ML/LLaDA-8B-Instruct", "../assets/models"):
         with pytest.raises(UserError, match="not offered"):
             page.check_model(hostile)
+
+
+def reference_prefix_cache_generate(a, prompt_ids, gen_length, block_length, steps):
+    """Fast-dLLM's ``generate_with_prefix_cache`` (llada/generate.py; greedy, low-confidence, fixed steps), written
+    from its description: per block, one forward over the whole canvas whose K/V before the block are kept, then
+    forwards over [block start, end) against those K/V only; [MASK] is never predicted (as the engine)."""
+    from transformers import DynamicCache
+    x = torch.tensor(prompt_ids + [a.mask_token_id] * gen_length)
+    P, n = len(prompt_ids), len(prompt_ids) + gen_length
+    for b in range(gen_length // block_length):
+        lo, hi = P + b * block_length, P + (b + 1) * block_length
+        quota = [block_length // steps + (j < block_length % steps) for j in range(steps)]
+        cache = DynamicCache(config=a.model.config)
+        for j, k in enumerate(quota):
+            if j == 0:
+                logits = a.forward(x, torch.ones(n, n, dtype=torch.bool), torch.arange(n), cache)[lo:]
+                cache.crop(lo - n)                        # keep the K/V of [0, lo) only
+            else:
+                logits = a.forward(x[lo:], torch.ones(n - lo, n, dtype=torch.bool), torch.arange(lo, n), cache)
+                cache.crop(lo - n)
+            logits = logits.double()
+            logits[:, a.mask_token_id] = float("-inf")
+            p = torch.softmax(logits, -1)
+            x0 = p.argmax(-1)
+            conf = torch.where(x[lo:] == a.mask_token_id, p.gather(-1, x0[:, None])[:, 0], torch.tensor(-1.0).double())
+            conf[hi - lo:] = -1.0
+            sel = torch.topk(conf, k).indices
+            x[lo + sel] = x0[sel]
+    return x[P:].tolist()
+
+
+def test_llada_prefix_cache_follows_fast_dllm_and_is_refused_on_block_causal_models(models):
+    a = models["llada"]
+    pol = build_decoder("llada", block_size=4, steps=4, gen_length=12, stop_at_eos=False, kv_cache="prefix")
+    tr = Generation(a, PROMPT, pol).run()
+    assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == reference_prefix_cache_generate(
+        a, tr.meta["prompt_ids"], 12, 4, 4)
+    assert tr.nfe == 12 and tr.meta["cache"].startswith("prefix")
+    plain = Generation(a, PROMPT, build_decoder("llada", block_size=4, steps=4, gen_length=12, stop_at_eos=False)).run()
+    gaps = [abs(x.confidence - y.confidence).max() for x, y in zip(tr.records, plain.records)]
+    assert gaps[0] < 1e-6 and max(gaps) > 1e-6      # a block's first forward is exact; later ones read the prefix
+    with pytest.raises(ConfigError, match="block-causal"):
+        Generation(models["sdar"], PROMPT, build_decoder("threshold", kv_cache="prefix"))
