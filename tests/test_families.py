@@ -202,3 +202,41 @@ def test_llada_prefix_cache_follows_fast_dllm_and_is_refused_on_block_causal_mod
     assert gaps[0] < 1e-6 and max(gaps) > 1e-6      # a block's first forward is exact; later ones read the prefix
     with pytest.raises(ConfigError, match="block-causal"):
         Generation(models["sdar"], PROMPT, build_decoder("threshold", kv_cache="prefix"))
+
+
+def reference_prefix_cache_threshold(a, prompt_ids, gen_length, block_length, tau):
+    """Fast-dLLM's ``generate_with_prefix_cache`` with ``threshold`` (its ``get_transfer_index``: the most
+    confident masked slot of the block always, the others while their confidence is not below τ), from its
+    description; forwards until the block has no masks."""
+    from transformers import DynamicCache
+    x = torch.tensor(prompt_ids + [a.mask_token_id] * gen_length)
+    P, n = len(prompt_ids), len(prompt_ids) + gen_length
+    for b in range(gen_length // block_length):
+        lo, hi = P + b * block_length, P + (b + 1) * block_length
+        cache, first = DynamicCache(config=a.model.config), True
+        while (x[lo:hi] == a.mask_token_id).any():
+            if first:
+                logits = a.forward(x, torch.ones(n, n, dtype=torch.bool), torch.arange(n), cache)[lo:]
+            else:
+                logits = a.forward(x[lo:], torch.ones(n - lo, n, dtype=torch.bool), torch.arange(lo, n), cache)
+            cache.crop(lo - n)
+            first = False
+            logits = logits.double()
+            logits[:, a.mask_token_id] = float("-inf")
+            p = torch.softmax(logits, -1)
+            x0 = p.argmax(-1)
+            masked = (x[lo:] == a.mask_token_id) & (torch.arange(n - lo) < hi - lo)
+            conf = torch.where(masked, p.gather(-1, x0[:, None])[:, 0], torch.tensor(float("-inf")).double())
+            order = torch.argsort(conf, descending=True)[: int(masked.sum())]
+            keep = [int(order[0])] + [int(i) for i in order[1:] if conf[i] >= tau]
+            x[lo + torch.tensor(keep)] = x0[torch.tensor(keep)]
+    return x[P:].tolist()
+
+
+@pytest.mark.parametrize("tau", [0.3, 0.9])
+def test_llada_threshold_with_prefix_cache_follows_fast_dllm(models, tau):
+    a = models["llada"]
+    pol = build_decoder("threshold", tau=tau, block_size=4, gen_length=12, stop_at_eos=False, kv_cache="prefix")
+    tr = Generation(a, PROMPT, pol).run()
+    assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == reference_prefix_cache_threshold(
+        a, tr.meta["prompt_ids"], 12, 4, tau)
