@@ -60,12 +60,7 @@ def teaching_counts(trace) -> dict:
 def revision_counts(adapter, task, prob, trace, right: bool) -> Counter:
     """What a revising decoder's changes did to this problem: how many it made, and whether the answer without
     them (each revised slot back to the token it first held) would have been judged otherwise by the checker."""
-    changes = []
-    for r in trace.records:
-        if r.has("prev_positions"):
-            changes += [(int(p), int(a)) for p, a in zip(r.field("prev_positions"), r.field("prev_from"))]
-        if r.has("revised"):
-            changes += [(int(r.positions[i]), int(r.field("revised_from")[i])) for i in np.flatnonzero(r.field("revised"))]
+    changes = [(pos, old) for _, pos, _, old, _ in trace.revisions()]
     if not changes:
         return Counter()
     ids, P = list(trace.meta["token_ids"]), int(trace.meta["prompt_len"])

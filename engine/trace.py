@@ -225,6 +225,21 @@ class Trace:
     def tpf(self) -> float:
         return len(self.generated_ids) / max(1, self.nfe)
 
+    def revisions(self) -> list[tuple[int, int, int, int, int]]:
+        """(record index, absolute position, Revision code, old token, new token) of every change a revising
+        decoder made to a written token, in order: the current block's (``revised``) and the previous block's
+        (``prev_positions``, always edits)."""
+        out = []
+        for s, r in enumerate(self.records):
+            if r.has("prev_positions"):
+                out += [(s, int(p), int(Revision.EDIT), int(a), int(b))
+                        for p, a, b in zip(r.field("prev_positions"), r.field("prev_from"), r.field("prev_to"))]
+            if r.has("revised"):
+                codes, old = r.field("revised"), r.field("revised_from")
+                out += [(s, int(r.positions[i]), int(codes[i]), int(old[i]), int(r.tokens_after[i]))
+                        for i in np.flatnonzero(codes)]
+        return out
+
     def token_str(self, tid: int) -> str:
         return self.meta["vocab"].get(str(int(tid)), "?")
 

@@ -132,21 +132,8 @@ class Grid:
     @cached_property
     def revisions(self) -> list[tuple[int, int, int, int, int]]:
         """(step, column, Revision code, old token, new token) of every change a revising decoder made."""
-        out = []
-        for s, r in enumerate(self.trace.records):
-            prev = r.field("prev_positions")
-            if prev is not None:
-                out += [(s, int(p) - self.P, 1, int(a), int(b)) for p, a, b in zip(prev, r.field("prev_from"),
-                                                                                  r.field("prev_to"))]
-            codes = r.field("revised")
-            if codes is None:
-                continue
-            old = r.field("revised_from")
-            for i in np.flatnonzero(codes):
-                j = int(r.positions[i]) - self.P
-                if 0 <= j < self.end - self.P:
-                    out.append((s, j, int(codes[i]), int(old[i]), int(r.tokens_after[i])))
-        return out
+        return [(s, p - self.P, code, old, new) for s, p, code, old, new in self.trace.revisions()
+                if 0 <= p - self.P < self.end - self.P]
 
     @cached_property
     def hover(self) -> np.ndarray:

@@ -51,10 +51,8 @@ def build_tour():
 
 def revision_step(trace) -> int:
     """The 1-based step of the first revision in a trace (the last step if none)."""
-    for s, r in enumerate(trace.records):
-        if r.has("prev_positions") or r.has("revised"):
-            return s + 1
-    return len(trace.records)
+    changes = trace.revisions()
+    return changes[0][0] + 1 if changes else len(trace.records)
 
 
 def tour_next(page: Page, i) -> tuple:
