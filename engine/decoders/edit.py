@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from engine.catalogue import config_class
+from engine.decoders.schedule import token_p
 from engine.loop import BlockContext, Policy
 from engine.trace import Reason, Revision
 
@@ -32,7 +33,7 @@ from engine.trace import Reason, Revision
 def edit_candidates(ctx: BlockContext, st, tau_edit: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(indices, p) of written slots whose argmax differs from their token with p > τ_edit, and p at every
     written slot (NaN elsewhere)."""
-    p_top = st.probs.gather(-1, st.top1[:, None])[:, 0].float()          # (L,)
+    p_top = token_p(st.probs, st.top1)                                     # (L,)
     written = ctx.written
     edit = written & (st.top1 != ctx.tokens) & (p_top > tau_edit)
     return edit.nonzero()[:, 0], torch.where(written, p_top, torch.full_like(p_top, float("nan")))

@@ -15,7 +15,7 @@ import math
 import torch
 
 from engine.catalogue import config_class
-from engine.decoders.schedule import masked_topk, transfer_schedule
+from engine.decoders.schedule import masked_topk, token_p, transfer_schedule
 from engine.loop import BlockContext, Policy
 from engine.trace import Reason, Revision
 
@@ -25,7 +25,7 @@ def least_supported(ctx: BlockContext, st, r: int) -> torch.Tensor:
     written = ctx.written
     if r <= 0 or not written.any():
         return torch.zeros(0, dtype=torch.long)
-    p_tok = st.probs.gather(-1, ctx.tokens[:, None].clamp_min(0))[:, 0].float()
+    p_tok = token_p(st.probs, ctx.tokens)
     score = torch.where(written, -p_tok, torch.full_like(p_tok, float("-inf")))
     return torch.topk(score, min(r, int(written.sum()))).indices.sort().values
 

@@ -1,4 +1,5 @@
-"""Helpers the commit rules share: per-step quotas and top-k over the still-masked positions."""
+"""Helpers the commit rules share: per-step quotas, top-k over the still-masked positions, and the probability the
+model gives each slot's token (what the revising rules judge a written token by)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,8 @@ def masked_topk(score: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tens
     """Sorted block-relative indices of the k best-scored masked positions (k is capped at the masked count)."""
     s = torch.where(masked, score, torch.full_like(score, float("-inf")))
     return torch.topk(s, min(k, int(masked.sum()))).indices.sort().values
+
+
+def token_p(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """(L,) float: probs (L, V) at each slot's token (tokens (L,); [MASK] slots read a harmless column)."""
+    return probs.gather(-1, tokens[:, None].clamp_min(0))[:, 0].float()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from engine.catalogue import config_class
+from engine.decoders.schedule import token_p
 from engine.decoders.threshold import threshold_commit
 from engine.loop import BlockContext, Policy
 from engine.trace import Reason, Revision
@@ -24,7 +25,7 @@ from engine.trace import Reason, Revision
 
 def unsupported(ctx: BlockContext, st, tau_narrow: float) -> torch.Tensor:
     """Written slots of the block whose token has p < τ_narrow in this forward."""
-    p_tok = st.probs.gather(-1, ctx.tokens[:, None].clamp_min(0))[:, 0].float()   # (L,)
+    p_tok = token_p(st.probs, ctx.tokens)                                  # (L,)
     return (ctx.written & (p_tok < tau_narrow)).nonzero()[:, 0]
 
 
