@@ -98,13 +98,9 @@ class BlockContext:
         assert ((positions < self.lo) & (positions >= self.runner.P)).all(), "only written tokens before the block"
         old = self.runner.tokens[positions].clone()
         self.runner.tokens[positions] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-        self.runner.uncache_from(self._block_start(int(positions.min())))
-        self._prev.append((positions.numpy(), old.numpy(), self.runner.tokens[positions].numpy()))
-
-    def _block_start(self, pos: int) -> int:
-        """Where the cached block holding `pos` starts: everything from there is recomputed."""
         B = self.runner.cfg.block_size
-        return max(self.runner.P if self.runner.adapter.attention == "full" else 0, pos // B * B)
+        self.runner.uncache_from(int(positions.min()) // B * B)   # the block-causal cache holds whole blocks
+        self._prev.append((positions.numpy(), old.numpy(), self.runner.tokens[positions].numpy()))
 
     def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
         """Close the current forward: build its record and start a new one. ``extra`` keys must be declared in
@@ -145,9 +141,9 @@ class Policy:
     config_cls: type
     revises = False
 
-    def __init__(self, cfg, resources: dict | None = None):
+    def __init__(self, cfg):
         self.cfg = cfg                  # validated once, by engine.decoders.build_decoder (the only constructor)
-        self.resources = resources or {}
+        self.resources: dict = {}       # set by Generation (engine.resources)
 
     @property
     def prefix_causal(self) -> bool:
@@ -182,7 +178,7 @@ class Generation:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
-        if getattr(self.cfg, "kv_cache", "none") != "none" and adapter.attention != "full":
+        if self.cfg.kv_cache != "none" and adapter.attention != "full":
             raise ConfigError(f"kv_cache={self.cfg.kv_cache} is for full-attention models; {adapter.name} is "
                               "block-causal and keeps its exact block cache (use_cache)")
         policy.resources = resolve(policy, adapter, load)
@@ -273,7 +269,7 @@ class Generation:
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
             cache="exact block KV cache" if r.cache is not None else
-            "prefix cache (Fast-dLLM, approximate)" if r.kv_cache == "prefix" and a.attention == "full" else "none",
+            "prefix cache (Fast-dLLM, approximate)" if r.kv_cache == "prefix" else "none",
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))

@@ -54,7 +54,7 @@ class Runner:
         self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
         self.revising = False               # set by the policy: whether written tokens may change
         self.prefix: tuple = (0, None)      # (first position, logits) of the latest forward's recomputed rows
-        self.kv_cache = getattr(cfg, "kv_cache", "none")   # full-attention families: "none" or Fast-dLLM's "prefix"
+        self.kv_cache = cfg.kv_cache        # full-attention families: "none" or Fast-dLLM's "prefix"
         self.full_cache, self.prefix_of = None, None        # the prefix cache and the block start it was made at
 
     @property
