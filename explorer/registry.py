@@ -61,3 +61,7 @@ BY_NAME = {v.name: v for v in VIEWS}
 
 def in_tab(tab: str | None) -> tuple[View, ...]:
     return tuple(v for v in VIEWS if v.tab == tab)
+
+
+def names_in(tab: str | None) -> set[str]:
+    return {v.name for v in in_tab(tab)}

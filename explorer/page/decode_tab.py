@@ -22,11 +22,12 @@ from engine.errors import UserError
 from explorer import scrub
 from explorer.glossary import how_to_read
 from explorer.page.context import Page, shown_error
+from explorer.page.share import query_for
 from explorer.page.worker import follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
-from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab
+from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab, names_in
 
 
 @dataclass
@@ -114,19 +115,18 @@ def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
         return nothing
     box["tab"] = tab
     if not tr.meta.get("finished", True):
-        return shown(v, {}, render_views(tr, None, names={x.name for x in in_tab(tab)}))
+        return shown(v, {}, render_views(tr, None, names=names_in(tab)))
     run, drawn = box.get("drawn", (None, set()))
     if run != tr.meta.get("run_id") or tab in drawn:
         return nothing
     drawn.add(tab)
     step = min(max(1, int(box.get("step", len(tr.records)))), max(1, len(tr.records)))
-    return shown(v, {}, render_views(tr, step - 1, names={x.name for x in in_tab(tab)}))
+    return shown(v, {}, render_views(tr, step - 1, names=names_in(tab)))
 
 
 def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False, box=None) -> dict:
     """Everything the page shows of a finished run, at step_v (1-based; the last by default), drawn once. With the
     page's tab box, only the visible tab's views are drawn now; the others when their tab is opened."""
-    from explorer.page.share import query_for
     n = max(1, len(tr.records))
     s = n if step_v is None else min(max(1, int(step_v)), n)
     if tr.meta.get("limit"):
@@ -136,7 +136,7 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
                        [x.elem_id for x in VIEWS if x.scrub == "server"])
     names = None
     if isinstance(box, dict):
-        names = {x.name for x in in_tab(visible(box))}
+        names = names_in(visible(box))
         box.update(drawn=(tr.meta.get("run_id"), {visible(box)}), step=s)
     out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1, names=names))
     delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
@@ -157,8 +157,8 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
                 hit.meta.update(run_id=run_id, finished=True, model=model)
-                for piece in in_pieces(v, await in_thread(finished, page, v, hit, step_v, prev, False, box), visible(box)):
-                    yield hit, piece
+                async for out in finish(page, v, hit, step_v, prev, box):
+                    yield out
                 return
         produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
         k = 0
@@ -177,8 +177,14 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
     if last is not None:
         if page.store is not None and not last.meta.get("limit"):
             page.store.put(key, last)   # run_id and finished are set again on every hit
-        for piece in in_pieces(v, await in_thread(finished, page, v, last, step_v, prev, False, box), visible(box)):
-            yield last, piece
+        async for out in finish(page, v, last, step_v, prev, box):
+            yield out
+
+
+async def finish(page: Page, v: Views, tr, step_v, prev, box):
+    """A finished run, drawn off the event loop and sent in pieces: yields (trace, piece)."""
+    for piece in in_pieces(v, await in_thread(finished, page, v, tr, step_v, prev, False, box), visible(box)):
+        yield tr, piece
 
 
 def visible(box) -> str:
