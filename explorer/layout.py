@@ -12,8 +12,7 @@ from explorer.glossary import GLOSSARY
 from explorer.page import compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
 from explorer.page.context import Page, shown_error
-from explorer.page.run import RunParts, present, show_trace
-from engine.errors import UserError
+from explorer.page.run import RunParts, run_setting, show_trace
 from engine.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
@@ -83,12 +82,8 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
     c, v = rp.controls, rp.views
 
     async def on_run(box, prev, prompt_v, model_v, decoder_v, *values):
-        try:
-            params = share.from_controls(c.keys, decoder_v, values)
-        except UserError as e:
-            raise shown_error(str(e)) from None
-        async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, decoder_v, params, None,
-                                                            box, prev), set_controls=False):
+        parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
+        async for out in run_setting(page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False):
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
@@ -101,12 +96,7 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
         """A sweep setting, decoded on the current prompt into the main views."""
         if not spec or not isinstance(spec, str):
             raise shown_error("choose a setting first")
-        try:
-            name, params = parse_spec(spec)
-        except UserError as e:
-            raise shown_error(str(e)) from None
-        async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, name, params, None, box,
-                                                            prev)):
+        async for out in run_setting(page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev):
             yield out
 
     sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **model_run(rp))
@@ -136,12 +126,9 @@ def wire_tour_and_load(demo, page, rp: RunParts, tour_text, tour_btn, tour_idx) 
         if not go:
             yield {rp.trace: gr.skip()}
             return
-        try:
-            params = share.from_controls(c.keys, decoder_v, values)
-        except UserError as e:
-            raise shown_error(str(e)) from None
-        async for out in present(page, rp, decode_tab.decode(page, v, prompt_v, model_v, decoder_v, params,
-                                                            step_v if isinstance(step_v, int) else None, box, prev)):
+        parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
+        async for out in run_setting(page, rp, parse, prompt_v, model_v, step_v if isinstance(step_v, int) else None,
+                                     box, prev):
             yield out
 
     demo.load(load, None, [autorun, step_from_url, *rp.outputs]) \

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine import catalogue
-from explorer.page.context import Page
-from explorer.page.decode_tab import Views, finished
+from engine.errors import UserError
+from explorer.page.context import Page, shown_error
+from explorer.page.decode_tab import Views, decode, finished
 
 
 @dataclass
@@ -60,6 +61,19 @@ async def present(page: Page, rp: RunParts, stream, set_controls: bool = True):
             yield final_parts(page, rp, tr, parts, set_controls)
         else:
             yield {**parts, rp.trace: tr}
+
+
+async def run_setting(page: Page, rp: RunParts, parse, prompt_v, model_v, step_v, box, prev,
+                      set_controls: bool = True):
+    """Decode a setting and present it. ``parse()`` gives (decoder, params) from what the visitor sent; its
+    ``UserError`` becomes the page's one-line message."""
+    try:
+        name, params = parse()
+    except UserError as e:
+        raise shown_error(str(e)) from None
+    async for out in present(page, rp, decode(page, rp.views, prompt_v, model_v, name, params, step_v, box, prev),
+                             set_controls):
+        yield out
 
 
 def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool) -> dict:
