@@ -308,8 +308,9 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             overrides={"block_size": dict(default=16), "tau": dict(default=0.99, open_hi=True)}, proposed=True,
             knob="tau", title="TSPD + CE (PROPOSED reconstruction)"),
     Decoder("edit", "**Token editing** (LLaDA2.1's joint threshold): fill masks whose p > τ and, in the same forward, "
-            "rewrite a written token of the block when the model prefers another with p > τ_edit; then a few "
-            "edit-only forwards per block.", COMMON + ("tau", "tau_edit", "post_steps", "check_next"),
+            "rewrite a written token of the block when the model prefers another with p > τ_edit; a finished block "
+            "is checked again in the next block's first forward (ours), and edit-only forwards per block are "
+            "optional.", COMMON + ("tau", "tau_edit", "post_steps", "check_next"),
             knob="tau", title="Token editing (joint threshold)", revises=True),
     Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
             "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),

@@ -144,13 +144,17 @@ def uncertain(adapter, n: int, tasks=("arith", "story", "picks")) -> dict:
     """The tasks model on each task: greedy AR and one-per-step LLaDA, then at temperature 1 the parallel settings,
     S2D2 at the same τ and steps, the threshold rule, TSPD (heuristic and learned controller) and SimSD; with the
     teaching columns."""
+    return per_task(adapter, n, tasks, UNCERTAIN, UNCERTAIN.index(UNCERTAIN_BASE), TEACH)
+
+
+def per_task(adapter, n: int, tasks, specs: list[str], base: int, cols) -> dict:
+    """The same settings on each task, every row paired with row `base`; a Markdown table per task."""
     out = {}
     for task in tasks:
-        rows = enrich(run_bench(adapter, task, n, UNCERTAIN, progress=progress(task)),
-                      base=UNCERTAIN.index(UNCERTAIN_BASE))
+        rows = enrich(run_bench(adapter, task, n, specs, progress=progress(task)), base=base)
         print(f"\n### {task}\n")
-        print(header(rows, UNCERTAIN.index(UNCERTAIN_BASE)))
-        print(md_table(rows, TEACH))
+        print(header(rows, base))
+        print(md_table(rows, cols))
         out[task] = rows
     return out
 
@@ -171,14 +175,7 @@ def revising(adapter, n: int, tasks=("story", "picks")) -> dict:
     """The decoders that change their mind (edit, wino, remdm) and EB beside threshold, S2D2 and TSPD at T = 1,
     each compared (paired) with the threshold rule at τ = 0.9; revisions per sample and what they did to the
     checker's verdict (the answer with every revised slot back to its first token, judged again)."""
-    out = {}
-    for task in tasks:
-        rows = enrich(run_bench(adapter, task, n, REVISING, progress=progress(task)), base=0)
-        print(f"\n### {task}\n")
-        print(header(rows))
-        print(md_table(rows, COLS + EDITS))
-        out[task] = rows
-    return out
+    return per_task(adapter, n, tasks, REVISING, 0, COLS + EDITS)
 
 
 def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> dict:
