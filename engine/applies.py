@@ -8,7 +8,14 @@ from engine.errors import ConfigError
 
 def why_not(decoder: str, adapter) -> str | None:
     """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does."""
-    for need in catalogue.decoder(decoder).needs:
+    needs = catalogue.decoder(decoder).needs
+    if adapter.attention == "canvas" and "canvas" not in needs:
+        return (f"{decoder} fills [MASK] slots; {adapter.name} ({adapter.model_type}) denoises a canvas of random "
+                "tokens: use the uniform decoder")
+    for need in needs:
+        if need == "canvas" and adapter.attention != "canvas":
+            return (f"{decoder} denoises a uniform-noise canvas; {adapter.name} ({adapter.model_type}) is a "
+                    "masked-diffusion model")
         if need == "block_causal" and adapter.attention != "block_causal":
             return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
                     "bidirectionally over the whole canvas")

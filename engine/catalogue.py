@@ -10,110 +10,14 @@ typed there); the engine and CLI accept the full range.
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import ConfigError
+from engine.params import Param  # noqa: F401  (re-exported: engine.catalogue.Param)
 
 MAX_PROMPT_CHARS = 2000        # characters of prompt text, everywhere (page, URL, API, CLI)
 SEED_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class Param:
-    type: type
-    default: object
-    lo: float | None = None
-    hi: float | None = None
-    open_lo: bool = False                # (lo, ...: lo itself is not allowed
-    open_hi: bool = False
-    choices: tuple = ()
-    label: str = ""
-    help: str = ""
-    step: float | None = None            # slider step on the page
-    page: tuple | None = None            # (lo, hi) on the public page, if narrower
-    group: str = "common"                # where the page shows it
-    cli: str = ""                        # flag stem when it differs from the name (booleans: --X / --no-X)
-    model: bool = False                  # names a model: on the public page only the embedded ones
-    name: str = ""
-
-    def interval(self, page: bool = False) -> str:
-        lo, hi = (self.page if page and self.page else (self.lo, self.hi))
-        if self.type is int:
-            return f"{lo}..{hi}"
-        return f"{'(' if self.open_lo else '['}{lo:g}, {hi:g}{')' if self.open_hi else ']'}"
-
-    def coerce(self, raw):
-        """A value from text (SPEC, URL, CLI) or Python -> the parameter's type; ConfigError if it is not one."""
-        bad = ConfigError(f"{self.name}={str(raw)[:40]!r} is not a valid {self.type.__name__}")
-        if self.type is bool:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise bad
-        if self.type is str:
-            if not isinstance(raw, str):
-                raise bad
-            return raw.strip()
-        if isinstance(raw, bool):
-            raise bad
-        try:
-            value = _float_text(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw)
-        except (TypeError, ValueError, OverflowError):
-            raise bad from None
-        if self.type is float and not math.isfinite(value):
-            raise ConfigError(f"{self.name} must be a finite number")
-        return value
-
-    def check(self, value, page: bool = False) -> None:
-        if self.choices and value not in self.choices:
-            shown = ", ".join(c or "''" for c in self.choices)
-            raise ConfigError(f"{self.name} must be one of {shown}")
-        if self.lo is None or self.type in (bool, str):
-            return
-        lo, hi = self.page if page and self.page else (self.lo, self.hi)
-        ok = (value > lo if self.open_lo else value >= lo) and (value < hi if self.open_hi else value <= hi)
-        if not ok:
-            raise ConfigError(f"{self.name} must be in {self.interval(page)}"
-                              + (" on this page" if page and self.page else ""))
-
-    def clamp(self, value, page: bool = True):
-        """Into the (page) range: URL values and shared page controls are clamped, not refused."""
-        if self.lo is None or self.type in (bool, str):
-            return value
-        lo, hi = self.page if page and self.page else (self.lo, self.hi)
-        if self.open_hi and value >= hi:
-            hi = hi - 0.01 if self.type is float else hi - 1
-        if self.open_lo and value <= lo:
-            lo = lo + 0.01 if self.type is float else lo + 1
-        return self.type(min(max(value, lo), hi))
-
-
-NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.ASCII | re.I)
-
-
-def _int_text(raw) -> int:
-    """Python's int() also reads Arabic-Indic and other Unicode digits ("٣"); a parameter takes ASCII digits only."""
-    text = str(raw).strip()
-    if len(text) > 20 or not re.fullmatch(r"[+-]?[0-9]+", text, re.ASCII):
-        raise ValueError(text)
-    return int(text)
-
-
-def _float_text(raw) -> float:
-    if isinstance(raw, (int, float)):
-        return float(raw)
-    text = str(raw).strip()
-    if len(text) > 40 or not NUMBER_RE.fullmatch(text):
-        raise ValueError(text)
-    return float(text)
-
 
 P = Param
 ROUTERS = ("always", "never", "span", "score", "hysteresis", "ucb")
@@ -212,6 +116,20 @@ PARAMS: dict[str, Param] = {
              step=0.01, group="remdm"),
     "entropy_bound": P(float, 0.1, 0.0, 100.0, open_lo=True, label="γ (entropy bound)", help="commit the lowest-"
                        "entropy slots while Σ H − max H ≤ γ (nats)", step=0.01, page=(0.01, 5.0), group="eb"),
+    # the uniform-noise canvas (DiffusionGemma): 0 / -1 = the checkpoint's generation_config.json
+    "max_denoising_steps": P(int, 0, 0, 1024, label="denoising steps per canvas (0 = the model's)",
+                             help="most decoder forwards per canvas (DiffusionGemma's default 48)", step=1,
+                             page=(0, 128), group="uniform"),
+    "t_min": P(float, 0.0, 0.0, 5.0, label="t_min, last step's temperature (0 = the model's)",
+               help="the schedule falls linearly from t_max to t_min", step=0.05, page=(0.0, 2.0), group="uniform"),
+    "t_max": P(float, 0.0, 0.0, 5.0, label="t_max, first step's temperature (0 = the model's)",
+               help="the schedule falls linearly from t_max to t_min", step=0.05, page=(0.0, 2.0), group="uniform"),
+    "stability_threshold": P(int, -1, -1, 64, label="stability steps (−1 = the model's)",
+                             help="steps the argmax canvas must stay unchanged before a canvas may stop", step=1,
+                             page=(-1, 16), group="uniform"),
+    "confidence_threshold": P(float, 0.0, 0.0, 100.0, label="confidence threshold (0 = the model's)",
+                              help="a canvas may stop once its mean entropy (nats, tempered) is below it",
+                              step=0.001, page=(0.0, 1.0), group="uniform"),
     # TSPD + CE (PROPOSED)
     "controller": P(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
                     help="learned MLP or the training-free rule", group="tspd"),
@@ -320,6 +238,17 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             revises=True),
     Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
             "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),
+    Decoder("uniform", "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "
+            "every slot under a temperature falling from t_max to t_min, keeps the lowest-entropy samples within "
+            "the entropy bound γ, replaces the rest with fresh random tokens and feeds its logits to the next step "
+            "(self-conditioning). A canvas stops when its argmax is stable and its mean entropy low.",
+            ("gen_length", "seed", "stop_at_eos", "max_denoising_steps", "entropy_bound", "t_min", "t_max",
+             "stability_threshold", "confidence_threshold"),
+            overrides={"entropy_bound": dict(default=0.0, open_lo=False, page=(0.0, 5.0),
+                                             label="γ (entropy bound; 0 = the model's)")},
+            rules=((lambda v: not (v["t_min"] and v["t_max"]) or v["t_max"] > v["t_min"],
+                    "t_max must be greater than t_min"),),
+            needs=("canvas",), knob="entropy_bound", title="Uniform canvas (DiffusionGemma)"),
 )}
 
 
@@ -378,6 +307,13 @@ class ConfigBase:
     """What every generated config dataclass has: ``params()``. Values are validated once, by ``validate`` in
     ``engine.decoders.build_decoder``, before a config is made."""
     decoder_name = ""
+
+    def __getattr__(self, key):
+        """A common parameter this decoder does not take reads its catalogue default (the uniform decoder has no
+        temperature and no block cache); any other missing name is a bug."""
+        if key in COMMON:
+            return PARAMS[key].default
+        raise AttributeError(key)
 
     def params(self) -> dict:
         return dataclasses.asdict(self)

@@ -4,6 +4,9 @@
     Fast_dLLM_Qwen   -> Qwen2ForCausalLM, same keys, logits shifted right by one, block-causal, block = bd_size
     Dream            -> Qwen2ForCausalLM, same keys, logits shifted right by one, full bidirectional, no cache
     llada            -> LlamaForCausalLM, OLMo-style keys renamed one to one, position-aligned, full bidirectional
+    diffusion_gemma  -> DiffusionGemmaForBlockDiffusion itself (transformers >= 5.24): an encoder caches the prompt
+                        and the finished canvases, a decoder denoises a canvas of uniform-noise tokens ("canvas");
+                        its vision tower is loaded with the checkpoint (strict) and never run for text prompts
 
 A family is a config builder (the checkpoint's config.json -> the stock config's fields), the stock class, a weight
 renaming (regex -> replacement, applied while loading) and the family's decoding facts. No remote code is used.
@@ -14,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, LlamaConfig, LlamaForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 # keys of a checkpoint's config.json that are the engine's metadata, not the stock config's
 ENGINE_KEYS = ("mask_token_id", "block_size", "bd_size", "unmask", "auto_map", "architectures", "model_type",
@@ -58,7 +62,8 @@ class Family:
     config_cls: type
     model_cls: type
     logit_shift: int                          # 1: the logit for position i is read at i - 1
-    attention: str = "block_causal"           # "block_causal" (exact block KV cache) or "full" (bidirectional)
+    attention: str = "block_causal"           # "block_causal" (exact block KV cache), "full" (bidirectional) or
+    #                                           "canvas" (encoder cache + a uniform-noise canvas, DiffusionGemma)
     config_map: Callable[[dict], dict] = same_keys
     key_mapping: dict = field(default_factory=dict)
     block_key: str = "block_size"             # the config key holding the training block size
@@ -72,4 +77,6 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("Dream", Qwen2Config, Qwen2ForCausalLM, logit_shift=1, attention="full"),
     Family("llada", LlamaConfig, LlamaForCausalLM, logit_shift=0, attention="full", config_map=llada_config,
            key_mapping=LLADA_KEYS),
+    Family("diffusion_gemma", DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, logit_shift=0,
+           attention="canvas", block_key="canvas_length"),
 )}

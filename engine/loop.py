@@ -87,6 +87,14 @@ class BlockContext:
         self._revised[rel] = int(why)
         self._reason[rel] = 0
 
+    def rewrite(self, tokens: torch.Tensor, accepted: torch.Tensor) -> None:
+        """Replace the whole block (a uniform-noise canvas, rewritten at every step); ``accepted`` (L,) bool marks
+        the slots this step kept from the model (the rest are fresh noise). Nothing here is final until the
+        block ends."""
+        self.runner.tokens[self.lo:self.hi] = tokens
+        self._reason[:] = 0
+        self._reason[accepted] = int(Reason.ENTROPY_BOUND)
+
     def revise_previous(self, positions: torch.Tensor, tokens: torch.Tensor) -> None:
         """Rewrite written tokens of the finished block just before this one (absolute positions), seen in this
         block's first forward, which recomputed that block. Its cached K/V are dropped, so the next forward
@@ -140,6 +148,7 @@ class Policy:
     name = "base"
     config_cls: type
     revises = False
+    settles_per_block = False   # the block holds noise until it ends: [EOS] is looked for only then (uniform)
 
     def __init__(self, cfg):
         self.cfg = cfg                  # validated once, by engine.decoders.build_decoder (the only constructor)
@@ -149,6 +158,10 @@ class Policy:
     def prefix_causal(self) -> bool:
         """Whether committed K/V is computed token-causally instead of block-causally."""
         return False
+
+    def fit(self, adapter) -> None:
+        """Called once per generation, before the canvas is made: settle what the model decides (the uniform
+        decoder's canvas length and generation-config defaults)."""
 
     def start(self, runner: Runner) -> None:
         """Called once per generation (routers with state across blocks reset here)."""
@@ -178,6 +191,7 @@ class Generation:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
+        policy.fit(adapter)
         if self.cfg.kv_cache != "none" and adapter.attention != "full":
             raise ConfigError(f"kv_cache={self.cfg.kv_cache} is for full-attention models; {adapter.name} is "
                               "block-causal and keeps its exact block cache (use_cache)")
@@ -194,9 +208,9 @@ class Generation:
         r, B = self.runner, self.cfg.block_size
         self._clock = time.perf_counter()
         self.policy.start(r)
-        # blocks lie on the absolute grid (SDAR's training); full-attention families count them from the prompt's
-        # end, as LLaDA's generate.py does
-        first_lo = r.P if self.adapter.attention == "full" else (r.P // B) * B
+        # blocks lie on the absolute grid (SDAR's training); full-attention and canvas families count them from the
+        # prompt's end, as LLaDA's generate.py and DiffusionGemma's generate do
+        first_lo = r.P if self.adapter.attention != "block_causal" else (r.P // B) * B
         if not self.cfg.fuse_commit and r.store(first_lo, "prefill"):
             yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
             self._clock = time.perf_counter()
@@ -205,7 +219,7 @@ class Generation:
             for rec in self.policy.run_block(ctx):
                 yield self._record(rec)
                 self._clock = ctx._t0 = time.perf_counter()
-                if self.cfg.stop_at_eos and r.finished_at() is not None:
+                if self.cfg.stop_at_eos and not self.policy.settles_per_block and r.finished_at() is not None:
                     break
             if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
                 self.stopped_at = e
@@ -241,6 +255,8 @@ class Generation:
         for i, t in enumerate(gen):
             if t in stops:
                 return gen[:i + 1]
+        if self.adapter.attention == "canvas":     # any id may be generated there: count the canvases made
+            return gen[:max((int(rec.positions.max()) + 1 - r.P for rec in self.records), default=0)]
         return [t for t in gen if t != self.adapter.mask_token_id]
 
     def nfe_paper(self) -> int:
@@ -249,8 +265,8 @@ class Generation:
         K/V-store forward per block decoded, both of which Unmask fuses into its next forward (or counts as kinds
         "prefill" / "commit" with fuse_commit off). Without a cache (LLaDA's ``generate.py``): every forward."""
         r = self.runner
-        if r.cache is None:
-            return r.total_nfe
+        if r.cache is None:   # DiffusionGemma's tokens_per_forward counts decoder forwards, not encoder ones
+            return r.total_nfe - r.nfe["encode"]
         denoise = r.total_nfe - r.nfe["prefill"] - r.nfe["commit"]
         prefill = int(r.P // self.cfg.block_size > 0)
         return denoise + prefill + len({rec.block for rec in self.records if rec.block >= 0})
@@ -258,7 +274,8 @@ class Generation:
     def trace(self) -> Trace:
         a, r = self.adapter, self.runner
         ids = self.generated_ids()
-        seen = set(r.tokens.tolist()) | {int(t) for rec in self.records for t in rec.candidate if t >= 0}
+        seen = set(r.tokens.tolist()) | {int(t) for rec in self.records for t in rec.candidate if t >= 0} | {
+            int(t) for rec in self.records for t in rec.tokens_after}      # a uniform canvas's noise, step by step
         vocab = {str(t): s for t, s in zip(sorted(seen), a.token_strings(sorted(seen)))}
         meta = dict(
             model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,
@@ -268,7 +285,8 @@ class Generation:
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
-            cache="exact block KV cache" if r.cache is not None else
+            cache="exact block KV cache" if r.cache is not None else "encoder KV cache (exact)"
+            if a.attention == "canvas" else
             "prefix cache (Fast-dLLM, approximate)" if r.kv_cache == "prefix" else "none",
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),

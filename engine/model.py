@@ -111,7 +111,7 @@ class ModelAdapter:
 
     @property
     def vocab_size(self) -> int:
-        return self.model.config.vocab_size
+        return self.model.config.get_text_config().vocab_size
 
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.model.config)
@@ -159,6 +159,61 @@ class ModelAdapter:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 
 
+@dataclass
+class CanvasAdapter(ModelAdapter):
+    """DiffusionGemma (``attention == "canvas"``): ``encode`` runs the encoder over uncached tokens into the cache
+    (the prompt, then each finished canvas); ``denoise`` runs the decoder over a canvas against that cache. The
+    masks come from the model's own builders, called as its ``generate`` calls them, so the logits are the ones
+    ``generate`` sees. ``info["generation"]``: the checkpoint's generation-config defaults."""
+
+    def new_cache(self) -> DynamicCache:
+        return DynamicCache(config=self.model.config.get_text_config(decoder=True))
+
+    @torch.no_grad()
+    def encode(self, ids: torch.Tensor, start: int, cache: DynamicCache) -> DynamicCache:
+        """ids (n,) at positions start..start+n -> the cache, extended by their K/V (causal)."""
+        n, dev = len(ids), self.device
+        pos = torch.arange(start, start + n, dtype=torch.int32, device=dev)[None]              # (1, n)
+        enc = self.model.model.encoder
+        masks_ = enc.create_masks_for_generate(
+            config=self.model.config, inputs_embeds=torch.empty((1, n, 0), dtype=self.model.dtype, device=dev),
+            attention_mask=torch.ones(1, start + n, dtype=torch.bool, device=dev), cache=cache, position_ids=pos,
+            mm_token_type_ids=None)
+        return enc(input_ids=ids[None].to(dev), attention_mask=masks_, cache=cache, position_ids=pos).cache
+
+    @torch.no_grad()
+    def denoise(self, canvas: torch.Tensor, start: int, cache: DynamicCache,
+                self_conditioning: torch.Tensor | None) -> torch.Tensor:
+        """canvas (C,) at positions start..start+C, the previous step's logits (C, V) or None -> logits (C, V)
+        float32 on the model's device (soft-capped, as the model returns them)."""
+        C, dev = len(canvas), self.device
+        x = canvas[None].to(dev)                                                               # (1, C)
+        masks_ = self.model.model.decoder.create_diffusion_decoder_attention_mask(
+            config=self.model.config, inputs_embeds=x.unsqueeze(-1), cache=cache,
+            decoder_attention_mask=torch.ones(1, start + C, dtype=torch.bool, device=dev))
+        pos = torch.arange(start, start + C, dtype=torch.int32, device=dev)[None]
+        sc = None if self_conditioning is None else self_conditioning[None]
+        out = self.model(decoder_input_ids=x, self_conditioning_logits=sc, decoder_attention_mask=masks_,
+                         cache=cache, decoder_position_ids=pos)
+        return out.logits[0]
+
+
+def generation_defaults(path: Path) -> dict:
+    """The uniform decoder's defaults: the checkpoint's generation_config.json over DiffusionGemma's own."""
+    from transformers import DiffusionGemmaGenerationConfig
+    out = dict(DiffusionGemmaGenerationConfig._get_default_generation_params())
+    try:
+        raw = json.loads((path / "generation_config.json").read_text())
+    except (OSError, ValueError):
+        raw = {}
+    raw = raw if isinstance(raw, dict) else {}
+    out.update({k: raw[k] for k in out if raw.get(k) is not None})
+    sc = raw.get("sampler_config")
+    bound = sc.get("entropy_bound") if isinstance(sc, dict) else getattr(out["sampler_config"], "entropy_bound")
+    keys = ("max_denoising_steps", "t_min", "t_max", "stability_threshold", "confidence_threshold")
+    return dict({k: out[k] for k in keys}, entropy_bound=bound)
+
+
 def one_line(e: Exception, limit: int = 300) -> str:
     return " ".join(str(e).split())[:limit]
 
@@ -199,7 +254,7 @@ def fingerprint(path: Path) -> str:
 def stop_ids_of(path: Path, raw: dict, tok) -> tuple[int, ...]:
     """Stop ids from config.json and generation_config.json (never from token strings)."""
     ids: list[int] = []
-    sources = [raw]
+    sources = [raw, raw.get("text_config")]
     try:
         sources.append(json.loads((path / "generation_config.json").read_text()))
     except (OSError, ValueError):
@@ -241,12 +296,17 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
             f"{k} {sorted(map(str, info[k]))[:4]}" for k in loose))
     model.to(dev).eval()
     mask_id = raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
+    if fam.attention == "canvas" and not isinstance(mask_id, int):
+        mask_id = tok.pad_token_id     # a canvas model has no [MASK]: the id only marks slots not yet generated
     if not isinstance(mask_id, int):
         raise ModelLoadError(f"{path.name}: no integer mask_token_id in config.json or tokenizer")
     stop_ids = stop_ids_of(path, raw, tok)
     meta = dict(raw.get("unmask") or {}) if isinstance(raw.get("unmask"), (dict, type(None))) else {}
     meta["revision"] = fingerprint(path)
-    return ModelAdapter(model=model, tokenizer=tok, name=path.name, model_type=raw["model_type"],
+    if fam.attention == "canvas":
+        meta["generation"] = generation_defaults(path)
+    cls = CanvasAdapter if fam.attention == "canvas" else ModelAdapter
+    return cls(model=model, tokenizer=tok, name=path.name, model_type=raw["model_type"],
                         mask_token_id=mask_id, logit_shift=fam.logit_shift, attention=fam.attention,
                         block_size=raw.get(fam.block_key), stop_ids=stop_ids, attn_impl=attn_impl, device=dev,
                         dtype=dtype, prompt_template="Q : {} A :" if meta.get("task") in TASK_NAMES else None,

@@ -47,7 +47,7 @@ class Runner:
         self.end = self.P + cfg.gen_length
         self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
         # full-attention families have no exact cache: their K/V change whenever any later slot does
-        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache and adapter.attention != "full" else None
+        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache and adapter.attention == "block_causal" else None
         self.cached = 0
         self.nfe = Counter()
         self.generator = make_generator(cfg.seed)

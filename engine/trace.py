@@ -150,13 +150,22 @@ class EBFields(TypedDict):
     gamma: float
 
 
+class UniformFields(TypedDict):
+    denoised: np.ndarray          # (L,) the step's sample at every slot (multinomial at the step's temperature)
+    temperature: float            # t_min + (t_max − t_min) · n / N at remaining step n of N
+    stable: bool                  # the argmax canvas equals each of the last `stability_threshold` ones
+    confident: bool               # mean entropy (nats, tempered) < confidence_threshold
+    mean_entropy: float
+    confidence_threshold: float
+
+
 class WinoFields(TypedDict):
     drafted: int                  # slots drafted at the wide threshold this forward
     rejected: int                 # drafted slots re-masked at the narrow threshold this forward
 
 
 RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "eb.draft": EBFields,
-                    "wino.draft": WinoFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
+                    "wino.draft": WinoFields, "uniform.draft": UniformFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
                     "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 

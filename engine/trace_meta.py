@@ -42,7 +42,7 @@ class TraceMeta:
     vocab: dict = field(default_factory=dict)    # str(id) -> token string, for every id the trace mentions
     unknown_words: list = field(default_factory=list)
     # where it ran
-    attention: str = ""                 # "block_causal" or "full"
+    attention: str = ""                 # "block_causal", "full" or "canvas"
     cache: str = ""
     device: str = ""
     dtype: str = ""

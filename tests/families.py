@@ -94,3 +94,30 @@ def write_llada(path, seed: int = 0):
                auto_map={"AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"})
     (path / "config.json").write_text(json.dumps(raw))
     return path, original
+
+
+def write_diffusion_gemma(path, seed: int = 0, canvas: int = 8, generation: dict | None = None):
+    """DiffusionGemma as transformers saves it: the stock class's config.json (text and a one-layer vision tower),
+    its weights, and a generation_config.json with the decoder's defaults (``generation`` overrides them)."""
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DiffusionGemmaTextConfig
+    path.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(path)
+    torch.manual_seed(seed)
+    text = DiffusionGemmaTextConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, global_head_dim=32, max_position_embeddings=512, sliding_window=64,
+        layer_types=["sliding_attention", "full_attention"], num_experts=4, top_k_experts=2,
+        moe_intermediate_size=64, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id)
+    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=1, num_key_value_heads=1, head_dim=16, position_embedding_size=64)
+    model = DiffusionGemmaForBlockDiffusion(DiffusionGemmaConfig(text_config=text, vision_config=vision,
+                                                                 canvas_length=canvas))
+    with torch.no_grad():   # sharper random logits: a spread of entropies, some below the bound
+        model.model.decoder.norm.weight.mul_(6.0)
+    gen = {**dict(max_denoising_steps=12, t_min=0.4, t_max=0.8, stability_threshold=1, confidence_threshold=0.5,
+                  sampler_config={"entropy_bound": 1.0, "_cls_name": "EntropyBoundSamplerConfig"},
+                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id), **(generation or {})}
+    model.generation_config = model.generation_config.from_dict(gen)
+    model.save_pretrained(path)
+    return path

@@ -1,0 +1,84 @@
+"""DiffusionGemma's uniform-noise canvas: the `uniform` decoder against transformers' own `generate`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine.decoders import build_decoder
+from engine.errors import ConfigError
+from engine.loop import Generation
+from engine.model import load_model
+from tests.families import write_diffusion_gemma
+
+# generation configs: DiffusionGemma's defaults, a permissive bound that stops early, no stability requirement
+CONFIGS = {"strict": dict(confidence_threshold=0.005, sampler_config={"entropy_bound": 0.1,
+                                                                        "_cls_name": "EntropyBoundSamplerConfig"}),
+           "stops": dict(confidence_threshold=2.5, stability_threshold=2),
+           "unstable": dict(confidence_threshold=3.0, stability_threshold=0, t_min=0.2, t_max=1.5)}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def dg(request, tmp_path_factory):
+    path = write_diffusion_gemma(tmp_path_factory.mktemp("dg") / request.param, generation=CONFIGS[request.param])
+    return load_model(str(path))
+
+
+def reference(a, ids: list[int], seed: int, gen_length: int) -> list[int]:
+    torch.manual_seed(seed)
+    out = a.model.generate(torch.tensor([ids]), max_new_tokens=gen_length).sequences[0, len(ids):].tolist()
+    stops = [i for i, t in enumerate(out) if t in a.stop_ids]
+    return out[:stops[0] + 1] if stops else out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_uniform_gives_generates_tokens(dg, seed):
+    ids = dg.encode_prompt("what is 12 + 30 ?")
+    trace = Generation(dg, ids, build_decoder("uniform", seed=seed, gen_length=20)).run()
+    assert trace.generated_ids == reference(dg, ids, seed, 20)      # 20 -> three canvases of 8, as generate makes
+    drafts = [r for r in trace.records if r.kind == "draft"]
+    assert trace.meta.nfe_paper == len(drafts) and trace.meta.nfe_by_kind["encode"] == len(trace.generated_ids) // 8 + (
+        len(trace.generated_ids) % 8 > 0)
+
+
+def test_records_carry_the_canvas_the_bound_and_the_stopping_test(dg):
+    trace = Generation(dg, dg.encode_prompt("what is 1 + 2 ?"), build_decoder("uniform", seed=3, gen_length=16)).run()
+    c = trace.meta.summary["uniform"]
+    steps = [r for r in trace.records if r.kind == "draft"]
+    for prev, r in zip(trace.records, trace.records[1:]):
+        if r.kind != "draft":
+            continue
+        assert (r.tokens_before == prev.tokens_after).all()                  # the canvas fed is the last one made
+        acc = r.committed
+        order = np.argsort(r.field("eb_order"))
+        bound = r.field("eb_bound")
+        assert acc.sum() == (bound <= c["entropy_bound"]).sum() >= 1         # the lowest-entropy slot always
+        assert acc[order[: int(acc.sum())]].all()                             # accepted = the sorted prefix
+        final = r is steps[-1] or trace.records[trace.records.index(r) + 1].kind == "encode"
+        if not final:
+            assert (r.tokens_after[acc] == r.field("denoised")[acc]).all()    # kept samples, the rest is noise
+        else:
+            assert (r.tokens_after == r.candidate).all()                      # the output is the argmax canvas
+        assert c["t_min"] - 1e-6 <= r.field("temperature") <= c["t_max"] + 1e-6      # float32, as generate
+    temps = [r.field("temperature") for r in steps if r.block == 0]
+    assert temps == sorted(temps, reverse=True)                                # t_max -> t_min
+
+
+def test_parameters_override_the_generation_config_and_others_are_refused(dg):
+    ids = dg.encode_prompt("what is 1 + 2 ?")
+    tr = Generation(dg, ids, build_decoder("uniform", seed=0, gen_length=8, max_denoising_steps=3, t_min=0.1,
+                                           t_max=0.3, stability_threshold=0)).run()
+    assert len([r for r in tr.records if r.kind == "draft"]) <= 3
+    assert tr.meta.summary["uniform"]["t_max"] == 0.3 and tr.meta.params["max_denoising_steps"] == 3
+    with pytest.raises(ConfigError, match="uniform"):
+        Generation(dg, ids, build_decoder("threshold"))
+    with pytest.raises(ConfigError, match="t_max"):
+        build_decoder("uniform", t_min=0.5, t_max=0.4)
+    with pytest.raises(ConfigError, match="t_max"):
+        Generation(dg, ids, build_decoder("uniform", t_min=2.0))             # above the model's t_max
+
+
+def test_uniform_is_refused_on_masked_models(adapter):
+    with pytest.raises(ConfigError, match="masked-diffusion"):
+        Generation(adapter, [1, 5, 6], build_decoder("uniform"))
