@@ -6,7 +6,8 @@ to the first decoder. Decoders run interleaved problem by problem, so drift in m
 
 Teaching columns: ``confident_share`` (share of masked-position confidences >= 0.9 over all draft forwards: how
 much a confidence heatmap has to show), ``reject_rate`` (verifier rejections per verified token, for verifying
-decoders), ``per_task`` accuracy and the checker's ``verdicts`` (valid / duplicate / inconsistent ...).
+decoders), ``per_task`` accuracy and the checker's ``verdicts`` (valid / duplicate / inconsistent ...); uniform rows
+add ``denoise_steps_per_canvas`` and ``renoised_share`` (slots given fresh noise per denoising step).
 
 Numbers a reviewer can check: ``n`` problems of which ``n_prompts`` distinct, ``accuracy_ci95`` (Wilson),
 ``outcomes`` (one "1"/"0" per problem, in order, so any two rows of a run can be compared paired with
@@ -40,7 +41,11 @@ def teaching_counts(trace) -> dict:
     mask_id = trace.meta["mask_token_id"]
     out = Counter()
     for r in trace.records:
-        if r.kind == "draft":
+        if r.has("denoised"):              # a uniform canvas step: every slot is sampled, none is masked
+            out.update(denoise_steps=1, canvas_slots=len(r.positions), renoised=int((~r.committed).sum()))
+        elif r.kind == "encode":
+            out["canvases"] += 1
+        elif r.kind == "draft":
             was_masked = r.tokens_before == mask_id
             out["masked_conf"] += int(was_masked.sum())
             out["confident"] += int((r.confidence[was_masked] >= CONFIDENT).sum())
@@ -183,6 +188,9 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
                turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
     out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
+    if a["canvases"]:                       # uniform: denoising steps per canvas, share renoised per step
+        out.update(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
+                   renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
     return out
 
 

@@ -86,7 +86,7 @@ class DecodeService:
         return dict(name=a.name, family=a.model_type, params=sum(p.numel() for p in a.model.parameters()),
                     device=str(a.device), dtype=str(a.dtype).removeprefix("torch."), attention=a.attention,
                     logit_shift=a.logit_shift, block_size=a.block_size, task=a.info.get("task"),
-                    drafter=a.info.get("drafter"),
+                    drafter=a.info.get("drafter"), note=a.info.get("note"),
                     decoders={d: why_not(d, a) for d in catalogue.DECODERS})
 
     def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from explorer.views import attention, ce_maps, heatmaps, reasons, revise, router, simsd, trajectory, verifier
+from explorer.views import attention, canvas, ce_maps, heatmaps, reasons, revise, router, simsd, trajectory, verifier
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,16 @@ VIEWS: tuple[View, ...] = (
     View("history", "Token history of the selected position", "Revisions", revise.token_history, None, "server"),
     View("eb", "EB: sorted entropies and the bound", "Revisions", revise.eb_prefix, None, "server"),
     View("wino", "WINO: drafted vs re-masked", "Revisions", revise.wino_counts, revise),
+    View("canvas", "The canvas, step by step", "Canvas", canvas.canvas_map, None),
+    View("stopping", "Stopping test", "Canvas", canvas.stopping, None),
+    View("canvas_eb", "Sorted entropies and the bound", "Canvas", revise.eb_prefix, None, "server"),
+    View("canvas_history", "Token history of the selected position", "Canvas", revise.token_history, canvas,
+         "server"),
 )
 TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
-TAB_NOTES = {"Revisions": "Decoders that change their mind (edit, wino, remdm) and EB's entropy bound. On the "
+TAB_NOTES = {"Canvas": "The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every "
+                       "step keeps the lowest-entropy samples within the bound γ, renoising the rest.",
+             "Revisions": "Decoders that change their mind (edit, wino, remdm) and EB's entropy bound. On the "
                           "maps of the Decode tab a purple diamond marks every revised cell.",
              "SimSD": "The round's temporal mask is the attention view in the S2D2 tab.",
              "TSPD + CE": "*PROPOSED: our reconstruction of TSPD + CE. The horizon rule's inputs and the feature "

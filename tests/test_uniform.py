@@ -82,3 +82,14 @@ def test_parameters_override_the_generation_config_and_others_are_refused(dg):
 def test_uniform_is_refused_on_masked_models(adapter):
     with pytest.raises(ConfigError, match="masked-diffusion"):
         Generation(adapter, [1, 5, 6], build_decoder("uniform"))
+
+
+def test_bench_counts_denoising_steps_and_renoised_share(dg):
+    from engine.bench import run_bench
+    (row,) = run_bench(dg, "arith", 3, ["uniform:gen_length=8"])
+    traces = []
+    run_bench(dg, "arith", 3, ["uniform:gen_length=8"], on_trace=lambda *a: traces.append(a[-1]))
+    steps = [r for t in traces for r in t.records if r.kind == "draft"]
+    assert row["denoise_steps_per_canvas"] == len(steps) / 3            # one canvas of 8 per problem
+    assert row["renoised_share"] == sum((~r.committed).sum() for r in steps) / (8 * len(steps))
+    assert row["nfe_paper"] == len(steps) / 3 and row["nfe"] == row["nfe_paper"] + 1

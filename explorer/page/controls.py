@@ -121,9 +121,13 @@ def model_summary(info: dict | None, examples: list | None = None) -> str:
     ok = [d for d, why in info["decoders"].items() if why is None]
     off = [f"~~{d}~~ ({why})" for d, why in info["decoders"].items() if why is not None]
     size = f"{info['params'] / 1e6:.1f} M" if info["params"] < 1e9 else f"{info['params'] / 1e9:.1f} B"
-    cache = "exact block KV cache" if info["attention"] == "block_causal" else "full attention, no cache"
+    cache = {"block_causal": "exact block KV cache", "full": "full attention, no cache",
+             "canvas": "encoder KV cache, uniform-noise canvas"}.get(info["attention"], info["attention"])
+    block = "canvas length" if info["attention"] == "canvas" else "trained with block size"
     lines = [f"**{info['family']}** · {size} parameters · {info['device']} / {info['dtype']} · {cache}"
-             + (f" · trained with block size {info['block_size']}" if info.get("block_size") else "")]
+             + (f" · {block} {info['block_size']}" if info.get("block_size") else "")]
+    if info.get("note"):
+        lines.append(html.escape(info["note"]))
     if info.get("drafter"):
         lines.append(f"Paired drafter (SimSD): `{info['drafter']}`")
     first: dict[str, str] = {}
@@ -135,12 +139,16 @@ def model_summary(info: dict | None, examples: list | None = None) -> str:
     return "  \n".join(lines)
 
 
-def on_model(page, model: str):
-    """New examples and the model's card; the prompt and the decoder settings stay."""
+def on_model(page, model: str, decoder: str):
+    """New examples and the model's card; the prompt and the decoder settings stay, unless the decoder does not
+    apply to the new model (a DiffusionGemma takes only ``uniform``): then the first that does."""
     if not isinstance(model, str):
         raise shown_error("model must be one of the offered names")
     rows = page.examples.get(model, [])
-    return gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model), rows)
+    fits = {d for d, why in (page.model_infos.get(model) or {}).get("decoders", {}).items() if why is None}
+    keep = not fits or (isinstance(decoder, str) and decoder in fits)
+    return (gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model), rows),
+            gr.skip() if keep else next(d for d in catalogue.DECODERS if d in fits))
 
 
 def example_prompt(row):
@@ -151,5 +159,5 @@ def example_prompt(row):
 def wire_controls(page, c: Controls) -> None:
     c.decoder.change(on_decoder, c.decoder, [c.decoder_info, *c.boxes.values()])
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
-    c.model.change(partial(on_model, page), c.model, [c.examples, c.model_card])
+    c.model.change(partial(on_model, page), [c.model, c.decoder], [c.examples, c.model_card, c.decoder])
     c.examples.click(example_prompt, c.examples, c.prompt)
