@@ -79,11 +79,14 @@ def _cmd_bench(args) -> None:
 
     if not 1 <= args.n <= 100000:
         raise ConfigError("--n must be in 1..100000")
+    if not 1 <= args.batch <= 256:
+        raise ConfigError("--batch must be in 1..256")
     adapter = load_model(args.model or get_task(args.task).model, device=args.device,
                          allow_download=args.allow_download or None)
     from engine.progress import progress
     prog = None if args.json else progress(f"bench {args.task}")
-    rows = run_bench(adapter, args.task, args.n, args.decoder or ["ar"], seed=args.seed, progress=prog)
+    rows = run_bench(adapter, args.task, args.n, args.decoder or ["ar"], seed=args.seed, progress=prog,
+                     batch=args.batch)
     if args.json:
         print(json.dumps(rows))
     else:
@@ -126,6 +129,8 @@ def build_parser() -> OneLineParser:
     b.add_argument("--n", type=int, default=100)
     b.add_argument("--decoder", action="append", help="SPEC: name or name:key=value,... (repeatable)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--batch", type=int, default=1, help="problems decoded at once, their forwards batched (every "
+                   "decoder but uniform, which decodes one at a time); the rows equal --batch 1's")
     b.add_argument("--json", action="store_true")
     b.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
     b.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")

@@ -25,7 +25,8 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from engine import stats
+from engine import catalogue, stats
+from engine.batch import run_batched
 from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded
@@ -84,18 +85,41 @@ def problem_seed(spec_seed: int, run_seed: int, index: int) -> int:
 
 
 def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s, should_stop=None, load=None):
-    """One problem's decode with its own seed; returns (trace, wall seconds)."""
-    policy.cfg = dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index))
+    """One problem's decode with its own seed and its own policy (decodes of a batch run side by side)."""
+    own = type(policy)(dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index)))
+    return Generation(adapter, prob.prompt, own, budget_s=budget_s, should_stop=should_stop, load=load).run()
+
+
+def decode_chunk(adapter, problems, start: int, name: str, policy, cfg, run_seed: int, batch: int, budget_s,
+                 should_stop, load) -> list[tuple]:
+    """(trace, wall seconds) of each problem of a chunk, up to ``batch`` decoding at once with their forwards
+    batched (``engine.batch``); a batch's wall time is shared equally by its problems. Stopped (the budget, or
+    ``should_stop``): the problems before the first unfinished one."""
+    def job(view, p, i):
+        try:
+            return decode_problem(view, p, policy, cfg, run_seed, start + i, budget_s, should_stop, load)
+        except BudgetExceeded:
+            return None
+    jobs = [lambda view, p=p, i=i: job(view, p, i) for i, p in enumerate(problems)]
     t0 = time.perf_counter()
-    tr = Generation(adapter, prob.prompt, policy, budget_s=budget_s, should_stop=should_stop, load=load).run()
-    return tr, time.perf_counter() - t0
+    if batch > 1 and catalogue.decoder(name).batches:
+        traces = run_batched(adapter, jobs, batch)
+    else:
+        traces = [job(adapter) for job in jobs]
+    if None in traces:
+        traces = traces[:traces.index(None)]
+    wall = (time.perf_counter() - t0) / max(1, len(traces))
+    return [(tr, wall) for tr in traces]
 
 
 def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",
-              progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None) -> list[dict]:
-    """Every spec on the first n problems of the split, interleaved problem by problem. ``on_trace(spec, index,
-    problem, trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again).
-    ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run)."""
+              progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None,
+              batch: int = 1, warmup: bool = True) -> list[dict]:
+    """Every spec on the first n problems of the split, interleaved problem by problem (``batch`` > 1: chunk by
+    chunk of 4 × batch problems, each spec's chunk decoded ``batch`` at a time). ``on_trace(spec, index, problem,
+    trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again).
+    ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run).
+    ``warmup``: decode the first problem once, untimed, before the run (first-call allocations)."""
     task = get_task(task_name)
     problems = task.problems(split, n, seed=seed)
     policies = []
@@ -104,7 +128,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
         policy = build_decoder(name, **params)
         policies.append((spec, name, policy, policy.cfg))
     load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
-    if should_stop is None or not should_stop():   # warm-up (first-call allocations), within the same limits
+    if warmup and (should_stop is None or not should_stop()):   # first-call allocations, within the same limits
         try:
             Generation(adapter, problems[0].prompt, policies[0][2], budget_s=budget_s, should_stop=should_stop,
                        load=load).run()
@@ -114,36 +138,44 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     per_task = defaultdict(lambda: defaultdict(list))
     verdicts = defaultdict(Counter)
     done = 0
+    chunk = 4 * batch if batch > 1 else 1
     try:
-        for i, prob in enumerate(problems):
-            results = []
-            for spec, _, policy, cfg in policies:  # a problem counts only once every decoder has finished it
+        for start in range(0, len(problems), chunk):
+            part, decoded = problems[start:start + chunk], {}
+            for spec, name, policy, cfg in policies:  # a problem counts only once every decoder has finished it
                 if should_stop is not None and should_stop():
                     raise StopIteration
-                results.append((spec, *decode_problem(adapter, prob, policy, cfg, seed, i, budget_s, should_stop,
-                                                      load)))
-            for spec, tr, wall in results:
-                verdict = task.verdict(tr.meta["text"], prob)
-                verdicts[spec][verdict] += 1
-                per_task[spec][prob.task].append(verdict == "valid")
-                outcomes[spec].append(verdict == "valid")
-                tally(acc[spec], tr, wall, verdict == "valid")
-                acc[spec].update(revision_counts(adapter, task, prob, tr, verdict == "valid"))
-                if on_trace is not None:
-                    on_trace(spec, i, prob, tr)
-            done = i + 1
+                decoded[spec] = decode_chunk(adapter, part, start, name, policy, cfg, seed, batch, budget_s,
+                                             should_stop, load)
+            finished = min(len(d) for d in decoded.values())
+            for i, prob in enumerate(part[:finished], start):
+                tally_problem(task, prob, i, [(spec, *decoded[spec][i - start]) for spec, *_ in policies], acc,
+                              outcomes, per_task, verdicts, adapter, on_trace)
+            done = start + finished
             if progress:
                 progress(done, len(problems))
+            if finished < len(part):
+                break
     except (BudgetExceeded, StopIteration):
         pass  # stopped (or one decode alone outran the request budget): report the problems that finished
-    finally:
-        for _, _, policy, cfg in policies:
-            policy.cfg = cfg
     if not done:
         return []
     n_prompts = len({p.prompt for p in problems[:done]})
     return with_speedup([row(spec, name, cfg, acc[spec], per_task[spec], verdicts[spec], outcomes[spec],
                              n_prompts, len(problems)) for spec, name, _, cfg in policies])
+
+
+def tally_problem(task, prob, i: int, results: list, acc, outcomes, per_task, verdicts, adapter, on_trace) -> None:
+    """Count one problem's decodes (one per spec) into the run's totals."""
+    for spec, tr, wall in results:
+        verdict = task.verdict(tr.meta["text"], prob)
+        verdicts[spec][verdict] += 1
+        per_task[spec][prob.task].append(verdict == "valid")
+        outcomes[spec].append(verdict == "valid")
+        tally(acc[spec], tr, wall, verdict == "valid")
+        acc[spec].update(revision_counts(adapter, task, prob, tr, verdict == "valid"))
+        if on_trace is not None:
+            on_trace(spec, i, prob, tr)
 
 
 def tally(a: Counter, tr, wall: float, correct: bool) -> None:

@@ -184,6 +184,7 @@ class Decoder:
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial)
     resources: tuple = ()                              # what it needs besides the target (engine.resources)
+    batches: bool = True                               # bench --batch N batches its forwards (engine.batch)
 
 
 S2D2_PRESETS = {
@@ -248,7 +249,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                                              label="γ (entropy bound; 0 = the model's)")},
             rules=((lambda v: not (v["t_min"] and v["t_max"]) or v["t_max"] > v["t_min"],
                     "t_max must be greater than t_min"),),
-            needs=("canvas",), knob="entropy_bound", title="Uniform canvas (DiffusionGemma)"),
+            needs=("canvas",), knob="entropy_bound", title="Uniform canvas (DiffusionGemma)", batches=False),
 )}
 
 

@@ -81,12 +81,13 @@ def simsd_simplified(cache_len: int, n_known: int, n: int) -> np.ndarray:
 
 
 def to_backend(mask, attn_impl: str, dtype, device):
-    """(q, kv) bool (numpy or torch) -> (1, 1, q, kv) torch tensor in the form the attention backend needs."""
+    """(q, kv) or (B, q, kv) bool (numpy or torch) -> (1 or B, 1, q, kv) torch tensor in the form the attention
+    backend needs."""
     import torch
 
     m = torch.as_tensor(mask, dtype=torch.bool)
     assert m.any(-1).all(), "a fully masked attention row gives NaN"
-    m = m.to(device)[None, None]
+    m = m.to(device)[None, None] if m.dim() == 2 else m.to(device)[:, None]
     if attn_impl == "eager":
         return torch.zeros(m.shape, dtype=dtype, device=device).masked_fill(~m, torch.finfo(dtype).min)
     return m

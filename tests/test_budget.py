@@ -17,12 +17,20 @@ def test_decode_stops_at_the_budget_and_keeps_the_partial_trace(sdar_dir):
     assert "limit" not in full.meta and len(full.records) == 32
 
 
-def test_sweep_stops_between_decodes_and_reports_what_finished(sdar_dir):
+def test_sweep_streams_settings_and_stops_keeping_what_finished(sdar_dir):
     service = DecodeService(default_model=str(sdar_dir), max_seconds=60)
     done = []
-    rows = service.sweep(["ar", "threshold:tau=0.5,block_size=8"], 10, progress=lambda i, total: done.append(i),
-                         should_stop=lambda: len(done) >= 3)
-    assert rows and all(r["stopped_early"] and r["n"] == 3 for r in rows)      # 3 problems x 2 settings finished
+    partial = list(service.sweep_stream(["ar", "threshold:tau=0.5,block_size=8"], 10,
+                                        progress=lambda i, total: done.append(i), should_stop=lambda: len(done) >= 1))
+    assert [[r["n"] for r in rows] for rows in partial] == [[10]]          # the first setting, then the stop
+    calls = []
+
+    def stop():       # decodes run eight at a time and stop between forwards
+        calls.append(1)
+        return len(calls) > 700     # the warm-up (64 forwards), the first eight decodes (64 each), then stop
+    rows = service.sweep(["ar", "threshold:tau=0.5,block_size=8"], 10, should_stop=stop)
+    assert rows and rows[0]["stopped_early"] and 0 < rows[0]["n"] < 10     # the problems that finished, in order
+    assert rows[0]["outcomes"] == DecodeService(default_model=str(sdar_dir)).sweep(["ar"], rows[0]["n"])[0]["outcomes"]
 
 
 def test_a_cancelled_decode_stops_between_forwards_with_its_partial_trace(sdar_dir):

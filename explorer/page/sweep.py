@@ -1,5 +1,6 @@
 """Sweep: a grid of settings on held-out problems, accuracy against TPF and tokens/s with the Pareto frontier;
-any point opens as a run on the prompt above. Stop really stops: the sweep checks it between problems."""
+any point opens as a run on the prompt above. Each setting decodes its problems eight at a time (batched forwards)
+and its row appears as soon as it finishes. Stop really stops: the sweep checks it between problems."""
 
 from __future__ import annotations
 
@@ -98,15 +99,17 @@ async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v
         box = {"done": 0, "total": 1}
 
         def produce(should_stop):
-            yield page.service.sweep(specs, n, model=model, task=task, should_stop=should_stop,
-                                     progress=lambda i, total: box.update(done=i, total=total))
+            yield from page.service.sweep_stream(specs, n, model=model, task=task, should_stop=should_stop,
+                                                 progress=lambda i, total: box.update(done=i, total=total))
 
-        rows = None
+        rows, shown = None, None
         async for f in follow(produce, None, heartbeat=True):   # the service bounds the sweep's own time
             rows = f.value
             if not f.final:
-                progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} problems")
-                yield gr.skip(), gr.skip(), gr.skip()
+                progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} decodes")
+                fresh = rows is not None and rows is not shown    # a setting finished: its row joins the plot
+                shown = rows
+                yield (sweep_figure(rows), sweep_table(rows), gr.skip()) if fresh else (gr.skip(),) * 3
     except UserError as e:
         raise shown_error(str(e)) from None
     if not rows:
