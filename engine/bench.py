@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -112,6 +113,61 @@ def decode_chunk(adapter, problems, start: int, name: str, policy, cfg, run_seed
     return [(tr, wall) for tr in traces]
 
 
+@dataclass
+class Tally:
+    """What a run counted, per spec, over a range of problems: mergeable across shards (``merge`` in shard order)
+    and JSON-able (the sweep's Ray tasks return it)."""
+    acc: dict = field(default_factory=lambda: defaultdict(Counter))
+    outcomes: dict = field(default_factory=lambda: defaultdict(list))
+    per_task: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    verdicts: dict = field(default_factory=lambda: defaultdict(Counter))
+    prompts: list = field(default_factory=list)        # the finished problems' prompts, in order
+
+    def add(self, task, prob, i: int, results: list, adapter, on_trace) -> None:
+        """Count one problem's decodes (one per spec)."""
+        for spec, tr, wall in results:
+            verdict = task.verdict(tr.meta["text"], prob)
+            self.verdicts[spec][verdict] += 1
+            self.per_task[spec][prob.task].append(verdict == "valid")
+            self.outcomes[spec].append(verdict == "valid")
+            tally(self.acc[spec], tr, wall, verdict == "valid")
+            self.acc[spec].update(revision_counts(adapter, task, prob, tr, verdict == "valid"))
+            if on_trace is not None:
+                on_trace(spec, i, prob, tr)
+        self.prompts.append(prob.prompt)
+
+    def merge(self, other: "Tally") -> "Tally":
+        for spec in other.outcomes:
+            self.acc[spec].update(other.acc[spec])
+            self.outcomes[spec] += other.outcomes[spec]
+            self.verdicts[spec].update(other.verdicts[spec])
+            for t, v in other.per_task[spec].items():
+                self.per_task[spec][t] += v
+        self.prompts += other.prompts
+        return self
+
+    def to_json(self) -> dict:
+        return dict(acc={k: dict(v) for k, v in self.acc.items()}, outcomes=dict(self.outcomes),
+                    per_task={k: {t: list(x) for t, x in v.items()} for k, v in self.per_task.items()},
+                    verdicts={k: dict(v) for k, v in self.verdicts.items()}, prompts=self.prompts)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Tally":
+        t = cls()
+        return t.merge(cls(acc={k: Counter(v) for k, v in d["acc"].items()}, outcomes=d["outcomes"],
+                           per_task={k: defaultdict(list, v) for k, v in d["per_task"].items()},
+                           verdicts={k: Counter(v) for k, v in d["verdicts"].items()}, prompts=d["prompts"]))
+
+    def rows(self, specs: list[str], asked: int) -> list[dict]:
+        done = len(self.prompts)
+        if not done:
+            return []
+        cfgs = [(spec, *parse_spec(spec)) for spec in specs]
+        return with_speedup([row(spec, name, build_decoder(name, **params).cfg, self.acc[spec], self.per_task[spec],
+                                 self.verdicts[spec], self.outcomes[spec], len(set(self.prompts)), asked)
+                             for spec, name, params in cfgs])
+
+
 def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",
               progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None,
               batch: int = 1, warmup: bool = True) -> list[dict]:
@@ -120,62 +176,47 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again).
     ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run).
     ``warmup``: decode the first problem once, untimed, before the run (first-call allocations)."""
-    task = get_task(task_name)
-    problems = task.problems(split, n, seed=seed)
-    policies = []
-    for spec in specs:
-        name, params = parse_spec(spec)
-        policy = build_decoder(name, **params)
-        policies.append((spec, name, policy, policy.cfg))
     load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
     if warmup and (should_stop is None or not should_stop()):   # first-call allocations, within the same limits
+        first = get_task(task_name).problems(split, 1, seed=seed)[0]
+        name, params = parse_spec(specs[0])
         try:
-            Generation(adapter, problems[0].prompt, policies[0][2], budget_s=budget_s, should_stop=should_stop,
-                       load=load).run()
+            Generation(adapter, first.prompt, build_decoder(name, **params), budget_s=budget_s,
+                       should_stop=should_stop, load=load).run()
         except BudgetExceeded:
             return []
-    acc, outcomes = defaultdict(Counter), defaultdict(list)
-    per_task = defaultdict(lambda: defaultdict(list))
-    verdicts = defaultdict(Counter)
-    done = 0
-    chunk = 4 * batch if batch > 1 else 1
+    return bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
+                       load, batch).rows(specs, n)
+
+
+def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, seed: int = 0, split: str = "test",
+                progress=None, should_stop=None, budget_s=None, on_trace=None, load=None, batch: int = 1) -> Tally:
+    """The counts of every spec on problems [lo, hi) of the split (problem i keeps its seed, wherever it runs)."""
+    task = get_task(task_name)
+    problems = task.problems(split, hi, seed=seed)[lo:]
+    policies = [(spec, *parse_spec(spec)) for spec in specs]
+    policies = [(spec, name, build_decoder(name, **params)) for spec, name, params in policies]
+    load = load or cached_loader(adapter.device)
+    out, chunk = Tally(), 4 * batch if batch > 1 else 1
     try:
         for start in range(0, len(problems), chunk):
             part, decoded = problems[start:start + chunk], {}
-            for spec, name, policy, cfg in policies:  # a problem counts only once every decoder has finished it
+            for spec, name, policy in policies:  # a problem counts only once every decoder has finished it
                 if should_stop is not None and should_stop():
                     raise StopIteration
-                decoded[spec] = decode_chunk(adapter, part, start, name, policy, cfg, seed, batch, budget_s,
-                                             should_stop, load)
+                decoded[spec] = decode_chunk(adapter, part, lo + start, name, policy, policy.cfg, seed, batch,
+                                             budget_s, should_stop, load)
             finished = min(len(d) for d in decoded.values())
             for i, prob in enumerate(part[:finished], start):
-                tally_problem(task, prob, i, [(spec, *decoded[spec][i - start]) for spec, *_ in policies], acc,
-                              outcomes, per_task, verdicts, adapter, on_trace)
-            done = start + finished
+                out.add(task, prob, lo + i, [(spec, *decoded[spec][i - start]) for spec, *_ in policies], adapter,
+                        on_trace)
             if progress:
-                progress(done, len(problems))
+                progress(start + finished, len(problems))
             if finished < len(part):
                 break
     except (BudgetExceeded, StopIteration):
         pass  # stopped (or one decode alone outran the request budget): report the problems that finished
-    if not done:
-        return []
-    n_prompts = len({p.prompt for p in problems[:done]})
-    return with_speedup([row(spec, name, cfg, acc[spec], per_task[spec], verdicts[spec], outcomes[spec],
-                             n_prompts, len(problems)) for spec, name, _, cfg in policies])
-
-
-def tally_problem(task, prob, i: int, results: list, acc, outcomes, per_task, verdicts, adapter, on_trace) -> None:
-    """Count one problem's decodes (one per spec) into the run's totals."""
-    for spec, tr, wall in results:
-        verdict = task.verdict(tr.meta["text"], prob)
-        verdicts[spec][verdict] += 1
-        per_task[spec][prob.task].append(verdict == "valid")
-        outcomes[spec].append(verdict == "valid")
-        tally(acc[spec], tr, wall, verdict == "valid")
-        acc[spec].update(revision_counts(adapter, task, prob, tr, verdict == "valid"))
-        if on_trace is not None:
-            on_trace(spec, i, prob, tr)
+    return out
 
 
 def tally(a: Counter, tr, wall: float, correct: bool) -> None:

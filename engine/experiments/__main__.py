@@ -7,6 +7,7 @@
     python -m engine.experiments simsd --model unmask-tasks-small --n 100        # SimSD vs the target alone
     python -m engine.experiments tspd-pareto --n 500 --blocks 16                 # TSPD vs threshold fronts
     python -m engine.experiments revising --model unmask-tasks-small --tasks story,picks --n 200   # edit, wino, ...
+    python -m engine.experiments sweep --settings FILE --task arith --n 200 [--batch 8] [--ray auto]  # any grid
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -198,7 +199,8 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising"))
+    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising",
+                                      "sweep"))
     ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
                     "the first")
     ap.add_argument("--model", default="tiny")
@@ -210,7 +212,19 @@ def main(argv=None) -> None:
     ap.add_argument("--eos", default="1,0", help="tspd: EOS early stop settings to run")
     ap.add_argument("--out", default="results")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the README's tables: one per process)")
+    ap.add_argument("--settings", help="sweep: a file of decoder SPECs, one per line")
+    ap.add_argument("--task", default="arith", help="sweep: the task")
+    ap.add_argument("--batch", type=int, default=8, help="sweep: problems decoded at once per shard")
+    ap.add_argument("--shard", type=int, default=50, help="sweep: problems per shard")
+    ap.add_argument("--ray", default="", help="sweep: run the shards on Ray (auto, or a cluster's address)")
+    ap.add_argument("--gpus-per-shard", type=float, default=0.0, help="sweep on Ray: GPUs each shard asks for")
     args = ap.parse_args(argv)
+    if args.which == "sweep":
+        from engine.experiments import sweep
+        if not args.settings:
+            ap.error("sweep needs --settings FILE")
+        sweep.main(args)
+        return
     import torch
     torch.set_num_threads(args.threads)
     adapter = load_model(args.model)
