@@ -55,3 +55,9 @@ def test_a_failing_decode_raises_after_the_others(adapter):
         return Generation(view, probs[i].prompt, build_decoder("ar", gen_length=8)).run()
     with pytest.raises(RuntimeError, match="boom"):
         run_batched(adapter, [lambda v, i=i: job(v, i) for i in range(3)], 3)
+
+
+def test_batching_experiment_reports_equal_rows(adapter):
+    from engine.experiments.batching import batching, report
+    rows = batching(adapter, "arith", 6, "threshold:tau=0.5,block_size=4", sizes=(1, 3))
+    assert [r["same_rows"] for r in rows] == [True, True] and "| 3 |" in report(rows)

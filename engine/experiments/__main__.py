@@ -8,6 +8,7 @@
     python -m engine.experiments tspd-pareto --n 500 --blocks 16                 # TSPD vs threshold fronts
     python -m engine.experiments revising --model unmask-tasks-small --tasks story,picks --n 200   # edit, wino, ...
     python -m engine.experiments sweep --settings FILE --task arith --n 200 [--batch 8] [--ray auto]  # any grid
+    python -m engine.experiments batching --model unmask-tasks-small --n 200   # --batch 1 vs 8 vs 32
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -200,7 +201,7 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising",
-                                      "sweep"))
+                                      "sweep", "batching"))
     ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
                     "the first")
     ap.add_argument("--model", default="tiny")
@@ -217,6 +218,8 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=8, help="sweep: problems decoded at once per shard")
     ap.add_argument("--shard", type=int, default=50, help="sweep: problems per shard")
     ap.add_argument("--ray", default="", help="sweep: run the shards on Ray (auto, or a cluster's address)")
+    ap.add_argument("--spec", default="threshold:tau=0.9,block_size=8", help="batching: the setting")
+    ap.add_argument("--batches", default="1,8,32", help="batching: the batch sizes")
     ap.add_argument("--gpus-per-shard", type=float, default=0.0, help="sweep on Ray: GPUs each shard asks for")
     args = ap.parse_args(argv)
     if args.which == "sweep":
@@ -230,6 +233,13 @@ def main(argv=None) -> None:
     adapter = load_model(args.model)
     t0 = time.time()
     blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
+    if args.which == "batching":
+        from engine.experiments.batching import batching, report
+        res = batching(adapter, args.task, args.n, args.spec, tuple(int(b) for b in args.batches.split(",")))
+        print(report(res))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, "batching.json").write_text(json.dumps(res, indent=1, default=str))
+        return
     if args.which == "tspd-pareto":   # writes its own JSON and SVG
         pareto.run(adapter, args.tasks.split(",")[0], args.n, (blocks or (16,))[0], Path(args.out))
         return

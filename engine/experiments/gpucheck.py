@@ -4,7 +4,8 @@
     python -m engine.experiments.gpucheck --tiny          # a CPU smoke run of the same code at toy width
 
 Per model: forward latency per kind (draft, verify, commit), tokens/s and tokens/s vs AR for ar, threshold and S2D2
-(router=always) at B = 4 and 16, and the argmax agreement of cached vs uncached and of bf16 vs fp32 logits.
+(router=always) at B = 4 and 16, tokens/s of threshold with 1, 8 and 32 problems decoded at once (batched
+forwards), and the argmax agreement of cached vs uncached and of bf16 vs fp32 logits.
 Random weights never emit a stop token, so every decode runs its whole generation length.
 """
 
@@ -69,6 +70,24 @@ def decode_rows(adapter, prompt: str, gen: int) -> list[dict]:
     return rows
 
 
+def batch_rows(adapter, gen: int, sizes=(1, 8, 32), n: int = 32) -> list[dict]:
+    """tokens/s of threshold (τ = 0.9, B = 4) on n problems decoded 1, 8 and 32 at a time (engine.batch)."""
+    from engine.batch import run_batched
+    prompts = [p.prompt for p in get_task("arith").problems("test", n)]
+    jobs = [lambda view, p=p: Generation(view, p, build_decoder("threshold", tau=0.9, block_size=4, gen_length=gen,
+                                                                stop_at_eos=False)).run() for p in prompts]
+    rows = []
+    for size in sizes:
+        run_batched(adapter, jobs[:size], size)                            # warm-up at this batch size
+        t0 = time.perf_counter()
+        traces = run_batched(adapter, jobs, size)
+        wall = time.perf_counter() - t0
+        rows.append(dict(batch=size, problems=n, tokens_per_s=sum(t.meta["generated_tokens"] for t in traces) / wall))
+    for r in rows:
+        r["vs_batch_1"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+    return rows
+
+
 def agreement(adapter, prompt: str, gen: int) -> dict:
     pol = lambda c: build_decoder("threshold", tau=0.9, block_size=4, gen_length=gen, use_cache=c,  # noqa: E731
                                   stop_at_eos=False)
@@ -101,6 +120,7 @@ def main(argv=None) -> None:
         adapter = random_adapter(MODELS[name], dtype, device)
         params = sum(p.numel() for p in adapter.model.parameters())
         out["models"][name] = dict(params=params, decoders=decode_rows(adapter, prompt, args.gen),
+                                   batched=batch_rows(adapter, args.gen),
                                    argmax_agreement=agreement(adapter, prompt, args.gen),
                                    seconds=round(time.perf_counter() - t0, 1))
         del adapter

@@ -1,0 +1,32 @@
+"""Batched decoding against one problem at a time, in one run: the same rows (timing aside), and the speed.
+
+    python -m engine.experiments batching --model unmask-tasks-small --task arith --n 200 --batches 1,8,32
+
+Each batch size decodes the same problems with the same seeds; the rows of every size are checked equal to batch
+1's (accuracy, outcomes, NFE, TPF, ...) and the table reports tokens/s and its ratio to batch 1. The sizes run one
+after another in one process, after a warm-up.
+"""
+
+from __future__ import annotations
+
+from engine.bench import run_bench
+
+TIMING = ("wall_s", "tokens_per_s", "speedup")
+
+
+def batching(adapter, task: str, n: int, spec: str, sizes=(1, 8, 32)) -> list[dict]:
+    rows = []
+    for size in sizes:
+        (r,) = run_bench(adapter, task, n, [spec], batch=size, warmup=size == sizes[0])
+        rows.append(dict(r, batch=size))
+    untimed = [{k: v for k, v in r.items() if k not in TIMING + ("batch",)} for r in rows]
+    for r, u in zip(rows, untimed):
+        r.update(same_rows=u == untimed[0], vs_batch_1=r["tokens_per_s"] / rows[0]["tokens_per_s"])
+    return rows
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["| batch | accuracy | NFE/sample | tok/s | × batch 1 | rows equal batch 1's |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['batch']} | {r['accuracy']:.3f} | {r['nfe']:.2f} | {r['tokens_per_s']:.1f} | "
+              f"{r['vs_batch_1']:.2f} | {'yes' if r['same_rows'] else 'NO'} |" for r in rows]
+    return "\n".join(lines)
