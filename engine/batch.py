@@ -26,6 +26,8 @@ from transformers.cache_utils import DynamicLayer
 
 from engine import masks
 
+PAD_SLACK = 1.3     # a batch may hold up to 30 % padding tokens
+
 
 @dataclass
 class Request:
@@ -143,17 +145,25 @@ class Batcher:
 
 
     def _run(self, reqs: list[Request]) -> None:
-        """One forward per query-length bucket of 16: padding a decode step to another's prefill would cost more
-        than the batch saves (on a CPU the model's time grows with the padded tokens)."""
-        groups: dict[int, list[Request]] = {}
-        for r in reqs:
-            q = len(r.ids)
-            groups.setdefault(-(-q // 16), []).append(r)
-        for group in groups.values():
+        for group in groups(reqs):
             outs = batched_forward(self.adapter, group) if len(group) > 1 and batchable(self.adapter, group) else \
                 [self.adapter.forward(r.ids, r.mask, r.pos, r.cache) for r in group]
             for r, o in zip(group, outs):
                 r.result = o
+
+
+def groups(reqs: list[Request], slack: float = PAD_SLACK) -> list[list[Request]]:
+    """Requests of similar query length together: padding a decode step to another's prefill would cost more than
+    the batch saves (on a CPU the model's time grows with the padded tokens). Greedy over the lengths, ascending:
+    a request joins the group while the padded tokens stay within ``slack`` × the real ones."""
+    out: list[list[Request]] = []
+    for r in sorted(reqs, key=lambda r: (len(r.ids), r.index)):
+        g = out[-1] if out else None
+        if g is not None and (len(g) + 1) * len(r.ids) <= slack * (sum(len(x.ids) for x in g) + len(r.ids)):
+            g.append(r)
+        else:
+            out.append([r])
+    return [sorted(g, key=lambda r: r.index) for g in out]
 
 
 class BatchedAdapter:
