@@ -7,6 +7,7 @@ Under block-causal attention a committed block's K/V depend only on earlier bloc
 
 from __future__ import annotations
 
+import torch
 from transformers import DynamicCache
 
 
@@ -24,3 +25,23 @@ class BlockCache:
             self.cache.crop(-extra)
         elif extra < 0:
             raise ValueError(f"cannot roll back to {length}: cache holds only {len(self)}")
+
+
+class SpliceCache(DynamicCache):
+    """Fast-dLLM's dual cache as a transformers cache. ``full`` holds the K/V of the whole canvas from the block's
+    first forward; a later forward runs only the block's rows, which attend to [prefix | the block's own fresh K/V |
+    suffix] in position order, as Fast-dLLM's ``replace_position`` splices them. Nothing is stored: the next block
+    begins with a full forward, and the block's rows are recomputed by every forward of the block."""
+
+    def __init__(self, full: DynamicCache, lo: int, hi: int):
+        super().__init__(ddp_cache_data=[(layer.keys, layer.values) for layer in full.layers])
+        self.lo, self.hi, self.n = lo, hi, full.get_seq_length()
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        layer, lo, hi = self.layers[layer_idx], self.lo, self.hi
+        keys = torch.cat([layer.keys[..., :lo, :], key_states, layer.keys[..., hi:, :]], dim=-2)
+        values = torch.cat([layer.values[..., :lo, :], value_states, layer.values[..., hi:, :]], dim=-2)
+        return keys, values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.n - (self.hi - self.lo)      # the keys a block row sees besides its own block

@@ -37,10 +37,13 @@ PARAMS: dict[str, Param] = {
     "seed": P(int, 0, 0, SEED_MAX, label="Seed", help="fixes every random choice of a decode", group="sampling"),
     "use_cache": P(bool, True, label="exact block KV cache", help="off: recompute the prefix every forward",
                    group="engine", cli="cache"),
-    "kv_cache": P(str, "none", choices=("none", "prefix"), label="KV cache of full-attention models",
-                  help="none: the whole canvas every forward; prefix: Fast-dLLM's prefix cache (approximate: the "
-                  "prefix's K/V from each block's first forward); block-causal models keep their exact cache",
-                  group="engine", cli="kv-cache"),
+    "kv_cache": P(str, "none", choices=("none", "prefix", "dual"), label="KV cache of full-attention models",
+                  help="none: the whole canvas every forward; Fast-dLLM's approximate caches, from each block's "
+                  "first forward: prefix (later forwards run the block and the rest), dual (only the block); "
+                  "block-causal models keep their exact cache", group="engine", cli="kv-cache"),
+    "measure_drift": P(bool, False, label="measure the cache's drift",
+                       help="one uncached forward beside each cached one: max |Δ logit| (not counted in NFE)",
+                       group="engine"),
     "stop_at_eos": P(bool, True, label="stop at [EOS]", help="stop once a stop token is decoded", group="engine",
                      cli="eos-stop"),
     "fuse_commit": P(bool, True, label="fuse commit into the next forward",
@@ -167,7 +170,7 @@ for _k, _p in PARAMS.items():
     object.__setattr__(_p, "name", _k)
 
 COMMON = ("block_size", "gen_length", "temperature", "top_k", "top_p", "seed", "use_cache", "stop_at_eos",
-          "fuse_commit", "kv_cache")
+          "fuse_commit", "kv_cache", "measure_drift")
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,9 @@ class BlockContext:
         if self._revised.any():
             extra = dict(extra, revised=self._revised.numpy().copy(),
                          revised_from=np.where(self._revised.numpy() > 0, self._before.numpy(), -1).astype(np.int32))
+        r = self.runner
+        if r.kv_cache != "none" and r.fresh is not None:     # which K/V this forward computed, and its drift
+            extra = dict(extra, kv_fresh=list(r.fresh), **({"drift": r.drift} if r.drift is not None else {}))
         if self._prev:
             pos, old, new = (np.concatenate(c).astype(np.int32) for c in zip(*self._prev))
             extra = dict(extra, prev_positions=pos, prev_from=old, prev_to=new)
@@ -287,7 +290,7 @@ class Generation:
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
             cache="exact block KV cache" if r.cache is not None else "encoder KV cache (exact)"
             if a.attention == "canvas" else
-            "prefix cache (Fast-dLLM, approximate)" if r.kv_cache == "prefix" else "none",
+            f"{r.kv_cache} cache (Fast-dLLM, approximate)" if r.kv_cache != "none" else "none",
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from engine import masks
-from engine.cache import BlockCache
+from engine.cache import BlockCache, SpliceCache
 from engine.sampling import TokenStats, make_generator, token_stats
 
 
@@ -54,8 +54,10 @@ class Runner:
         self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
         self.revising = False               # set by the policy: whether written tokens may change
         self.prefix: tuple = (0, None)      # (first position, logits) of the latest forward's recomputed rows
-        self.kv_cache = cfg.kv_cache        # full-attention families: "none" or Fast-dLLM's "prefix"
-        self.full_cache, self.prefix_of = None, None        # the prefix cache and the block start it was made at
+        self.kv_cache = cfg.kv_cache        # full-attention families: "none" or Fast-dLLM's "prefix" / "dual"
+        self.full_cache, self.prefix_of = None, None        # the block start's cache and the block start
+        self.fresh: tuple | None = None     # [first, end) positions whose K/V the latest forward computed
+        self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
 
     @property
     def total_nfe(self) -> int:
@@ -114,30 +116,43 @@ class Runner:
     def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens):
         """Full-attention families (Dream, LLaDA): a forward runs the whole canvas bidirectionally (prompt,
         committed tokens, the current block and every later masked slot), as their reference decoders do.
-        ``kv_cache="prefix"`` (Fast-dLLM's prefix cache, approximate): a block's first forward runs the whole canvas
-        and keeps the K/V of everything before the block; its later forwards run only [block start, end) against
-        them, so the prefix's K/V are the ones computed when the block began."""
+        Fast-dLLM's approximate caches: a block's first forward runs the whole canvas and keeps its K/V; its later
+        forwards run ``prefix``: [block start, end) against the prefix's K/V, ``dual``: only the block, against
+        the prefix's and the suffix's (``SpliceCache``). ``fresh`` is the range of positions whose K/V the forward
+        computed; ``drift`` (``measure_drift``) the max |Δ logit| of the block's rows against an uncached forward."""
         assert tail is None and block_mask is None, "full-attention models take no verifier rows or block masks"
         ids = self.tokens[:self.end].clone()                  # (n,)
         if block_tokens is not None:
             ids[lo:hi] = block_tokens
         n = self.end
-        if self.kv_cache == "prefix" and self.prefix_of == lo:
-            q = n - lo
-            logits = self.adapter.forward(ids[lo:], torch.ones(q, n, dtype=torch.bool), torch.arange(lo, n),
-                                          self.full_cache.cache)                           # (n - lo, V)
-            self.full_cache.rollback(lo)
-            self.nfe[kind] += 1
-            return logits[:hi - lo], None
-        cache = BlockCache(self.adapter.new_cache()) if self.kv_cache == "prefix" else None
+        self.nfe[kind] += 1
+        if self.kv_cache != "none" and self.prefix_of == lo:
+            a, b = (lo, n) if self.kv_cache == "prefix" else (lo, hi)
+            cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, lo, hi)
+            logits = self.adapter.forward(ids[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
+                                          cache)[:hi - lo]                                  # (L, V)
+            if self.kv_cache == "prefix":
+                self.full_cache.rollback(lo)
+            self.fresh = (a, b)
+            self.drift = self._drift(ids, lo, hi, logits) if self.cfg.measure_drift else None
+            return logits, None
+        cache = BlockCache(self.adapter.new_cache()) if self.kv_cache != "none" else None
         logits = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n),
                                       cache.cache if cache is not None else None)          # (n, V)
         if cache is not None:
-            cache.rollback(lo)
+            if self.kv_cache == "prefix":
+                cache.rollback(lo)
             self.full_cache, self.prefix_of = cache, lo
-        self.nfe[kind] += 1
+        self.fresh, self.drift = (0, n), (0.0 if self.cfg.measure_drift else None)       # exact
         self.prefix = (0, logits[:lo])
         return logits[lo:hi], None
+
+    def _drift(self, ids: torch.Tensor, lo: int, hi: int, cached: torch.Tensor) -> float:
+        """max |Δ logit| over the block's rows: the cached forward against an uncached one of the same canvas (a
+        measurement: not counted in NFE)."""
+        n = len(ids)
+        exact = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n))[lo:hi]
+        return float((cached - exact).abs().max())
 
     def logits_of(self, lo: int, hi: int) -> torch.Tensor | None:
         """(hi - lo, V) the logits the latest forward that recomputed positions [lo, hi) gave them (a finished

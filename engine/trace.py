@@ -150,6 +150,12 @@ class EBFields(TypedDict):
     gamma: float
 
 
+class KVCacheFields(TypedDict, total=False):
+    kv_fresh: list                # [first, end): positions whose K/V this forward computed (the rest: the block
+    #                               start's cache); every record of a run with kv_cache prefix or dual
+    drift: float                  # max |Δ logit| of the block's rows against an uncached forward (measure_drift)
+
+
 class UniformFields(TypedDict):
     denoised: np.ndarray          # (L,) the step's sample at every slot (multinomial at the step's temperature)
     temperature: float            # t_min + (t_max − t_min) · n / N at remaining step n of N
@@ -164,7 +170,7 @@ class WinoFields(TypedDict):
     rejected: int                 # drafted slots re-masked at the narrow threshold this forward
 
 
-RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "eb.draft": EBFields,
+RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields, "eb.draft": EBFields,
                     "wino.draft": WinoFields, "uniform.draft": UniformFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
                     "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
