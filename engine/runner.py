@@ -118,7 +118,8 @@ class Runner:
         committed tokens, the current block and every later masked slot), as their reference decoders do.
         Fast-dLLM's approximate caches: a block's first forward runs the whole canvas and keeps its K/V; its later
         forwards run ``prefix``: [block start, end) against the prefix's K/V, ``dual``: only the block, against
-        the prefix's and the suffix's (``SpliceCache``). ``fresh`` is the range of positions whose K/V the forward
+        the prefix's and the suffix's (``SpliceCache``). A shifted model (Dream) also recomputes the row before the
+        block, whose logit is the block's first slot's. ``fresh`` is the range of positions whose K/V the forward
         computed; ``drift`` (``measure_drift``) the max |Δ logit| of the block's rows against an uncached forward."""
         assert tail is None and block_mask is None, "full-attention models take no verifier rows or block masks"
         ids = self.tokens[:self.end].clone()                  # (n,)
@@ -126,13 +127,14 @@ class Runner:
             ids[lo:hi] = block_tokens
         n = self.end
         self.nfe[kind] += 1
+        a = lo - self.adapter.logit_shift                     # the first row a cached forward recomputes
         if self.kv_cache != "none" and self.prefix_of == lo:
-            a, b = (lo, n) if self.kv_cache == "prefix" else (lo, hi)
-            cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, lo, hi)
+            b = n if self.kv_cache == "prefix" else hi
+            cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, a, hi)
             logits = self.adapter.forward(ids[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
-                                          cache)[:hi - lo]                                  # (L, V)
+                                          cache)[lo - a:hi - a]                             # (L, V)
             if self.kv_cache == "prefix":
-                self.full_cache.rollback(lo)
+                self.full_cache.rollback(a)
             self.fresh = (a, b)
             self.drift = self._drift(ids, lo, hi, logits) if self.cfg.measure_drift else None
             return logits, None
@@ -141,7 +143,7 @@ class Runner:
                                       cache.cache if cache is not None else None)          # (n, V)
         if cache is not None:
             if self.kv_cache == "prefix":
-                cache.rollback(lo)
+                cache.rollback(a)
             self.full_cache, self.prefix_of = cache, lo
         self.fresh, self.drift = (0, n), (0.0 if self.cfg.measure_drift else None)       # exact
         self.prefix = (0, logits[:lo])

@@ -105,7 +105,8 @@ def test_records_say_which_kv_were_fresh_and_the_drift(full_models):
         for r in tr.records:
             lo, hi = int(r.positions[0]), int(r.positions[-1]) + 1
             first = r.step_in_block == 0
-            assert r.field("kv_fresh") == ([0, n] if first else [lo, n] if kv == "prefix" else [lo, hi])
+            s = lo - 1                                    # Dream: the row before the block is recomputed too
+            assert r.field("kv_fresh") == ([0, n] if first else [s, n] if kv == "prefix" else [s, hi])
             assert (r.field("drift") == 0.0) if first else r.field("drift") > 0.0      # random weights drift
     plain = Generation(a, PROMPT, build_decoder("llada", block_size=4, steps=4, gen_length=8, stop_at_eos=False,
                                                 kv_cache="dual")).run()
@@ -116,3 +117,19 @@ def test_records_say_which_kv_were_fresh_and_the_drift(full_models):
 def test_dual_is_refused_on_block_causal_models(adapter):
     with pytest.raises(ConfigError, match="block-causal"):
         Generation(adapter, [1, 5, 6], build_decoder("threshold", kv_cache="dual"))
+
+
+@pytest.mark.parametrize("kv", ["prefix", "dual"])
+def test_shifted_model_reads_the_row_before_the_block(full_models, kv):
+    """Dream predicts slot i from row i − 1: a cached forward recomputes the row before the block, so at a
+    block's first later forward (nothing committed since the full forward) the block's logits equal the full
+    forward's, the first slot's included."""
+    a = full_models["dream"]
+    from engine.runner import Runner
+    pol = build_decoder("llada", block_size=4, steps=4, gen_length=8, kv_cache=kv)
+    r = Runner(a, a.encode_prompt(PROMPT), pol.cfg)
+    lo = r.P
+    full, _ = r.forward("draft", lo, lo + 4)
+    again, _ = r.forward("draft", lo, lo + 4)
+    assert r.fresh == (lo - 1, lo + 4 if kv == "dual" else r.end)
+    torch.testing.assert_close(again, full, atol=1e-4, rtol=0)
