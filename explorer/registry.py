@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from explorer.views import attention, canvas, ce_maps, heatmaps, reasons, revise, router, simsd, trajectory, verifier
+from explorer.views import (attention, canvas, ce_maps, heatmaps, kv, reasons, revise, router, simsd, trajectory,
+                            verifier)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ VIEWS: tuple[View, ...] = (
     View("history", "Token history of the selected position", "Revisions", revise.token_history, None, "server"),
     View("eb", "EB: sorted entropies and the bound", "Revisions", revise.eb_prefix, None, "server"),
     View("wino", "WINO: drafted vs re-masked", "Revisions", revise.wino_counts, revise),
+    View("kv", "Fresh and stale K/V", "KV cache", kv.fresh_map, None),
+    View("drift", "Drift of the cached logits", "KV cache", kv.drift, kv),
     View("canvas", "The canvas, step by step", "Canvas", canvas.canvas_map, None),
     View("stopping", "Stopping test", "Canvas", canvas.stopping, None),
     View("canvas_eb", "Sorted entropies and the bound", "Canvas", revise.eb_prefix, None, "server"),
@@ -56,7 +59,9 @@ VIEWS: tuple[View, ...] = (
          "server"),
 )
 TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
-TAB_NOTES = {"Canvas": "The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every "
+TAB_NOTES = {"KV cache": "Fast-dLLM's prefix and dual caches on full-attention models are approximate: these views "
+                         "show which K/V each forward recomputed and, with measure_drift, what that cost in logits.",
+             "Canvas": "The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every "
                        "step keeps the lowest-entropy samples within the bound γ, renoising the rest.",
              "Revisions": "Decoders that change their mind (edit, wino, remdm) and EB's entropy bound. On the "
                           "maps of the Decode tab a purple diamond marks every revised cell.",
