@@ -213,7 +213,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                       "tau_span", "tau_score", "tau_on", "tau_off", "ucb_beta", "ucb_bins", "acceptance", "gamma",
                       "draft_ver", "cache_ver"),
             presets=S2D2_PRESETS, rules=((lambda v: v["tau_on"] > v["tau_off"], "tau_on must be greater than tau_off"),),
-            needs=("block_causal", "no_shift"), knob="tau", title="S2D2: router and verifier"),
+            needs=("block_causal",), knob="tau", title="S2D2: router and verifier"),
     Decoder("simsd", "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
             "each slot; the target checks every draft in one forward through a temporal attention mask.",
             COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),

@@ -154,3 +154,13 @@ def test_presets_and_overrides():
     assert pol.cfg.block_size == 4 and pol.cfg.cache_ver and pol.cfg.router == "score" and pol.cfg.tau == 0.85
     pol = build_decoder("s2d2", preset="speed", tau_off="-3")
     assert pol.cfg.router == "hysteresis" and pol.cfg.tau_off == -3.0 and pol.cfg.block_size == 16
+
+
+def test_always_greedy_equals_ar_on_fast_dllm_v2(tmp_path, arith):
+    """Fast-dLLM v2 (logits shifted right by one): the verifier is one token-causal forward (spec §1.5), and S2D2
+    with router=always and greedy acceptance is lossless against AR."""
+    from engine.model import load_model
+    from tests.families import write_qwen2_family
+    v2 = load_model(str(write_qwen2_family(tmp_path / "v2", "Fast_dLLM_Qwen")), device="cpu")
+    assert v2.logit_shift == 1
+    _equal_to_ar(v2, [p.prompt for p in arith.problems("test", 4, seed=2)], 16)

@@ -5,6 +5,10 @@ Verify input, one forward against the read-only cache:
     positions [ s … s+L-1 | s … s+L-1   ]
     mask      first half token-causal (A_L); second half sees drafts before it (A_L − I) and itself (I)
 so the second-half logit at i is exactly what the model predicts at i in block-size-1 mode.
+
+Right-shifted models (Fast-dLLM v2, spec §1.5) need no second half: one token-causal forward over the draft-filled
+block, whose row i − 1 predicts slot i from the tokens before it (the runner recomputes the row before the block
+with it, so the block's first slot is verified too).
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from engine.loop import Tail
 def verify_logits(runner, lo: int, hi: int, filled: torch.Tensor) -> torch.Tensor:
     """filled (L,) draft-filled block -> verifier logits (L, V) at the block positions."""
     L = hi - lo
+    if runner.adapter.logit_shift:
+        pos = torch.arange(L)
+        logits, _ = runner.forward("verify", lo, hi, block_mask=masks.causal(pos, pos), block_tokens=filled)
+        return logits
     full = torch.from_numpy(masks.verifier_2l(0, L))  # (2L, 2L) in-block part of the 2L mask
     tail = Tail(torch.full((L,), runner.adapter.mask_token_id, dtype=torch.long), torch.arange(lo, hi),
                 full[L:, :L], full[L:, L:])
