@@ -119,6 +119,9 @@ PARAMS: dict[str, Param] = {
              step=0.01, group="remdm"),
     "entropy_bound": P(float, 0.1, 0.0, 100.0, open_lo=True, label="γ (entropy bound)", help="commit the lowest-"
                        "entropy slots while Σ H − max H ≤ γ (nats)", step=0.01, page=(0.01, 5.0), group="eb"),
+    "sub_block": P(int, 8, 1, 64, label="sub-block size", help="Fast-dLLM v2: the block is decoded sub-block by "
+                   "sub-block, left to right, the threshold rule inside the current one", step=1, page=(1, 32),
+                   group="subblock"),
     # the uniform-noise canvas (DiffusionGemma): 0 / -1 = the checkpoint's generation_config.json
     "max_denoising_steps": P(int, 0, 0, 1024, label="denoising steps per canvas (0 = the model's)",
                              help="most decoder forwards per canvas (DiffusionGemma's default 48)", step=1,
@@ -242,6 +245,12 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             revises=True),
     Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
             "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),
+    Decoder("subblock", "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
+            "in the current one every masked slot with p > τ is committed, and the most confident always. On a "
+            "right-shifted model a block's first slot is predicted by the finished block's last row, alone.",
+            COMMON + ("tau", "sub_block"), rules=((lambda v: v["block_size"] % v["sub_block"] == 0,
+                                                   "block_size must be a multiple of sub_block"),),
+            needs=("block_causal",), knob="tau", title="Sub-block (Fast-dLLM v2)"),
     Decoder("uniform", "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "
             "every slot under a temperature falling from t_max to t_min, keeps the lowest-entropy samples within "
             "the entropy bound γ, replaces the rest with fresh random tokens and feeds its logits to the next step "

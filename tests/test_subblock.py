@@ -1,0 +1,80 @@
+"""Fast-dLLM v2's sub-block decoder against a test-side ``generate`` of its v2 model, written from its description:
+the prompt's whole blocks prefilled (and, when the prompt ends on a block boundary, the next token by argmax), then
+per block: sub-blocks left to right, each forward over the whole block against the finished blocks' cache, logits
+shifted right by one, inside the sub-block every masked slot with p > τ plus the most confident; a finished block's
+store forward also gives the next block's first token by argmax. [MASK] is never predicted (as the engine)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from engine import masks
+from engine.decoders import build_decoder
+from engine.errors import ConfigError
+from engine.loop import Generation
+from engine.model import load_model
+from tests.families import write_qwen2_family
+
+
+@pytest.fixture(scope="module")
+def v2(tmp_path_factory):
+    return load_model(str(write_qwen2_family(tmp_path_factory.mktemp("v2") / "m", "Fast_dLLM_Qwen")), device="cpu")
+
+
+def raw(a, ids, start, cache, keep: bool):
+    """Unshifted logits (n, V) of ids at positions start.., block-causal over the cache; the cache keeps them iff
+    ``keep``."""
+    n, c = len(ids), cache.get_seq_length()
+    B = a.block_size
+    q, k = torch.arange(start, start + n), torch.arange(0, start + n)
+    m = masks.to_backend((k[None] // B) <= (q[:, None] // B), a.attn_impl, a.dtype, a.device)
+    out = a.model(input_ids=ids[None], attention_mask=m, position_ids=q[None], cache=cache,
+                  use_cache=True).logits[0].float()
+    if not keep:
+        cache.crop(c - cache.get_seq_length())
+    out[:, a.mask_token_id] = float("-inf")
+    return out
+
+
+def reference_v2_generate(a, prompt, new_tokens, small, tau):
+    B, mask = a.block_size, a.mask_token_id
+    x, P, cache = list(prompt), len(prompt), DynamicCache(config=a.model.config)
+    if P >= B:
+        out = raw(a, torch.tensor(x[:P // B * B]), 0, cache, keep=True)
+        if P % B == 0:
+            x.append(int(out[-1].argmax()))
+    while len(x) < P + new_tokens:
+        start = len(x) // B * B
+        x += [mask] * (start + B - len(x))
+        for s in range(0, B, small):
+            while mask in x[start + s:start + s + small]:
+                logits = raw(a, torch.tensor(x[start:]), start, cache, keep=False)
+                logits = torch.cat([logits[:1], logits[:-1]])[s:s + small]        # shifted right by one
+                p = torch.softmax(logits.double(), -1)
+                top = p.argmax(-1)
+                conf = p.gather(-1, top[:, None])[:, 0]
+                live = torch.tensor([t == mask for t in x[start + s:start + s + small]])
+                conf = torch.where(live, conf, torch.tensor(float("-inf")).double())
+                pick = (conf > tau) & live
+                pick[int(conf.argmax())] = True
+                for j in pick.nonzero()[:, 0].tolist():
+                    x[start + s + j] = int(top[j])
+        out = raw(a, torch.tensor(x[start:]), start, cache, keep=True)              # store the finished block
+        x.append(int(out[-1].argmax()))
+    return x[P:P + new_tokens]
+
+
+@pytest.mark.parametrize("tau,small", [(0.3, 2), (0.9, 2), (0.5, 4), (1.0, 4)])
+@pytest.mark.parametrize("prompt_len", [8, 11])       # on a block boundary (the next token from the prefill) or not
+def test_subblock_follows_fast_dllm_v2(v2, tau, small, prompt_len):
+    prompt = v2.encode_prompt("Ann has 3 apples . She buys 5 more . How many ?")[:prompt_len]
+    tr = Generation(v2, prompt, build_decoder("subblock", block_size=4, sub_block=small, tau=tau, gen_length=12,
+                                              stop_at_eos=False)).run()
+    assert tr.meta["final_tokens"][prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau)
+
+
+def test_sub_block_must_divide_the_block():
+    with pytest.raises(ConfigError, match="multiple of sub_block"):
+        build_decoder("subblock", block_size=8, sub_block=3)
