@@ -19,6 +19,9 @@ def why_not(decoder: str, adapter) -> str | None:
         if need == "block_causal" and adapter.attention != "block_causal":
             return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
                     "bidirectionally over the whole canvas")
+        if need == "full" and adapter.attention != "full":
+            return (f"{decoder} decodes the whole answer as one block of a full-attention model (Dream, LLaDA); "
+                    f"{adapter.name} ({adapter.model_type}) is not one")
         if need == "no_shift" and adapter.logit_shift:
             return (f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) predicts "
                     "each token from the position before it")

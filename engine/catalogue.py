@@ -119,6 +119,14 @@ PARAMS: dict[str, Param] = {
              step=0.01, group="remdm"),
     "entropy_bound": P(float, 0.1, 0.0, 100.0, open_lo=True, label="γ (entropy bound)", help="commit the lowest-"
                        "entropy slots while Σ H − max H ≤ γ (nats)", step=0.01, page=(0.01, 5.0), group="eb"),
+    "alg": P(str, "entropy", choices=("origin", "maskgit_plus", "topk_margin", "entropy"), label="Dream's score",
+             help="which masked slots a step reveals: origin at random (1 − s/t each), else the best by p, the top-2 "
+             "margin or minus the entropy", group="dream"),
+    "alg_temp": P(float, 0.0, 0.0, 100.0, label="alg_temp (0 = the top ones)",
+                  help="> 0: draw the slots to reveal from softmax(score / alg_temp)", step=0.05, page=(0.0, 5.0),
+                  group="dream"),
+    "eps": P(float, 1e-3, 0.0, 1.0, open_lo=True, open_hi=True, label="eps (last timestep)",
+             help="timesteps linspace(1, eps, steps + 1)", step=0.001, group="dream"),
     "sub_block": P(int, 8, 1, 64, label="sub-block size", help="Fast-dLLM v2: the block is decoded sub-block by "
                    "sub-block, left to right, the threshold rule inside the current one", step=1, page=(1, 32),
                    group="subblock"),
@@ -185,7 +193,8 @@ class Decoder:
     presets: dict = field(default_factory=dict)
     rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
     proposed: bool = False                             # our design, labelled so in the page
-    needs: tuple = ()                                  # "block_causal", "no_shift": what the model must offer
+    needs: tuple = ()                                  # "block_causal", "full", "no_shift", "canvas": what the
+    #                                                    model must offer (engine.applies)
     title: str = ""                                    # the page's box for the parameters of group == name
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial)
@@ -245,6 +254,12 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             revises=True),
     Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
             "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),
+    Decoder("dream", "**Dream's sampler** (`diffusion_generate`): the whole answer as one block and `steps` "
+            "forwards over timesteps from 1 to eps; each step reveals int(n_masked · (1 − s/t)) masked slots, the "
+            "best by `alg`'s score (or drawn with alg_temp), or each slot with chance 1 − s/t (`origin`).",
+            tuple(k for k in COMMON if k != "block_size") + ("steps", "alg", "alg_temp", "eps"),
+            overrides={"steps": dict(label="Steps (0 = one per token)", help="forwards over the whole answer")},
+            needs=("full",), knob="steps", title="Dream's sampler"),
     Decoder("subblock", "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
             "in the current one every masked slot with p > τ is committed, and the most confident always. On a "
             "right-shifted model a block's first slot is predicted by the finished block's last row, alone.",

@@ -165,13 +165,18 @@ class UniformFields(TypedDict):
     confidence_threshold: float
 
 
+class DreamFields(TypedDict):
+    dream_score: np.ndarray       # (L,) each masked slot's score under `alg` (NaN elsewhere or not scored)
+    alg: str
+
+
 class WinoFields(TypedDict):
     drafted: int                  # slots drafted at the wide threshold this forward
     rejected: int                 # drafted slots re-masked at the narrow threshold this forward
 
 
 RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields, "eb.draft": EBFields,
-                    "wino.draft": WinoFields, "uniform.draft": UniformFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
+                    "wino.draft": WinoFields, "uniform.draft": UniformFields, "dream.draft": DreamFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
                     "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 

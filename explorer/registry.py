@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from explorer.views import (attention, canvas, ce_maps, heatmaps, kv, reasons, revise, router, simsd, trajectory,
-                            verifier)
+from explorer.views import (attention, canvas, ce_maps, dream, heatmaps, kv, reasons, revise, router, simsd,
+                            trajectory, verifier)
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ VIEWS: tuple[View, ...] = (
     View("history", "Token history of the selected position", "Revisions", revise.token_history, None, "server"),
     View("eb", "EB: sorted entropies and the bound", "Revisions", revise.eb_prefix, None, "server"),
     View("wino", "WINO: drafted vs re-masked", "Revisions", revise.wino_counts, revise),
+    View("dream", "Dream: the step's ranking", "Revisions", dream.ranking, dream, "server"),
     View("kv", "Fresh and stale K/V", "KV cache", kv.fresh_map, None),
     View("drift", "Drift of the cached logits", "KV cache", kv.drift, kv),
     View("canvas", "The canvas, step by step", "Canvas", canvas.canvas_map, None),
@@ -59,12 +60,12 @@ VIEWS: tuple[View, ...] = (
          "server"),
 )
 TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
-TAB_NOTES = {"KV cache": "Fast-dLLM's prefix and dual caches on full-attention models are approximate: these views "
+TAB_NOTES = {"Revisions": "Decoders that change their mind (edit, wino, remdm), EB's entropy bound and Dream's "
+                          "ranking. On the maps of the Decode tab a purple diamond marks every revised cell.",
+             "KV cache": "Fast-dLLM's prefix and dual caches on full-attention models are approximate: these views "
                          "show which K/V each forward recomputed and, with measure_drift, what that cost in logits.",
              "Canvas": "The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every "
                        "step keeps the lowest-entropy samples within the bound γ, renoising the rest.",
-             "Revisions": "Decoders that change their mind (edit, wino, remdm) and EB's entropy bound. On the "
-                          "maps of the Decode tab a purple diamond marks every revised cell.",
              "SimSD": "The round's temporal mask is the attention view in the S2D2 tab.",
              "TSPD + CE": "*PROPOSED: our reconstruction of TSPD + CE. The horizon rule's inputs and the feature "
                           "families come from the paper; the formulas are ours.*"}
