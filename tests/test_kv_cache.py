@@ -133,3 +133,11 @@ def test_shifted_model_reads_the_row_before_the_block(full_models, kv):
     again, _ = r.forward("draft", lo, lo + 4)
     assert r.fresh == (lo - 1, lo + 4 if kv == "dual" else r.end)
     torch.testing.assert_close(again, full, atol=1e-4, rtol=0)
+
+
+def test_kv_cache_experiment_runs_every_mode_at_every_length():
+    from engine.experiments import kvcache
+    a = kvcache.llada_shaped(hidden=64, layers=1)
+    rows = kvcache.run(a, gens=(32,), block=16, steps=4)
+    assert [r["kv_cache"] for r in rows] == ["none", "prefix", "dual"] and {r["nfe"] for r in rows} == {8}
+    assert rows[0]["vs_none"] == 1.0 and "| 32 | dual |" in kvcache.report(rows, a)

@@ -9,6 +9,7 @@
     python -m engine.experiments revising --model unmask-tasks-small --tasks story,picks --n 200   # edit, wino, ...
     python -m engine.experiments sweep --settings FILE --task arith --n 200 [--batch 8] [--ray auto]  # any grid
     python -m engine.experiments batching --model unmask-tasks-small --n 200   # --batch 1 vs 8 vs 32
+    python -m engine.experiments kv-cache --gens 64,256,512   # none / prefix / dual on a LLaDA-shaped model
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -201,7 +202,7 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising",
-                                      "sweep", "batching"))
+                                      "sweep", "batching", "kv-cache"))
     ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
                     "the first")
     ap.add_argument("--model", default="tiny")
@@ -218,6 +219,8 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=8, help="sweep: problems decoded at once per shard")
     ap.add_argument("--shard", type=int, default=50, help="sweep: problems per shard")
     ap.add_argument("--ray", default="", help="sweep: run the shards on Ray (auto, or a cluster's address)")
+    ap.add_argument("--hidden", type=int, default=768, help="kv-cache: the LLaDA-shaped model's width")
+    ap.add_argument("--layers", type=int, default=12, help="kv-cache: its depth")
     ap.add_argument("--spec", default="threshold:tau=0.9,block_size=8", help="batching: the setting")
     ap.add_argument("--batches", default="1,8,32", help="batching: the batch sizes")
     ap.add_argument("--gpus-per-shard", type=float, default=0.0, help="sweep on Ray: GPUs each shard asks for")
@@ -230,6 +233,14 @@ def main(argv=None) -> None:
         return
     import torch
     torch.set_num_threads(args.threads)
+    if args.which == "kv-cache":
+        from engine.experiments import kvcache
+        adapter = kvcache.llada_shaped(args.hidden, args.layers)
+        res = kvcache.run(adapter, tuple(int(g) for g in args.gens.split(",")))
+        print(kvcache.report(res, adapter))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, "kv_cache.json").write_text(json.dumps(res, indent=1))
+        return
     adapter = load_model(args.model)
     t0 = time.time()
     blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
