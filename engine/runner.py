@@ -83,7 +83,7 @@ class Runner:
         """
         if self.adapter.attention == "full":
             return self._forward_full(kind, lo, hi, block_mask, tail, block_tokens)
-        keep = lo - self.adapter.logit_shift   # a shifted model reads position lo's logit at row lo - 1: keep it
+        keep = max(0, lo - self.adapter.logit_shift)   # a shifted model reads position lo's logit at row lo - 1
         start = self.cached if self.cache is not None else 0
         L = hi - lo
         blk_tok = self.tokens[lo:hi] if block_tokens is None else block_tokens

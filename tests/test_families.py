@@ -240,3 +240,15 @@ def test_llada_threshold_with_prefix_cache_follows_fast_dllm(models, tau):
     tr = Generation(a, PROMPT, pol).run()
     assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == reference_prefix_cache_threshold(
         a, tr.meta["prompt_ids"], 12, 4, tau)
+
+
+def test_shifted_model_with_a_first_block_at_position_zero(models):
+    """A prompt shorter than the block: the first block starts at 0 and has no row before it to keep cached."""
+    a = models["fastdllm"]
+    ids = a.encode_prompt(PROMPT)
+    B = 32
+    assert len(ids) < B
+    cached = Generation(a, ids, build_decoder("threshold", tau=0.5, block_size=B, gen_length=40, stop_at_eos=False)).run()
+    plain = Generation(a, ids, build_decoder("threshold", tau=0.5, block_size=B, gen_length=40, stop_at_eos=False,
+                                             use_cache=False)).run()
+    assert cached.generated_ids == plain.generated_ids

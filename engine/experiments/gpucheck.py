@@ -5,7 +5,8 @@
 
 Per model: forward latency per kind (draft, verify, commit), tokens/s and tokens/s vs AR for ar, threshold and S2D2
 (router=always) at B = 4 and 16, tokens/s of threshold with 1, 8 and 32 problems decoded at once (batched
-forwards), and the argmax agreement of cached vs uncached and of bf16 vs fp32 logits.
+forwards), and the argmax agreement of cached vs uncached and of bf16 vs fp32 logits. Then kv_cache none / prefix
+/ dual on an 8B-wide LLaDA-shaped model, and ar, threshold, subblock and S2D2 on a Fast-dLLM-v2-1.5B-shaped one.
 Random weights never emit a stop token, so every decode runs its whole generation length.
 """
 
@@ -28,6 +29,7 @@ from engine.tasks import get_task, task_tokenizer
 
 MODELS = {"sdar-1.7b-like": dict(hidden=2048, layers=28, heads=16, kv=8, mlp=6144),
           "8b-wide-4-layers": dict(hidden=4096, layers=4, heads=32, kv=8, mlp=12288),
+          "v2-1.5b-like": dict(hidden=1536, layers=28, heads=12, kv=2, mlp=8960),
           "tiny": dict(hidden=64, layers=2, heads=2, kv=1, mlp=128)}
 
 
@@ -88,6 +90,47 @@ def batch_rows(adapter, gen: int, sizes=(1, 8, 32), n: int = 32) -> list[dict]:
     return rows
 
 
+def family_adapter(kind: str, spec: dict, dtype, device, seed: int = 0) -> ModelAdapter:
+    """A random model in LLaDA's layout (full attention) or Fast-dLLM v2's (Qwen2, logits shifted, bd_size 32)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    tok = task_tokenizer(get_task("mix"))
+    cls, cfg_cls = (LlamaForCausalLM, LlamaConfig) if kind == "llada" else (Qwen2ForCausalLM, Qwen2Config)
+    cfg = cfg_cls(vocab_size=len(tok), hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
+                  num_attention_heads=spec["heads"], num_key_value_heads=spec["kv"], intermediate_size=spec["mlp"],
+                  max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": 5e5},
+                  tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = cls(cfg).to(dtype)
+    for m in model.modules():                     # RoPE tables stay fp32
+        if hasattr(m, "inv_freq"):
+            m.inv_freq = m.inv_freq.float()
+    return ModelAdapter(model=model.eval(), tokenizer=tok, name=f"random-{kind}", model_type=kind,
+                        mask_token_id=tok.mask_token_id, logit_shift=int(kind != "llada"),
+                        attention="full" if kind == "llada" else "block_causal",
+                        block_size=None if kind == "llada" else 32, stop_ids=(), attn_impl="sdpa", device=device,
+                        dtype=dtype, prompt_template="Q : {} A :")
+
+
+def spec_rows(adapter, prompt: str, gen: int, specs: list[str]) -> list[dict]:
+    """tokens/s and NFE of each SPEC (one decode after a warm-up), and its ratio to the first."""
+    rows = []
+    for spec in specs:
+        name, params = parse_spec(spec)
+        pol = build_decoder(name, gen_length=gen, stop_at_eos=False, **params)
+        Generation(adapter, prompt, pol).run()
+        tr = Generation(adapter, prompt, pol).run()
+        rows.append(dict(spec=spec, nfe=tr.nfe, tokens_per_s=tr.meta["generated_tokens"] / tr.meta["wall_s"]))
+    for r in rows:
+        r["vs_first"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+    return rows
+
+
+KV_SPECS = [f"llada:block_size=32,steps=8,kv_cache={kv}" for kv in ("none", "prefix", "dual")]
+V2_SPECS = ["ar", "threshold:tau=0.9,block_size=32", "subblock:tau=0.9,block_size=32,sub_block=8",
+            "s2d2:router=always,block_size=32", "s2d2:router=score,block_size=32"]
+
+
 def agreement(adapter, prompt: str, gen: int) -> dict:
     pol = lambda c: build_decoder("threshold", tau=0.9, block_size=4, gen_length=gen, use_cache=c,  # noqa: E731
                                   stop_at_eos=False)
@@ -123,6 +166,14 @@ def main(argv=None) -> None:
                                    batched=batch_rows(adapter, args.gen),
                                    argmax_agreement=agreement(adapter, prompt, args.gen),
                                    seconds=round(time.perf_counter() - t0, 1))
+        del adapter
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    for kind, specs in (("llada", KV_SPECS), ("fast_dllm_v2", V2_SPECS)):
+        shape = MODELS["tiny"] if args.tiny else MODELS["8b-wide-4-layers" if kind == "llada" else "v2-1.5b-like"]
+        adapter = family_adapter(kind, shape, dtype, device)
+        out["models"][f"{kind}-shaped"] = dict(params=sum(p.numel() for p in adapter.model.parameters()),
+                                               decoders=spec_rows(adapter, prompt, max(args.gen, 64), specs))
         del adapter
         if device.type == "cuda":
             torch.cuda.empty_cache()
