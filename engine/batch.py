@@ -49,9 +49,10 @@ def _batched_cache(adapter, reqs: list[Request], C: int) -> DynamicCache:
         return adapter.new_cache()
     layers = []
     for ell in range(len(next(r.cache for r in reqs if cache_len(r.cache)).layers)):
-        k0 = next(r.cache.layers[ell].keys for r in reqs if cache_len(r.cache))                 # (1, H, c, D)
+        first = next(r.cache.layers[ell] for r in reqs if cache_len(r.cache))
+        k0, v0 = first.keys, first.values                                                        # (1, H, c, D)
         K = k0.new_zeros((len(reqs), k0.shape[1], C, k0.shape[3]))
-        V = torch.zeros_like(K)
+        V = v0.new_zeros((len(reqs), v0.shape[1], C, v0.shape[3]))
         for i, r in enumerate(reqs):
             if (c := cache_len(r.cache)):
                 K[i, :, :c], V[i, :, :c] = r.cache.layers[ell].keys[0], r.cache.layers[ell].values[0]

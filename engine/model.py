@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from engine import masks
+from engine import masks, precision
 from engine.errors import ModelLoadError
 from engine.families import FAMILIES, Family
 
@@ -294,6 +294,7 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
     if loose:  # strict: every weight of the stock class comes from the checkpoint, and nothing is left over
         raise ModelLoadError(f"{path.name}: weights do not match the {fam.name} layout: " + "; ".join(
             f"{k} {sorted(map(str, info[k]))[:4]}" for k in loose))
+    precision.apply(model, fam.name, dtype, attn_impl)     # the reference's fp32 islands (engine/precision.py)
     model.to(dev).eval()
     mask_id = raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
     if fam.attention == "canvas" and not isinstance(mask_id, int):
