@@ -61,3 +61,6 @@ def test_batching_experiment_reports_equal_rows(adapter):
     from engine.experiments.batching import batching, report
     rows = batching(adapter, "arith", 6, "threshold:tau=0.5,block_size=4", sizes=(1, 3))
     assert [r["same_rows"] for r in rows] == [True, True] and "| 3 |" in report(rows)
+    from engine.experiments.batching import page_sweep
+    sw = page_sweep(adapter, "arith", 3, specs=["ar", "threshold:tau=0.5,block_size=4"], sizes=(1, 3))
+    assert [r["same_rows"] for r in sw] == [True, True] and sw[0]["decodes"] == 6

@@ -245,9 +245,14 @@ def main(argv=None) -> None:
     t0 = time.time()
     blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
     if args.which == "batching":
-        from engine.experiments.batching import batching, report
+        from engine.experiments.batching import batching, page_sweep, report
         res = batching(adapter, args.task, args.n, args.spec, tuple(int(b) for b in args.batches.split(",")))
         print(report(res))
+        sweep_rows = page_sweep(adapter, args.task, 10)
+        for r in sweep_rows:
+            print(f"Sweep tab path, {r['decodes']} decodes at batch {r['batch']}: {r['seconds']:.2f} s "
+                  f"(× {r['vs_batch_1']:.2f} faster than batch 1; rows equal: {r['same_rows']})")
+        res = dict(bench=res, page_sweep=[{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         Path(args.out, "batching.json").write_text(json.dumps(res, indent=1, default=str))
         return

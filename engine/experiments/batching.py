@@ -30,3 +30,23 @@ def report(rows: list[dict]) -> str:
     lines += [f"| {r['batch']} | {r['accuracy']:.3f} | {r['nfe']:.2f} | {r['tokens_per_s']:.1f} | "
               f"{r['vs_batch_1']:.2f} | {'yes' if r['same_rows'] else 'NO'} |" for r in rows]
     return "\n".join(lines)
+
+
+PAGE_SWEEP = ["ar", "threshold:tau=0.5,block_size=4", "threshold:tau=0.9,block_size=4",
+              "threshold:tau=0.5,block_size=8", "threshold:tau=0.9,block_size=8", "threshold:tau=0.9,block_size=16"]
+
+
+def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, sizes=(1, 8)) -> list[dict]:
+    """The Sweep tab's path (one bench per setting, as ``DecodeService.sweep_stream``) of len(specs) × n decodes,
+    timed at each batch size in this process; the rows must agree but for timing."""
+    import time
+    out = []
+    for size in sizes:
+        t0, rows = time.perf_counter(), []
+        for k, spec in enumerate(specs):
+            rows += run_bench(adapter, task, n, [spec], batch=size, warmup=k == 0)
+        out.append(dict(batch=size, decodes=len(specs) * n, seconds=time.perf_counter() - t0,
+                        rows=[{k: v for k, v in r.items() if k not in TIMING} for r in rows]))
+    for r in out:
+        r.update(same_rows=r["rows"] == out[0]["rows"], vs_batch_1=out[0]["seconds"] / r["seconds"])
+    return out
