@@ -43,6 +43,8 @@ def teaching_counts(trace) -> dict:
     mask_id = trace.meta["mask_token_id"]
     out = Counter()
     for r in trace.records:
+        if r.has("drift"):                 # Fast-dLLM's caches with measure_drift
+            out.update(drift_n=1, drift_sum=r.field("drift"))
         if r.has("denoised"):              # a uniform canvas step: every slot is sampled, none is masked
             out.update(denoise_steps=1, canvas_slots=len(r.positions), renoised=int((~r.committed).sum()))
         elif r.kind == "encode":
@@ -261,6 +263,8 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
                turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
     out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
+    if a["drift_n"]:                        # kv_cache with measure_drift: the mean max |Δ logit| per forward
+        out["drift_mean"] = a["drift_sum"] / a["drift_n"]
     if a["canvases"]:                       # uniform: denoising steps per canvas, share renoised per step
         out.update(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
                    renoised_share=a["renoised"] / max(1, a["canvas_slots"]))

@@ -199,7 +199,8 @@ class Decoder:
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial)
     resources: tuple = ()                              # what it needs besides the target (engine.resources)
-    batches: bool = True                               # bench --batch N batches its forwards (engine.batch)
+    batches: bool = True                               # bench --batch N batches its forwards (engine.batch);
+    #                                                    SimSD's drafter rounds and uniform's canvas run one by one
 
 
 S2D2_PRESETS = {
@@ -233,7 +234,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                                           help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
                                                "drafter, temperature 0: the trace says so)")},
             needs=("block_causal", "no_shift"), knob="tau", title="SimSD: drafter and verification",
-            resources=("drafter",)),
+            resources=("drafter",), batches=False),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",

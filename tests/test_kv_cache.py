@@ -141,3 +141,10 @@ def test_kv_cache_experiment_runs_every_mode_at_every_length():
     rows = kvcache.run(a, gens=(32,), block=16, steps=4)
     assert [r["kv_cache"] for r in rows] == ["none", "prefix", "dual"] and {r["nfe"] for r in rows} == {8}
     assert rows[0]["vs_none"] == 1.0 and "| 32 | dual |" in kvcache.report(rows, a)
+
+
+def test_bench_reports_the_mean_drift(full_models):
+    from engine.bench import run_bench
+    rows = run_bench(full_models["llada"], "arith", 2, ["llada:block_size=4,steps=4,gen_length=8,kv_cache=dual,"
+                                                        "measure_drift=1", "llada:block_size=4,steps=4,gen_length=8"])
+    assert rows[0]["drift_mean"] > 0 and "drift_mean" not in rows[1]
