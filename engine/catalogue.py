@@ -197,7 +197,8 @@ class Decoder:
     #                                                    model must offer (engine.applies)
     title: str = ""                                    # the page's box for the parameters of group == name
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
-    knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial)
+    knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial); none
+    #                                                    for decoders without a block size (dream, uniform)
     resources: tuple = ()                              # what it needs besides the target (engine.resources)
     batches: bool = True                               # bench --batch N batches its forwards (engine.batch);
     #                                                    SimSD's drafter rounds and uniform's canvas run one by one
@@ -260,7 +261,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
             "best by `alg`'s score (or drawn with alg_temp), or each slot with chance 1 − s/t (`origin`).",
             tuple(k for k in COMMON if k != "block_size") + ("steps", "alg", "alg_temp", "eps"),
             overrides={"steps": dict(label="Steps (0 = one per token)", help="forwards over the whole answer")},
-            needs=("full",), knob="steps", title="Dream's sampler"),
+            needs=("full",), title="Dream's sampler"),
     Decoder("subblock", "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
             "in the current one every masked slot with p > τ is committed, and the most confident always. On a "
             "right-shifted model a block's first slot is predicted by the finished block's last row, alone.",
@@ -277,7 +278,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                                              label="γ (entropy bound; 0 = the model's)")},
             rules=((lambda v: not (v["t_min"] and v["t_max"]) or v["t_max"] > v["t_min"],
                     "t_max must be greater than t_min"),),
-            needs=("canvas",), knob="entropy_bound", title="Uniform canvas (DiffusionGemma)", batches=False),
+            needs=("canvas",), title="Uniform canvas (DiffusionGemma)", batches=False),
 )}
 
 
