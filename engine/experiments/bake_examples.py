@@ -6,7 +6,8 @@ threshold, llada and ar decode the app's first example. The others are chosen to
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
 is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
 sampled story whose answer the edits turned from wrong to right (the checker says so), wino and remdm a story in
-which a written token goes back to [MASK], eb a story.
+which a written token goes back to [MASK], eb a story; uniform, on the uniform-noise model, an arithmetic problem whose
+noise turns into the right answer.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ SETTINGS = {
     "wino": dict(block_size=8, temperature=1.0),
     "remdm": dict(block_size=8, temperature=1.0),
     "eb": dict(block_size=8, temperature=1.0),
+    "uniform": dict(),
 }
+MODEL_OF = {"uniform": "unmask-uniform-small"}       # decoders shown on another embedded model
 STORIES = ("s2d2", "simsd", "tspd", "edit", "wino", "remdm", "eb")
 
 
@@ -59,6 +62,8 @@ def wanted(name: str, trace, adapter=None, prob=None) -> bool:
         return any(r.kind == "verify" and r.field("rejected_at") is not None for r in trace.records)
     if name == "tspd":
         return any((r.reason == Reason.CE_LOOKAHEAD).any() for r in trace.records)
+    if name == "uniform":
+        return get_task(prob.task).verdict(trace.meta["text"], prob) == "valid"
     return True
 
 
@@ -78,16 +83,21 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--only", default="", help="comma-separated decoders to bake (default: all)")
     args = ap.parse_args(argv)
-    adapter = load_model(args.model)
+    models = {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     first = get_task("arith").problems("test", 1, seed=0)
+    arith = get_task("arith").problems("test", 10, seed=0)
     stories = get_task("story").problems("test", 10, seed=0)
     only = set(args.only.split(",")) - {""}
     for name, params in SETTINGS.items():
         if only and name not in only:
             continue
-        tr = bake(adapter, name, params, stories if name in STORIES else first)
+        key = MODEL_OF.get(name, args.model)
+        if key not in models:
+            models[key] = load_model(key)
+        problems = stories if name in STORIES else arith if name == "uniform" else first
+        tr = bake(models[key], name, params, problems)
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta['prompt']!r} -> {tr.meta['text']!r} NFE {tr.nfe} seed {tr.meta['seed']}")
 
