@@ -88,6 +88,7 @@ class DecodeService:
                     device=str(a.device), dtype=str(a.dtype).removeprefix("torch."), attention=a.attention,
                     logit_shift=a.logit_shift, block_size=a.block_size, task=a.info.get("task"),
                     drafter=a.info.get("drafter"), note=a.info.get("note"),
+                    note_short=a.info.get("note_short"),
                     decoders={d: why_not(d, a) for d in catalogue.DECODERS})
 
     def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None,

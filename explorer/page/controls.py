@@ -72,8 +72,8 @@ def build_controls(page) -> Controls:
                         max_length=catalogue.MAX_PROMPT_CHARS, elem_id="prompt")
     examples = gr.Dataset(components=[prompt], samples=[[s] for s in shown[:10]], label="Held-out problems",
                           elem_id="examples")
-    model = gr.Dropdown(list(page.models), value=page.default_model, label="Model", elem_id="model",
-                        info="the models this server offers")
+    model = gr.Dropdown([(picker_label(m, page.model_infos.get(m)), m) for m in page.models], value=page.default_model,
+                        label="Model", elem_id="model", info="the models this server offers")
     model_card = gr.Markdown(model_summary(page.model_infos.get(page.default_model),
                                            page.examples.get(page.default_model)), elem_id="model-card")
     decoder = gr.Dropdown(list(catalogue.DECODERS), value="threshold", label="Decoder", elem_id="decoder")
@@ -111,6 +111,12 @@ def on_decoder(decoder: str):
 def on_preset(keys: list[str], name: str):
     vals = catalogue.S2D2_PRESETS.get(name, {}) if isinstance(name, str) else {}
     return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
+
+
+def picker_label(name: str, info: dict | None) -> str:
+    """A model's name in the picker, with its short note if its card has one (a model shipped below its target)."""
+    short = (info or {}).get("note_short")
+    return f"{name} ({short})" if short else name
 
 
 def model_summary(info: dict | None, examples: list | None = None) -> str:
