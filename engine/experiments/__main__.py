@@ -199,63 +199,50 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
     return out
 
 
-def main(argv=None) -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising",
-                                      "sweep", "batching", "kv-cache"))
+                                      *TOOLS))
     ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
                     "the first")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--n-val", type=int, default=200)
     ap.add_argument("--blocks", default="", help="comma-separated block sizes (default: the issue's)")
-    ap.add_argument("--gens", default="64,128")
+    ap.add_argument("--gens", default="64,128", help="tspd, kv-cache: generation lengths")
     ap.add_argument("--no-uncached", action="store_true", help="tspd: skip the uncached runs")
     ap.add_argument("--eos", default="1,0", help="tspd: EOS early stop settings to run")
     ap.add_argument("--out", default="results")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the README's tables: one per process)")
     ap.add_argument("--settings", help="sweep: a file of decoder SPECs, one per line")
-    ap.add_argument("--task", default="arith", help="sweep: the task")
+    ap.add_argument("--task", default="arith", help="sweep, batching: the task")
     ap.add_argument("--batch", type=int, default=8, help="sweep: problems decoded at once per shard")
     ap.add_argument("--shard", type=int, default=50, help="sweep: problems per shard")
     ap.add_argument("--ray", default="", help="sweep: run the shards on Ray (auto, or a cluster's address)")
+    ap.add_argument("--gpus-per-shard", type=float, default=0.0, help="sweep on Ray: GPUs each shard asks for")
     ap.add_argument("--hidden", type=int, default=768, help="kv-cache: the LLaDA-shaped model's width")
     ap.add_argument("--layers", type=int, default=12, help="kv-cache: its depth")
     ap.add_argument("--spec", default="threshold:tau=0.9,block_size=8", help="batching: the setting")
     ap.add_argument("--batches", default="1,8,32", help="batching: the batch sizes")
-    ap.add_argument("--gpus-per-shard", type=float, default=0.0, help="sweep on Ray: GPUs each shard asks for")
-    args = ap.parse_args(argv)
-    if args.which == "sweep":
-        from engine.experiments import sweep
-        if not args.settings:
-            ap.error("sweep needs --settings FILE")
-        sweep.main(args)
-        return
+    return ap
+
+
+# experiments that are their own module's main(args)
+TOOLS = {"sweep": "engine.experiments.sweep", "batching": "engine.experiments.batching",
+         "kv-cache": "engine.experiments.kvcache"}
+
+
+def main(argv=None) -> None:
+    args = parser().parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
-    if args.which == "kv-cache":
-        from engine.experiments import kvcache
-        adapter = kvcache.llada_shaped(args.hidden, args.layers)
-        res = kvcache.run(adapter, tuple(int(g) for g in args.gens.split(",")))
-        print(kvcache.report(res, adapter))
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "kv_cache.json").write_text(json.dumps(res, indent=1))
+    if args.which in TOOLS:
+        import importlib
+        importlib.import_module(TOOLS[args.which]).main(args)
         return
     adapter = load_model(args.model)
     t0 = time.time()
     blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
-    if args.which == "batching":
-        from engine.experiments.batching import batching, page_sweep, report
-        res = batching(adapter, args.task, args.n, args.spec, tuple(int(b) for b in args.batches.split(",")))
-        print(report(res))
-        sweep_rows = page_sweep(adapter, args.task, 10)
-        for r in sweep_rows:
-            print(f"Sweep tab path, {r['decodes']} decodes at batch {r['batch']}: {r['seconds']:.2f} s "
-                  f"(× {r['vs_batch_1']:.2f} faster than batch 1; rows equal: {r['same_rows']})")
-        res = dict(bench=res, page_sweep=[{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows])
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "batching.json").write_text(json.dumps(res, indent=1, default=str))
-        return
     if args.which == "tspd-pareto":   # writes its own JSON and SVG
         pareto.run(adapter, args.tasks.split(",")[0], args.n, (blocks or (16,))[0], Path(args.out))
         return

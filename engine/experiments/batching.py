@@ -50,3 +50,19 @@ def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, size
     for r in out:
         r.update(same_rows=r["rows"] == out[0]["rows"], vs_batch_1=out[0]["seconds"] / r["seconds"])
     return out
+
+
+def main(args) -> None:
+    import json
+    from pathlib import Path
+    from engine.model import load_model
+    adapter = load_model(args.model)
+    rows = batching(adapter, args.task, args.n, args.spec, tuple(int(b) for b in args.batches.split(",")))
+    print(report(rows))
+    sweep_rows = page_sweep(adapter, args.task, 10)
+    for r in sweep_rows:
+        print(f"Sweep tab path, {r['decodes']} decodes at batch {r['batch']}: {r['seconds']:.2f} s "
+              f"(× {r['vs_batch_1']:.2f} faster than batch 1; rows equal: {r['same_rows']})")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    Path(args.out, "batching.json").write_text(json.dumps(dict(
+        bench=rows, page_sweep=[{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows]), indent=1, default=str))

@@ -67,3 +67,13 @@ def report(rows: list[dict], adapter) -> str:
     lines += [f"| {r['gen_length']} | {r['kv_cache']} | {r['nfe']} | {r['ms_per_token']:.1f} | {r['vs_none']:.2f} | "
               f"{r['tokens_equal_none']:.2f} |" for r in rows]
     return "\n".join(lines)
+
+
+def main(args) -> None:
+    import json
+    from pathlib import Path
+    adapter = llada_shaped(args.hidden, args.layers)
+    rows = run(adapter, tuple(int(g) for g in args.gens.split(",")))
+    print(report(rows, adapter))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    Path(args.out, "kv_cache.json").write_text(json.dumps(rows, indent=1))

@@ -81,6 +81,8 @@ def sweep(model: str, task: str, n: int, specs: list[str], shard: int = 50, batc
 
 
 def main(args) -> None:
+    if not args.settings:
+        raise SystemExit("sweep needs --settings FILE")
     specs = read_settings(args.settings)
     rows = sweep(args.model, args.task, args.n, specs, args.shard, args.batch, ray_address=args.ray or None,
                  gpus_per_shard=args.gpus_per_shard, threads=args.threads)
