@@ -125,7 +125,12 @@ def model_summary(info: dict | None, examples: list | None = None) -> str:
     if not info:
         return ""
     ok = [d for d, why in info["decoders"].items() if why is None]
-    off = [f"~~{d}~~ ({why})" for d, why in info["decoders"].items() if why is not None]
+    by_reason: dict[str, list[str]] = {}
+    for d, why in info["decoders"].items():
+        if why is not None:                          # one reason, said once, for the decoders that share it
+            by_reason.setdefault(why.removeprefix(d + " ").replace(f" {d} ", " "), []).append(d)
+    off = [", ".join(f"~~{d}~~" for d in ds) + f" ({why if len(ds) == 1 else why.split(';')[-1].strip()})"
+           for why, ds in by_reason.items()]
     size = f"{info['params'] / 1e6:.1f} M" if info["params"] < 1e9 else f"{info['params'] / 1e9:.1f} B"
     cache = {"block_causal": "exact block KV cache", "full": "full attention, no cache",
              "canvas": "encoder KV cache, uniform-noise canvas"}.get(info["attention"], info["attention"])

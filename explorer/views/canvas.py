@@ -76,7 +76,7 @@ def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selecte
                   marker=dict(symbol="square", size=10, color=COLOURS[code])) for code, name in NAMES.items()]
     return step_position_figure(data, g, step, "the canvas after each forward", selected,
                                 legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
-                                margin=dict(r=130))
+                                margin=dict(r=130), height=max(360, 130 + 22 * g.n_steps))   # rows tall enough to read
 
 
 def stopping(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
