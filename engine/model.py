@@ -181,6 +181,10 @@ class CanvasAdapter(ModelAdapter):
             mm_token_type_ids=None)
         return enc(input_ids=ids[None].to(dev), attention_mask=masks_, cache=cache, position_ids=pos).cache
 
+    def conditioning(self, logits: torch.Tensor) -> torch.Tensor:
+        """A step's tempered logits as the next step's self-conditioning input (the embeddings' dtype)."""
+        return logits.to(self.model.model.decoder.embed_tokens.weight.dtype)
+
     @torch.no_grad()
     def denoise(self, canvas: torch.Tensor, start: int, cache: DynamicCache,
                 self_conditioning: torch.Tensor | None) -> torch.Tensor:

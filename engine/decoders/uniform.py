@@ -122,7 +122,7 @@ class UniformPolicy(Policy):
                            mean_entropy=float(entropy.mean()), confidence_threshold=float(c.confidence_threshold))
             if final:
                 return
-            canvas, sc = new, logits.to(a.model.model.decoder.embed_tokens.weight.dtype)
+            canvas, sc = new, a.conditioning(logits)
 
     def summary(self, runner) -> dict:
         c = self.cfg
