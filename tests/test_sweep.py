@@ -31,6 +31,7 @@ def test_settings_file_is_checked_before_any_work(tmp_path):
         sweep.read_settings(str(f))
 
 
+@pytest.mark.ray
 def test_ray_sweep_equals_the_local_one(sdar_dir):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
