@@ -245,13 +245,18 @@ def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[
     rows = [build_2l_sample(*encode(tok, draw(task, rng, args.focus)), B, tok.mask_token_id, tok.pad_token_id,
                             rng, edit) for _ in range(args.batch)]
     loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
+    optimise(model, opt, loss, lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup))
+    return loss.item(), B
+
+
+def optimise(model, opt, loss, lr: float) -> None:
+    """One optimiser step at learning rate ``lr``, gradients clipped to norm 1."""
     for g in opt.param_groups:
-        g["lr"] = lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup)
+        g["lr"] = lr
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
-    return loss.item(), B
 
 
 def evaluate(model, tok, val, task, step: int, wall: float) -> dict:
@@ -263,21 +268,35 @@ def evaluate(model, tok, val, task, step: int, wall: float) -> dict:
                 n=len(val))
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
+def open_run(args, setup):
+    """(run directory, task, tokenizer, model, optimiser, step, elapsed seconds, val problems, log file): the model
+    and optimiser resumed from the run's checkpoint when there is one (``setup(args, tok)``)."""
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     task = get_task(args.task)
     tok = task_tokenizer(task)
     model, opt, step, elapsed = setup(args, tok)
+    print(f"params {sum(p.numel() for p in model.parameters())}, vocab {len(tok)}", flush=True)
+    return out, task, tok, model, opt, step, elapsed, task.problems("val", args.eval_n, seed=args.seed), \
+        open(out / "log.jsonl", "a")
+
+
+def write_records(log, recs: list[dict]) -> None:
+    """Append records to the run's log (JSON lines) and print them."""
+    for rec in recs:
+        log.write(json.dumps(rec) + "\n")
+        log.flush()
+        print(rec, flush=True)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    out, task, tok, model, opt, step, elapsed, val, log = open_run(args, setup)
     n_params = sum(p.numel() for p in model.parameters())
-    val = task.problems("val", args.eval_n, seed=args.seed)
-    log = open(out / "log.jsonl", "a")
     t0, ema, last_save, window = time.time() - elapsed, None, time.time(), []
     save = lambda: torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,  # noqa: E731
                                    elapsed=elapsed), out / "ckpt.pt")
-    print(f"params {n_params}, vocab {len(tok)}", flush=True)
     model.train()
     while (elapsed := time.time() - t0) <= args.minutes * 60 and not (args.max_steps and step >= args.max_steps):
         loss, B = train_step(args, model, opt, tok, task, step, elapsed)
@@ -291,9 +310,7 @@ def main(argv=None) -> None:
             window.clear()
         if step % args.eval_every == 0:
             recs.append(evaluate(model, tok, val, task, step, time.time() - t0))
-        for rec in recs:
-            log.write(json.dumps(rec) + "\n"), log.flush()
-            print(rec, flush=True)
+        write_records(log, recs)
         if time.time() - last_save > 300:
             save()
             last_save = time.time()

@@ -31,9 +31,8 @@ import torch.nn.functional as F
 from transformers import (DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DiffusionGemmaTextConfig,
                           DynamicCache)
 
-from engine.tasks import get_task, task_tokenizer
 from engine.tasks.common import split_of
-from engine.training.train import lr_at
+from engine.training.train import lr_at, open_run, optimise, write_records
 
 # the decoder's defaults for this model (its generation_config.json); DiffusionGemma's own are 48 / 0.1 / 0.4 / 0.8
 GENERATION = dict(max_denoising_steps=24, t_min=0.4, t_max=0.8, stability_threshold=1, confidence_threshold=0.005,
@@ -172,28 +171,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    task = get_task(args.task)
-    tok = task_tokenizer(task)
-    model, opt, step, elapsed = setup(args, tok)
+    out, task, tok, model, opt, step, elapsed, val, log = open_run(args, setup)
     n_params = sum(p.numel() for p in model.parameters())
-    val = task.problems("val", args.eval_n, seed=args.seed)
-    log = open(out / "log.jsonl", "a")
     t0, last_save, window = time.time() - elapsed, time.time(), []
     save = lambda: torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,  # noqa: E731
                                    elapsed=elapsed), out / "ckpt.pt")
-    print(f"params {n_params}, vocab {len(tok)}", flush=True)
     model.train()
     while (elapsed := time.time() - t0) <= args.minutes * 60 and not (args.max_steps and step >= args.max_steps):
         loss, acc = loss_of(model, batch_of(tok, task, args, step))
-        for g in opt.param_groups:
-            g["lr"] = lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        optimise(model, opt, loss, lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup))
         step += 1
         window.append((loss.item(), acc))
         recs = []
@@ -203,9 +189,7 @@ def main(argv=None) -> None:
             window.clear()
         if step % args.eval_every == 0:
             recs.append(dict(step=step, val_acc=evaluate(model, tok, val, task, args.seed), n=len(val)))
-        for rec in recs:
-            log.write(json.dumps(rec) + "\n"), log.flush()
-            print(rec, flush=True)
+        write_records(log, recs)
         if time.time() - last_save > 300:
             save()
             last_save = time.time()
