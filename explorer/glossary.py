@@ -36,6 +36,12 @@ GLOSSARY = """
 | **WINO** | wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask a drafted token whose p falls below τ_narrow in a later forward |
 | **ReMDM** | remasking diffusion: each step may send the least supported written tokens (a share η) back to `[MASK]` |
 | **EB, γ** | entropy-bounded commits: the lowest-entropy slots while Σ H − max H ≤ γ, a bound on their mutual dependence (also DiffusionGemma's sampler) |
+| **canvas (uniform noise)** | DiffusionGemma: a block of `canvas_length` slots that starts as random tokens, not [MASK]s; each step samples every slot, **keeps** the samples inside the entropy bound and **renoises** the rest with fresh random tokens |
+| **self-conditioning** | DiffusionGemma feeds each step's (tempered) logits to the next step as a soft embedding added to the canvas's |
+| **stopping test** | a canvas ends when its argmax is unchanged for `stability_threshold` steps and its mean entropy is below `confidence_threshold`, or after `max_denoising_steps` |
+| **prefix / dual cache** | Fast-dLLM's approximate caches for full-attention models: a block's first forward keeps the canvas's K/V; later forwards recompute the block and what follows it (prefix) or the block alone (dual) and read the rest **stale**; the **drift** is the max \|Δ logit\| against an uncached forward |
+| **sub-block** | Fast-dLLM v2: the block is decoded in sub-blocks left to right, the threshold rule inside the current one |
+| **Dream's score (alg)** | which masked slots a `dream` step reveals: the best by p (maskgit_plus), by top-2 margin (topk_margin) or by minus the entropy (entropy), or at random (origin) |
 | **PROPOSED** | TSPD + CE details reconstructed by this project: the horizon rule's inputs and the feature families come from the paper, the formulas are ours |
 """
 
