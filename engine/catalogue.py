@@ -130,6 +130,8 @@ PARAMS: dict[str, Param] = {
     "sub_block": P(int, 8, 1, 64, label="sub-block size", help="Fast-dLLM v2: the block is decoded sub-block by "
                    "sub-block, left to right, the threshold rule inside the current one", step=1, page=(1, 32),
                    group="subblock"),
+    "block_cache": P(bool, False, label="block cache (second level)", help="Fast-dLLM v2: a sub-block whose first "
+                     "slot is decided runs alone against the block's stale K/V", group="subblock"),
     # the uniform-noise canvas (DiffusionGemma): 0 / -1 = the checkpoint's generation_config.json
     "max_denoising_steps": P(int, 0, 0, 1024, label="denoising steps per canvas (0 = the model's)",
                              help="most decoder forwards per canvas (DiffusionGemma's default 48)", step=1,
@@ -265,7 +267,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
     Decoder("subblock", "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
             "in the current one every masked slot with p > τ is committed, and the most confident always. On a "
             "right-shifted model a block's first slot is predicted by the finished block's last row, alone.",
-            COMMON + ("tau", "sub_block"), rules=((lambda v: v["block_size"] % v["sub_block"] == 0,
+            COMMON + ("tau", "sub_block", "block_cache"), rules=((lambda v: v["block_size"] % v["sub_block"] == 0,
                                                    "block_size must be a multiple of sub_block"),),
             needs=("block_causal",), knob="tau", title="Sub-block (Fast-dLLM v2)"),
     Decoder("uniform", "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "

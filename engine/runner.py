@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 from engine import masks
 from engine.cache import BlockCache, SpliceCache
@@ -56,6 +57,8 @@ class Runner:
         self.prefix: tuple = (0, None)      # (first position, logits) of the latest forward's recomputed rows
         self.kv_cache = cfg.kv_cache        # full-attention families: "none" or Fast-dLLM's "prefix" / "dual"
         self.full_cache, self.prefix_of = None, None        # the block start's cache and the block start
+        self.keep_block_kv = False          # keep each block forward's K/V of the block (subblock's block_cache)
+        self.block_kv: tuple | None = None  # (block start, DynamicCache of [0, block end))
         self.fresh: tuple | None = None     # [first, end) positions whose K/V the latest forward computed
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
 
@@ -106,6 +109,9 @@ class Runner:
         cache = self.cache.cache if self.cache is not None else None
         logits = self.adapter.forward(ids, mask, pos, cache)  # (q, V)
         if self.cache is not None:
+            if self.keep_block_kv and m == 0:      # Fast-dLLM v2's second level: the block's K/V as this forward left them
+                self.block_kv = (lo, DynamicCache(ddp_cache_data=[(x.keys[..., :hi, :], x.values[..., :hi, :])
+                                                                  for x in self.cache.cache.layers]))
             self.cache.rollback(keep)
             self.cached = keep
         self.nfe[kind] += 1
@@ -155,6 +161,18 @@ class Runner:
         n = len(ids)
         exact = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n))[lo:hi]
         return float((cached - exact).abs().max())
+
+    def forward_rows(self, kind: str, a: int, b: int) -> torch.Tensor:
+        """Rows [a, b) of the current block alone (a sub-block), against the exact cache of the finished blocks and
+        the block's other K/V as its latest whole-block forward left them (stale), spliced in position order:
+        Fast-dLLM v2's block cache. (b - a, V) logits; a shifted model's first row reads its own logit."""
+        lo, kv = self.block_kv
+        n = kv.get_seq_length()
+        logits = self.adapter.forward(self.tokens[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
+                                      SpliceCache(kv, a, b))
+        self.nfe[kind] += 1
+        self.fresh = (a, b)
+        return logits
 
     def logits_of(self, lo: int, hi: int) -> torch.Tensor | None:
         """(hi - lo, V) the logits the latest forward that recomputed positions [lo, hi) gave them (a finished

@@ -38,9 +38,40 @@ def raw(a, ids, start, cache, keep: bool):
     return out
 
 
-def reference_v2_generate(a, prompt, new_tokens, small, tau):
+class StaleBlock:
+    """Fast-dLLM v2's ``use_block_cache`` by another mechanism than the engine's: hooks on every k_proj / v_proj
+    keep a whole-block forward's outputs; while ``rows`` is set, a whole-block forward's rows outside it are
+    replaced by the kept (stale) ones, so the sub-block's rows see [exact prefix | stale block | fresh sub-block]."""
+
+    def __init__(self, model):
+        self.saved, self.rows = {}, None
+        self.handles = [m.register_forward_hook(self.hook(name)) for name, m in model.named_modules()
+                        if name.endswith(("k_proj", "v_proj"))]
+
+    def hook(self, name):
+        def fn(_, __, out):
+            if self.rows is None:
+                self.saved[name] = out.detach().clone()
+                return out
+            new = self.saved[name].clone()
+            new[:, self.rows[0]:self.rows[1]] = out[:, self.rows[0]:self.rows[1]]
+            return new
+        return fn
+
+
+def reference_v2_generate(a, prompt, new_tokens, small, tau, block_cache=False):
     B, mask = a.block_size, a.mask_token_id
     x, P, cache = list(prompt), len(prompt), DynamicCache(config=a.model.config)
+    hooks = StaleBlock(a.model) if block_cache else None
+    try:
+        return _v2_loop(a, x, P, cache, new_tokens, small, tau, hooks)
+    finally:
+        for h in (hooks.handles if hooks else []):
+            h.remove()
+
+
+def _v2_loop(a, x, P, cache, new_tokens, small, tau, hooks):
+    B, mask = a.block_size, a.mask_token_id
     if P >= B:
         out = raw(a, torch.tensor(x[:P // B * B]), 0, cache, keep=True)
         if P % B == 0:
@@ -48,8 +79,12 @@ def reference_v2_generate(a, prompt, new_tokens, small, tau):
     while len(x) < P + new_tokens:
         start = len(x) // B * B
         x += [mask] * (start + B - len(x))
+        if hooks is not None:                     # a block's cache is made by a whole-block forward of that block
+            hooks.rows, hooks.saved = None, {}
         for s in range(0, B, small):
             while mask in x[start + s:start + s + small]:
+                if hooks is not None:             # the sub-block alone once its first slot is decided
+                    hooks.rows = (s, s + small) if x[start + s] != mask and hooks.saved else None
                 logits = raw(a, torch.tensor(x[start:]), start, cache, keep=False)
                 logits = torch.cat([logits[:1], logits[:-1]])[s:s + small]        # shifted right by one
                 p = torch.softmax(logits.double(), -1)
@@ -61,6 +96,8 @@ def reference_v2_generate(a, prompt, new_tokens, small, tau):
                 pick[int(conf.argmax())] = True
                 for j in pick.nonzero()[:, 0].tolist():
                     x[start + s + j] = int(top[j])
+        if hooks is not None:
+            hooks.rows = None
         out = raw(a, torch.tensor(x[start:]), start, cache, keep=True)              # store the finished block
         x.append(int(out[-1].argmax()))
     return x[P:P + new_tokens]
@@ -73,6 +110,23 @@ def test_subblock_follows_fast_dllm_v2(v2, tau, small, prompt_len):
     tr = Generation(v2, prompt, build_decoder("subblock", block_size=4, sub_block=small, tau=tau, gen_length=12,
                                               stop_at_eos=False)).run()
     assert tr.meta["final_tokens"][prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau)
+
+
+@pytest.mark.parametrize("tau,small,prompt_len", [(0.3, 2, 11), (0.9, 2, 11), (0.6, 2, 8)])
+def test_subblock_with_the_block_cache_follows_fast_dllm_v2(v2, tau, small, prompt_len):
+    prompt = v2.encode_prompt("Ann has 3 apples . She buys 5 more . How many ?")[:prompt_len]
+    tr = Generation(v2, prompt, build_decoder("subblock", block_size=4, sub_block=small, tau=tau, gen_length=12,
+                                              stop_at_eos=False, block_cache=True)).run()
+    assert tr.meta["final_tokens"][prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau,
+                                                                         block_cache=True)
+    alone = [r for r in tr.records if (~torch.isnan(torch.tensor(r.confidence))).sum()
+             < len(r.positions)]
+    assert alone                                            # some forwards did run a sub-block alone
+    plain = Generation(v2, prompt, build_decoder("subblock", block_size=4, sub_block=small, tau=tau, gen_length=12,
+                                                 stop_at_eos=False)).run()
+    gaps = [abs(float(x.confidence[i]) - float(y.confidence[i])) for x, y in zip(tr.records, plain.records)
+            for i in range(len(x.positions)) if x.confidence[i] == x.confidence[i]]
+    assert max(gaps) > 1e-6                                  # ...and read stale K/V
 
 
 def test_sub_block_must_divide_the_block():
