@@ -121,3 +121,30 @@ def write_diffusion_gemma(path, seed: int = 0, canvas: int = 8, generation: dict
     model.generation_config = model.generation_config.from_dict(gen)
     model.save_pretrained(path)
     return path
+
+
+class StaleKV:
+    """Stale K/V spliced in by forward hooks on every layer's k_proj / v_proj (a mechanism independent of the
+    engine's ``SpliceCache``): while ``block`` is None each forward's outputs are kept; while ``block`` = (lo, hi)
+    (row indices of the forward), every row outside it is replaced by the kept (stale) one, so the rows in it
+    attend to [stale | fresh | stale] in position order, as Fast-dLLM's ``replace_position`` computes."""
+
+    def __init__(self, model):
+        self.saved, self.block = {}, None
+        self.handles = [m.register_forward_hook(self.hook(name)) for name, m in model.named_modules()
+                        if name.endswith(("k_proj", "v_proj"))]
+
+    def hook(self, name):
+        def fn(_, __, out):
+            if self.block is None:
+                self.saved[name] = out.detach().clone()
+                return out
+            lo, hi = self.block
+            new = self.saved[name].clone()
+            new[:, lo:hi] = out[:, lo:hi]
+            return new
+        return fn
+
+    def close(self):
+        for h in self.handles:
+            h.remove()

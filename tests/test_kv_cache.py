@@ -11,7 +11,7 @@ from engine.decoders import build_decoder
 from engine.errors import ConfigError
 from engine.loop import Generation
 from engine.model import load_model
-from tests.families import write_llada, write_qwen2_family
+from tests.families import StaleKV, write_llada, write_qwen2_family
 
 PROMPT = "Ann has 3 apples . She buys 5 more ."
 
@@ -21,32 +21,6 @@ def full_models(tmp_path_factory):
     root = tmp_path_factory.mktemp("kv")
     return dict(llada=load_model(str(write_llada(root / "llada")[0]), device="cpu"),
                 dream=load_model(str(write_qwen2_family(root / "dream", "Dream")), device="cpu"))
-
-
-class StaleKV:
-    """Forward hooks on every layer's k_proj / v_proj: ``record`` keeps their outputs for the whole canvas; while
-    ``block`` is set, every row outside it is replaced by the recorded (stale) one, so the block's rows attend to
-    [stale prefix | fresh block | stale suffix], which is what Fast-dLLM's ``replace_position`` computes."""
-
-    def __init__(self, model):
-        self.saved, self.block = {}, None
-        self.handles = [m.register_forward_hook(self.hook(name)) for name, m in model.named_modules()
-                        if name.endswith(("k_proj", "v_proj"))]
-
-    def hook(self, name):
-        def fn(_, __, out):
-            if self.block is None:
-                self.saved[name] = out.detach().clone()
-                return out
-            lo, hi = self.block
-            new = self.saved[name].clone()
-            new[:, lo:hi] = out[:, lo:hi]
-            return new
-        return fn
-
-    def close(self):
-        for h in self.handles:
-            h.remove()
 
 
 def reference_dual_cache(a, prompt_ids, gen_length, block_length, steps=None, tau=None):

@@ -15,7 +15,7 @@ from engine.decoders import build_decoder
 from engine.errors import ConfigError
 from engine.loop import Generation
 from engine.model import load_model
-from tests.families import write_qwen2_family
+from tests.families import StaleKV, write_qwen2_family
 
 
 @pytest.fixture(scope="module")
@@ -38,36 +38,14 @@ def raw(a, ids, start, cache, keep: bool):
     return out
 
 
-class StaleBlock:
-    """Fast-dLLM v2's ``use_block_cache`` by another mechanism than the engine's: hooks on every k_proj / v_proj
-    keep a whole-block forward's outputs; while ``rows`` is set, a whole-block forward's rows outside it are
-    replaced by the kept (stale) ones, so the sub-block's rows see [exact prefix | stale block | fresh sub-block]."""
-
-    def __init__(self, model):
-        self.saved, self.rows = {}, None
-        self.handles = [m.register_forward_hook(self.hook(name)) for name, m in model.named_modules()
-                        if name.endswith(("k_proj", "v_proj"))]
-
-    def hook(self, name):
-        def fn(_, __, out):
-            if self.rows is None:
-                self.saved[name] = out.detach().clone()
-                return out
-            new = self.saved[name].clone()
-            new[:, self.rows[0]:self.rows[1]] = out[:, self.rows[0]:self.rows[1]]
-            return new
-        return fn
-
-
 def reference_v2_generate(a, prompt, new_tokens, small, tau, block_cache=False):
-    B, mask = a.block_size, a.mask_token_id
     x, P, cache = list(prompt), len(prompt), DynamicCache(config=a.model.config)
-    hooks = StaleBlock(a.model) if block_cache else None
+    hooks = StaleKV(a.model) if block_cache else None     # use_block_cache: the block's stale K/V, by hooks
     try:
         return _v2_loop(a, x, P, cache, new_tokens, small, tau, hooks)
     finally:
-        for h in (hooks.handles if hooks else []):
-            h.remove()
+        if hooks is not None:
+            hooks.close()
 
 
 def _v2_loop(a, x, P, cache, new_tokens, small, tau, hooks):
@@ -80,11 +58,11 @@ def _v2_loop(a, x, P, cache, new_tokens, small, tau, hooks):
         start = len(x) // B * B
         x += [mask] * (start + B - len(x))
         if hooks is not None:                     # a block's cache is made by a whole-block forward of that block
-            hooks.rows, hooks.saved = None, {}
+            hooks.block, hooks.saved = None, {}
         for s in range(0, B, small):
             while mask in x[start + s:start + s + small]:
                 if hooks is not None:             # the sub-block alone once its first slot is decided
-                    hooks.rows = (s, s + small) if x[start + s] != mask and hooks.saved else None
+                    hooks.block = (s, s + small) if x[start + s] != mask and hooks.saved else None
                 logits = raw(a, torch.tensor(x[start:]), start, cache, keep=False)
                 logits = torch.cat([logits[:1], logits[:-1]])[s:s + small]        # shifted right by one
                 p = torch.softmax(logits.double(), -1)
@@ -97,7 +75,7 @@ def _v2_loop(a, x, P, cache, new_tokens, small, tau, hooks):
                 for j in pick.nonzero()[:, 0].tolist():
                     x[start + s + j] = int(top[j])
         if hooks is not None:
-            hooks.rows = None
+            hooks.block = None
         out = raw(a, torch.tensor(x[start:]), start, cache, keep=True)              # store the finished block
         x.append(int(out[-1].argmax()))
     return x[P:P + new_tokens]
