@@ -57,9 +57,9 @@ class StableAndConfident:
         return stable, bool(torch.mean(entropy) < self.threshold)
 
 
-def canvas_stats(logits: torch.Tensor, entropy: torch.Tensor) -> TokenStats:
-    """The record's per-slot statistics under the step's tempered distribution (float32: V may be 262 144)."""
-    probs = torch.softmax(logits, dim=-1, dtype=torch.float32)              # (C, V)
+def canvas_stats(probs: torch.Tensor, entropy: torch.Tensor) -> TokenStats:
+    """The record's per-slot statistics under the step's tempered distribution (C, V) (float32: V may be 262 144;
+    the probabilities the step sampled from, not computed again)."""
     top2 = torch.topk(probs, 2, dim=-1)
     return TokenStats(top2.indices[:, 0], top2.values[:, 0], top2.values[:, 0] - top2.values[:, 1],
                       entropy / math.log(probs.shape[-1]), probs, top2.indices[:, 0])
@@ -115,7 +115,7 @@ class UniformPolicy(Policy):
             stable, confident = stop(argmax, entropy)
             final = (stable and confident) or n == 1
             ctx.rewrite(argmax if final else new, accepted)
-            yield ctx.emit("draft", canvas_stats(logits.cpu(), entropy), denoised=sample.numpy().astype(np.int32),
+            yield ctx.emit("draft", canvas_stats(probs, entropy), denoised=sample.numpy().astype(np.int32),
                            entropy_nats=entropy.numpy().astype(np.float32), eb_order=rank.numpy().astype(np.int32),
                            eb_bound=bound.numpy().astype(np.float32), gamma=float(c.entropy_bound),
                            temperature=float(temperature), stable=stable, confident=confident,
