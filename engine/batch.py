@@ -1,23 +1,32 @@
-"""Batched decoding across problems: several decodes run at once and their forwards meet in one padded batch.
+"""Batched decoding across problems: several decodes run at once and their forwards meet in one batched forward.
 
 Each decode runs in its own thread with all of its own state (canvas, block, commits, EOS stop, cache, random
-generator) and calls ``forward`` as if it were alone. The ``Batcher`` waits until every running decode has asked
-for its next forward, then runs them as one batch (``batched_forward``):
+generator) and calls ``forward`` as if it were alone. A ``Lane`` holds up to ``size`` decodes; once every running
+decode of the lane has asked for its next forward, it runs them as one forward, in one of two layouts:
 
-    queries   right-padded to the longest; pad rows attend only to themselves
-    cache     each decode's cached K/V copied into one batched cache, padded to the longest and masked out
-    masks     each decode's own (q, cache + q) mask placed in a (B, Q, C + Q) one; position ids per sequence
-    results   each decode gets its own logit rows back, and its cache grows by its own new K/V only
+    packed   the queries side by side in one row of sum(q) tokens, no padding; each query sees only its own
+             cache (all caches side by side) and its own queries: the cheapest when attention is cheap beside
+             the projections (short contexts, a small model)
+    padded   one row per decode, right-padded to the longest query and cache, padding masked out: the cheapest
+             when attention dominates (long canvases of full-attention models); pad queries attend to themselves
 
-A decode that ends leaves the batch and the next waiting problem joins it. Requests are put in job order, so a
-batch's layout does not depend on thread timing. Decoders whose forwards go elsewhere (the uniform canvas) run
-unbatched (``catalogue.Decoder.batches``).
+``layout`` picks the one with fewer estimated operations. Each decode gets its own logit rows back and its cache
+grows by its own new K/V only.
+
+The lane is a baton: a decode thread runs Python only while it holds the lane's lock, which it gives up while it
+waits on a forward, so one decode at a time runs its rule and the waiting ones do not fight over the GIL. Two
+lanes (``LANES``) take alternate problems: while one lane's forward runs (torch releases the GIL inside its
+kernels), the other lane's decoders run their rules, so the two cores are both at work.
+
+Determinism: a lane's jobs are taken in order and every running decode posts exactly one forward per round, so
+which decodes share a forward does not depend on thread timing; requests are laid out in job order. A decode that
+ends leaves and the lane's next job takes its place in the same round. Decoders whose forwards go elsewhere (the
+uniform canvas) run unbatched (``catalogue.Decoder.batches``).
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +35,7 @@ from transformers.cache_utils import DynamicLayer
 
 from engine import masks
 
-PAD_SLACK = 1.3     # a batch may hold up to 30 % padding tokens
+LANES = 2             # one lane's forward runs while the other lane's decoders run their rules
 
 
 @dataclass
@@ -43,28 +52,77 @@ def cache_len(cache) -> int:
     return cache.get_seq_length() if cache is not None else 0
 
 
-def _batched_cache(adapter, reqs: list[Request], C: int) -> DynamicCache:
+def layout(adapter, reqs: list[Request]) -> str:
+    """'packed' or 'padded', whichever costs fewer estimated multiply-adds: a token through the projections costs
+    about 12·h² per layer, a (query, key) pair of attention about 4·h (h = hidden width)."""
+    q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
+    pair = 1.0 / (3 * adapter.model.config.get_text_config().hidden_size)     # a pair's cost in tokens
+    Q, C = max(q), max(c)
+    padded = len(reqs) * Q * (1 + (C + Q) * pair)
+    packed = sum(q) * (1 + (sum(c) + sum(q)) * pair)
+    return "packed" if packed <= padded else "padded"
+
+
+def _run_model(adapter, ids, mask, pos, cache) -> torch.Tensor:
+    am = masks.to_backend(mask, adapter.attn_impl, adapter.dtype, adapter.device)
+    out = adapter.model(input_ids=ids.to(adapter.device), attention_mask=am, position_ids=pos.to(adapter.device),
+                        use_cache=True, **{adapter._cache_kw: cache})
+    return out.logits.float().cpu()                                                           # (B, Q, V)
+
+
+def _own_rows(adapter, rows: torch.Tensor) -> torch.Tensor:
+    return torch.cat([rows[:1], rows[:-1]], 0) if adapter.logit_shift else rows
+
+
+def _grow(r: Request, cache: DynamicCache, row: int, a: int) -> None:
+    """The request's cache takes the K/V the forward computed for its queries (row ``row``, from ``a``)."""
+    if r.cache is not None:
+        for ell, layer in enumerate(cache.layers):
+            new = slice(a, a + len(r.ids))
+            r.cache.update(layer.keys[row:row + 1, :, new], layer.values[row:row + 1, :, new], ell)
+
+
+@torch.no_grad()       # grad mode is per thread
+def packed_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one row of sum(q) tokens."""
+    q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
+    Q, C = sum(q), sum(c)
+    qo, co = [sum(q[:i]) for i in range(len(reqs))], [sum(c[:i]) for i in range(len(reqs))]
+    mask = torch.zeros((Q, C + Q), dtype=torch.bool)
+    for i, r in enumerate(reqs):
+        m, rows = torch.as_tensor(r.mask, dtype=torch.bool), slice(qo[i], qo[i] + q[i])
+        mask[rows, co[i]:co[i] + c[i]], mask[rows, C + qo[i]:C + qo[i] + q[i]] = m[:, :c[i]], m[:, c[i]:]
+    with_kv = [r.cache for r in reqs if cache_len(r.cache)]
+    cache = DynamicCache(ddp_cache_data=[
+        (torch.cat([x.layers[ell].keys for x in with_kv], 2), torch.cat([x.layers[ell].values for x in with_kv], 2))
+        for ell in range(len(with_kv[0].layers))]) if with_kv else adapter.new_cache()     # (1, H, C, D)
+    ids, pos = torch.cat([r.ids for r in reqs])[None], torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
+    logits = _run_model(adapter, ids, mask[None], pos, cache)[0]                               # (Q, V)
+    for i, r in enumerate(reqs):
+        _grow(r, cache, 0, C + qo[i])
+    return [_own_rows(adapter, logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
+
+
+def _padded_cache(adapter, reqs: list[Request], C: int) -> DynamicCache:
     """One cache holding every request's K/V at [0, c_i), zeros up to C."""
-    if C == 0:
+    with_kv = [r.cache for r in reqs if cache_len(r.cache)]
+    if not with_kv:
         return adapter.new_cache()
     layers = []
-    for ell in range(len(next(r.cache for r in reqs if cache_len(r.cache)).layers)):
-        first = next(r.cache.layers[ell] for r in reqs if cache_len(r.cache))
-        k0, v0 = first.keys, first.values                                                        # (1, H, c, D)
-        K = k0.new_zeros((len(reqs), k0.shape[1], C, k0.shape[3]))
-        V = v0.new_zeros((len(reqs), v0.shape[1], C, v0.shape[3]))
+    for ell in range(len(with_kv[0].layers)):
+        k0 = with_kv[0].layers[ell].keys                                                       # (1, H, c, D)
+        K, V = (k0.new_zeros((len(reqs), k0.shape[1], C, k0.shape[3])) for _ in range(2))
         for i, r in enumerate(reqs):
-            if (c := cache_len(r.cache)):
-                K[i, :, :c], V[i, :, :c] = r.cache.layers[ell].keys[0], r.cache.layers[ell].values[0]
+            if (n := cache_len(r.cache)):
+                K[i, :, :n], V[i, :, :n] = r.cache.layers[ell].keys[0], r.cache.layers[ell].values[0]
         layers.append((K, V))
     return DynamicCache(ddp_cache_data=layers)
 
 
-@torch.no_grad()       # grad mode is per thread: the batch may run in the thread of a decode that just ended
-def batched_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
-    """Every request's logits (q_i, V), as ``adapter.forward`` would give them one by one."""
-    q = [len(r.ids) for r in reqs]
-    c = [cache_len(r.cache) for r in reqs]
+@torch.no_grad()
+def padded_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one padded row each."""
+    q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
     B, Q, C = len(reqs), max(q), max(c)
     ids = torch.full((B, Q), adapter.tokenizer.pad_token_id or 0, dtype=torch.long)
     pos = torch.zeros((B, Q), dtype=torch.long)
@@ -75,123 +133,109 @@ def batched_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
         mask[i, :q[i], :c[i]], mask[i, :q[i], C:C + q[i]] = m[:, :c[i]], m[:, c[i]:]
         pad = torch.arange(q[i], Q)
         mask[i, pad, C + pad] = True
-    cache = _batched_cache(adapter, reqs, C)
-    am = masks.to_backend(mask, adapter.attn_impl, adapter.dtype, adapter.device)
-    out = adapter.model(input_ids=ids.to(adapter.device), attention_mask=am, position_ids=pos.to(adapter.device),
-                        use_cache=True, **{adapter._cache_kw: cache})
-    logits = out.logits.float().cpu()                                                         # (B, Q, V)
-    results = []
+    cache = _padded_cache(adapter, reqs, C)
+    logits = _run_model(adapter, ids, mask, pos, cache)                                        # (B, Q, V)
     for i, r in enumerate(reqs):
-        rows = logits[i, :q[i]]
-        if adapter.logit_shift:
-            rows = torch.cat([rows[:1], rows[:-1]], 0)
-        results.append(rows)
-        if r.cache is not None:
-            for ell, layer in enumerate(cache.layers):
-                r.cache.update(layer.keys[i:i + 1, :, C:C + q[i]], layer.values[i:i + 1, :, C:C + q[i]], ell)
-    return results
+        _grow(r, cache, i, C)
+    return [_own_rows(adapter, logits[i, :q[i]]) for i in range(B)]
 
 
-def batchable(adapter, reqs: list[Request]) -> bool:
-    """Plain dynamic caches only (a sliding-window layer would need its own padding): else one by one."""
+def batchable(reqs: list[Request]) -> bool:
+    """Plain dynamic caches only (a sliding-window layer would need its own layout): else one by one."""
     return all(r.cache is None or all(type(layer) is DynamicLayer for layer in r.cache.layers) for r in reqs)
 
 
-class Batcher:
-    """Collects one forward from each running decode, then runs them together."""
+def run_forwards(adapter, reqs: list[Request]) -> list[torch.Tensor]:
+    if len(reqs) == 1 or not batchable(reqs):
+        return [adapter.forward(r.ids, r.mask, r.pos, r.cache) for r in reqs]
+    return (packed_forward if layout(adapter, reqs) == "packed" else padded_forward)(adapter, reqs)
 
-    def __init__(self, adapter):
-        self.adapter = adapter
+
+class Lane:
+    """Up to ``size`` of the given jobs decoding at once, their forwards run together one round at a time. The
+    condition's lock is the baton: a decode's thread holds it while it runs and gives it up only while it waits."""
+
+    def __init__(self, adapter, jobs: list[tuple[int, object]], size: int):
+        self.adapter, self.jobs, self.taken = adapter, jobs, 0
         self.cv = threading.Condition()
         self.pending: list[Request] = []
-        self.active = 0
-        self.busy = False
-        self.forwards = 0                    # batched forwards run (a batch of any size counts once)
+        self.active = min(size, len(jobs))        # decodes running: each posts one forward per round
+        self.results: dict[int, object] = {}
+        self.forwards = 0                         # batched forwards run (one per round)
 
-    def join(self) -> None:
-        with self.cv:
-            self.active += 1
+    def run(self) -> None:
+        workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.active)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
 
-    def leave(self) -> None:
+    def _worker(self) -> None:
         with self.cv:
+            while self.taken < len(self.jobs):    # a decode that ends hands its place to the next job at once
+                index, job = self.jobs[self.taken]
+                self.taken += 1
+                try:
+                    self.results[index] = job(LaneView(self.adapter, self, index))
+                except Exception as e:            # raised by run_batched once every decode has ended
+                    self.results[index] = Failed(e)
             self.active -= 1
             self._maybe_run()
 
     def forward(self, index: int, ids, mask, pos, cache) -> torch.Tensor:
+        """Called by a decode holding the baton; returns its logits once its round has run."""
         req = Request(index, ids, mask, pos, cache)
-        with self.cv:
-            self.pending.append(req)
-            self._maybe_run()
-            while req.result is None:
-                self.cv.wait()
-        if isinstance(req.result, BaseException):
-            raise req.result
+        self.pending.append(req)
+        self._maybe_run()
+        while req.result is None:
+            self.cv.wait()
+        if isinstance(req.result, Failed):
+            raise req.result.error
         return req.result
 
     def _maybe_run(self) -> None:
-        """With the lock held: run the batch once every running decode waits on a forward."""
-        while not self.busy and self.pending and len(self.pending) >= self.active:
-            reqs, self.pending, self.busy = sorted(self.pending, key=lambda r: r.index), [], True
-            self.cv.release()
-            try:
-                self._run(reqs)
-            except Exception as e:          # every waiting decode sees the failure, and raises it
-                for r in reqs:
-                    r.result = e
-            finally:
-                self.cv.acquire()
-            self.busy = False
-            self.forwards += 1
-            self.cv.notify_all()
+        if not self.pending or len(self.pending) < self.active:
+            return
+        reqs, self.pending = sorted(self.pending, key=lambda r: r.index), []
+        try:
+            outs = run_forwards(self.adapter, reqs)
+        except Exception as e:                    # every decode of the round sees the failure and raises it
+            outs = [Failed(e)] * len(reqs)
+        for r, o in zip(reqs, outs):
+            r.result = o
+        self.forwards += 1
+        self.cv.notify_all()
 
 
-    def _run(self, reqs: list[Request]) -> None:
-        for group in groups(reqs):
-            outs = batched_forward(self.adapter, group) if len(group) > 1 and batchable(self.adapter, group) else \
-                [self.adapter.forward(r.ids, r.mask, r.pos, r.cache) for r in group]
-            for r, o in zip(group, outs):
-                r.result = o
+@dataclass
+class Failed:
+    error: Exception
 
 
-def groups(reqs: list[Request], slack: float = PAD_SLACK) -> list[list[Request]]:
-    """Requests of similar query length together: padding a decode step to another's prefill would cost more than
-    the batch saves (on a CPU the model's time grows with the padded tokens). Greedy over the lengths, ascending:
-    a request joins the group while the padded tokens stay within ``slack`` × the real ones."""
-    out: list[list[Request]] = []
-    for r in sorted(reqs, key=lambda r: (len(r.ids), r.index)):
-        g = out[-1] if out else None
-        if g is not None and (len(g) + 1) * len(r.ids) <= slack * (sum(len(x.ids) for x in g) + len(r.ids)):
-            g.append(r)
-        else:
-            out.append([r])
-    return [sorted(g, key=lambda r: r.index) for g in out]
+class LaneView:
+    """What one decode sees: the model adapter, with ``forward`` going through its lane."""
 
-
-class BatchedAdapter:
-    """What one decode sees: the model adapter, with ``forward`` going through the batcher."""
-
-    def __init__(self, adapter, batcher: Batcher, index: int):
-        self._adapter, self._batcher, self._index = adapter, batcher, index
+    def __init__(self, adapter, lane: Lane, index: int):
+        self._adapter, self._lane, self._index = adapter, lane, index
 
     def forward(self, input_ids, mask, position_ids, cache=None):
-        return self._batcher.forward(self._index, input_ids, mask, position_ids, cache)
+        return self._lane.forward(self._index, input_ids, mask, position_ids, cache)
 
     def __getattr__(self, name):
         return getattr(self._adapter, name)
 
 
 def run_batched(adapter, jobs: list, size: int) -> list:
-    """``job(adapter_view)`` for every job, up to ``size`` at once with their forwards batched; results in order.
-    A job's exception is raised here once the running ones have finished."""
-    batcher = Batcher(adapter)
-
-    def one(i, job):
-        batcher.join()
-        try:
-            return job(BatchedAdapter(adapter, batcher, i))
-        finally:
-            batcher.leave()
-
-    with ThreadPoolExecutor(max_workers=max(1, size)) as pool:
-        futures = [pool.submit(one, i, job) for i, job in enumerate(jobs)]
-        return [f.result() for f in futures]
+    """``job(adapter_view)`` for every job, with up to ``size`` decodes per forward in each of ``LANES`` lanes
+    (alternate jobs); results in job order. A job's exception is raised here once every decode has ended."""
+    lanes = [Lane(adapter, list(enumerate(jobs))[k::LANES], size) for k in range(LANES)]
+    threads = [threading.Thread(target=lane.run, daemon=True) for lane in lanes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results = [r for _, r in sorted(kv for lane in lanes for kv in lane.results.items())]
+    for r in results:
+        if isinstance(r, Failed):
+            raise r.error
+    return results

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import catalogue, stats
-from engine.batch import run_batched
+from engine.batch import LANES, run_batched
 from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded
@@ -36,6 +36,7 @@ from engine.resources import cached_loader
 from engine.tasks import get_task
 
 CONFIDENT = 0.9
+CHUNK = 16       # batched runs: problems per decode slot in a chunk (a chunk's last rounds run part-full)
 
 
 def teaching_counts(trace) -> dict:
@@ -174,8 +175,9 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
               progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None,
               batch: int = 1, warmup: bool = True) -> list[dict]:
     """Every spec on the first n problems of the split, interleaved problem by problem (``batch`` > 1: chunk by
-    chunk of 4 × batch problems, each spec's chunk decoded ``batch`` at a time). ``on_trace(spec, index, problem,
-    trace)`` sees each decode (experiments count from the bench's own traces instead of decoding again).
+    chunk of CHUNK × LANES × batch problems, each spec's chunk decoded ``batch`` per forward in each lane).
+    ``on_trace(spec, index, problem, trace)`` sees each decode (experiments count from the bench's own traces
+    instead of decoding again).
     ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run).
     ``warmup``: decode the first problem once, untimed, before the run (first-call allocations)."""
     load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
@@ -199,7 +201,7 @@ def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, see
     policies = [(spec, *parse_spec(spec)) for spec in specs]
     policies = [(spec, name, build_decoder(name, **params)) for spec, name, params in policies]
     load = load or cached_loader(adapter.device)
-    out, chunk = Tally(), 4 * batch if batch > 1 else 1
+    out, chunk = Tally(), CHUNK * LANES * batch if batch > 1 else 1   # specs interleave chunk by chunk
     try:
         for start in range(0, len(problems), chunk):
             part, decoded = problems[start:start + chunk], {}

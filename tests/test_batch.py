@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 
 from engine.bench import run_bench
@@ -30,7 +31,8 @@ def test_batched_decodes_equal_batch_one(adapter, spec):
     from engine.spec import parse_spec
     name, params = parse_spec(spec)
     probs = get_task("arith").problems("test", 6, seed=1)
-    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder(name, seed=i, gen_length=24, **params)).run()
+    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder(name, seed=i, gen_length=24,
+                                                                            **params)).run()
             for i, p in enumerate(probs)]
     alone = [job(adapter) for job in jobs]
     together = run_batched(adapter, jobs, 4)
@@ -64,3 +66,74 @@ def test_batching_experiment_reports_equal_rows(adapter):
     from engine.experiments.batching import page_sweep
     sw = page_sweep(adapter, "arith", 3, specs=["ar", "threshold:tau=0.5,block_size=4"], sizes=(1, 3))
     assert [r["same_rows"] for r in sw] == [True, True] and sw[0]["decodes"] == 6
+
+
+def _requests(adapter, shapes, seed=0):
+    """Requests of (query length, cache length), each cache filled by a causal forward of random tokens."""
+    from engine.batch import Request
+    g, out = torch.Generator().manual_seed(seed), []
+    for i, (q, c) in enumerate(shapes):
+        cache = adapter.new_cache()
+        if c:
+            adapter.forward(torch.randint(5, 30, (c,), generator=g), torch.ones(c, c, dtype=torch.bool).tril(),
+                            torch.arange(c), cache)
+        mask = torch.rand(q, c + q, generator=g) < 0.7
+        mask[:, c:] |= torch.eye(q, dtype=torch.bool)             # every query sees itself
+        out.append(Request(i, torch.randint(5, 30, (q,), generator=g), mask, torch.arange(c, c + q), cache))
+    return out
+
+
+@pytest.mark.parametrize("family", ["sdar", "fastdllm", "llada"])
+@pytest.mark.parametrize("forward", ["packed", "padded"])
+def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_path, family, forward):
+    """Mixed shapes (a prefill beside steps with caches); a shifted model (Fast-dLLM v2) and a full-attention one."""
+    from engine import batch
+    from engine.model import load_model
+    from tests.families import write_llada, write_qwen2_family
+    path = write_qwen2_family(tmp_path / "m", "Fast_dLLM_Qwen") if family == "fastdllm" else \
+        write_llada(tmp_path / "m")[0] if family == "llada" else None
+    model = adapter if path is None else load_model(str(path), device="cpu")
+    shapes = [(8, 12), (16, 12), (30, 0), (8, 5)]
+    together, alone = _requests(model, shapes), _requests(model, shapes)
+    outs = getattr(batch, f"{forward}_forward")(model, together)
+    for r, o, a in zip(together, outs, alone):
+        want = model.forward(a.ids, a.mask, a.pos, a.cache)
+        np.testing.assert_allclose(o.numpy(), want.numpy(), atol=1e-4)
+        for x, y in zip(r.cache.layers, a.cache.layers):       # each cache grew by its own K/V only
+            np.testing.assert_allclose(x.keys.numpy(), y.keys.numpy(), atol=1e-5)
+
+
+def test_layout_follows_the_cost_of_padding_against_attention(adapter):
+    from engine.batch import layout
+    beside_steps = [(30, 0), (4, 40), (4, 40), (4, 40)]           # a prefill beside steps: padding would dominate
+    assert layout(adapter, _requests(adapter, beside_steps)) == "packed"
+    assert layout(adapter, _requests(adapter, [(60, 0)] * 6)) == "padded"      # full canvases: attention dominates
+
+
+def test_a_lane_refills_a_finished_decode_in_the_next_round(adapter):
+    """Jobs of 3, 1, 1, 1 forwards in a lane of 2: (j0, j1), (j0, j2), (j0, j3), three batched forwards."""
+    from engine.batch import Lane
+    seen = []
+
+    def job(k):
+        def run(view):
+            for _ in range(k):
+                ids = torch.tensor([5, 6])
+                view.forward(ids, torch.ones(2, 2, dtype=torch.bool), torch.arange(2), None)
+                seen.append(view._index)
+            return k
+        return run
+    lane = Lane(adapter, list(enumerate([job(3), job(1), job(1), job(1)])), 2)
+    lane.run()
+    assert lane.forwards == 3 and lane.results == {0: 3, 1: 1, 2: 1, 3: 1} and sorted(seen) == [0, 0, 0, 1, 2, 3]
+
+
+def test_batched_runs_are_bitwise_repeatable(adapter):
+    """Which decodes share a forward never depends on thread timing: two runs give the same floats to the bit."""
+    probs = get_task("arith").problems("test", 10, seed=2)
+    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder("threshold", seed=i, gen_length=16,
+                                                                            tau=0.5, block_size=4)).run()
+            for i, p in enumerate(probs)]
+    a, b = run_batched(adapter, jobs, 3), run_batched(adapter, jobs, 3)
+    for x, y in zip(a, b):
+        assert all((r1.confidence == r2.confidence).all() for r1, r2 in zip(x.records, y.records))
