@@ -137,3 +137,11 @@ def test_batched_runs_are_bitwise_repeatable(adapter):
     a, b = run_batched(adapter, jobs, 3), run_batched(adapter, jobs, 3)
     for x, y in zip(a, b):
         assert all((r1.confidence == r2.confidence).all() for r1, r2 in zip(x.records, y.records))
+
+
+def test_lanes_shorten_the_switch_interval_only_while_they_run(adapter):
+    import sys
+    from engine import batch
+    before, seen = sys.getswitchinterval(), []
+    run_batched(adapter, [lambda view: seen.append(sys.getswitchinterval())] * 2, 2)
+    assert seen == [batch.SWITCH_S] * 2 and sys.getswitchinterval() == before
