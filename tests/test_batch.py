@@ -61,10 +61,12 @@ def test_a_failing_decode_raises_after_the_others(adapter):
 
 def test_batching_experiment_reports_equal_rows(adapter):
     from engine.experiments.batching import batching, report
-    rows = batching(adapter, "arith", 6, "threshold:tau=0.5,block_size=4", sizes=(1, 3))
+    rows = batching(adapter, "arith", 6, "threshold:tau=0.5,block_size=4", sizes=(1, 3), repeats=2)
     assert [r["same_rows"] for r in rows] == [True, True] and "| 3 |" in report(rows)
+    assert rows[0]["vs_batch_1"] == 1.0 and rows[1]["vs_batch_1_range"][0] <= rows[1]["vs_batch_1"]
     from engine.experiments.batching import page_sweep
-    sw = page_sweep(adapter, "arith", 3, specs=["ar", "threshold:tau=0.5,block_size=4"], sizes=(1, 3))
+    sw = page_sweep(adapter, "arith", 3, specs=["ar", "threshold:tau=0.5,block_size=4"], sizes=(1, 3),
+                    repeats=2)
     assert [r["same_rows"] for r in sw] == [True, True] and sw[0]["decodes"] == 6
 
 

@@ -224,6 +224,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--layers", type=int, default=12, help="kv-cache: its depth")
     ap.add_argument("--spec", default="threshold:tau=0.9,block_size=8", help="batching: the setting")
     ap.add_argument("--batches", default="1,8,32", help="batching: the batch sizes")
+    ap.add_argument("--repeats", type=int, default=3, help="batching: runs of every size, in turn")
     return ap
 
 

@@ -1,34 +1,45 @@
 """Batched decoding against one problem at a time, in one run: the same rows (timing aside), and the speed.
 
-    python -m engine.experiments batching --model unmask-tasks-small --task arith --n 200 --batches 1,8,32
+    python -m engine.experiments batching --model unmask-tasks-small --task mix --n 200 --batches 1,8,32
 
 Each batch size decodes the same problems with the same seeds; the rows of every size are checked equal to batch
-1's (accuracy, outcomes, NFE, TPF, ...) and the table reports tokens/s and its ratio to batch 1. The sizes run one
-after another in one process, after a warm-up.
+1's (accuracy, outcomes, NFE, TPF, ...). The sizes run in turn, ``repeats`` times over (a shared machine drifts
+by tens of percent within minutes), after a warm-up; the table reports the median tokens/s and, per repeat, its
+ratio to that repeat's batch 1 (median, and the lowest and highest).
 """
 
 from __future__ import annotations
+
+import statistics
 
 from engine.bench import run_bench
 
 TIMING = ("wall_s", "tokens_per_s", "speedup")
 
 
-def batching(adapter, task: str, n: int, spec: str, sizes=(1, 8, 32)) -> list[dict]:
+def batching(adapter, task: str, n: int, spec: str, sizes=(1, 8, 32), repeats: int = 3) -> list[dict]:
+    runs = {size: [] for size in sizes}
+    for rep in range(repeats):
+        for size in sizes:
+            (r,) = run_bench(adapter, task, n, [spec], batch=size, warmup=rep == 0 and size == sizes[0])
+            runs[size].append(r)
+    first = sizes[0]
+    untimed = {size: [{k: v for k, v in r.items() if k not in TIMING} for r in rs] for size, rs in runs.items()}
     rows = []
-    for size in sizes:
-        (r,) = run_bench(adapter, task, n, [spec], batch=size, warmup=size == sizes[0])
-        rows.append(dict(r, batch=size))
-    untimed = [{k: v for k, v in r.items() if k not in TIMING + ("batch",)} for r in rows]
-    for r, u in zip(rows, untimed):
-        r.update(same_rows=u == untimed[0], vs_batch_1=r["tokens_per_s"] / rows[0]["tokens_per_s"])
+    for size, rs in runs.items():
+        ratios = [r["tokens_per_s"] / b["tokens_per_s"] for r, b in zip(rs, runs[first])]
+        rows.append(dict(rs[0], batch=size, tokens_per_s=statistics.median(r["tokens_per_s"] for r in rs),
+                         vs_batch_1=statistics.median(ratios), vs_batch_1_range=(min(ratios), max(ratios)),
+                         repeats=repeats, same_rows=all(u == untimed[first][0] for u in untimed[size])))
     return rows
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["| batch | accuracy | NFE/sample | tok/s | × batch 1 | rows equal batch 1's |", "|---|---|---|---|---|---|"]
+    lines = ["| batch | accuracy | NFE/sample | tok/s (median) | × batch 1 (median [lowest, highest]) | "
+             "rows equal batch 1's |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['batch']} | {r['accuracy']:.3f} | {r['nfe']:.2f} | {r['tokens_per_s']:.1f} | "
-              f"{r['vs_batch_1']:.2f} | {'yes' if r['same_rows'] else 'NO'} |" for r in rows]
+              f"{r['vs_batch_1']:.2f} [{r['vs_batch_1_range'][0]:.2f}, {r['vs_batch_1_range'][1]:.2f}] | "
+              f"{'yes' if r['same_rows'] else 'NO'} |" for r in rows]
     return "\n".join(lines)
 
 
@@ -36,19 +47,26 @@ PAGE_SWEEP = ["ar", "threshold:tau=0.5,block_size=4", "threshold:tau=0.9,block_s
               "threshold:tau=0.5,block_size=8", "threshold:tau=0.9,block_size=8", "threshold:tau=0.9,block_size=16"]
 
 
-def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, sizes=(1, 8)) -> list[dict]:
+def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, sizes=(1, 8),
+               repeats: int = 3) -> list[dict]:
     """The Sweep tab's path (one bench per setting, as ``DecodeService.sweep_stream``) of len(specs) × n decodes,
-    timed at each batch size in this process; the rows must agree but for timing."""
+    timed at each batch size in turn, ``repeats`` times over; the rows must agree but for timing."""
     import time
+    runs = {size: [] for size in sizes}
+    for rep in range(repeats):
+        for size in sizes:
+            t0, rows = time.perf_counter(), []
+            for j, spec in enumerate(specs):
+                rows += run_bench(adapter, task, n, [spec], batch=size, warmup=rep == 0 and j == 0)
+            untimed = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+            runs[size].append((time.perf_counter() - t0, untimed))
+    first = runs[sizes[0]]
     out = []
-    for size in sizes:
-        t0, rows = time.perf_counter(), []
-        for k, spec in enumerate(specs):
-            rows += run_bench(adapter, task, n, [spec], batch=size, warmup=k == 0)
-        out.append(dict(batch=size, decodes=len(specs) * n, seconds=time.perf_counter() - t0,
-                        rows=[{k: v for k, v in r.items() if k not in TIMING} for r in rows]))
-    for r in out:
-        r.update(same_rows=r["rows"] == out[0]["rows"], vs_batch_1=out[0]["seconds"] / r["seconds"])
+    for size, rs in runs.items():
+        ratios = [b[0] / r[0] for r, b in zip(rs, first)]
+        out.append(dict(batch=size, decodes=len(specs) * n, seconds=statistics.median(r[0] for r in rs),
+                        vs_batch_1=statistics.median(ratios), vs_batch_1_range=(min(ratios), max(ratios)),
+                        same_rows=all(r[1] == first[0][1] for r in rs), rows=rs[0][1]))
     return out
 
 
@@ -57,12 +75,15 @@ def main(args) -> None:
     from pathlib import Path
     from engine.model import load_model
     adapter = load_model(args.model)
-    rows = batching(adapter, args.task, args.n, args.spec, tuple(int(b) for b in args.batches.split(",")))
+    rows = batching(adapter, args.task, args.n, args.spec, tuple(int(b) for b in args.batches.split(",")),
+                    args.repeats)
     print(report(rows))
-    sweep_rows = page_sweep(adapter, args.task, 10)
+    sweep_rows = page_sweep(adapter, args.task, 10, repeats=args.repeats)
     for r in sweep_rows:
-        print(f"Sweep tab path, {r['decodes']} decodes at batch {r['batch']}: {r['seconds']:.2f} s "
-              f"(× {r['vs_batch_1']:.2f} faster than batch 1; rows equal: {r['same_rows']})")
+        lo, hi = r["vs_batch_1_range"]
+        print(f"Sweep tab path, {r['decodes']} decodes at batch {r['batch']}: {r['seconds']:.2f} s (median of "
+              f"{args.repeats}; × {r['vs_batch_1']:.2f} [{lo:.2f}, {hi:.2f}] faster than batch 1; rows equal: "
+              f"{r['same_rows']})")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     Path(args.out, "batching.json").write_text(json.dumps(dict(
         bench=rows, page_sweep=[{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows]), indent=1, default=str))
