@@ -177,15 +177,17 @@ class Lane:
 
     def _worker(self) -> None:
         with self.cv:
-            while self.taken < len(self.jobs):    # a decode that ends hands its place to the next job at once
-                index, job = self.jobs[self.taken]
-                self.taken += 1
-                try:
-                    self.results[index] = job(LaneView(self.adapter, self, index))
-                except Exception as e:            # raised by run_batched once every decode has ended
-                    self.results[index] = Failed(e)
-            self.active -= 1
-            self._maybe_run()
+            try:
+                while self.taken < len(self.jobs):    # a decode that ends hands its place to the next job at once
+                    index, job = self.jobs[self.taken]
+                    self.taken += 1
+                    try:
+                        self.results[index] = job(LaneView(self.adapter, self, index))
+                    except Exception as e:            # raised by run_batched once every decode has ended
+                        self.results[index] = Failed(e)
+            finally:                                  # whatever ends this thread, the others' rounds go on
+                self.active -= 1
+                self._maybe_run()
 
     def forward(self, index: int, ids, mask, pos, cache) -> torch.Tensor:
         """Called by a decode holding the baton; returns its logits once its round has run."""

@@ -65,3 +65,10 @@ def test_every_registered_handler_answers_nasty_input_with_a_user_error(demo):
             called += 1
     assert called > 100
     assert not failures, "\n".join(failures)
+
+
+def test_browser_driven_events_never_drop_the_latest_request(demo):
+    """A step or position settled while the previous one is still drawing must be drawn after it: gradio's default
+    trigger mode ("once") drops it, and the view stays at the earlier step."""
+    settles = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", None) == "on_settle"]
+    assert settles and all(fn.trigger_mode == "always_last" for fn in settles)

@@ -55,4 +55,7 @@ def wire_playback(scrubber: gr.HTML, views, trace_state) -> None:
     def on_settle(tr, box, evt: gr.EventData):   # gradio passes the event's data by this annotation
         return settled(views, tr, box, evt)
 
-    scrubber.submit(on_settle, [trace_state, views.tab], list(views.plots.values()), show_progress="hidden")
+    # always_last: a step or position settled while the last one is still drawing is drawn after it (gradio's
+    # default, "once", drops it, and the view would stay at the earlier step)
+    scrubber.submit(on_settle, [trace_state, views.tab], list(views.plots.values()), show_progress="hidden",
+                    trigger_mode="always_last")
