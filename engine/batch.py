@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -160,15 +162,18 @@ class Lane:
     """Up to ``size`` of the given jobs decoding at once, their forwards run together one round at a time. The
     condition's lock is the baton: a decode's thread holds it while it runs and gives it up only while it waits."""
 
-    def __init__(self, adapter, jobs: list[tuple[int, object]], size: int):
-        self.adapter, self.jobs, self.taken = adapter, jobs, 0
+    def __init__(self, adapter, jobs: list[tuple[int, object]], size: int, on_done=None):
+        self.adapter, self.jobs, self.taken, self.on_done = adapter, jobs, 0, on_done
         self.cv = threading.Condition()
         self.pending: list[Request] = []
         self.active = min(size, len(jobs))        # decodes running: each posts one forward per round
         self.results: dict[int, object] = {}
+        self.seconds: dict[int, float] = defaultdict(float)   # each job's share of the lane's time
         self.forwards = 0                         # batched forwards run (one per round)
+        self.mark = time.perf_counter()           # when the last round ended
 
     def run(self) -> None:
+        self.mark = time.perf_counter()
         workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.active)]
         for w in workers:
             w.start()
@@ -185,6 +190,9 @@ class Lane:
                         self.results[index] = job(LaneView(self.adapter, self, index))
                     except Exception as e:            # raised by run_batched once every decode has ended
                         self.results[index] = Failed(e)
+                        continue
+                    if self.on_done is not None:
+                        self.on_done(index, self.results[index], self.seconds[index])
             finally:                                  # whatever ends this thread, the others' rounds go on
                 self.active -= 1
                 self._maybe_run()
@@ -210,8 +218,19 @@ class Lane:
             outs = [Failed(e)] * len(reqs)
         for r, o in zip(reqs, outs):
             r.result = o
+        self._share(reqs)
         self.forwards += 1
         self.cv.notify_all()
+
+
+    def _share(self, reqs: list[Request]) -> None:
+        """The time since the last round (the decodes' rules and this forward) goes to this round's decodes in
+        equal parts: a decode's time is its share of the rounds it took part in (a forward's cost is mostly shared,
+        not per token, at these sizes)."""
+        now = time.perf_counter()
+        span, self.mark = now - self.mark, now
+        for r in reqs:
+            self.seconds[r.index] += span / len(reqs)
 
 
 @dataclass
@@ -252,16 +271,20 @@ def short_switch_interval():
                 sys.setswitchinterval(_switch["saved"])
 
 
-def run_batched(adapter, jobs: list, size: int) -> list:
+def run_batched(adapter, jobs: list, size: int, seconds: dict | None = None, on_done=None) -> list:
     """``job(adapter_view)`` for every job, with up to ``size`` decodes per forward in each of ``LANES`` lanes
-    (alternate jobs); results in job order. A job's exception is raised here once every decode has ended."""
-    lanes = [Lane(adapter, list(enumerate(jobs))[k::LANES], size) for k in range(LANES)]
+    (alternate jobs); results in job order. A job's exception is raised here once every decode has ended.
+    ``seconds`` (a dict) receives each job's share of its lane's time; ``on_done(index, result, seconds)`` is
+    called as each job ends (in its lane's thread, holding the lane: keep it short)."""
+    lanes = [Lane(adapter, list(enumerate(jobs))[k::LANES], size, on_done) for k in range(LANES)]
     threads = [threading.Thread(target=lane.run, daemon=True) for lane in lanes]
     with short_switch_interval():
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+    if seconds is not None:
+        seconds.update({i: s for lane in lanes for i, s in lane.seconds.items()})
     results = [r for _, r in sorted(kv for lane in lanes for kv in lane.results.items())]
     for r in results:
         if isinstance(r, Failed):

@@ -94,26 +94,39 @@ def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget
     return Generation(adapter, prob.prompt, own, budget_s=budget_s, should_stop=should_stop, load=load).run()
 
 
-def decode_chunk(adapter, problems, start: int, name: str, policy, cfg, run_seed: int, batch: int, budget_s,
-                 should_stop, load) -> list[tuple]:
-    """(trace, wall seconds) of each problem of a chunk, up to ``batch`` decoding at once with their forwards
-    batched (``engine.batch``); a batch's wall time is shared equally by its problems. Stopped (the budget, or
-    ``should_stop``): the problems before the first unfinished one."""
-    def job(view, p, i):
+def decode_chunk(adapter, problems, start: int, policies: list, run_seed: int, batch: int, budget_s, should_stop,
+                 load, on_done=None) -> dict[str, list[tuple]]:
+    """spec -> (trace, seconds) of each problem of a chunk. With ``batch`` > 1 the problems of every batching
+    decoder are jobs of one batched run, spec after spec (``engine.batch``: specs share forwards), each decode
+    timed by its share of the rounds it took part in; the others decode one at a time, timed alone. Stopped (the
+    budget, or ``should_stop``): per spec, the problems before the first unfinished one. ``on_done(spec, i, trace,
+    seconds)`` sees each decode as it finishes."""
+    def job(view, policy, p, i):
+        if should_stop is not None and should_stop():   # a stopped run starts no more decodes
+            return None
         try:
-            return decode_problem(view, p, policy, cfg, run_seed, start + i, budget_s, should_stop, load)
+            return decode_problem(view, p, policy, policy.cfg, run_seed, start + i, budget_s, should_stop, load)
         except BudgetExceeded:
             return None
-    jobs = [lambda view, p=p, i=i: job(view, p, i) for i, p in enumerate(problems)]
-    t0 = time.perf_counter()
-    if batch > 1 and catalogue.decoder(name).batches:
-        traces = run_batched(adapter, jobs, batch)
-    else:
-        traces = [job(adapter) for job in jobs]
-    if None in traces:
-        traces = traces[:traces.index(None)]
-    wall = (time.perf_counter() - t0) / max(1, len(traces))
-    return [(tr, wall) for tr in traces]
+    together = [(spec, policy) for spec, name, policy in policies if batch > 1 and catalogue.decoder(name).batches]
+    keys = [(spec, i) for spec, _ in together for i in range(len(problems))]
+    out = {spec: [None] * len(problems) for spec, *_ in policies}
+    if keys:
+        seconds = {}
+        done = on_done and (lambda k, tr, sec: tr is not None and on_done(*keys[k], tr, sec))
+        jobs = [lambda view, policy=policy, p=p, i=i: job(view, policy, p, i)
+                for _, policy in together for i, p in enumerate(problems)]
+        for k, tr in enumerate(run_batched(adapter, jobs, batch, seconds, done)):
+            out[keys[k][0]][keys[k][1]] = (tr, seconds.get(k, 0.0)) if tr is not None else None
+    for spec, name, policy in policies:
+        for i, p in enumerate(problems if spec not in dict(together) else ()):
+            t0 = time.perf_counter()
+            if (tr := job(adapter, policy, p, i)) is None:
+                break
+            out[spec][i] = (tr, time.perf_counter() - t0)
+            if on_done is not None:
+                on_done(spec, i, tr, out[spec][i][1])
+    return {spec: got[:got.index(None)] if None in got else got for spec, got in out.items()}
 
 
 @dataclass
@@ -181,16 +194,23 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run).
     ``warmup``: decode the first problem once, untimed, before the run (first-call allocations)."""
     load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
-    if warmup and (should_stop is None or not should_stop()):   # first-call allocations, within the same limits
-        first = get_task(task_name).problems(split, 1, seed=seed)[0]
-        name, params = parse_spec(specs[0])
-        try:
-            Generation(adapter, first.prompt, build_decoder(name, **params), budget_s=budget_s,
-                       should_stop=should_stop, load=load).run()
-        except BudgetExceeded:
-            return []
+    if warmup and not warm_up(adapter, task_name, specs[0], seed, split, budget_s, should_stop, load):
+        return []
     return bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
                        load, batch).rows(specs, n)
+
+
+def warm_up(adapter, task_name: str, spec: str, seed: int, split: str, budget_s, should_stop, load) -> bool:
+    """Decode the first problem once, untimed (first-call allocations), within the run's limits: False if stopped."""
+    if should_stop is not None and should_stop():
+        return True
+    name, params = parse_spec(spec)
+    try:
+        Generation(adapter, get_task(task_name).problems(split, 1, seed=seed)[0].prompt, build_decoder(name, **params),
+                   budget_s=budget_s, should_stop=should_stop, load=load).run()
+    except BudgetExceeded:
+        return False
+    return True
 
 
 def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, seed: int = 0, split: str = "test",
@@ -202,24 +222,19 @@ def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, see
     policies = [(spec, name, build_decoder(name, **params)) for spec, name, params in policies]
     load = load or cached_loader(adapter.device)
     out, chunk = Tally(), CHUNK * LANES * batch if batch > 1 else 1   # specs interleave chunk by chunk
-    try:
-        for start in range(0, len(problems), chunk):
-            part, decoded = problems[start:start + chunk], {}
-            for spec, name, policy in policies:  # a problem counts only once every decoder has finished it
-                if should_stop is not None and should_stop():
-                    raise StopIteration
-                decoded[spec] = decode_chunk(adapter, part, lo + start, name, policy, policy.cfg, seed, batch,
-                                             budget_s, should_stop, load)
-            finished = min(len(d) for d in decoded.values())
-            for i, prob in enumerate(part[:finished], start):
-                out.add(task, prob, lo + i, [(spec, *decoded[spec][i - start]) for spec, *_ in policies], adapter,
-                        on_trace)
-            if progress:
-                progress(start + finished, len(problems))
-            if finished < len(part):
-                break
-    except (BudgetExceeded, StopIteration):
-        pass  # stopped (or one decode alone outran the request budget): report the problems that finished
+    for start in range(0, len(problems), chunk):
+        if should_stop is not None and should_stop():
+            break
+        part = problems[start:start + chunk]
+        decoded = decode_chunk(adapter, part, lo + start, policies, seed, batch, budget_s, should_stop, load)
+        finished = min(len(d) for d in decoded.values())   # a problem counts once every decoder has finished it
+        for i, prob in enumerate(part[:finished], start):
+            out.add(task, prob, lo + i, [(spec, *decoded[spec][i - start]) for spec, *_ in policies], adapter,
+                    on_trace)
+        if progress:
+            progress(start + finished, len(problems))
+        if finished < len(part):   # stopped (or a decode outran the request budget): what finished counts
+            break
     return out
 
 

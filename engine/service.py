@@ -15,8 +15,8 @@ from typing import Iterator
 
 import torch
 
-from engine.bench import run_bench, with_speedup
 from engine import catalogue
+from engine.bench_stream import bench_stream
 from engine.catalogue import MAX_PROMPT_CHARS
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded, UserError
@@ -133,9 +133,10 @@ class DecodeService:
 
     def sweep_stream(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
                      page: bool = True, should_stop=None) -> Iterator[list[dict]]:
-        """Accuracy / NFE / TPF / tokens/s of each SPEC on the same n held-out problems (engine.bench, SWEEP_BATCH
-        problems decoded at once), yielding the rows so far as each setting finishes. Stops between problems when
-        the time budget is spent or ``should_stop()`` says so; a stopped setting's row counts what finished."""
+        """Accuracy / NFE / TPF / tokens/s of each SPEC on the same n held-out problems (engine.bench_stream: the
+        settings queued one after another in one batched run, SWEEP_BATCH problems per forward), yielding the rows
+        so far as each setting finishes. Stops between forwards when the time budget is spent or ``should_stop()``
+        says so; a stopped setting's row counts the problems that finished before its first unfinished one."""
         if not isinstance(n, int) or not 1 <= n <= MAX_SWEEP_PROBLEMS:
             raise UserError(f"the number of problems must be in 1..{MAX_SWEEP_PROBLEMS}")
         if not specs or len(specs) > MAX_SWEEP_SETTINGS:
@@ -145,12 +146,5 @@ class DecodeService:
             build_decoder(name, page=page, **params)
         deadline = time.monotonic() + self.max_seconds
         stop = lambda: time.monotonic() > deadline or bool(should_stop and should_stop())  # noqa: E731
-        rows: list[dict] = []
-        for k, spec in enumerate(specs):
-            tick = progress and (lambda i, total, k=k: progress(k * total + i, len(specs) * total))
-            rows += run_bench(self.model(model), task, n, [spec], progress=tick, should_stop=stop,
-                              budget_s=self.max_seconds, load=self.model, batch=SWEEP_BATCH, warmup=k == 0)
-            if rows:
-                yield with_speedup([dict(r) for r in rows])
-            if stop():
-                return
+        yield from bench_stream(self.model(model), task, n, specs, progress=progress, should_stop=stop,
+                                budget_s=self.max_seconds, load=self.model, batch=SWEEP_BATCH)

@@ -19,18 +19,20 @@ def test_decode_stops_at_the_budget_and_keeps_the_partial_trace(sdar_dir):
 
 def test_sweep_streams_settings_and_stops_keeping_what_finished(sdar_dir):
     service = DecodeService(default_model=str(sdar_dir), max_seconds=60)
+    specs = ["ar", "threshold:tau=0.5,block_size=8"]
+    full = list(service.sweep_stream(specs, 10))
+    assert len(full) == 2 and len(full[0]) == 1 and [r["spec"] for r in full[1]] == specs   # a row per setting
+    assert all(r["n"] == 10 and not r["stopped_early"] for r in full[1])
     done = []
-    partial = list(service.sweep_stream(["ar", "threshold:tau=0.5,block_size=8"], 10,
-                                        progress=lambda i, total: done.append(i), should_stop=lambda: len(done) >= 1))
-    assert [[r["n"] for r in rows] for rows in partial] == [[10]]          # the first setting, then the stop
-    calls = []
-
-    def stop():       # decodes run eight at a time and stop between forwards
-        calls.append(1)
-        return len(calls) > 700     # the warm-up (64 forwards), the first eight decodes (64 each), then stop
-    rows = service.sweep(["ar", "threshold:tau=0.5,block_size=8"], 10, should_stop=stop)
-    assert rows and rows[0]["stopped_early"] and 0 < rows[0]["n"] < 10     # the problems that finished, in order
-    assert rows[0]["outcomes"] == DecodeService(default_model=str(sdar_dir)).sweep(["ar"], rows[0]["n"])[0]["outcomes"]
+    # two lanes of eight: the first sixteen decodes (every ar problem, threshold's first six) share their rounds;
+    # the stop falls once they have finished, so the last four stop at their first forward
+    stopped = list(service.sweep_stream(specs, 10, progress=lambda i, total: done.append((i, total)),
+                                        should_stop=lambda: len(done) >= 16))
+    assert done[0] == (1, 20) and [r["spec"] for r in stopped[-1]] == specs
+    for row in stopped[-1]:   # what finished of each setting, in order, as the full run decoded it
+        ref = next(r for r in full[1] if r["spec"] == row["spec"])
+        assert 0 < row["n"] <= 10 and row["outcomes"] == ref["outcomes"][:row["n"]]
+    assert [r["stopped_early"] for r in stopped[-1]] == [False, True]
 
 
 def test_a_cancelled_decode_stops_between_forwards_with_its_partial_trace(sdar_dir):

@@ -49,15 +49,15 @@ PAGE_SWEEP = ["ar", "threshold:tau=0.5,block_size=4", "threshold:tau=0.9,block_s
 
 def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, sizes=(1, 8),
                repeats: int = 3) -> list[dict]:
-    """The Sweep tab's path (one bench per setting, as ``DecodeService.sweep_stream``) of len(specs) × n decodes,
+    """The Sweep tab's path (``engine.bench_stream``, as ``DecodeService.sweep_stream``) of len(specs) × n decodes,
     timed at each batch size in turn, ``repeats`` times over; the rows must agree but for timing."""
     import time
+    from engine.bench_stream import bench_stream
     runs = {size: [] for size in sizes}
     for rep in range(repeats):
         for size in sizes:
-            t0, rows = time.perf_counter(), []
-            for j, spec in enumerate(specs):
-                rows += run_bench(adapter, task, n, [spec], batch=size, warmup=rep == 0 and j == 0)
+            t0 = time.perf_counter()
+            *_, rows = bench_stream(adapter, task, n, list(specs), batch=size)
             untimed = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
             runs[size].append((time.perf_counter() - t0, untimed))
     first = runs[sizes[0]]
