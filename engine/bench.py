@@ -188,7 +188,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
               progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None,
               batch: int = 1, warmup: bool = True) -> list[dict]:
     """Every spec on the first n problems of the split, interleaved problem by problem (``batch`` > 1: chunk by
-    chunk of CHUNK × LANES × batch problems, each spec's chunk decoded ``batch`` per forward in each lane).
+    chunk of CHUNK × LANES × batch problems, every batching spec's problems of a chunk in one batched run).
     ``on_trace(spec, index, problem, trace)`` sees each decode (experiments count from the bench's own traces
     instead of decoding again).
     ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run).
