@@ -162,18 +162,17 @@ class Lane:
     """Up to ``size`` of the given jobs decoding at once, their forwards run together one round at a time. The
     condition's lock is the baton: a decode's thread holds it while it runs and gives it up only while it waits."""
 
-    def __init__(self, adapter, jobs: list[tuple[int, object]], size: int, on_done=None):
+    def __init__(self, adapter, jobs: list[tuple[int, object]], size: int, on_done=None, clock=None):
         self.adapter, self.jobs, self.taken, self.on_done = adapter, jobs, 0, on_done
+        self.clock = clock or Clock()
         self.cv = threading.Condition()
         self.pending: list[Request] = []
         self.active = min(size, len(jobs))        # decodes running: each posts one forward per round
         self.results: dict[int, object] = {}
         self.seconds: dict[int, float] = defaultdict(float)   # each job's share of the lane's time
         self.forwards = 0                         # batched forwards run (one per round)
-        self.mark = time.perf_counter()           # when the last round ended
 
     def run(self) -> None:
-        self.mark = time.perf_counter()
         workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.active)]
         for w in workers:
             w.start()
@@ -224,13 +223,25 @@ class Lane:
 
 
     def _share(self, reqs: list[Request]) -> None:
-        """The time since the last round (the decodes' rules and this forward) goes to this round's decodes in
-        equal parts: a decode's time is its share of the rounds it took part in (a forward's cost is mostly shared,
-        not per token, at these sizes)."""
-        now = time.perf_counter()
-        span, self.mark = now - self.mark, now
+        """The time since the last round of any lane (the decodes' rules and this forward) goes to this round's
+        decodes in equal parts: a decode's time is its share of the rounds it took part in (a forward's cost is
+        mostly shared, not per token, at these sizes), and the shares of a run add up to its wall time."""
+        span = self.clock.lap()
         for r in reqs:
             self.seconds[r.index] += span / len(reqs)
+
+
+class Clock:
+    """The end of the last round of any lane: consecutive laps partition a run's wall time."""
+
+    def __init__(self):
+        self.lock, self.mark = threading.Lock(), time.perf_counter()
+
+    def lap(self) -> float:
+        with self.lock:
+            now = time.perf_counter()
+            span, self.mark = now - self.mark, now
+        return span
 
 
 @dataclass
@@ -276,7 +287,8 @@ def run_batched(adapter, jobs: list, size: int, seconds: dict | None = None, on_
     (alternate jobs); results in job order. A job's exception is raised here once every decode has ended.
     ``seconds`` (a dict) receives each job's share of its lane's time; ``on_done(index, result, seconds)`` is
     called as each job ends (in its lane's thread, holding the lane: keep it short)."""
-    lanes = [Lane(adapter, list(enumerate(jobs))[k::LANES], size, on_done) for k in range(LANES)]
+    clock = Clock()
+    lanes = [Lane(adapter, list(enumerate(jobs))[k::LANES], size, on_done, clock) for k in range(LANES)]
     threads = [threading.Thread(target=lane.run, daemon=True) for lane in lanes]
     with short_switch_interval():
         for t in threads:

@@ -147,3 +147,16 @@ def test_lanes_shorten_the_switch_interval_only_while_they_run(adapter):
     before, seen = sys.getswitchinterval(), []
     run_batched(adapter, [lambda view: seen.append(sys.getswitchinterval())] * 2, 2)
     assert seen == [batch.SWITCH_S] * 2 and sys.getswitchinterval() == before
+
+
+def test_a_batched_runs_time_shares_add_up_to_its_wall_time(adapter):
+    """Two lanes run side by side: each decode's share of the rounds it took part in, summed, is the run's wall
+    time (not twice it), so tokens/s of a batched bench is tokens over wall time."""
+    import time
+    probs = get_task("arith").problems("test", 12, seed=3)
+    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder("ar", seed=i, gen_length=16)).run()
+            for i, p in enumerate(probs)]
+    seconds, t0 = {}, time.perf_counter()
+    run_batched(adapter, jobs, 3, seconds)
+    wall = time.perf_counter() - t0
+    assert sorted(seconds) == list(range(12)) and 0.8 * wall < sum(seconds.values()) <= wall
