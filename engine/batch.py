@@ -2,16 +2,17 @@
 
 Each decode runs in its own thread with all of its own state (canvas, block, commits, EOS stop, cache, random
 generator) and calls ``forward`` as if it were alone. A ``Lane`` holds up to ``size`` decodes; once every running
-decode of the lane has asked for its next forward, it runs them as one forward, in one of two layouts:
+decode of the lane has asked for its next forward, it runs them as one forward, in one of three layouts:
 
-    packed   the queries side by side in one row of sum(q) tokens, no padding; each query sees only its own
-             cache (all caches side by side) and its own queries: the cheapest when attention is cheap beside
-             the projections (short contexts, a small model)
-    padded   one row per decode, right-padded to the longest query and cache, padding masked out: the cheapest
-             when attention dominates (long canvases of full-attention models); pad queries attend to themselves
+    ragged   the queries side by side in one row of sum(q) tokens; attention per decode, on its own cache, which
+             is neither copied nor padded (``engine.ragged``): on a CPU, always (a CPU runs a few small
+             attention calls as fast as one large one)
+    packed   the same row, but one attention over all caches side by side, each query masked to its own cache
+             and queries: on an accelerator, when attention is cheap beside the projections (short contexts)
+    padded   one row per decode, right-padded to the longest query and cache, padding masked out: on an
+             accelerator, when attention dominates (long canvases); pad queries attend to themselves
 
-``layout`` picks the one with fewer estimated operations. Each decode gets its own logit rows back and its cache
-grows by its own new K/V only.
+``layout`` picks one. Each decode gets its own logit rows back and its cache grows by its own new K/V only.
 
 The lane is a baton: a decode thread runs Python only while it holds the lane's lock, which it gives up while it
 waits on a forward, so one decode at a time runs its rule and the waiting ones do not fight over the GIL. Two
@@ -39,7 +40,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from engine import masks
+from engine import masks, ragged
 
 LANES = 2             # one lane's forward runs while the other lane's decoders run their rules
 SWITCH_S = 5e-4       # the GIL switch interval while lanes run (Python's default: 5 ms)
@@ -60,8 +61,15 @@ def cache_len(cache) -> int:
 
 
 def layout(adapter, reqs: list[Request]) -> str:
-    """'packed' or 'padded', whichever costs fewer estimated multiply-adds: a token through the projections costs
-    about 12·h² per layer, a (query, key) pair of attention about 4·h (h = hidden width)."""
+    """'ragged' on a CPU (a per-decode attention costs a few small calls, which a CPU runs as fast as one large
+    one); elsewhere 'packed' or 'padded', whichever costs fewer estimated multiply-adds: a token through the
+    projections costs about 12·h² per layer, a (query, key) pair of attention about 4·h (h = hidden width)."""
+    if torch.device(adapter.device).type == "cpu" and ragged.enable(adapter):
+        return "ragged"
+    return cheaper_layout(adapter, reqs)
+
+
+def cheaper_layout(adapter, reqs: list[Request]) -> str:
     q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
     pair = 1.0 / (3 * adapter.model.config.get_text_config().hidden_size)     # a pair's cost in tokens
     Q, C = max(q), max(c)
@@ -155,7 +163,8 @@ def batchable(reqs: list[Request]) -> bool:
 def run_forwards(adapter, reqs: list[Request]) -> list[torch.Tensor]:
     if len(reqs) == 1 or not batchable(reqs):
         return [adapter.forward(r.ids, r.mask, r.pos, r.cache) for r in reqs]
-    return (packed_forward if layout(adapter, reqs) == "packed" else padded_forward)(adapter, reqs)
+    forward = {"ragged": ragged.ragged_forward, "packed": packed_forward, "padded": padded_forward}
+    return forward[layout(adapter, reqs)](adapter, reqs)
 
 
 class Lane:

@@ -1,0 +1,83 @@
+"""The ragged layout of a batched forward: the queries of several decodes side by side in one row, each attending
+only to its own cache and queries, with no padding and no copy of any cache.
+
+The projections (most of a forward's cost on a CPU) run once over all sum(q) tokens; attention runs per decode,
+as that decode's own forward would run it: each decode's cache takes its new K/V (``RaggedCache.update``) and the
+attention of its query rows reads that cache with its own mask. So every decode's logits are those of its own
+forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
+
+This needs one hook into the stock model classes: the attention implementation is wrapped by a registered one
+(``AttentionInterface``) that runs the model's own implementation (sdpa or eager) unchanged unless a forward passes
+``unmask_segments``, and then once per segment. A model that cannot switch its attention implementation keeps the
+padded and packed layouts (``enable`` says False).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from engine import masks
+
+PREFIX = "unmask_ragged_"
+_lock = threading.Lock()
+
+
+def _wrapped(base: str):
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        segments = kwargs.pop("unmask_segments", None)
+        inner = ALL_ATTENTION_FUNCTIONS[base]
+        if segments is None:                                 # every other forward: the model's own attention
+            return inner(module, query, key, value, attention_mask, **kwargs)
+        outs = []
+        for lo, hi, cache, mask in segments:                 # query rows [lo, hi) of one decode
+            layer = cache.layers[module.layer_idx] if cache is not None else None
+            k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
+            out, _ = inner(module, query[:, :, lo:hi], k, v, mask, **kwargs)     # (1, q_i, H, D)
+            outs.append(out)
+        return torch.cat(outs, 1), None
+    return attention
+
+
+def enable(adapter) -> bool:
+    """Switch the model to the wrapped attention (once; every other forward is unchanged): True if it took."""
+    name = PREFIX + adapter.attn_impl
+    with _lock:
+        if adapter.model.config._attn_implementation != name:
+            AttentionInterface.register(name, _wrapped(adapter.attn_impl))
+            adapter.model.set_attn_implementation(name)
+    return adapter.model.config._attn_implementation == name
+
+
+class RaggedCache(DynamicCache):
+    """Hands each decode's new K/V to that decode's own cache; attention then reads those caches."""
+
+    def __init__(self, reqs, spans: list[tuple[int, int]]):
+        super().__init__()
+        self.reqs, self.spans = reqs, spans
+
+    def update(self, keys, values, layer_idx, *args, **kwargs):
+        for r, (lo, hi) in zip(self.reqs, self.spans):
+            if r.cache is not None:
+                r.cache.update(keys[:, :, lo:hi], values[:, :, lo:hi], layer_idx)
+        return keys, values
+
+
+@torch.no_grad()
+def ragged_forward(adapter, reqs) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one (``enable`` first)."""
+    q = [len(r.ids) for r in reqs]
+    spans = [(sum(q[:i]), sum(q[:i + 1])) for i in range(len(reqs))]
+    segments = [(lo, hi, r.cache, masks.to_backend(r.mask, adapter.attn_impl, adapter.dtype, adapter.device))
+                for (lo, hi), r in zip(spans, reqs)]
+    ids = torch.cat([r.ids for r in reqs])[None].to(adapter.device)                   # (1, Q)
+    pos = torch.cat([torch.as_tensor(r.pos) for r in reqs])[None].to(adapter.device)
+    unused = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=adapter.device)  # a 4D mask is taken as is, and unread
+    out = adapter.model(input_ids=ids, attention_mask=unused, position_ids=pos, use_cache=True,
+                        **{adapter._cache_kw: RaggedCache(reqs, spans)}, unmask_segments=segments)
+    logits = out.logits[0].float().cpu()                                             # (Q, V)
+    rows = [logits[lo:hi] for lo, hi in spans]
+    return [torch.cat([x[:1], x[:-1]], 0) if adapter.logit_shift else x for x in rows]
