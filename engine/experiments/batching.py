@@ -35,9 +35,10 @@ def batching(adapter, task: str, n: int, spec: str, sizes=(1, 8, 32), repeats: i
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["| batch | accuracy | NFE/sample | tok/s (median) | × batch 1 (median [lowest, highest]) | "
-             "rows equal batch 1's |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['batch']} | {r['accuracy']:.3f} | {r['nfe']:.2f} | {r['tokens_per_s']:.1f} | "
+    lines = ["| batch | accuracy [95 % CI] (n, distinct prompts) | NFE/sample | tok/s (median) | × batch 1 (median "
+             "[lowest, highest]) | rows equal batch 1's |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['batch']} | {r['accuracy']:.3f} [{r['accuracy_ci95'][0]:.3f}, {r['accuracy_ci95'][1]:.3f}] "
+              f"({r['n']}, {r['n_prompts']}) | {r['nfe']:.2f} | {r['tokens_per_s']:.1f} | "
               f"{r['vs_batch_1']:.2f} [{r['vs_batch_1_range'][0]:.2f}, {r['vs_batch_1_range'][1]:.2f}] | "
               f"{'yes' if r['same_rows'] else 'NO'} |" for r in rows]
     return "\n".join(lines)
@@ -85,5 +86,5 @@ def main(args) -> None:
               f"{args.repeats}; × {r['vs_batch_1']:.2f} [{lo:.2f}, {hi:.2f}] faster than batch 1; rows equal: "
               f"{r['same_rows']})")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, "batching.json").write_text(json.dumps(dict(
-        bench=rows, page_sweep=[{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows]), indent=1, default=str))
+    sweeps = [{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows]
+    Path(args.out, "batching.json").write_text(json.dumps(dict(bench=rows, page_sweep=sweeps), indent=1, default=str))
