@@ -85,10 +85,6 @@ def _run_model(adapter, ids, mask, pos, cache) -> torch.Tensor:
     return out.logits.float().cpu()                                                           # (B, Q, V)
 
 
-def _own_rows(adapter, rows: torch.Tensor) -> torch.Tensor:
-    return torch.cat([rows[:1], rows[:-1]], 0) if adapter.logit_shift else rows
-
-
 def _grow(r: Request, cache: DynamicCache, row: int, a: int) -> None:
     """The request's cache takes the K/V the forward computed for its queries (row ``row``, from ``a``)."""
     if r.cache is not None:
@@ -115,7 +111,7 @@ def packed_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
     logits = _run_model(adapter, ids, mask[None], pos, cache)[0]                               # (Q, V)
     for i, r in enumerate(reqs):
         _grow(r, cache, 0, C + qo[i])
-    return [_own_rows(adapter, logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
+    return [ragged.own_rows(adapter, logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
 
 
 def _padded_cache(adapter, reqs: list[Request], C: int) -> DynamicCache:
@@ -152,7 +148,7 @@ def padded_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
     logits = _run_model(adapter, ids, mask, pos, cache)                                        # (B, Q, V)
     for i, r in enumerate(reqs):
         _grow(r, cache, i, C)
-    return [_own_rows(adapter, logits[i, :q[i]]) for i in range(B)]
+    return [ragged.own_rows(adapter, logits[i, :q[i]]) for i in range(B)]
 
 
 def batchable(reqs: list[Request]) -> bool:

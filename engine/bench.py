@@ -201,7 +201,8 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
 
 
 def warm_up(adapter, task_name: str, spec: str, seed: int, split: str, budget_s, should_stop, load) -> bool:
-    """Decode the first problem once, untimed (first-call allocations), within the run's limits: False if stopped."""
+    """Decode the first problem once, untimed (first-call allocations), within the run's limits: False if that
+    decode was stopped or outran the budget (a run already stopped skips it)."""
     if should_stop is not None and should_stop():
         return True
     name, params = parse_spec(spec)

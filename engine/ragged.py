@@ -79,5 +79,9 @@ def ragged_forward(adapter, reqs) -> list[torch.Tensor]:
     out = adapter.model(input_ids=ids, attention_mask=unused, position_ids=pos, use_cache=True,
                         **{adapter._cache_kw: RaggedCache(reqs, spans)}, unmask_segments=segments)
     logits = out.logits[0].float().cpu()                                             # (Q, V)
-    rows = [logits[lo:hi] for lo, hi in spans]
-    return [torch.cat([x[:1], x[:-1]], 0) if adapter.logit_shift else x for x in rows]
+    return [own_rows(adapter, logits[lo:hi]) for lo, hi in spans]
+
+
+def own_rows(adapter, rows: torch.Tensor) -> torch.Tensor:
+    """A decode's logit rows as ``adapter.forward`` returns them (a shifted model reads slot j at row j - 1)."""
+    return torch.cat([rows[:1], rows[:-1]], 0) if adapter.logit_shift else rows
