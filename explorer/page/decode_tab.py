@@ -109,7 +109,9 @@ def in_pieces(v: Views, parts: dict, tab: str) -> list[dict]:
 def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
     """A view tab was opened: remember it (a streaming run draws the visible tab), and draw its views if this run
     has not drawn them yet: while a run streams at the newest forward, for a finished run at the step the
-    scrubber last settled on (the browser moves the cursors from there)."""
+    scrubber last settled on (the browser moves the cursors from there). A finished run's server-drawn views are
+    left to the scrubber, which asks for them at its step and selected position once the tab shows: drawn here
+    too, a slow draw without the position could land after the scrubber's and overwrite it."""
     nothing = {p: gr.skip() for p in v.plots.values()}
     if not isinstance(box, dict) or tr is None or not isinstance(tab, str):
         return nothing
@@ -121,7 +123,8 @@ def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
         return nothing
     drawn.add(tab)
     step = min(max(1, int(box.get("step", len(tr.records)))), max(1, len(tr.records)))
-    return shown(v, {}, render_views(tr, step - 1, names=names_in(tab)))
+    cursor_views = {x.name for x in in_tab(tab) if x.scrub != "server"}
+    return shown(v, {}, render_views(tr, step - 1, names=cursor_views)) if cursor_views else nothing
 
 
 def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False, box=None) -> dict:
