@@ -152,3 +152,21 @@ def test_the_tour_ends_on_an_edit_that_repairs_a_story():
     prob = next(q for q in story.problems("test", 10, seed=0) if ex.meta["prompt"].rstrip(".") in q.prompt)
     assert story.verdict(ex.meta["text"], prob) == "valid"
     assert story.verdict(ex.meta["text"].replace("took the bell", "took the drum"), prob) != "valid"
+
+
+def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
+    """The scrubber draws those at its step and selected position; a tab-open draw without the position could
+    land after it and overwrite it."""
+    from pathlib import Path
+
+    import gradio as gr
+    from engine.trace import Trace
+    from explorer.page import decode_tab
+    from explorer.registry import in_tab
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "edit.npz")
+    with gr.Blocks():
+        v = decode_tab.build_view_tabs(gr.HTML(), gr.HTML(), gr.HTML())
+    out = decode_tab.tab_opened(v, "Revisions", {"drawn": (tr.meta.get("run_id"), set())}, tr)
+    drawn = {name for name, plot in v.plots.items() if plot in out}
+    assert drawn == {x.name for x in in_tab("Revisions") if x.scrub != "server"} and drawn
+    assert {"history", "eb"}.isdisjoint(drawn)
