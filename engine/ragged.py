@@ -7,9 +7,10 @@ attention of its query rows reads that cache with its own mask. So every decode'
 forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
 
 This needs one hook into the stock model classes: the attention implementation is wrapped by a registered one
-(``AttentionInterface``) that runs the model's own implementation (sdpa or eager) unchanged unless a forward passes
-``unmask_segments``, and then once per segment. A model that cannot switch its attention implementation keeps the
-padded and packed layouts (``enable`` says False).
+(``AttentionInterface``) that runs transformers' sdpa attention unchanged unless a forward passes
+``unmask_segments``, and then once per segment. A model loaded with eager attention (each modeling file has its
+own, not in the registry) or one that cannot switch its implementation keeps the padded and packed layouts
+(``enable`` says False).
 """
 
 from __future__ import annotations
@@ -22,34 +23,34 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from engine import masks
 
-PREFIX = "unmask_ragged_"
+NAME = "unmask_ragged_sdpa"
 _lock = threading.Lock()
 
 
-def _wrapped(base: str):
-    def attention(module, query, key, value, attention_mask, **kwargs):
-        segments = kwargs.pop("unmask_segments", None)
-        inner = ALL_ATTENTION_FUNCTIONS[base]
-        if segments is None:                                 # every other forward: the model's own attention
-            return inner(module, query, key, value, attention_mask, **kwargs)
-        outs = []
-        for lo, hi, cache, mask in segments:                 # query rows [lo, hi) of one decode
-            layer = cache.layers[module.layer_idx] if cache is not None else None
-            k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
-            out, _ = inner(module, query[:, :, lo:hi], k, v, mask, **kwargs)     # (1, q_i, H, D)
-            outs.append(out)
-        return torch.cat(outs, 1), None
-    return attention
+def ragged_attention(module, query, key, value, attention_mask, **kwargs):
+    """transformers' sdpa attention; with ``unmask_segments``, once per decode on that decode's own cache."""
+    segments = kwargs.pop("unmask_segments", None)
+    sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    if segments is None:                                 # every other forward: the model's own attention
+        return sdpa(module, query, key, value, attention_mask, **kwargs)
+    outs = []
+    for lo, hi, cache, mask in segments:                 # query rows [lo, hi) of one decode
+        layer = cache.layers[module.layer_idx] if cache is not None else None
+        k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
+        out, _ = sdpa(module, query[:, :, lo:hi], k, v, mask, **kwargs)          # (1, q_i, H, D)
+        outs.append(out)
+    return torch.cat(outs, 1), None
 
 
 def enable(adapter) -> bool:
-    """Switch the model to the wrapped attention (once; every other forward is unchanged): True if it took."""
-    name = PREFIX + adapter.attn_impl
+    """Switch an sdpa model to the wrapped attention (once; every other forward is unchanged): True if it took."""
+    if adapter.attn_impl != "sdpa":
+        return False
     with _lock:
-        if adapter.model.config._attn_implementation != name:
-            AttentionInterface.register(name, _wrapped(adapter.attn_impl))
-            adapter.model.set_attn_implementation(name)
-    return adapter.model.config._attn_implementation == name
+        if adapter.model.config._attn_implementation != NAME:
+            AttentionInterface.register(NAME, ragged_attention)
+            adapter.model.set_attn_implementation(NAME)
+    return adapter.model.config._attn_implementation == NAME
 
 
 class RaggedCache(DynamicCache):

@@ -164,3 +164,17 @@ def test_a_batched_runs_time_shares_add_up_to_its_wall_time(adapter):
     run_batched(adapter, jobs, 3, seconds)
     wall = time.perf_counter() - t0
     assert sorted(seconds) == list(range(12)) and 0.8 * wall < sum(seconds.values()) <= wall
+
+
+def test_an_eager_attention_model_keeps_the_packed_and_padded_layouts(sdar_dir):
+    """Eager attention is each modeling file's own (not in transformers' registry): nothing to wrap."""
+    from engine.batch import layout
+    from engine.model import load_model
+    eager = load_model(str(sdar_dir), device="cpu", attn_impl="eager")
+    assert layout(eager, _requests(eager, [(8, 12), (30, 0)])) == "packed"
+    assert eager.model.config._attn_implementation == "eager"
+    probs = get_task("arith").problems("test", 4, seed=4)
+    jobs = [lambda view, p=p: Generation(view, p.prompt, build_decoder("threshold", tau=0.5, block_size=4,
+                                                                       gen_length=12)).run() for p in probs]
+    for a, b in zip([job(eager) for job in jobs], run_batched(eager, jobs, 2)):
+        same_records(a, b)
