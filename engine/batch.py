@@ -40,7 +40,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from engine import masks, ragged
+from engine import ragged
 
 LANES = 2             # one lane's forward runs while the other lane's decoders run their rules
 SWITCH_S = 5e-4       # the GIL switch interval while lanes run (Python's default: 5 ms)
@@ -78,13 +78,6 @@ def cheaper_layout(adapter, reqs: list[Request]) -> str:
     return "packed" if packed <= padded else "padded"
 
 
-def _run_model(adapter, ids, mask, pos, cache) -> torch.Tensor:
-    am = masks.to_backend(mask, adapter.attn_impl, adapter.dtype, adapter.device)
-    out = adapter.model(input_ids=ids.to(adapter.device), attention_mask=am, position_ids=pos.to(adapter.device),
-                        use_cache=True, **{adapter._cache_kw: cache})
-    return out.logits.float().cpu()                                                           # (B, Q, V)
-
-
 def _grow(r: Request, cache: DynamicCache, row: int, a: int) -> None:
     """The request's cache takes the K/V the forward computed for its queries (row ``row``, from ``a``)."""
     if r.cache is not None:
@@ -93,7 +86,6 @@ def _grow(r: Request, cache: DynamicCache, row: int, a: int) -> None:
             r.cache.update(layer.keys[row:row + 1, :, new], layer.values[row:row + 1, :, new], ell)
 
 
-@torch.no_grad()       # grad mode is per thread
 def packed_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
     """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one row of sum(q) tokens."""
     q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
@@ -108,10 +100,10 @@ def packed_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
         (torch.cat([x.layers[ell].keys for x in with_kv], 2), torch.cat([x.layers[ell].values for x in with_kv], 2))
         for ell in range(len(with_kv[0].layers))]) if with_kv else adapter.new_cache()     # (1, H, C, D)
     ids, pos = torch.cat([r.ids for r in reqs])[None], torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
-    logits = _run_model(adapter, ids, mask[None], pos, cache)[0]                               # (Q, V)
+    logits = adapter.run(ids, mask[None], pos, cache)[0]                                        # (Q, V)
     for i, r in enumerate(reqs):
         _grow(r, cache, 0, C + qo[i])
-    return [ragged.own_rows(adapter, logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
+    return [adapter.own_rows(logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
 
 
 def _padded_cache(adapter, reqs: list[Request], C: int) -> DynamicCache:
@@ -130,7 +122,6 @@ def _padded_cache(adapter, reqs: list[Request], C: int) -> DynamicCache:
     return DynamicCache(ddp_cache_data=layers)
 
 
-@torch.no_grad()
 def padded_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
     """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one padded row each."""
     q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
@@ -145,10 +136,10 @@ def padded_forward(adapter, reqs: list[Request]) -> list[torch.Tensor]:
         pad = torch.arange(q[i], Q)
         mask[i, pad, C + pad] = True
     cache = _padded_cache(adapter, reqs, C)
-    logits = _run_model(adapter, ids, mask, pos, cache)                                        # (B, Q, V)
+    logits = adapter.run(ids, mask, pos, cache)                                                 # (B, Q, V)
     for i, r in enumerate(reqs):
         _grow(r, cache, i, C)
-    return [ragged.own_rows(adapter, logits[i, :q[i]]) for i in range(B)]
+    return [adapter.own_rows(logits[i, :q[i]]) for i in range(B)]
 
 
 def batchable(reqs: list[Request]) -> bool:

@@ -109,6 +109,7 @@ def decode_chunk(adapter, problems, start: int, policies: list, run_seed: int, b
         except BudgetExceeded:
             return None
     together = [(spec, policy) for spec, name, policy in policies if batch > 1 and catalogue.decoder(name).batches]
+    batched = {spec for spec, _ in together}
     keys = [(spec, i) for spec, _ in together for i in range(len(problems))]
     out = {spec: [None] * len(problems) for spec, *_ in policies}
     if keys:
@@ -119,7 +120,7 @@ def decode_chunk(adapter, problems, start: int, policies: list, run_seed: int, b
         for k, tr in enumerate(run_batched(adapter, jobs, batch, seconds, done)):
             out[keys[k][0]][keys[k][1]] = (tr, seconds.get(k, 0.0)) if tr is not None else None
     for spec, name, policy in policies:
-        for i, p in enumerate(problems if spec not in dict(together) else ()):
+        for i, p in enumerate(problems if spec not in batched else ()):
             t0 = time.perf_counter()
             if (tr := job(adapter, policy, p, i)) is None:
                 break

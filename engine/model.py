@@ -120,14 +120,22 @@ class ModelAdapter:
     def forward(self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
                 cache: DynamicCache | None = None) -> torch.Tensor:
         """input_ids (q,), mask (q, cache_len + q) bool, position_ids (q,) -> logits (q, V) float32."""
+        return self.own_rows(self.run(input_ids[None], mask, position_ids[None], cache)[0])
+
+    @torch.no_grad()   # grad mode is per thread: batched forwards run in decode threads
+    def run(self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
+            cache: DynamicCache | None = None, **extra) -> torch.Tensor:
+        """The model on (B, Q) ids and position ids with a (Q, K) or (B, Q, K) bool mask -> (B, Q, V) float32 logits
+        on the CPU, row i the model's own (unshifted). ``extra``: keyword arguments the model passes to attention."""
         am = masks.to_backend(mask, self.attn_impl, self.dtype, self.device)
         kw = {self._cache_kw: cache} if cache is not None else {}
-        out = self.model(input_ids=input_ids[None].to(self.device), attention_mask=am,
-                         position_ids=position_ids[None].to(self.device), use_cache=cache is not None, **kw)
-        logits = out.logits[0].float().cpu()                                  # (q, V)
-        if self.logit_shift:
-            logits = torch.cat([logits[:1], logits[:-1]], 0)
-        return logits
+        out = self.model(input_ids=input_ids.to(self.device), attention_mask=am,
+                         position_ids=position_ids.to(self.device), use_cache=cache is not None, **kw, **extra)
+        return out.logits.float().cpu()
+
+    def own_rows(self, logits: torch.Tensor) -> torch.Tensor:
+        """(q, V) rows as the model returns them -> slot j's logits at row j (a shifted model reads them at j - 1)."""
+        return torch.cat([logits[:1], logits[:-1]], 0) if self.logit_shift else logits
 
     def encode_prompt(self, text: str) -> list[int]:
         """Prompt text -> ids with the model's own format (task template, or the tokenizer's chat template)."""

@@ -67,22 +67,14 @@ class RaggedCache(DynamicCache):
         return keys, values
 
 
-@torch.no_grad()
 def ragged_forward(adapter, reqs) -> list[torch.Tensor]:
     """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one (``enable`` first)."""
     q = [len(r.ids) for r in reqs]
     spans = [(sum(q[:i]), sum(q[:i + 1])) for i in range(len(reqs))]
     segments = [(lo, hi, r.cache, masks.to_backend(r.mask, adapter.attn_impl, adapter.dtype, adapter.device))
                 for (lo, hi), r in zip(spans, reqs)]
-    ids = torch.cat([r.ids for r in reqs])[None].to(adapter.device)                   # (1, Q)
-    pos = torch.cat([torch.as_tensor(r.pos) for r in reqs])[None].to(adapter.device)
-    unused = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=adapter.device)  # a 4D mask is taken as is, and unread
-    out = adapter.model(input_ids=ids, attention_mask=unused, position_ids=pos, use_cache=True,
-                        **{adapter._cache_kw: RaggedCache(reqs, spans)}, unmask_segments=segments)
-    logits = out.logits[0].float().cpu()                                             # (Q, V)
-    return [own_rows(adapter, logits[lo:hi]) for lo, hi in spans]
-
-
-def own_rows(adapter, rows: torch.Tensor) -> torch.Tensor:
-    """A decode's logit rows as ``adapter.forward`` returns them (a shifted model reads slot j at row j - 1)."""
-    return torch.cat([rows[:1], rows[:-1]], 0) if adapter.logit_shift else rows
+    ids = torch.cat([r.ids for r in reqs])[None]                                      # (1, Q)
+    pos = torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
+    unused = torch.ones(1, 1, 1, dtype=torch.bool)      # the attention reads each segment's own mask instead
+    logits = adapter.run(ids, unused, pos, RaggedCache(reqs, spans), unmask_segments=segments)[0]    # (Q, V)
+    return [adapter.own_rows(logits[lo:hi]) for lo, hi in spans]

@@ -29,9 +29,14 @@ def batching(adapter, task: str, n: int, spec: str, sizes=(1, 8, 32), repeats: i
     for size, rs in runs.items():
         ratios = [r["tokens_per_s"] / b["tokens_per_s"] for r, b in zip(rs, runs[first])]
         rows.append(dict(rs[0], batch=size, tokens_per_s=statistics.median(r["tokens_per_s"] for r in rs),
-                         vs_batch_1=statistics.median(ratios), vs_batch_1_range=(min(ratios), max(ratios)),
-                         repeats=repeats, same_rows=all(u == untimed[first][0] for u in untimed[size])))
+                         **vs_batch_1(ratios), repeats=repeats,
+                         same_rows=all(u == untimed[first][0] for u in untimed[size])))
     return rows
+
+
+def vs_batch_1(ratios: list[float]) -> dict:
+    """Per-repeat speed ratios to batch 1 -> their median and (lowest, highest)."""
+    return dict(vs_batch_1=statistics.median(ratios), vs_batch_1_range=(min(ratios), max(ratios)))
 
 
 def report(rows: list[dict]) -> str:
@@ -66,8 +71,7 @@ def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, size
     for size, rs in runs.items():
         ratios = [b[0] / r[0] for r, b in zip(rs, first)]
         out.append(dict(batch=size, decodes=len(specs) * n, seconds=statistics.median(r[0] for r in rs),
-                        vs_batch_1=statistics.median(ratios), vs_batch_1_range=(min(ratios), max(ratios)),
-                        same_rows=all(r[1] == first[0][1] for r in rs), rows=rs[0][1]))
+                        **vs_batch_1(ratios), same_rows=all(r[1] == first[0][1] for r in rs), rows=rs[0][1]))
     return out
 
 
