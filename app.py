@@ -22,6 +22,7 @@ from explorer.page.context import Page, offered_names
 from explorer.store import TraceStore
 
 TASKS_MODEL = "unmask-tasks-small"
+LEAD = ("story", "picks", "arith")
 EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 
 try:  # on Hugging Face ZeroGPU Spaces the decode runs inside a GPU lease; elsewhere this is a no-op
@@ -43,7 +44,10 @@ def shown(prompt: str) -> str:
 def examples_for(task_name: str, n: int = 10) -> list:
     """Held-out problems of the model's task (a mix: a few of each task)."""
     task = get_task(task_name)
-    parts = [get_task(t) for t in task.weights] if hasattr(task, "weights") else [task]
+    # the uncertain tasks lead: on them a decoder's dials change the outcome (arithmetic is decoded with certainty)
+    names = sorted(task.weights, key=lambda t: LEAD.index(t) if t in LEAD else len(LEAD)) \
+        if hasattr(task, "weights") else []
+    parts = [get_task(t) for t in names] or [task]
     per = max(1, n // len(parts))
     return [(shown(p.prompt), p) for t in parts for p in t.problems("test", per, seed=0)]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from engine.errors import ConfigError
 from engine.params import Param  # noqa: F401  (re-exported: engine.catalogue.Param)
 
+DEFAULT_DECODER = "threshold"  # the decoder a page, a CLI call or a SPEC without a name gets
 MAX_PROMPT_CHARS = 2000        # characters of prompt text, everywhere (page, URL, API, CLI)
 SEED_MAX = 2**31 - 1
 
@@ -282,6 +283,33 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                     "t_max must be greater than t_min"),),
             needs=("canvas",), title="Uniform canvas (DiffusionGemma)", batches=False),
 )}
+
+
+# the decoder menu in plain words, grouped (the page's dropdown lists them in this order)
+MENU: dict[str, tuple[str, str]] = {
+    "threshold": ("Baseline", "confidence threshold τ (Fast-dLLM)"),
+    "llada": ("Baseline", "fixed steps per block (LLaDA)"),
+    "ar": ("Baseline", "autoregressive, one token per forward"),
+    "eb": ("Baseline", "entropy bound γ (EB sampler)"),
+    "s2d2": ("Speculative", "S2D2: the same model verifies its draft"),
+    "simsd": ("Speculative", "SimSD: a small drafter, the target verifies"),
+    "tspd": ("Trajectory", "TSPD + CE: forecast each token's confidence (PROPOSED)"),
+    "edit": ("Changes its mind", "token editing: rewrite written tokens"),
+    "wino": ("Changes its mind", "WINO: wide in, narrow out"),
+    "remdm": ("Changes its mind", "ReMDM: send tokens back to [MASK]"),
+    "dream": ("Family's own sampler", "Dream's diffusion_generate"),
+    "subblock": ("Family's own sampler", "Fast-dLLM v2's sub-blocks"),
+    "uniform": ("Family's own sampler", "DiffusionGemma's uniform-noise canvas"),
+}
+
+
+# the decoders whose commit rule is "every masked slot with confidence ≥ τ" (the page previews a τ drag on them)
+THRESHOLD_RULE = ("threshold", "subblock", "edit")
+
+
+def menu_label(name: str) -> str:
+    group, words = MENU[name]
+    return f"{group} · {words}"
 
 
 def embedded_names() -> list[str]:

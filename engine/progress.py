@@ -20,7 +20,7 @@ def progress(desc: str, every_s: float = 30.0):
             if done >= total:
                 bar["b"].close()
         return tick
-    state = {"t0": time.monotonic(), "last": 0.0}
+    state = {"t0": time.monotonic(), "last": float("-inf")}   # the first call prints, whatever the clock's origin
 
     def line(done: int, total: int) -> None:
         now = time.monotonic()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import inspect
+import re
 
-GLOSSARY = """
+GLOSSARY = r"""
 | term | meaning |
 |---|---|
 | **mask** | the `[MASK]` token: a position whose token is not decided yet |
@@ -42,6 +44,11 @@ GLOSSARY = """
 | **prefix / dual cache** | Fast-dLLM's approximate caches for full-attention models: a block's first forward keeps the canvas's K/V; later forwards recompute the block and what follows it (prefix) or the block alone (dual) and read the rest **stale**; the **drift** is the max \|Δ logit\| against an uncached forward |
 | **sub-block** | Fast-dLLM v2: the block is decoded in sub-blocks left to right, the threshold rule inside the current one |
 | **Dream's score (alg)** | which masked slots a `dream` step reveals: the best by p (maskgit_plus), by top-2 margin (topk_margin) or by minus the entropy (entropy), or at random (origin) |
+| **κσ** | TSPD + CE: κ standard deviations σ of the forecast below its mean (κ = 1.64: a one-sided 95 % bound) |
+| **\|C_t\|** | the number of tokens committed at step t (the commit set C_t) |
+| **2L** | the verifier's layout: the block's L positions twice, once as drafted tokens and once as masks, so one forward scores every draft autoregressively |
+| **word piece (##)** | a token that continues the previous one (WordPiece's "##4" after "1" reads "14"); the text view joins them |
+| **noise / kept** | on a uniform canvas a slot holds a random token (noise, struck-through grey in the text) until the entropy bound keeps its sample |
 | **PROPOSED** | TSPD + CE details reconstructed by this project: the horizon rule's inputs and the feature families come from the paper, the formulas are ours |
 """
 
@@ -53,3 +60,11 @@ def how_to_read(module) -> str:
         if para.startswith("How to read"):
             return " ".join(para.split())
     return ""
+
+
+def inline_markdown(text: str) -> str:
+    """**bold**, *italic* and `code` of our own texts as HTML, everything else escaped."""
+    out = html.escape(text, quote=False)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    out = re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+    return re.sub(r"\*(.+?)\*", r"<i>\1</i>", out)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from engine import catalogue
 from explorer.glossary import GLOSSARY
 from explorer.page import compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
@@ -28,28 +29,29 @@ def model_run(rp: RunParts) -> dict:
 def build_demo(page: Page) -> gr.Blocks:
     # delete_cache: gradio keeps its own copy of every returned file (exports); drop those older than 30 min
     with gr.Blocks(title="Unmask — see how diffusion LMs decode", delete_cache=(600, 1800)) as demo:
-        gr.Markdown("# Unmask\nWatch a diffusion language model unmask its answer, forward by forward: which "
-                    "positions are still masked, how confident each candidate is, and what each decoder commits.")
+        gr.Markdown("## Unmask · watch a diffusion language model unmask its answer, forward by forward",
+                    elem_id="title")
+        bar = controls.build_run_bar(page)
         trace_state, previous = gr.State(None), gr.State(None)
-        with gr.Row():
-            with gr.Column(scale=1, min_width=320):
-                c = controls.build_controls(page)
-            with gr.Column(scale=2, min_width=0):
+        with gr.Row(equal_height=False):
+            # the output first: on a phone it comes before the parameters
+            with gr.Column(scale=2, min_width=340, elem_id="output-col"):
+                card = tour.build_tour()
                 summary, delta, text = decode_tab.build_summary()
                 scrubber = playback.build_playback()
                 views = decode_tab.build_view_tabs(summary, delta, text)
                 with gr.Tabs():
                     with gr.Tab("Compare"):
-                        compare.build_compare(page, c.prompt, c.model)
+                        compare.build_compare(page, bar[0], bar[2])
                     with gr.Tab("Sweep"):
-                        sweep_point, sweep_open = sweep.build_sweep(page, c.model)
+                        sweep_point, sweep_open = sweep.build_sweep(page, bar[2])
                     with gr.Tab("Masks"):
                         masks.build_masks()
                     with gr.Tab("Glossary"):
                         gr.Markdown(GLOSSARY)
-                    with gr.Tab("Tour"):
-                        tour_text, tour_btn, tour_idx = tour.build_tour()
                 sh = share.build_share()
+            with gr.Column(scale=1, min_width=300, elem_id="params-col"):
+                c = controls.build_params(page, bar)
         register_api(page)
         rp = RunParts(views, c, sh.export, trace_state, previous)
         controls.wire_controls(page, c)
@@ -57,7 +59,8 @@ def build_demo(page: Page) -> gr.Blocks:
         share.wire_share(page, sh, trace_state)
         wire_views(views, trace_state)
         wire_runs(page, rp, sweep_point, sweep_open)
-        wire_tour_and_load(demo, page, rp, tour_text, tour_btn, tour_idx)
+        wire_tour(page, rp, card)
+        wire_load(demo, page, rp)
     hide_page_handlers(demo)
     return demo
 
@@ -78,6 +81,11 @@ def wire_views(views, trace_state) -> None:
                    plots, show_progress="hidden")
 
 
+# Run: the text view scrolls into sight (on a phone it is below the bar) and the button says a run is on
+RUN_STARTS = """() => { const t = document.getElementById('text'); if (t && t.getBoundingClientRect().top >
+  window.innerHeight * 0.6) t.scrollIntoView({block: 'start'}); }"""
+
+
 def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
     c, v = rp.controls, rp.views
 
@@ -87,10 +95,13 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
-    c.run.click(on_run, inputs, rp.outputs, **model_run(rp))
+    running, idle = (lambda: gr.Button("Running…")), (lambda: gr.Button("Run"))
+    events = [c.run.click(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
+              .then(on_run, inputs, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden")]
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
         if isinstance(comp, gr.Slider):
-            comp.release(on_run, inputs, rp.outputs, **model_run(rp))
+            events.append(comp.release(on_run, inputs, rp.outputs, **model_run(rp)))
+    c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
     async def open_point(box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
@@ -102,24 +113,39 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
     sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **model_run(rp))
 
 
-def wire_tour_and_load(demo, page, rp: RunParts, tour_text, tour_btn, tour_idx) -> None:
+def wire_tour(page, rp: RunParts, card) -> None:
+    """Each stop: its run at its step, its tab open, its text in the pinned card, its view pointed at."""
+    box, text, back, nxt, close, idx = card
+    v = rp.views
+
+    def show(i, tab_box, prev):
+        i, html_, ex, s, tab = tour.tour_stop(page, i)
+        if isinstance(tab_box, dict):
+            tab_box["tab"] = tab                      # the run is drawn in the stop's tab
+        return {idx: i, text: html_, box: gr.Column(visible=True),
+                **show_trace(page, rp, ex, s, prev, example=True, box=tab_box)}
+
+    outs = [idx, text, box, *rp.outputs]
+    for button, move in ((rp.controls.tour, lambda i: 0), (nxt, lambda i: i + 1), (back, lambda i: i - 1)):
+        button.click(lambda i, b, p, move=move: show(move(i if isinstance(i, int) else -1), b, p),
+                     [idx, v.tab, rp.previous], outs, show_progress="hidden").then(None, js=tour.POINT_JS)
+    close.click(lambda: (gr.Column(visible=False), -1), None, [box, idx], show_progress="hidden",
+                js="() => document.querySelectorAll('.um-tour-target').forEach(e => "
+                   "e.classList.remove('um-tour-target'))")
+
+
+def wire_load(demo, page, rp: RunParts) -> None:
     c, v = rp.controls, rp.views
-
-    def next_stop(i, prev):
-        i, text, ex, s = tour.tour_next(page, i)
-        return {tour_idx: i, tour_text: text, **show_trace(page, rp, ex, s, prev, example=True)}
-
-    tour_btn.click(next_stop, [tour_idx, rp.previous], [tour_idx, tour_text, *rp.outputs], show_progress="hidden")
     autorun, step_from_url = gr.State(False), gr.State(None)
 
-    def load(request: gr.Request):  # a plain function: gradio injects the request by its annotation
+    def load(tab_box, request: gr.Request = None):  # gradio injects the request by its annotation
         values, run = share.url_values(page, request)
         out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
                c.decoder: values.get("decoder", gr.skip()), autorun: run, step_from_url: values.get("step")}
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
-        example = page.example_traces.get(values.get("decoder", "threshold")) if not run else None
+        example = page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER)) if not run else None
         if example is not None:   # a pre-baked run, shown before any model call
-            out.update(show_trace(page, rp, example, None, None, example=True))
+            out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
         return out
 
     async def maybe_run(go, step_v, box, prev, prompt_v, model_v, decoder_v, *values):
@@ -131,7 +157,7 @@ def wire_tour_and_load(demo, page, rp: RunParts, tour_text, tour_btn, tour_idx) 
                                      box, prev):
             yield out
 
-    demo.load(load, None, [autorun, step_from_url, *rp.outputs]) \
+    demo.load(load, v.tab, [autorun, step_from_url, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components],
               rp.outputs, **model_run(rp))
 

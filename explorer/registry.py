@@ -72,6 +72,28 @@ TAB_NOTES = {"Revisions": "Decoders that change their mind (edit, wino, remdm), 
 BY_NAME = {v.name: v for v in VIEWS}
 
 
+def has(trace, *fields: str) -> bool:
+    """Whether any record of the trace carries one of these record fields."""
+    return any(r.has(f) for r in trace.records for f in fields)
+
+
+# which tabs have something to show for a run, read from what its records carry (no decoder is named): a tab
+# without it is hidden, never an empty placeholder
+TAB_SHOWS = {"Decode": lambda tr: not has(tr, "denoised"),            # a uniform canvas has its own maps
+             "S2D2": lambda tr: has(tr, "attn_mask"),                 # S2D2's router and verifier, SimSD's mask
+             "SimSD": lambda tr: has(tr, "step_of"),
+             "TSPD + CE": lambda tr: has(tr, "horizon"),
+             "Revisions": lambda tr: not has(tr, "denoised") and (bool(tr.revisions()) or has(
+                 tr, "revised", "eb_order", "dream_score", "drafted")),     # the canvas shows its EB panel itself
+             "KV cache": lambda tr: has(tr, "kv_fresh"),
+             "Canvas": lambda tr: has(tr, "denoised")}
+
+
+def tabs_shown(trace) -> list[str]:
+    """The view tabs with something to show for this run, in page order."""
+    return [t for t in TABS if trace is not None and TAB_SHOWS[t](trace)]
+
+
 def in_tab(tab: str | None) -> tuple[View, ...]:
     return tuple(v for v in VIEWS if v.tab == tab)
 

@@ -22,7 +22,7 @@ import numpy as np
 from explorer.grid import Grid
 from explorer.tokens import display
 
-VERSION = 1
+VERSION = 2
 
 
 def hundredths(x) -> int | None:
@@ -65,8 +65,14 @@ def _build(trace, g: Grid) -> dict:
                 prompt=str(trace.meta.get("prompt", "")), tok=tok, cand=cand, topk=topk,
                 new=[[int(s) for s in np.flatnonzero(g.committed[:, j])] for j in range(n_cols)],
                 cstep=[int(s) for s in g.commit_step], cconf=[hundredths(c) for c in g.commit_confidence],
-                rec=[[int(r.block), str(r.kind)] for r in trace.records],
+                rec=[[int(r.block), str(r.kind)] for r in trace.records], stop=stop_column(trace, g),
                 disp=[list(display(trace, t)) for t in ids], raw=[trace.token_str(t) for t in ids])
+
+
+def stop_column(trace, g: Grid) -> int:
+    """The column of the stop token the run ended on (-1 if it ran to its length)."""
+    at_pos = trace.meta.get("stopped_at")
+    return int(at_pos) - g.P if at_pos is not None and g.P <= int(at_pos) < g.end else -1
 
 
 def at(changes: list, s: int):
@@ -87,39 +93,85 @@ def hue(k: int | None) -> str:
     return "#e8e8e8" if k is None else f"hsl({120 * k // 100}, 70%, 82%)"
 
 
+def revised_from(changes: list, s: int, t: int):
+    """The written token a slot held before its token at step s, if a decoder rewrote it (None otherwise)."""
+    out = None
+    for step, v in changes:
+        if step > s:
+            break
+        if v != -1 and v != t:
+            out = v
+        elif v == -1:
+            out = None
+    return out
+
+
 def chips(d: dict, s: int, selected: int | None) -> list[dict]:
-    """The text view's tokens at step s: class, text, title and background of each."""
-    out = []
+    """The text view's slots at step s, each in its state: masked (with this step's draft, faded, if the forward
+    proposed one), noise (a uniform canvas's random token, not kept yet), committed this step, committed earlier
+    (coloured by its confidence), revised (old → new); the slots after a decoded stop token fold into one chip."""
+    out, stop = [], d.get("stop", -1)
+    ended = stop >= 0 and at(d["tok"][stop], s) not in (None, -1)
     for j, pos in enumerate(d["pos"]):
-        t = at(d["tok"][j], s)
-        cls = ["um-tok"]
+        if ended and j > stop:
+            break
+        t, cls, old = at(d["tok"][j], s), ["um-tok"], None
         if t is None or t == -1:
             c = next((e for e in d["cand"][j] if e[0] == s), None)
             cls.append("um-mask")
-            title = f'candidate "{d["disp"][c[1]][0]}" p={fmt(c[2], 2)}' if c else "masked"
-            text, cont, bg = "\u25a2", False, "#f3f3f3"
+            text, cont, bg, title = "\u25a2", False, "#f3f3f3", "masked"
+            if c:
+                cls.append("um-draft")
+                text = d["disp"][c[1]][0]
+                title = f'masked; this step\'s draft is "{text}" (p {fmt(c[2], 2)})'
+        elif not any(x <= s for x in d["new"][j]):
+            text, cont = d["disp"][t]
+            cls.append("um-noise")
+            bg, title = "#f3f3f3", "noise: a random token the canvas has not kept yet"
         else:
             text, cont = d["disp"][t]
-            bg, title = hue(d["cconf"][j]), f"committed at step {d['cstep'][j] + 1}, p={fmt(d['cconf'][j], 2)}"
-            if s in d["new"][j]:
+            bg = hue(d["cconf"][j])
+            now = s in d["new"][j]
+            title = (f"decoded at this step with p {fmt(d['cconf'][j], 2)}" if now else
+                     f"decoded at step {d['cstep'][j] + 1} with p {fmt(d['cconf'][j], 2)}")
+            if now:
                 cls.append("um-new")
+            r = revised_from(d["tok"][j], s, t)
+            if r is not None:
+                old = d["disp"][r][0]
+                cls.append("um-rev")
+                title += f'; revised from "{old}"'
         if cont:
             cls.append("um-cont")
         if selected == pos:
             cls.append("um-sel")
-        out.append(dict(cls=" ".join(cls), pos=pos, text=text, title=f"pos {pos}: {title}", bg=bg))
+        out.append(dict(cls=" ".join(cls), pos=pos, text=text, title=f"position {pos}: {title}", bg=bg, old=old))
+    if ended and stop + 1 < len(d["pos"]):
+        n = len(d["pos"]) - stop - 1
+        out.append(dict(cls="um-tok um-fold", pos=d["pos"][stop + 1], text=f"+{n}", old=None, bg="#f3f3f3",
+                        title=f"position {d['pos'][stop + 1]}: {n} slots after the stop token, folded"))
     return out
+
+
+def chip_html(c: dict) -> str:
+    old = f"<s>{html.escape(c['old'])}</s>\u2192" if c["old"] is not None else ""
+    return (f"<span class='{c['cls']}' data-pos='{c['pos']}' style='background:{c['bg']}' "
+            f"title='{html.escape(c['title'])}'>{old}{html.escape(c['text'])}</span>")
+
+
+def block_label(block: int) -> str:
+    """Blocks are numbered from 1, as steps are (-1: the prompt's own forward)."""
+    return str(block + 1) if block >= 0 else "prompt"
 
 
 def text_html(d: dict, s: int, selected: int | None, run: str, finished: bool) -> str:
     if d["n"] == 0:
         return "<div class='um-text'>(no steps)</div>"
-    spans = "".join(f"<span class='{c['cls']}' data-pos='{c['pos']}' style='background:{c['bg']}' "
-                    f"title='{html.escape(c['title'])}'>{html.escape(c['text'])}</span>" for c in chips(d, s, selected))
+    spans = "".join(chip_html(c) for c in chips(d, s, selected))
     block, kind = d["rec"][s]
     # which run this is and whether it has ended: what tests (and scripts) wait for, never for time
     return (f"<div class='um-text' data-run='{html.escape(run)}' data-finished='{int(finished)}'>"
-            f"<div class='um-step'>step {s + 1} / {d['n']} · block {block} · {html.escape(kind)}</div>"
+            f"<div class='um-step'>step {s + 1} / {d['n']} · block {block_label(block)} · {html.escape(kind)}</div>"
             f"<span class='um-prompt'>{html.escape(d['prompt'])}</span> {spans}</div>")
 
 
@@ -143,9 +195,12 @@ def candidates_html(d: dict, s: int, selected: int | None) -> str:
     return f"<div class='um-cand'><b>position {int(selected)}</b> · step {t + 1} · {status}<div>{rows}</div></div>"
 
 
-def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str]) -> str:
-    """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped)."""
-    meta = dict(query=query, step=step, run=run, example=example, server=server_views)
+def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str],
+          tabs: list[str] | None = None, tune: str | None = None) -> str:
+    """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped); ``tabs``: the view
+    tabs with something to show for it (the browser hides the others); ``tune``: the dial whose drag the browser
+    previews on the confidence map (the threshold family's τ), or None."""
+    meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune)
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
     key = html.escape(f"{run}:{step}:{int(example)}", quote=True)    # what the browser compares (the JSON is large)
     return f"<div class='um-run-data' hidden data-key='{key}' data-json='{html.escape(blob, quote=True)}'></div>"

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from engine import catalogue
 from engine.errors import ConfigError
 
-PAGE_KEYS = ("prompt", "decoder", "model", "step")
+PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos")   # pos: the selected position (the browser applies it)
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
 
@@ -36,11 +36,11 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
                 out["model"] = raw
             else:
                 problems.append(f"model={raw[:40]!r} is not offered here")
-        elif key == "step":
+        elif key in ("step", "pos"):
             try:
-                out["step"] = min(max(1, int(raw)), 1_000_000)
+                out[key] = min(max(int(key == "step"), int(raw)), 1_000_000)
             except ValueError:
-                problems.append(f"step={raw[:40]!r} is not a number")
+                problems.append(f"{key}={raw[:40]!r} is not a number")
         elif key in catalogue.PARAMS:
             p = catalogue.shared_param(key)
             try:

@@ -144,8 +144,8 @@ def test_the_tour_ends_on_an_edit_that_repairs_a_story():
     from explorer.page.tour import TOUR, tour_next
     examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
     page = Page(None, {}, example_traces={n: Trace.load(examples / f"{n}.npz") for n in ("s2d2", "edit")})
-    i, text, ex, s = tour_next(page, len(TOUR) - 2)
-    assert i == len(TOUR) - 1 and "change of mind" in text.lower() and ex.meta["decoder"] == "edit"
+    i, text, ex, s, tab = tour_next(page, len(TOUR) - 2)
+    assert i == len(TOUR) - 1 and "change of mind" in text.lower() and ex.meta["decoder"] == "edit" and tab == "Decode"
     step, j, code, old, new = Grid.of(ex).revisions[0]
     assert s == step + 1 and code == 1 and (ex.token_str(old), ex.token_str(new)) == ("drum", "bell")
     story = get_task("story")

@@ -7,6 +7,9 @@ const q = (s) => element.querySelector(s);
 const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
 const MAPS = ['mask-plot', 'conf-plot', 'entropy-plot', 'reason-plot', 'verifier-plot'];
 let run = null, dataKey = null, step = 1, sel = null, timer = null, settle = null;
+// a shared link's selected position, applied to the first live run it opens
+let linkSel = parseInt(new URLSearchParams(location.search).get('pos'));
+const speed = q('.um-speed');
 
 const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
   .replace(/"/g, '&quot;').replace(/'/g, '&#x27;');
@@ -14,32 +17,67 @@ const at = (changes, s) => { let out = null; for (const [t, v] of changes) { if 
 const fmt = (k, digits) => (k === null ? '–' : (k / 10 ** digits).toFixed(digits));
 const hue = (k) => (k === null ? '#e8e8e8' : `hsl(${Math.floor(120 * k / 100)}, 70%, 82%)`);
 
+function revisedFrom(changes, s, t) {
+  let out = null;
+  for (const [step, v] of changes) {
+    if (step > s) break;
+    if (v !== -1 && v !== t) out = v; else if (v === -1) out = null;
+  }
+  return out;
+}
+
 function chips(d, s, selected) {
-  return d.pos.map((pos, j) => {
+  const out = [], stop = d.stop === undefined ? -1 : d.stop;
+  const ended = stop >= 0 && ![null, -1].includes(at(d.tok[stop], s));
+  for (let j = 0; j < d.pos.length; j++) {
+    const pos = d.pos[j];
+    if (ended && j > stop) break;
     const t = at(d.tok[j], s), cls = ['um-tok'];
-    let text, cont, bg, title;
+    let text, cont, bg, title, old = null;
     if (t === null || t === -1) {
       const c = d.cand[j].find((e) => e[0] === s);
       cls.push('um-mask');
-      title = c ? `candidate "${d.disp[c[1]][0]}" p=${fmt(c[2], 2)}` : 'masked';
-      [text, cont, bg] = ['\u25a2', false, '#f3f3f3'];
+      [text, cont, bg, title] = ['\u25a2', false, '#f3f3f3', 'masked'];
+      if (c) {
+        cls.push('um-draft');
+        text = d.disp[c[1]][0];
+        title = `masked; this step's draft is "${text}" (p ${fmt(c[2], 2)})`;
+      }
+    } else if (!d.new[j].some((x) => x <= s)) {
+      [text, cont] = d.disp[t];
+      cls.push('um-noise');
+      [bg, title] = ['#f3f3f3', 'noise: a random token the canvas has not kept yet'];
     } else {
       [text, cont] = d.disp[t];
-      [bg, title] = [hue(d.cconf[j]), `committed at step ${d.cstep[j] + 1}, p=${fmt(d.cconf[j], 2)}`];
-      if (d.new[j].includes(s)) cls.push('um-new');
+      bg = hue(d.cconf[j]);
+      const now = d.new[j].includes(s);
+      title = now ? `decoded at this step with p ${fmt(d.cconf[j], 2)}` :
+        `decoded at step ${d.cstep[j] + 1} with p ${fmt(d.cconf[j], 2)}`;
+      if (now) cls.push('um-new');
+      const r = revisedFrom(d.tok[j], s, t);
+      if (r !== null) { old = d.disp[r][0]; cls.push('um-rev'); title += `; revised from "${old}"`; }
     }
     if (cont) cls.push('um-cont');
     if (selected === pos) cls.push('um-sel');
-    return {cls: cls.join(' '), pos, text, title: `pos ${pos}: ${title}`, bg};
-  });
+    out.push({cls: cls.join(' '), pos, text, title: `position ${pos}: ${title}`, bg, old});
+  }
+  if (ended && stop + 1 < d.pos.length) {
+    const n = d.pos.length - stop - 1;
+    out.push({cls: 'um-tok um-fold', pos: d.pos[stop + 1], text: `+${n}`, old: null, bg: '#f3f3f3',
+      title: `position ${d.pos[stop + 1]}: ${n} slots after the stop token, folded`});
+  }
+  return out;
 }
 
+const chipHtml = (c) => `<span class='${c.cls}' data-pos='${c.pos}' style='background:${c.bg}' ` +
+  `title='${esc(c.title)}'>${c.old !== null ? `<s>${esc(c.old)}</s>\u2192` : ''}${esc(c.text)}</span>`;
+const blockLabel = (b) => (b >= 0 ? String(b + 1) : 'prompt');
+
 function textHtml(d, s, selected) {
-  const spans = chips(d, s, selected).map((c) => `<span class='${c.cls}' data-pos='${c.pos}' ` +
-    `style='background:${c.bg}' title='${esc(c.title)}'>${esc(c.text)}</span>`).join('');
+  const spans = chips(d, s, selected).map(chipHtml).join('');
   const [block, kind] = d.rec[s];
   return `<div class='um-text' data-run='${esc(d.run)}' data-finished='1'><div class='um-step'>step ${s + 1} / ` +
-    `${d.n} · block ${block} · ${esc(kind)}</div><span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
+    `${d.n} · block ${blockLabel(block)} · ${esc(kind)}</div><span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
 }
 
 function candHtml(d, s, selected) {
@@ -89,7 +127,10 @@ function moveShapes(gd) {   // the cursor to the step, the selected column to th
   if (Object.keys(edit).length) window.Plotly.relayout(gd, edit);
 }
 
-function url() { return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step; }
+function url() {
+  return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step +
+    (sel === null ? '' : '&pos=' + sel);
+}
 
 function draw() {
   if (!run) return;
@@ -118,25 +159,55 @@ function play() {
   if (!run) return;
   if (timer) return stop();
   if (step >= run.n) go(1);
-  timer = setInterval(() => { if (step >= run.n) stop(); else go(step + 1); }, 80);
+  timer = setInterval(() => { if (step >= run.n) stop(); else go(step + 1); }, 1000 / (parseFloat(speed.value) || 3));
 }
 
 function load() {   // a new run (or a new step of one) has a new short key: the large JSON is read only then
   const el = document.querySelector('#run-data .um-run-data');
   const key = el ? el.dataset.key : null;
   if (key === dataKey) return;
-  dataKey = key; stop();
+  dataKey = key; stop(); tuneNote.textContent = '';
   run = el ? JSON.parse(el.dataset.json) : null;
   element.classList.toggle('um-idle', !run);
   if (!run) return;
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) history.replaceState(null, '', url());
+  if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
 }
+
+// tune by eye: while τ is dragged, the confidence map of the run shown marks the cells that would clear the new
+// value at the step they were scored (the per-step confidences are already here; no server call)
+const tuneNote = q('.um-tune');
+function tune(v) {
+  const gd = plotOf('conf-plot');
+  if (!run || !run.tune || !gd || !gd.data || !window.Plotly || isNaN(v)) return;
+  const k = Math.round(v * 100), labels = gd.data[0].x, xs = [], ys = [];
+  let lo = Infinity, hi = -Infinity, fewer = 0;
+  run.cand.forEach((c, j) => c.forEach(([s, , h]) => {
+    if (h === null) return;
+    const now = run.new[j].includes(s);
+    if (h >= k && !now) { xs.push(labels[j]); ys.push(s + 1); lo = Math.min(lo, s); hi = Math.max(hi, s); }
+    if (now && h < k) fewer += 1;
+  }));
+  const i = gd.data.findIndex((t) => t.name === 'would clear τ');
+  if (i < 0) window.Plotly.addTraces(gd, {type: 'scatter', mode: 'markers', name: 'would clear τ', x: xs, y: ys,
+    hoverinfo: 'skip', showlegend: false, marker: {symbol: 'square-open', size: 10, color: '#ff00ff', line: {width: 2}}});
+  else window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
+  tuneNote.textContent = `at τ ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} clear the bar` +
+    (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
+    (fewer ? `, and ${fewer} of its commits would not` : '') + ' (magenta squares on the confidence map). ' +
+    'After the first extra commit the real run diverges: release the slider to decode it.';
+}
+document.addEventListener('input', (e) => {
+  const box = e.target.closest && e.target.closest('#tau');
+  if (box && run && run.tune === 'tau') tune(parseFloat(e.target.value));
+});
 
 q('.um-prev').addEventListener('click', () => { stop(); go(step - 1); });
 q('.um-next').addEventListener('click', () => { stop(); go(step + 1); });
 q('.um-play').addEventListener('click', play);
+speed.addEventListener('change', () => { if (timer) { stop(); play(); } });
 range.addEventListener('input', () => { stop(); go(parseInt(range.value)); });
 posBox.addEventListener('change', () => { const p = parseInt(posBox.value); select(isNaN(p) ? null : p); });
 q('.um-copy').addEventListener('click', () => { link.select(); navigator.clipboard && navigator.clipboard.writeText(link.value); });
@@ -157,6 +228,9 @@ const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) =
   gd.__umFollow = true;
   gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); });
 });
-new MutationObserver(() => { load(); bind(); follow(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+// only the view tabs with something to show for the run (the run's data lists them)
+const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
+  const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; }); };
+new MutationObserver(() => { load(); bind(); follow(); hideTabs(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get run() { return run; }, textHtml, candHtml};
-load(); bind(); follow();
+load(); bind(); follow(); hideTabs();

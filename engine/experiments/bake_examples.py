@@ -2,7 +2,8 @@
 
     python -m engine.experiments.bake_examples [--model unmask-tasks-small]
 
-threshold, llada and ar decode the app's first example. The others are chosen to show their mechanism at work:
+threshold (the page's opening run) decodes the app's first held-out story at T = 1; llada and ar the first
+arithmetic problem. The others are chosen to show their mechanism at work:
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
 is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
 sampled story whose answer the edits turned from wrong to right (the checker says so), wino and remdm a story in
@@ -24,7 +25,8 @@ from engine.trace import Reason
 
 OUT = Path(__file__).resolve().parents[2] / "assets" / "examples"
 SETTINGS = {
-    "threshold": dict(block_size=8, tau=0.9),
+    # the page opens on it: a story at T = 1 whose text changes when τ is dragged to its low end
+    "threshold": dict(block_size=8, tau=0.9, temperature=1.0),
     "llada": dict(block_size=8, steps=8),
     "ar": dict(),
     "s2d2": dict(block_size=8, tau=0.9, steps=4, router="always", temperature=1.0),
@@ -87,6 +89,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     first = get_task("arith").problems("test", 1, seed=0)
+    opener = get_task("story").problems("test", 1, seed=0)
     arith = get_task("arith").problems("test", 10, seed=0)
     stories = get_task("story").problems("test", 10, seed=0)
     only = set(args.only.split(",")) - {""}
@@ -96,7 +99,8 @@ def main(argv=None) -> None:
         key = MODEL_OF.get(name, args.model)
         if key not in models:
             models[key] = load_model(key)
-        problems = stories if name in STORIES else arith if name == "uniform" else first
+        problems = stories if name in STORIES else arith if name == "uniform" else opener if name == "threshold" \
+            else first
         tr = bake(models[key], name, params, problems)
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta['prompt']!r} -> {tr.meta['text']!r} NFE {tr.nfe} seed {tr.meta['seed']}")

@@ -196,6 +196,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--focus", type=float, default=0.0, help="share of rows drawn from the task's constrained "
                     "prompts (a choice stated in the prompt, TaskBase.constrained): a new prompt rule is one token "
                     "in a few percent of rows otherwise, too little signal to learn it in a continued run")
+    ap.add_argument("--weights", default="", help="a mix task's shares, e.g. arith=0.2,story=0.3,picks=0.5 "
+                    "(default: the task's own)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
@@ -275,6 +277,11 @@ def open_run(args, setup):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     task = get_task(args.task)
+    if getattr(args, "weights", ""):  # the mix's shares for this run (the vocabulary stays the task's)
+        shares = dict(kv.split("=") for kv in args.weights.split(","))
+        if set(shares) != set(task.weights):
+            raise SystemExit(f"--weights must name each of {sorted(task.weights)}")
+        task.weights = {k: float(v) for k, v in shares.items()}
     tok = task_tokenizer(task)
     model, opt, step, elapsed = setup(args, tok)
     print(f"params {sum(p.numel() for p in model.parameters())}, vocab {len(tok)}", flush=True)
@@ -319,7 +326,7 @@ def main(argv=None) -> None:
     meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX,
                 seed=args.seed, edit_frac=args.edit_frac, keep_frac=args.keep_frac if args.edit_frac else 0.0,
-                focus=args.focus)
+                focus=args.focus, weights=args.weights or None)
     save_model(model, tok, out / "model", meta)
     print(f"saved {out / 'model'} after {step} steps, {elapsed:.0f}s", flush=True)
 

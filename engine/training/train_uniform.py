@@ -134,6 +134,9 @@ def setup(args, tok):
         opt.load_state_dict(state["opt"])
         print(f"resumed at step {int(state['step'])}, {float(state['elapsed']):.0f}s", flush=True)
         return model, opt, int(state["step"]), float(state["elapsed"])
+    if args.init:
+        # through the stock loader: the file keeps the encoder/decoder weights once (tied), the state dict twice
+        model.load_state_dict(DiffusionGemmaForBlockDiffusion.from_pretrained(args.init).state_dict(), strict=True)
     return model, opt, 0, 0.0
 
 
@@ -153,6 +156,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=192)
     ap.add_argument("--canvas", type=int, default=16, help="canvas_length: tokens denoised together")
+    ap.add_argument("--init", default="", help="start from this model directory's weights (same layers and width; "
+                    "the canvas length may differ: no weight depends on it)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
@@ -195,7 +200,7 @@ def main(argv=None) -> None:
             last_save = time.time()
     save()
     model.eval()
-    meta = dict(task=args.task, layers=args.layers, hidden=args.hidden, canvas=args.canvas, params=n_params,
+    meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, canvas=args.canvas, params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, sc=args.sc, seed=args.seed,
                 objective="uniform noise (t ~ U(0,1], random ids), self-conditioning")
     export(model, tok, out / "model", meta)

@@ -28,7 +28,7 @@ GROUP_TITLES = {**{d.name: d.title for d in catalogue.DECODERS.values()
 @dataclass
 class Controls:
     prompt: gr.Textbox
-    examples: gr.Dataset
+    examples: gr.Dropdown   # held-out problems, each with what to try
     model: gr.Dropdown
     model_card: gr.Markdown
     decoder: gr.Dropdown
@@ -36,6 +36,8 @@ class Controls:
     values: dict            # parameter name -> component
     boxes: dict             # group -> accordion
     run: gr.Button
+    stop: gr.Button
+    tour: gr.Button
 
     @property
     def keys(self) -> list[str]:
@@ -46,9 +48,9 @@ class Controls:
         return list(self.values.values())
 
 
-def control_for(p: Param):
+def control_for(p: Param, visible: bool = True):
     """The Gradio control of one catalogue parameter."""
-    kw = dict(label=p.label, info=p.help, elem_id=p.name)
+    kw = dict(label=p.label, info=p.help, elem_id=p.name, visible=visible)
     if p.type is bool:
         return gr.Checkbox(p.default, **kw)
     if p.choices:
@@ -66,29 +68,79 @@ def control_for(p: Param):
     return gr.Slider(round(lo, digits), round(hi, digits), value=p.default, step=p.step, **kw)
 
 
-def build_controls(page) -> Controls:
-    shown = [s for s, _ in page.examples.get(page.default_model, [])]
-    prompt = gr.Textbox(label="Prompt", lines=3, value=shown[0] if shown else "",
-                        max_length=catalogue.MAX_PROMPT_CHARS, elem_id="prompt")
-    examples = gr.Dataset(components=[prompt], samples=[[s] for s in shown[:10]], label="Held-out problems",
-                          elem_id="examples")
-    model = gr.Dropdown([(picker_label(m, page.model_infos.get(m)), m) for m in page.models], value=page.default_model,
-                        label="Model", elem_id="model", info="the models this server offers")
-    model_card = gr.Markdown(model_summary(page.model_infos.get(page.default_model),
-                                           page.examples.get(page.default_model)), elem_id="model-card")
-    decoder = gr.Dropdown(list(catalogue.DECODERS), value="threshold", label="Decoder", elem_id="decoder")
-    info = gr.Markdown(catalogue.DECODERS["threshold"].summary)
+TRY = {"story": "at T = 1, drag τ down: parallel commits start to contradict",
+       "picks": "all items must differ: raise B or lower τ and watch duplicates",
+       "arith": "greedy, the model is sure: few forwards whatever τ"}
+
+
+def example_choices(rows: list | None) -> list[tuple[str, str]]:
+    """The held-out problems as (label, prompt), each saying what to try."""
+    return [(f"{prob.task} · {shown}" + (f" — {TRY[prob.task]}" if prob.task in TRY else ""), shown)
+            for shown, prob in (rows or [])[:12]]
+
+
+def decoder_choices(info: dict | None) -> list[tuple[str, str]]:
+    """The decoder menu in plain words, grouped; only the decoders that apply to the model (the card names the
+    others with the reason: gradio's dropdown has no disabled entries)."""
+    fits = {d for d, why in (info or {}).get("decoders", {}).items() if why is None} or set(catalogue.DECODERS)
+    return [(catalogue.menu_label(d), d) for d in catalogue.MENU if d in fits]
+
+
+def applies(decoder) -> set[str]:
+    """The parameters the decoder reads (none for a name that is not a decoder)."""
+    return set(catalogue.params_of(decoder)) if decoder in catalogue.DECODERS else set()
+
+
+def build_run_bar(page) -> tuple:
+    """Prompt, held-out problems, model, decoder, Run, Stop and the tour: one bar above the output."""
+    rows = page.examples.get(page.default_model, [])
+    info = page.model_infos.get(page.default_model)
+    with gr.Row(elem_id="run-bar", equal_height=False):
+        with gr.Column(scale=5, min_width=260):
+            prompt = gr.Textbox(label="Prompt", lines=2, value=rows[0][0] if rows else "",
+                                max_length=catalogue.MAX_PROMPT_CHARS, elem_id="prompt")
+            examples = gr.Dropdown(example_choices(rows), value=None, label="Try a held-out problem",
+                                   elem_id="examples")
+        with gr.Column(scale=3, min_width=220):
+            model = gr.Dropdown([(picker_label(m, page.model_infos.get(m)), m) for m in page.models],
+                                value=page.default_model, label="Model", elem_id="model")
+            decoder = gr.Dropdown(decoder_choices(info), value=catalogue.DEFAULT_DECODER, label="Decoder",
+                                  elem_id="decoder")
+        with gr.Column(scale=1, min_width=120, elem_classes=["um-run-buttons"]):
+            run = gr.Button("Run", variant="primary", elem_id="run")
+            stop = gr.Button("Stop", variant="stop", elem_id="stop", size="sm")
+            tour = gr.Button("Guided tour", elem_id="tour-start", size="sm")
+    return prompt, examples, model, decoder, run, stop, tour
+
+
+def build_params(page, bar: tuple) -> Controls:
+    """The chosen decoder's parameters (its box open, Sampling and Engine collapsed), then the model's card; a
+    control the decoder does not read is hidden."""
+    prompt, examples, model, decoder, run, stop, tour = bar
+    reads = applies(catalogue.DEFAULT_DECODER)
+    info = gr.Markdown(catalogue.DECODERS[catalogue.DEFAULT_DECODER].summary, elem_id="decoder-info")
     values, boxes = {}, {}
     for name, p in catalogue.PARAMS.items():
         if p.group == "main":
-            values[name] = control_for(catalogue.shared_param(name))
+            values[name] = control_for(catalogue.shared_param(name), name in reads)
     for group, title in GROUP_TITLES.items():
-        with gr.Accordion(title, open=False) as boxes[group]:
+        with gr.Accordion(title, open=group == catalogue.DEFAULT_DECODER, visible=box_visible(group, reads),
+                          elem_id=f"box-{group}") as boxes[group]:
             for name, p in catalogue.PARAMS.items():
                 if p.group == group:
-                    values[name] = control_for(catalogue.shared_param(name))
-    run = gr.Button("Run", variant="primary", elem_id="run")
-    return Controls(prompt, examples, model, model_card, decoder, info, values, boxes, run)
+                    values[name] = control_for(catalogue.shared_param(name), name in reads)
+    card = gr.Markdown(model_summary(page.model_infos.get(page.default_model),
+                                     page.examples.get(page.default_model)), elem_id="model-card")
+    return Controls(prompt, examples, model, card, decoder, info, values, boxes, run, stop, tour)
+
+
+def build_controls(page) -> Controls:
+    """The run bar and the parameter panel together (one column; the page lays them out apart)."""
+    return build_params(page, build_run_bar(page))
+
+
+def box_visible(group: str, reads: set[str]) -> bool:
+    return any(p.group == group for k, p in catalogue.PARAMS.items() if k in reads)
 
 
 def decoder_params(decoder: str, values: dict) -> dict:
@@ -101,11 +153,12 @@ def decoder_params(decoder: str, values: dict) -> dict:
     return out
 
 
-def on_decoder(decoder: str):
-    """Describe the decoder and open the accordion of its parameters."""
+def on_decoder(keys: list[str], decoder: str):
+    """Describe the decoder, show only the parameters it reads and open the box of its own."""
     key = decoder if isinstance(decoder, str) else None
-    d = catalogue.DECODERS.get(key)
-    return (d.summary if d else "", *(gr.update(open=key == g) for g in GROUP_TITLES))
+    d, reads = catalogue.DECODERS.get(key), applies(key)
+    return (d.summary if d else "", *(gr.update(visible=box_visible(g, reads), open=key == g) for g in GROUP_TITLES),
+            *(gr.update(visible=k in reads) for k in keys))
 
 
 def on_preset(keys: list[str], name: str):
@@ -151,24 +204,24 @@ def model_summary(info: dict | None, examples: list | None = None) -> str:
 
 
 def on_model(page, model: str, decoder: str):
-    """New examples and the model's card; the prompt and the decoder settings stay, unless the decoder does not
-    apply to the new model (a DiffusionGemma takes only ``uniform``): then the first that does."""
-    if not isinstance(model, str):
+    """New examples, the model's card and its decoder menu; the prompt and the decoder settings stay, unless the
+    decoder does not apply to the new model (a DiffusionGemma takes only ``uniform``): then the first that does."""
+    if not isinstance(model, str) or model not in page.models:
         raise shown_error("model must be one of the offered names")
-    rows = page.examples.get(model, [])
-    fits = {d for d, why in (page.model_infos.get(model) or {}).get("decoders", {}).items() if why is None}
-    keep = not fits or (isinstance(decoder, str) and decoder in fits)
-    return (gr.Dataset(samples=[[s] for s, _ in rows[:10]]), model_summary(page.model_infos.get(model), rows),
-            gr.skip() if keep else next(d for d in catalogue.DECODERS if d in fits))
+    rows, info = page.examples.get(model, []), page.model_infos.get(model)
+    menu = decoder_choices(info)
+    keep = isinstance(decoder, str) and decoder in {d for _, d in menu}
+    return (gr.Dropdown(choices=example_choices(rows), value=None), model_summary(info, rows),
+            gr.Dropdown(choices=menu, value=decoder if keep else menu[0][1]))
 
 
-def example_prompt(row):
-    """A clicked example row (a list holding the prompt as shown)."""
-    return row[0] if isinstance(row, list) and row and isinstance(row[0], str) else gr.skip()
+def example_prompt(choice):
+    """A chosen held-out problem: its prompt (the dropdown's value is the prompt as shown)."""
+    return choice if isinstance(choice, str) and choice else gr.skip()
 
 
 def wire_controls(page, c: Controls) -> None:
-    c.decoder.change(on_decoder, c.decoder, [c.decoder_info, *c.boxes.values()])
+    c.decoder.change(partial(on_decoder, c.keys), c.decoder, [c.decoder_info, *c.boxes.values(), *c.components])
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
     c.model.change(partial(on_model, page), [c.model, c.decoder], [c.examples, c.model_card, c.decoder])
-    c.examples.click(example_prompt, c.examples, c.prompt)
+    c.examples.change(example_prompt, c.examples, c.prompt)

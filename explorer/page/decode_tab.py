@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine import __version__ as ENGINE_VERSION
+from engine import catalogue
 from engine.errors import UserError
 from explorer import scrub
 from explorer.glossary import how_to_read
@@ -27,7 +28,7 @@ from explorer.page.worker import follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
-from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab, names_in
+from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab, names_in, tabs_shown
 
 
 @dataclass
@@ -40,10 +41,23 @@ class Views:
     run_data: gr.HTML        # the finished run's per-step data and link (read by assets/js/scrub.js)
     tab: gr.State            # {"tab": name of the visible view tab}: mutated in place, so a streaming run sees it
     tabs: dict               # tab name -> gr.Tab
+    tab_group: gr.Tabs       # the view tabs (which one is open)
 
     @property
     def outputs(self) -> list:
-        return [self.summary, self.delta, self.text, self.candidates, *self.plots.values(), self.run_data]
+        return [self.summary, self.delta, self.text, self.candidates, *self.plots.values(), self.run_data,
+                self.tab_group]
+
+
+# one colour code for the text view's slots (the same classes the text uses)
+LEGEND = ("<div class='um-legend'>"
+          "<span class='um-tok um-mask'>\u25a2</span>masked"
+          "<span class='um-tok um-mask um-draft'>draft</span>this step's proposal, not committed"
+          "<span class='um-tok um-new' style='background:hsl(100,70%,82%)'>new</span>committed at this step"
+          "<span class='um-tok' style='background:hsl(110,70%,82%)'>sure</span>"
+          "<span class='um-tok' style='background:hsl(20,70%,82%)'>unsure</span>committed earlier, by confidence"
+          "<span class='um-tok um-rev'><s>old</s>\u2192new</span>revised"
+          "<span class='um-tok um-noise'>noise</span>uniform canvas, not kept yet</div>")
 
 
 def note(module) -> None:
@@ -57,6 +71,7 @@ def build_summary() -> tuple:
     delta = gr.HTML(elem_id="delta")
     note(summary)
     txt = gr.HTML(elem_id="text")
+    gr.HTML(LEGEND, elem_id="legend")
     note(text)
     return s, delta, txt
 
@@ -65,9 +80,9 @@ def build_view_tabs(s, delta, txt) -> Views:
     cand = gr.HTML(elem_id="candidates")
     note(candidates)
     plots, tabs = {}, {}
-    with gr.Tabs(elem_id="view-tabs"):
+    with gr.Tabs(elem_id="view-tabs", selected=TABS[0]) as group:
         for tab in TABS:
-            with gr.Tab(tab, elem_id="tab-" + tab.split()[0].lower()) as tabs[tab]:
+            with gr.Tab(tab, id=tab, elem_id="tab-" + tab.split()[0].lower()) as tabs[tab]:
                 if tab in TAB_NOTES:
                     gr.Markdown(TAB_NOTES[tab])
                 for v in in_tab(tab):
@@ -75,7 +90,7 @@ def build_view_tabs(s, delta, txt) -> Views:
                     if v.doc is not None:
                         note(v.doc)
     run_data = gr.HTML("", elem_id="run-data")
-    return Views(s, delta, txt, cand, plots, run_data, gr.State({"tab": TABS[0]}), tabs)
+    return Views(s, delta, txt, cand, plots, run_data, gr.State({"tab": TABS[0]}), tabs, group)
 
 
 def shown(v: Views, panels: dict, views: dict) -> dict:
@@ -135,15 +150,21 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     if tr.meta.get("limit"):
         gr.Warning(tr.meta["limit"])
     run = str(tr.meta.get("run_id", "example"))
+    tabs = tabs_shown(tr) or [TABS[0]]
     data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
-                       [x.elem_id for x in VIEWS if x.scrub == "server"])
+                       [x.elem_id for x in VIEWS if x.scrub == "server"], tabs,
+                       "tau" if tr.meta.get("decoder") in catalogue.THRESHOLD_RULE else None)
     names = None
     if isinstance(box, dict):
+        if visible(box) not in tabs:         # the open tab has nothing for this run: open its first that has
+            box["tab"] = tabs[0]
         names = names_in(visible(box))
         box.update(drawn=(tr.meta.get("run_id"), {visible(box)}), step=s)
     out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1, names=names))
     delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
-    return {**out, v.run_data: data, v.delta: delta}
+    # the open tab is one with something to show; the browser hides the others (scrub.js: gradio 6.31's
+    # gr.Tab(visible=False) update leaves the tab's button on the page)
+    return {**out, v.run_data: data, v.delta: delta, v.tab_group: gr.Tabs(selected=visible(box) if box else tabs[0])}
 
 
 async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev):

@@ -19,8 +19,10 @@ SCRUBBER = """<div class='um-scrub'>
 <button class='um-next' id='next' title='next step'>▶</button>
 <input class='um-range' id='step' type='range' min='1' max='1' value='1' aria-label='step'>
 <span class='um-step-label' id='step-label'>step – / –</span>
+<label class='um-speed-l'>speed <select class='um-speed' id='speed' title='play speed'><option value='1'>1 step/s</option><option value='2'>2 steps/s</option><option value='3' selected>3 steps/s</option><option value='5'>5 steps/s</option><option value='10'>10 steps/s</option></select></label>
 <label class='um-pos'>position <input class='um-pos-box' id='position' type='number' min='0'></label>
 </div>
+<div class='um-tune' id='tune-note' aria-live='polite'></div>
 <div class='um-link-row'><label>Link to this run at this step
 <input class='um-link' id='link' readonly></label><button class='um-copy' id='copy-link'>Copy</button></div>"""
 

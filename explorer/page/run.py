@@ -11,6 +11,7 @@ import gradio as gr
 from engine import catalogue
 from engine.errors import UserError
 from explorer.page.context import Page, shown_error
+from explorer.page.controls import decoder_choices
 from explorer.page.decode_tab import Views, decode, finished
 
 
@@ -33,10 +34,12 @@ def controls_of(page: Page, c, tr) -> dict:
     """The controls set to the run's own setting (the preset is left alone: choosing one rewrites the others)."""
     m = tr.meta
     out = {c.prompt: m.get("prompt", "")}
-    if m.get("decoder") in catalogue.DECODERS:
-        out[c.decoder] = m["decoder"]
-    if m.get("model") in page.models:
-        out[c.model] = m["model"]
+    model = m.get("model") if m.get("model") in page.models else None
+    if model:
+        out[c.model] = model
+    if m.get("decoder") in catalogue.DECODERS:   # with the run's model's menu (a uniform run's model has its own)
+        menu = decoder_choices(page.model_infos.get(model or page.default_model))
+        out[c.decoder] = gr.Dropdown(choices=menu, value=m["decoder"])
     for k, v in m.get("params", {}).items():
         if k in c.values and k != "preset":
             out[c.values[k]] = v
@@ -76,6 +79,7 @@ async def run_setting(page: Page, rp: RunParts, parse, prompt_v, model_v, step_v
         yield out
 
 
-def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool) -> dict:
-    """A stored trace (the pre-baked example, a tour stop) as the run shown."""
-    return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example))
+def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool, box=None) -> dict:
+    """A stored trace (the pre-baked example, a tour stop) as the run shown; with the page's tab box, drawn in
+    the open tab (or the first with something to show)."""
+    return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example, box=box))

@@ -1,59 +1,39 @@
-"""The guided tour: a walk through one pre-baked S2D2 decode, each stop moving the step slider and explaining it."""
+"""The guided tour: stops that each load a pre-baked run, open the tab they speak of, move the step slider, and
+point at one view (scrolled into sight and outlined), with their text in a card pinned on screen beside it.
+
+Within one run the stops go forward in steps. Every mark a stop names is drawn in the colour and shape it says.
+"""
 
 from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Callable
 
 import gradio as gr
 
 from explorer.page.context import Page, shown_error
 
-TOUR = [
-    ("Prompt and blocks", "The answer area starts fully **masked** (grey). It is cut into **blocks** of B positions "
-     "on the absolute grid; the dotted lines in the heatmaps are block boundaries. Blocks are decoded left to "
-     "right; inside a block, positions are filled in parallel."),
-    ("Draft", "Each row of the heatmaps is one **forward**. A *draft* forward proposes a token for every masked "
-     "position of the current block; the confidence map shows how sure the model is of each proposal."),
-    ("Verify", "S2D2 may then spend one more forward to **verify** the first masked span with the same model in "
-     "autoregressive mode (Decode → S2D2 tab: the 2L attention mask). Green squares were accepted, red ones "
-     "rejected and resampled."),
-    ("Commit", "Tokens that are accepted, or whose confidence clears τ, are **committed** (orange in the mask "
-     "map) and never change again. The commit-reason map says which rule took each token."),
-    ("Speed and quality", "The cards count forwards (NFE) and tokens per forward (TPF). Move τ, B or the router's "
-     "cost c and run again: more tokens per forward is faster, but commits made while unsure can be wrong."),
-    ("Noise into an answer", "Another model, another kind of diffusion: **DiffusionGemma's uniform-noise canvas** "
-     "(`uniform`, on the embedded `unmask-uniform-small`). The canvas starts as random tokens, not [MASK]s. Each "
-     "step samples every slot, keeps the lowest-entropy samples while Σ H − max H stays within the bound γ (green in "
-     "the Canvas tab's map) and replaces the rest with fresh noise (grey); the step's logits are fed back to the next "
-     "one. This stop is the first step at which the model kept half of the canvas; scrub on to see it settle and "
-     "the stopping test (stable argmax, low mean entropy) end it."),
-    ("A change of mind", "Another decode, with **token editing** (`edit`): a block filled its last slots in one "
-     "forward and wrote an object that contradicts the story (\"found a gold bell … took the drum home\"). The next "
-     "block's first forward recomputes that block; the model now prefers *bell* with p > τ_edit, so the token is "
-     "rewritten (the purple diamond on the mask map; hover it for old → new, and pick the position to see its "
-     "history in the Revisions tab). No extra forward was spent."),
-]
-EXAMPLE_OF_STOP = ["s2d2"] * 5 + ["uniform", "edit"]      # which pre-baked example each stop shows
+
+@dataclass(frozen=True)
+class Stop:
+    title: str
+    body: str
+    example: str                 # the pre-baked example it shows (assets/examples/<name>.npz)
+    tab: str                     # the view tab it opens
+    target: str                  # elem_id of the view it points at
+    step: Callable               # trace -> 1-based slider step
 
 
-def tour_steps(trace) -> list[int]:
-    """1-based slider steps illustrating each tour stop in an S2D2 trace: the first rejection if there is one
-    (something goes wrong and is fixed), else the first verify."""
-    recs = trace.records
-    n = len(recs)
-    verifies = [i for i, r in enumerate(recs) if r.kind == "verify"]
+def s2d2_steps(trace) -> list[int]:
+    """Increasing 1-based steps of an S2D2 trace for its five stops: the start, the draft before a verify (the
+    first one that rejects, if any, at step ≥ 3), that verify, the first multi-token commit after it, the end."""
+    recs, n = trace.records, len(trace.records)
+    verifies = [i for i, r in enumerate(recs) if r.kind == "verify" and i >= 2]
     rejected = [i for i in verifies if recs[i].field("rejected_at") is not None]
-    verify = (rejected or verifies or [min(1, n - 1)])[0]
-    draft = max(0, verify - 1)
-    commit = next((i for i, r in enumerate(recs) if r.n_committed > 1), verify)
-    return [1, draft + 1, verify + 1, commit + 1, n]
-
-
-def build_tour():
-    gr.Markdown("A guided walk through one decode (an S2D2 example): prompt → block → draft → verify → commit, "
-                "then noise turning into an answer on a uniform-noise model, and a decoder that changes its mind. "
-                "Each click moves the step slider and explains what you see.")
-    text = gr.Markdown(elem_id="tour-text")
-    button = gr.Button("Start / next stop", elem_id="tour-next")
-    return text, button, gr.State(-1)
+    verify = (rejected or verifies or [min(2, n - 1)])[0]
+    commit = next((i for i, r in enumerate(recs) if i > verify and r.n_committed > 1), min(verify + 1, n - 1))
+    return [1, verify, verify + 1, commit + 1, n]
 
 
 def revision_step(trace) -> int:
@@ -68,14 +48,85 @@ def canvas_step(trace) -> int:
     return (half[0] if half else len(trace.records) // 2) + 1
 
 
-def tour_next(page: Page, i) -> tuple:
-    """(next stop's index, its text, the example trace, its 1-based step)."""
-    i = (i + 1) % len(TOUR) if isinstance(i, int) and not isinstance(i, bool) else 0
-    name = EXAMPLE_OF_STOP[i]
-    ex = page.example_traces.get(name)
+def nth(k: int) -> Callable:
+    return lambda trace: s2d2_steps(trace)[k]
+
+
+STOPS = (
+    Stop("Prompt and blocks", "The answer area starts fully **masked** (grey in the mask map, ▢ in the text). It "
+         "is cut into **blocks** of B positions; the dotted lines in the maps are block boundaries. Blocks are "
+         "decoded left to right; inside a block, positions are filled in parallel.",
+         "s2d2", "Decode", "mask-plot", nth(0)),
+    Stop("Draft", "Each row of a map is one **forward**. A *draft* forward proposes a token for every masked "
+         "position of the block (faded in the text view); the confidence map shows how sure the model is of each "
+         "proposal: yellow is sure, dark blue unsure.",
+         "s2d2", "Decode", "conf-plot", nth(1)),
+    Stop("Verify", "S2D2 then spends one more forward to **verify** the first masked span with the same model in "
+         "autoregressive mode. In the verifier map, green cells were accepted; a red cell was rejected and "
+         "resampled, and the draft after it is thrown away.",
+         "s2d2", "S2D2", "verifier-plot", nth(2)),
+    Stop("Commit", "Tokens that were accepted, or whose confidence clears τ, are **committed** (orange in the mask "
+         "map, outlined in orange in the text) and kept. The commit-reason map says which rule took each token.",
+         "s2d2", "Decode", "reason-plot", nth(3)),
+    Stop("Speed and quality", "The cards count forwards (NFE) and tokens per forward (TPF). Move τ, B or the "
+         "router's cost c and release: more tokens per forward is faster, but commits made while unsure can be "
+         "wrong, and the checker says so.",
+         "s2d2", "Decode", "summary", nth(4)),
+    Stop("Noise into an answer", "Another model, another kind of diffusion: **DiffusionGemma's uniform-noise "
+         "canvas** (`uniform`, on the embedded `unmask-uniform-small`). The canvas starts as random tokens "
+         "(struck-through grey in the text), not [MASK]s. Each step samples every slot, keeps the lowest-entropy "
+         "samples while Σ H − max H stays within γ (green in the map) and replaces the rest with fresh noise; this "
+         "is the first step at which half of the canvas was kept.",
+         "uniform", "Canvas", "canvas-plot", canvas_step),
+    Stop("A change of mind", "Another decode, with **token editing** (`edit`): a block filled its last slots in "
+         "one forward and wrote an object that contradicts the story (\"found a gold bell … took the drum home\"). "
+         "The next block's first forward looks at that block again; the model now prefers *bell* with p > τ_edit, "
+         "so the token is rewritten: a purple diamond on the mask map (hover it for old → new), and in the text "
+         "the old word struck through before the new one, outlined in purple. No extra forward was spent.",
+         "edit", "Decode", "mask-plot", revision_step),
+)
+TOUR = [(s.title, s.body) for s in STOPS]
+
+
+def card_html(i: int, stop: Stop) -> str:
+    """The pinned card: the stop's text, and which view it points at (read by the page's tour script)."""
+    from explorer.glossary import inline_markdown
+    return (f"<div class='um-tour' data-target='{html.escape(stop.target)}' data-stop='{i}'>"
+            f"<b>{i + 1}/{len(STOPS)} · {html.escape(stop.title)}</b><div>{inline_markdown(stop.body)}</div></div>")
+
+
+# after a stop is shown: scroll its view into sight below the card, outline it (and nothing else)
+POINT_JS = """() => { setTimeout(() => {
+  const card = document.querySelector('#tour-card .um-tour'); if (!card) return;
+  document.querySelectorAll('.um-tour-target').forEach(e => e.classList.remove('um-tour-target'));
+  const el = document.getElementById(card.dataset.target); if (!el) return;
+  el.classList.add('um-tour-target');
+  window.scrollTo({top: Math.max(0, el.getBoundingClientRect().top + window.scrollY - 16), behavior: 'instant'});
+}, 150); }"""
+
+
+def build_tour():
+    """The card (hidden until the tour starts) with its buttons."""
+    with gr.Column(visible=False, elem_id="tour-card") as card:
+        text = gr.HTML(elem_id="tour-text")
+        with gr.Row():
+            back = gr.Button("◀ Back", size="sm", elem_id="tour-back")
+            nxt = gr.Button("Next stop ▶", size="sm", elem_id="tour-next", variant="primary")
+            close = gr.Button("Close the tour", size="sm", elem_id="tour-close")
+    return card, text, back, nxt, close, gr.State(-1)
+
+
+def tour_stop(page: Page, i) -> tuple:
+    """(stop index, card HTML, the example trace, its 1-based step, the tab to open); i wraps around."""
+    i = i % len(STOPS) if isinstance(i, int) and not isinstance(i, bool) else 0
+    stop = STOPS[i]
+    ex = page.example_traces.get(stop.example)
     if ex is None:
-        raise shown_error(f"the tour needs the pre-baked {name} example "
+        raise shown_error(f"the tour needs the pre-baked {stop.example} example "
                           "(python -m engine.experiments.bake_examples)")
-    title, body = TOUR[i]
-    s = tour_steps(ex)[i] if name == "s2d2" else canvas_step(ex) if name == "uniform" else revision_step(ex)
-    return i, f"**{i + 1}/{len(TOUR)} · {title}**\n\n{body}", ex, s
+    return i, card_html(i, stop), ex, stop.step(ex), stop.tab
+
+
+def tour_next(page: Page, i) -> tuple:
+    """The stop after i (the first when i is not a stop index)."""
+    return tour_stop(page, i + 1 if isinstance(i, int) and not isinstance(i, bool) else 0)

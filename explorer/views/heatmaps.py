@@ -137,7 +137,7 @@ def revision_marks(trace, g: Grid) -> list[dict]:
                                for t_ in t], dtype=object)
     text = [f"{REVISION_NAMES.get(int(c), '?')}: {a} → {b}" for c, a, b in zip(code, show(old), show(new))]
     return [dict(type="scatter", x=g.labels[j], y=s + 1, mode="markers", name="revised", text=text,
-                 marker=dict(symbol="diamond-open", size=11, line=dict(width=2, color="#7a0177")),
+                 marker=dict(symbol="diamond", size=11, color="#7a0177", line=dict(width=1.5, color="white")),
                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>")]
 
 
@@ -161,7 +161,7 @@ def confidence(trace, step: int | None = None, grid: Grid | None = None, selecte
     z = quantize(getattr(g, field))
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
                  colorscale=percent_scale(), showscale=False,
-                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}% (200 = not masked)<extra></extra>")]
+                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}% (a cell without colour: the slot was not masked)<extra></extra>")]
     # the candidate behind each cell is in the mask map's hover: sending the same 65 k strings again per map
     # tripled a long run's payload
     committed = np.argwhere(g.committed)

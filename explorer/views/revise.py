@@ -37,7 +37,7 @@ def token_history(trace, step: int | None = None, grid: Grid | None = None, sele
     rev = [(st, c) for st, jj, c, _, _ in g.revisions if jj == j and st <= s]
     if rev:
         fig.add_trace(go.Scatter(x=[st + 1 for st, _ in rev], y=[names[st] for st, _ in rev], mode="markers",
-                                 marker=dict(symbol="diamond-open", size=13, line=dict(width=2, color="#7a0177")),
+                                 marker=dict(symbol="diamond", size=13, color="#7a0177", line=dict(width=1.5, color="white")),
                                  name="revised", hoverinfo="skip"))
     return fig.update_layout(height=260, template="unmask", margin=dict(l=90, r=10, t=36, b=40),
                              title=dict(text=f"token history of position {selected}", x=0.01, font=dict(size=14)),

@@ -1,0 +1,102 @@
+"""What a newcomer meets, in a real Chromium (the measurements of ``explorer.bench_ux``): the run in the first
+viewport, only the controls the decoder reads, a tour whose text and view are on screen together, and a shared
+link that keeps the selected position."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from explorer import bench_ux as ux
+from tests.conftest import running_app
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(ux.CHROMIUM).exists():
+    pytest.skip("Debian chromium not installed", allow_module_level=True)
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with running_app(tmp_path_factory.mktemp("app")) as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = ux.launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+    yield pg
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
+    pg.close()
+
+
+def test_the_run_is_in_the_first_viewport_and_only_read_controls_show(page, server):
+    ux.opened(page, server)
+    assert all(ux.first_view(page).values()), ux.first_view(page)
+    shown = ux.controls(page)
+    assert len(shown) <= 15, shown
+    from engine import catalogue
+    params = {k for k in shown if k in catalogue.PARAMS}
+    assert params <= set(catalogue.params_of("threshold")), params
+    ux.choose_decoder(page, "s2d2")
+    assert {k for k in ux.controls(page) if k in catalogue.PARAMS} <= set(catalogue.params_of("s2d2"))
+    ux.choose_model(page, "unmask-uniform-small", "uniform")
+    assert not {"block_size", "tau", "steps"} & set(ux.controls(page))
+
+
+def test_every_tour_stop_shows_its_tab_view_and_text_together(page, server):
+    ux.opened(page, server)
+    rows = ux.tour(page)
+    for r in rows:
+        assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
+    for name in {r["example"] for r in rows}:
+        steps = [r["step"] for r in rows if r["example"] == name]
+        assert steps == sorted(set(steps)), (name, steps)        # forward within one run
+
+
+def test_a_tab_with_nothing_for_the_run_is_hidden(page, server):
+    ux.opened(page, server, "?decoder=threshold&block_size=4&gen_length=16")
+    page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run !== 'example'", timeout=120_000)
+    shown = page.evaluate("() => [...document.querySelectorAll('#view-tabs [role=tab]')]"
+                          ".filter(b => b.style.display !== 'none').map(b => b.innerText.trim())")
+    assert shown == ["Decode"]
+
+
+def test_a_phone_sees_run_first_and_the_text_after_pressing_it(browser, server):
+    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        res = ux.phone_run(pg, server)
+        assert res["run_in_sight"] and res["text_in_sight"], res
+    finally:
+        pg.close()
+
+
+def test_a_link_keeps_the_selected_position(page, server):
+    ux.opened(page, server, "?decoder=llada&block_size=4&steps=2&gen_length=16")
+    page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run !== 'example'", timeout=120_000)
+    pos = page.evaluate("() => window.__umScrub.run.pos[2]")
+    page.evaluate("(p) => window.__umScrub.select(p)", pos)
+    link = page.input_value("#link")
+    assert f"pos={pos}" in link
+    page.goto(link)
+    page.wait_for_function("(p) => document.querySelector('#text .um-sel') && "
+                           "document.querySelector('#text .um-sel').dataset.pos == p", arg=pos, timeout=120_000)
+    assert "position" in page.inner_text("#candidates")
+
+
+def test_dragging_tau_previews_the_cells_that_would_clear_it_without_a_request(page, server):
+    ux.opened(page, server)
+    res = ux.tune_by_eye(page)
+    assert res["marks"] > 0 and "more token" in res["note"] and "diverges" in res["note"], res
+    assert res["requests"] == 0 and res["median_ms"] < 100, res
