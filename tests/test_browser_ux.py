@@ -100,3 +100,24 @@ def test_dragging_tau_previews_the_cells_that_would_clear_it_without_a_request(p
     res = ux.tune_by_eye(page)
     assert res["marks"] > 0 and "more token" in res["note"] and "diverges" in res["note"], res
     assert res["requests"] == 0 and res["median_ms"] < 100, res
+
+
+def test_colour_bars_keep_their_gradient_after_scrubbing(page, server):
+    """Plotly fills a colour bar with url(<page address>#id); the scrubber moves the address bar, which would leave
+    the bar empty. After 10 scrubs and a slider drag every gradient reference is local and resolves."""
+    # a <base> element (as a hosting frame may add) makes Plotly write full addresses into its gradient fills
+    page.add_init_script("document.addEventListener('DOMContentLoaded', () => { const b = "
+                         "document.createElement('base'); b.href = location.href; document.head.prepend(b); })")
+    ux.opened(page, server, "?decoder=llada&block_size=4&steps=2&gen_length=16")
+    page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run !== 'example'", timeout=120_000)
+    page.wait_for_selector("#conf-plot .js-plotly-plot", timeout=60_000)
+    for i in range(10):
+        page.click("#prev" if i % 2 else "#next")
+    page.locator("#step").fill("2")
+    bad = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot [fill*="url("], .js-plotly-plot [style*="url("]')]
+      .map(e => e.getAttribute('fill') || e.style.fill).filter(v => v && v.includes('url(')).filter(v => {
+        const m = /url\\(["']?([^"')]*)["']?\\)/.exec(v); const ref = m ? m[1] : '';
+        return !ref.startsWith('#') || !document.getElementById(ref.slice(1)); })""")
+    assert bad == [], bad
+    assert page.evaluate("() => [...document.querySelectorAll('#conf-plot .cbfill')].some(e => "
+                         "e.style.fill.includes('url('))")

@@ -127,6 +127,18 @@ function moveShapes(gd) {   // the cursor to the step, the selected column to th
   if (Object.keys(edit).length) window.Plotly.relayout(gd, edit);
 }
 
+// Plotly fills colour bars with url(<page address>#gradient); once the address bar moves (replaceState) such a
+// reference points at another document and the bar renders empty: make every one local again
+function localGradients() {
+  document.querySelectorAll('.js-plotly-plot [fill*="url("], .js-plotly-plot [style*="url("]').forEach((e) => {
+    for (const k of ['fill', 'stroke']) {
+      const v = e.getAttribute(k), w = e.style.getPropertyValue(k);
+      if (v && /url\(["']?[^#"')]+#/.test(v)) e.setAttribute(k, v.replace(/url\((["']?)[^#"')]+#/, 'url($1#'));
+      if (w && /url\(["']?[^#"')]+#/.test(w)) e.style.setProperty(k, w.replace(/url\((["']?)[^#"')]+#/, 'url($1#'));
+    }
+  });
+}
+
 function url() {
   return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step +
     (sel === null ? '' : '&pos=' + sel);
@@ -141,7 +153,7 @@ function draw() {
   range.value = step; label.textContent = `step ${step} / ${run.n}`; posBox.value = sel === null ? '' : sel;
   document.querySelectorAll('.js-plotly-plot').forEach(moveShapes);
   link.value = url();
-  if (!run.example) history.replaceState(null, '', url());
+  if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
   clearTimeout(settle);
   settle = setTimeout(askServer, 200);
 }
@@ -172,7 +184,7 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   if (!run) return;
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
-  if (!run.example) history.replaceState(null, '', url());
+  if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
   if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
 }
 
@@ -226,7 +238,7 @@ const bind = () => MAPS.forEach((id) => {
 const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
   if (gd.__umFollow || !gd.on) return;
   gd.__umFollow = true;
-  gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); });
+  gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); localGradients(); });
 });
 // only the view tabs with something to show for the run (the run's data lists them)
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
