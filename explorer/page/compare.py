@@ -63,6 +63,10 @@ async def run_compare(page: Page, prompt, model, a: str, b: str):
 def view(page: Page, ta, tb):
     """The summary and both mask maps, on one step axis and one height, so the two read against each other."""
     n = max(len(ta.records), len(tb.records))
-    figs = [heatmaps.mask_state(t, None, Grid.of(t)).update_layout(
-        height=heatmaps.rows_height(n), yaxis=dict(range=[n + 0.5, 0.5])) for t in (ta, tb)]
+    grids = [Grid.of(t) for t in (ta, tb)]
+    cols = max(len(g.labels) for g in grids)       # one x range: both runs' columns line up, the shorter padded
+    figs = [heatmaps.mask_state(t, None, g).update_layout(
+        height=heatmaps.rows_height(n), yaxis=dict(range=[n + 0.5, 0.5]),
+        xaxis=dict(range=[-0.5, cols - 0.5], nticks=min(24, cols), tickfont=dict(size=9)))
+        for t, g in zip((ta, tb), grids)]
     return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb)), *figs)

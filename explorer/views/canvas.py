@@ -74,9 +74,16 @@ def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selecte
                  hovertemplate="pos %{x} · step %{y}<br>%{customdata}<extra></extra>")]
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
                   marker=dict(symbol="square", size=10, color=COLOURS[code])) for code, name in NAMES.items()]
-    return step_position_figure(data, g, step, "the canvas after each forward", selected,
-                                legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
-                                margin=dict(r=130), height=max(360, 130 + 22 * g.n_steps))   # rows tall enough to read
+    fig = step_position_figure(data, g, step, "the canvas after each forward", selected,
+                               legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
+                               margin=dict(r=130), height=max(360, 130 + 22 * g.n_steps))   # rows tall enough to read
+    # the step line runs under the step's row, not through its tokens: it lives on a copy of the step axis shifted
+    # by half a row (the browser moves it on that axis like any cursor)
+    fig.layout.yaxis2 = dict(overlaying="y", range=[g.n_steps, 0], visible=False, fixedrange=True)
+    for shape in fig.layout.shapes:
+        if shape.name == "cursor":
+            shape.yref = "y2"
+    return fig
 
 
 def stopping(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:

@@ -41,7 +41,8 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
     klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
     # short titles: the class legend goes below the plots, where it cannot run into the horizon's title
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("forecast LCB at horizon (as p)", "horizon h", "trajectory class"))
+                        subplot_titles=("lower bound ẑ − κσ at the horizon, as p", "horizon h (forwards ahead)",
+                                        "trajectory class"))
     y = np.arange(1, g.n_steps + 1)
     fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=NO_VALUE, colorscale=percent_scale(),
                              showscale=False, hovertemplate="pos %{x} · step %{y}<br>LCB %{z}%<extra></extra>"), 1, 1)
@@ -60,11 +61,19 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
     fig.update_layout(shapes=[c for i in (1, 2, 3)
                               for c in cursor(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")])
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=rows_height(g.n_steps, 100, 280), template="unmask",
-                      margin=dict(l=50, r=10, t=40, b=60),
-                      annotations=list(fig.layout.annotations) + [dict(
-                          text="classes: " + " · ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in
-                                                          zip(CLASS_NAMES, CLASS_COLOURS)),
-                          x=1.0, xanchor="right", y=-0.12, yanchor="top", xref="paper", yref="paper",
-                          showarrow=False, font=dict(size=11))])
+    fig.update_yaxes(title_text="step", row=1, col=1)
+    fig.update_xaxes(title_text="position", title_standoff=4)
+    for ann in fig.layout.annotations:                       # the subplot titles, small enough for their panel
+        ann.font = dict(size=11)
+    scale = (f"horizon h: <span style='color:{blues[0]}'>■</span> 0 … <span style='color:{blues[-1]}'>■</span> "
+             f"{hmax} forwards ahead")
+    classes = "classes: " + " · ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in
+                                      zip(CLASS_NAMES, CLASS_COLOURS))
+    fig.update_layout(height=rows_height(g.n_steps, 130, 300), template="unmask",
+                      margin=dict(l=50, r=60, t=40, b=96),
+                      annotations=list(fig.layout.annotations) + [
+                          dict(text=scale, x=0.5, xanchor="center", y=-0.2, yanchor="top", xref="paper",
+                               yref="paper", showarrow=False, font=dict(size=11)),
+                          dict(text=classes, x=1.0, xanchor="right", y=-0.28, yanchor="top", xref="paper",
+                               yref="paper", showarrow=False, font=dict(size=11))])
     return fig

@@ -39,8 +39,9 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
                                  marker=dict(symbol=sym, size=9, color="#31a354" if flag else "#de2d26"),
                                  customdata=np.array([[d["span"][1] if d["span"] else 0, d["n_hi"], d["k_hat"]]
                                                       for _, d in rows])[sel] if sel.any() else None,
-                                 hovertemplate="step %{x}<br>s=%{y:.3f}<br>|C|=%{customdata[0]} "
-                                               "N_hi=%{customdata[1]} K̂=%{customdata[2]:.2f}<extra>" + name +
+                                 hovertemplate="step %{x}<br>score s=%{y:.3f}<br>first masked span |C_t| = "
+                                               "%{customdata[0]}<br>N_hi (tokens τ takes anyway) = %{customdata[1]}"
+                                               "<br>K̂ (expected accepted tokens) = %{customdata[2]:.2f}<extra>" + name +
                                                "</extra>"), 1, 1)
     first = rows[0][1]
     shapes = [hline(first[key], color=colour, dash="dash", xref="x domain", yref="y")
@@ -51,9 +52,9 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
         fig.add_trace(go.Scatter(x=x, y=on, mode="lines", line=dict(shape="hv", color="#fd8d3c"),
                                  name="hysteresis on", yaxis="y2", visible="legendonly"), 1, 1)
     span = [d["span"][1] if d["span"] else 0 for _, d in rows]
-    fig.add_trace(go.Bar(x=x, y=span, name="|C_t| span", marker_color="#9ecae1"), 2, 1)
-    fig.add_trace(go.Bar(x=x, y=[d["n_hi"] for _, d in rows], name="N_hi", marker_color="#fdae6b"), 2, 1)
-    fig.add_trace(go.Scatter(x=x, y=[d["k_hat"] for _, d in rows], name="K̂", mode="lines+markers",
+    fig.add_trace(go.Bar(x=x, y=span, name="|C_t|: first masked span", marker_color="#9ecae1"), 2, 1)
+    fig.add_trace(go.Bar(x=x, y=[d["n_hi"] for _, d in rows], name="N_hi: tokens τ takes anyway", marker_color="#fdae6b"), 2, 1)
+    fig.add_trace(go.Scatter(x=x, y=[d["k_hat"] for _, d in rows], name="K̂: expected accepted tokens", mode="lines+markers",
                              line=dict(color="#756bb1")), 2, 1)
     if "ucb" in first:
         for arm, colour in ((0, "#de2d26"), (1, "#31a354")):
@@ -62,8 +63,11 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
                                      marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
     shapes += cursor(step, axis="x")
     title = f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})"
-    fig.update_layout(shapes=shapes, height=420, template="unmask", barmode="group",
-                      margin=dict(l=50, r=10, t=36, b=30), title=dict(text=title, x=0.01, font=dict(size=14)),
-                      legend=dict(orientation="h", y=-0.12))
+    # the legend sits above the panels, clear of the step axis's title below them
+    fig.update_layout(shapes=shapes, height=460, template="unmask", barmode="group",
+                      margin=dict(l=60, r=10, t=84, b=46), title=dict(text=title, x=0.01, y=0.98, font=dict(size=14)),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_yaxes(title_text="score s", row=1, col=1)
+    fig.update_yaxes(title_text="tokens", row=2, col=1)
     return fig

@@ -62,8 +62,11 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
         bars = dict(type="data", symmetric=False, array=ci[:, 1] - acc, arrayminus=acc - ci[:, 0], thickness=1)
         for col, key in ((1, "tpf"), (2, "tokens_per_s")):
             x = np.array([r[key] for r in sub])
+            on_front = set(pareto(x, acc).tolist()) if fam != "ar" else set(range(len(sub)))
+            # only the frontier's points carry a label (the rest pile up): every point has its hover
             fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels,
-                                     text=[short_label(t) for t in labels], textposition="top center",
+                                     text=[short_label(t) if i in on_front else "" for i, t in enumerate(labels)],
+                                     textposition="top center",
                                      textfont=dict(size=9), error_y=bars, marker=dict(size=9, color=colour),
                                      name=fam or "setting", legendgroup=fam, showlegend=len(families) > 1 and col == 1,
                                      hovertemplate="%{customdata}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}"
