@@ -61,6 +61,9 @@ class Revision(IntEnum):
     WINO_REJECT = 3      # WINO: drafted at the wide threshold, not confirmed at the narrow one, re-masked
 
 
+MAX_INFLATED = 128 * 2**20    # a trace's arrays, uncompressed (a 1 024-forward run with every view is ~20 MiB)
+
+
 class TrajectoryClass(IntEnum):
     """TSPD + CE's class of a masked position's trajectory ([PROPOSED]); -1 in a record = not masked."""
     NONE = 0
@@ -319,9 +322,12 @@ class Trace:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Trace":
+    def from_bytes(cls, data: bytes, max_inflated: int = MAX_INFLATED) -> "Trace":
         import zipfile
         try:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:   # a forged npz may inflate far past its own size
+                if sum(i.file_size for i in zf.infolist()) > max_inflated:
+                    raise TraceFormatError(f"not a trace: its arrays inflate past {max_inflated >> 20} MiB")
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 return cls.from_arrays({k: z[k] for k in z.files})
         except TraceFormatError:

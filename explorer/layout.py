@@ -18,6 +18,8 @@ from engine.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
 MODEL = dict(concurrency_id="model", concurrency_limit=1)
+STATE_TTL_S = 20 * 60
+SESSIONS = 256
 
 
 def model_run(rp: RunParts) -> dict:
@@ -32,7 +34,8 @@ def build_demo(page: Page) -> gr.Blocks:
         gr.Markdown("## Unmask · watch a diffusion language model unmask its answer, forward by forward",
                     elem_id="title")
         bar = controls.build_run_bar(page)
-        trace_state, previous = gr.State(None), gr.State(None)
+        # a run's traces are the heaviest per-session state: let them go after STATE_TTL_S without an update
+        trace_state, previous = gr.State(None, time_to_live=STATE_TTL_S), gr.State(None, time_to_live=STATE_TTL_S)
         with gr.Row(equal_height=False):
             # the output first: on a phone it comes before the parameters
             with gr.Column(scale=2, min_width=340, elem_id="output-col"):
@@ -163,4 +166,7 @@ def wire_load(demo, page, rp: RunParts) -> None:
 
 
 def launch_kwargs() -> dict:
-    return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None)
+    """The page has no upload control: an upload above a few kB is refused (gradio answers 413). At most
+    SESSIONS sessions keep their state (the oldest are dropped): ~12 MiB for one that ran a Run, so ~3 GiB."""
+    return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
+                state_session_capacity=SESSIONS)

@@ -121,6 +121,31 @@ def test_files_outside_the_apps_outputs_are_refused(app, tmp_path):
             assert b"secret" not in body and b"root:" not in body, (route, path)
 
 
+def upload_status(url: str, size: int) -> int | None:
+    """The HTTP status of a multipart upload of `size` bytes; None if the server closed the connection first."""
+    body = b"--b\r\nContent-Disposition: form-data; name=\"files\"; filename=\"x.bin\"\r\n\r\n" + \
+        bytes(size) + b"\r\n--b--\r\n"
+    req = urllib.request.Request(url + "gradio_api/upload", data=body, method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=b"})
+    try:
+        return urllib.request.urlopen(req, timeout=60).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, ConnectionError) as e:   # refused mid-body: the server stopped reading
+        if isinstance(getattr(e, "reason", e), ConnectionError):
+            return None
+        raise
+
+
+def test_a_large_upload_is_refused(app):
+    """The page has no upload control: gradio's upload route refuses 20 MB (it answers 413, or closes the
+    connection while the body is still arriving) and 1 MB with a 4xx."""
+    url, _ = app
+    status = upload_status(url, 20 * 2**20)
+    assert status is None or 400 <= status < 500, status
+    assert 400 <= upload_status(url, 2**20) < 500
+
+
 def test_the_api_listing_shows_only_decode(app):
     url, _ = app
     info = json.loads(urllib.request.urlopen(url + "gradio_api/info", timeout=10).read())

@@ -128,3 +128,107 @@ def test_value_files_are_private(tmp_path, trace):
         assert f.stat().st_mode & 0o777 == 0o600
         assert f.parent.stat().st_mode & 0o777 == 0o700 and f.parent.parent.stat().st_mode & 0o777 == 0o700
     store.close()
+
+
+# ---- round three: links, text, size, inflation, the secret ----------------------------------------------------
+def _value_file(store, key):
+    db = sqlite3.connect(str(store.cache.directory) + "/cache.db")
+    row = db.execute("SELECT filename FROM Cache WHERE key = ?", (key,)).fetchone()
+    db.close()
+    return row[0]
+
+
+def test_start_up_follows_no_symlink(tmp_path, trace):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    outside.chmod(0o644)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "link").symlink_to(outside)
+    TraceStore(str(tmp_path / "c")).close()
+    assert outside.stat().st_mode & 0o777 == 0o644          # its mode is untouched
+
+
+def test_a_planted_folder_link_sends_no_value_outside(tmp_path, trace):
+    import os
+    store = TraceStore(str(tmp_path / "c"), size_limit=2**30)
+    store.cache.disk.min_file_size = 0                      # every value in a file of its own
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for a in "0123456789abcdef":                            # every first-level folder diskcache may pick
+        for b in "0123456789abcdef":
+            name = tmp_path / "c" / (a + b)
+            if not name.exists():
+                name.symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        store.put(canonical_key(x=7), trace)
+    assert list(os.scandir(elsewhere)) == []
+    store.close()
+
+
+def test_a_value_file_swapped_for_a_link_is_a_miss_and_dropped(tmp_path, trace):
+    store = TraceStore(str(tmp_path / "c"))
+    store.cache.disk.min_file_size = 0
+    key = canonical_key(x=8)
+    store.put(key, trace)
+    f = tmp_path / "c" / _value_file(store, key)
+    target = tmp_path / "secretish"
+    target.write_bytes(f.read_bytes())
+    f.unlink()
+    f.symlink_to(target)
+    assert store.get(key) is None and key not in store.cache
+    assert target.exists()                                 # the link is dropped, not what it points at
+    store.close()
+
+
+def test_text_values_are_a_miss_and_dropped(tmp_path, trace):
+    store = TraceStore(str(tmp_path / "t"))
+    key, key2 = canonical_key(x=3), canonical_key(x=4)
+    store.put(key, trace)
+    store.put(key2, trace)
+    store.close()
+    db = sqlite3.connect(str(tmp_path / "t" / "cache.db"))
+    db.execute("UPDATE Cache SET mode = 1, value = ?, filename = NULL WHERE key = ?", ("text, not bytes", key))
+    db.execute("UPDATE Cache SET mode = 3 WHERE key = ?", (key2,))      # a value file read in text mode
+    db.commit()
+    db.close()
+    store = TraceStore(str(tmp_path / "t"))
+    assert store.get(key) is None and key not in store.cache
+    assert store.get(key2) is None and key2 not in store.cache
+    store.close()
+
+
+def test_oversized_and_inflating_values_are_misses(tmp_path, trace, monkeypatch):
+    import io
+    import zipfile
+
+    from explorer import store as store_mod
+    store = TraceStore(str(tmp_path / "z"))
+    key = canonical_key(x=5)
+    store.put(key, trace)
+    monkeypatch.setattr(store_mod, "MAX_VALUE", 1000)       # this trace's value is larger than that
+    assert store.get(key) is None and key not in store.cache
+    monkeypatch.undo()
+    bomb = io.BytesIO()                                     # 200 KB of zeros that inflate to 512 MB
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open("meta.npy", "w", force_zip64=True) as f:
+            for _ in range(512):
+                f.write(bytes(2**20))
+    payload = bomb.getvalue()
+    key = canonical_key(x=6)
+    store.cache.set(key, store_mod.checksum(store.secret, key, payload) + payload)   # signed, yet a bomb
+    assert store.get(key) is None and key not in store.cache
+    store.close()
+
+
+def test_a_row_signed_without_the_secret_is_refused(tmp_path, trace):
+    import hashlib
+    store = TraceStore(str(tmp_path / "h"))
+    key = canonical_key(x=9)
+    payload = trace.to_bytes()
+    forged = hashlib.sha256(key.encode() + b"\0" + payload).digest()      # the old, keyless checksum
+    store.cache.set(key, forged + payload)
+    assert store.get(key) is None
+    secret = tmp_path / "h.key"
+    assert secret.stat().st_mode & 0o777 == 0o600 and len(secret.read_bytes()) == 32
+    assert TraceStore(str(tmp_path / "h")).secret == store.secret        # the same install keeps its secret
+    store.close()

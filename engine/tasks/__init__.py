@@ -1,5 +1,6 @@
 """Synthetic, checkable tasks. A task family generates problems per split and grades answers (``verdict``)."""
 
+from engine.errors import ConfigError
 from engine.tasks.arith import ArithTask
 from engine.tasks.common import Problem, TaskBase
 from engine.tasks.mix import MixTask
@@ -12,8 +13,8 @@ __all__ = ["TASKS", "Problem", "TaskBase", "get_task", "task_tokenizer"]
 
 
 def get_task(name: str) -> TaskBase:
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}")
+    if not isinstance(name, str) or name not in TASKS:
+        raise ConfigError(f"unknown task {str(name)[:40]!r}; known: {', '.join(sorted(TASKS))}")
     return TASKS[name]()
 
 
