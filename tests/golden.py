@@ -19,7 +19,19 @@ SPECS = ["ar", "llada:block_size=8,steps=8", "llada:block_size=8,steps=4,remaski
          "s2d2:preset=sdar-a", "s2d2:router=ucb,block_size=8,temperature=1,seed=5",
          "s2d2:router=always,acceptance=greedy,block_size=8", "s2d2:router=hysteresis,block_size=16",
          "s2d2:router=score,score_type=dynamic,estimator=margin,block_size=8", "tspd",
-         "tspd:controller=heuristic,block_size=8", "tspd:ce=0,block_size=16", "tspd:temperature=1,seed=2"]
+         "tspd:controller=heuristic,block_size=8", "tspd:ce=0,block_size=16", "tspd:temperature=1,seed=2",
+         # every other decoder: greedy and seeded, with and without the block cache
+         "edit:block_size=8,post_steps=1", "edit:block_size=4,temperature=1,seed=4,use_cache=0",
+         "wino:block_size=8", "wino:block_size=8,temperature=1,seed=6,use_cache=0",
+         "remdm:block_size=8,steps=4", "remdm:block_size=8,steps=8,eta=0.3,temperature=1,seed=7,use_cache=0",
+         "eb:block_size=8", "eb:block_size=16,entropy_bound=1,temperature=1,seed=8,use_cache=0",
+         "subblock:block_size=8,sub_block=4", "subblock:block_size=8,sub_block=2,temperature=1,seed=9,use_cache=0",
+         "ar:use_cache=0"]
+# decoders that need another kind of model: (model, spec); "dream" is a seeded random Dream-style checkpoint
+OTHER_SPECS = [("unmask-tasks-small", "simsd:block_size=8"),
+               ("unmask-tasks-small", "simsd:block_size=8,acceptance=mrs,temperature=1,seed=2,use_cache=0"),
+               ("unmask-uniform-small", "uniform"), ("unmask-uniform-small", "uniform:seed=3"),
+               ("dream", "dream:gen_length=16,steps=8"), ("dream", "dream:gen_length=16,steps=8,temperature=1,seed=1")]
 
 
 def summarise(trace) -> dict:
@@ -37,13 +49,35 @@ def decode_all() -> dict:
     from engine.loop import Generation
     from engine.model import load_model
     from engine.tasks import get_task
-    adapter = load_model("tiny", device="cpu")
+    models = {"tiny": load_model("tiny", device="cpu")}
     prompts = [p.prompt for p in get_task("arith").problems("test", 3, seed=7)]
+    stories = [p.prompt for p in get_task("story").problems("test", 2, seed=7)]
     out = {}
-    for spec in SPECS:
+    for model, spec in [("tiny", s) for s in SPECS] + OTHER_SPECS:
+        if model not in models:
+            models[model] = dream_model() if model == "dream" else load_model(model, device="cpu")
         name, params = parse_spec(spec)
-        out[spec] = [summarise(Generation(adapter, p, build_decoder(name, **params)).run()) for p in prompts]
+        on = stories if model == "unmask-tasks-small" else prompts
+        out[key(model, spec)] = [summarise(Generation(models[model], p, build_decoder(name, **params)).run())
+                                 for p in on]
     return out
+
+
+def key(model: str, spec: str) -> str:
+    return spec if model == "tiny" else f"{model}/{spec}"
+
+
+def dream_model():
+    """A seeded random Dream-style checkpoint (the same weights on every machine: tests/families.py)."""
+    import tempfile
+
+    from engine.model import load_model
+    from tests.families import write_qwen2_family
+    path = write_qwen2_family(Path(tempfile.mkdtemp()) / "dream", "Dream", seed=0)
+    return load_model(str(path), device="cpu")
+
+
+ALL = SPECS + [key(m, s) for m, s in OTHER_SPECS]
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["write"]:

@@ -62,6 +62,47 @@ def test_wino_drafts_wide_and_remasks_what_the_next_forward_does_not_support():
     assert r2.n_committed == 1 and tr.meta["final_tokens"][9] == 41 and revised(r2) == {}
 
 
+def test_wino_caps_its_drafts_at_max_accept():
+    """8 masked slots: max_accept = min(max(⌊0.7·8⌋, 5), 20) = 5, the five most confident (decoding_wino)."""
+    conf = [0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93, 0.92]
+    tr = run(lambda t: [(20 + k, conf[k] if t == 0 else 0.95) for k in range(8)], name="wino", tau_wide=0.6)
+    r0 = tr.records[0]
+    assert r0.field("drafted") == 5 and sorted(np.flatnonzero(r0.committed).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_wino_drafts_strictly_above_tau_wide():
+    from engine.decoders.wino import max_accept, wide_in
+    masked = torch.ones(3, dtype=torch.bool)
+    assert wide_in(torch.tensor([0.6, 0.7, 0.5]), masked, 0.6).tolist() == [1]        # 0.6 is not > 0.6
+    assert wide_in(torch.tensor([0.6, 0.5, 0.4]), masked, 0.6).tolist() == [0]        # none above: the best
+    assert [max_accept(m) for m in (1, 7, 8, 20, 40)] == [5, 5, 5, 14, 20]
+
+
+def test_wino_remasks_only_after_a_forward_that_drafted_more_than_one():
+    def script(t):
+        if t == 0:
+            return [(20 + k, 0.7 if k == 0 else 0.3) for k in range(8)]          # drafts slot 0 alone
+        return [(41 if k == 0 else 20 + k, 0.95 if k == 0 else 0.7 if k == 1 else 0.3) for k in range(8)]
+
+    tr = run(script, name="wino", tau_wide=0.6, tau_narrow=0.9)
+    r1 = tr.records[1]
+    assert r1.field("drafted") == 1 and revised(r1) == {}                     # slot 0 unsupported, yet kept
+
+
+def test_wino_remasks_at_most_last_accept_minus_one():
+    def script(t):
+        if t == 0:
+            return [(20 + k, 0.7 if k < 2 else 0.3) for k in range(8)]           # drafts slots 0 and 1
+        if t == 1:                                                               # both lose their support; 2, 3 drafted
+            return [(40, 0.95), (41, 0.9)] + [(20 + k, 0.95 if k < 4 else 0.3) for k in range(2, 8)]
+        return [(20 + k, 0.95) for k in range(8)]
+
+    tr = run(script, name="wino", tau_wide=0.6, tau_narrow=0.9)
+    r1 = tr.records[1]
+    # two unsupported ≥ last_accept = 2: only last_accept − 1 = 1, the least supported (slot 0: p(20) = 0.05/49)
+    assert r1.field("drafted") == 2 and revised(r1) == {0: (Revision.WINO_REJECT, 20, 3)}
+
+
 def test_remdm_remasks_the_least_supported_and_still_fills_the_block_in_its_steps():
     conf = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
     tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="remdm", steps=4, eta=0.5)

@@ -1,15 +1,18 @@
-"""WINO, wide-in narrow-out (Hong et al.): draft generously, keep only what the next forward still supports.
+"""WINO, wide-in narrow-out (Hong et al.; the released ``decoding_wino``): draft generously, keep only what the
+next forward still supports.
 
-Each forward of a block:
-* narrow-out: a slot drafted in an earlier forward of the block is re-masked when the model's probability of its
-  token, read in this forward, is below τ_narrow;
-* wide-in: every masked slot whose candidate has p ≥ τ_wide is drafted (at least the most confident one).
-The block ends when it has no masks and nothing was re-masked.
+Each forward of a block, with ``m`` masked slots before it:
+* wide-in: every masked slot whose candidate has p > τ_wide is drafted, at most ``max_accept = min(max(⌊0.7·m⌋, 5),
+  20)`` of them (the most confident), and at least the most confident one;
+* narrow-out, only when this forward drafted more than one token: a slot written before this forward whose token
+  has p < τ_narrow is re-masked; if ``last_accept`` or more are (``last_accept``: the previous forward's drafts, 30
+  before a block's first), only the ``last_accept − 1`` least supported are.
+The block ends when it has no masks. The guards bound the re-masks by the previous forward's drafts, so every
+block ends.
 
 Where we chose: WINO reads a drafted token's support through a masked "shadow" copy of the block; here it is read
 at the token's own position in the same forward (our editing-trained tasks model restores corrupted visible tokens,
-so that probability is meaningful on it; on a model trained only on masks it is not). A slot re-masked in a forward
-is not drafted again in that forward, and after 2·B forwards a block stops re-masking, so every block ends.
+so that probability is meaningful on it; on a model trained only on masks it is not).
 """
 
 from __future__ import annotations
@@ -18,15 +21,36 @@ import torch
 
 from engine.catalogue import config_class
 from engine.decoders.schedule import token_p
-from engine.decoders.threshold import threshold_commit
 from engine.loop import BlockContext, Policy
 from engine.trace import Reason, Revision
 
 
-def unsupported(ctx: BlockContext, st, tau_narrow: float) -> torch.Tensor:
-    """Written slots of the block whose token has p < τ_narrow in this forward."""
-    p_tok = token_p(st.probs, ctx.tokens)                                  # (L,)
-    return (ctx.written & (p_tok < tau_narrow)).nonzero()[:, 0]
+def max_accept(masked: int) -> int:
+    """WINO's draft cap for a forward over ``masked`` masked slots."""
+    return min(max(int(masked * 0.7), 5), 20)
+
+
+def wide_in(conf: torch.Tensor, masked: torch.Tensor, tau_wide: float) -> torch.Tensor:
+    """Indices drafted from (L,) confidences: p > τ_wide, capped at max_accept by confidence, at least the best."""
+    c = torch.where(masked, conf, torch.full_like(conf, -1.0))
+    chosen = (c > tau_wide).nonzero()[:, 0]
+    cap = max_accept(int(masked.sum()))
+    if len(chosen) > cap:
+        return torch.sort(torch.topk(c, cap).indices).values
+    return chosen if len(chosen) else c.argmax().view(1)
+
+
+def narrow_out(p_written: torch.Tensor, written: torch.Tensor, tau_narrow: float, accepted: int,
+               last_accept: int) -> torch.Tensor:
+    """Indices re-masked: only after a forward that drafted more than one token; written slots with p < τ_narrow,
+    at most the last_accept − 1 least supported when last_accept or more qualify."""
+    if accepted <= 1:
+        return torch.zeros(0, dtype=torch.long)
+    weak = written & (p_written < tau_narrow)
+    if int(weak.sum()) < last_accept:
+        return weak.nonzero()[:, 0]
+    back = torch.where(written, p_written, torch.full_like(p_written, float("inf")))
+    return torch.sort(torch.topk(back, max(last_accept - 1, 0), largest=False).indices).values
 
 
 class WinoPolicy(Policy):
@@ -35,18 +59,18 @@ class WinoPolicy(Policy):
     revises = True
 
     def run_block(self, ctx: BlockContext):
-        cfg = self.cfg
+        cfg, last_accept = self.cfg, 30          # the reference's start value for each block
         while True:
             _, st = ctx.draft()
-            masked = ctx.masked.clone()
-            reject = unsupported(ctx, st, cfg.tau_narrow) if ctx.step < 2 * ctx.L else torch.zeros(0, dtype=torch.long)
-            drafted = 0
-            if masked.any():
-                idx, forced = threshold_commit(st.confidence, masked, cfg.tau_wide)
-                ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
-                ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
-                drafted = len(idx)
+            written = ctx.written.clone()                                   # before this forward's drafts
+            p_written = token_p(st.probs, ctx.tokens)                       # (L,)
+            idx = wide_in(st.confidence, ctx.masked, cfg.tau_wide)          # the loop runs while masks remain
+            forced = (st.confidence[idx] <= cfg.tau_wide)
+            ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
+            ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
+            reject = narrow_out(p_written, written, cfg.tau_narrow, len(idx), last_accept)
             ctx.revise(reject, None, Revision.WINO_REJECT)
-            yield ctx.emit("draft", st, drafted=drafted, rejected=len(reject))
-            if not ctx.masked.any() and len(reject) == 0:
+            last_accept = len(idx)
+            yield ctx.emit("draft", st, drafted=len(idx), rejected=len(reject))
+            if not ctx.masked.any():
                 return
