@@ -116,8 +116,11 @@ PARAMS: dict[str, Param] = {
                   "τ_wide", step=0.01, page=(0.05, 1.0), group="wino"),
     "tau_narrow": P(float, 0.9, 0.0, 1.0, label="τ_narrow (keep)", help="re-mask a drafted token whose p falls "
                     "below τ_narrow", step=0.01, group="wino"),
-    "eta": P(float, 0.1, 0.0, 0.5, label="η (remasking rate)", help="share of written tokens a step may re-mask",
-             step=0.01, group="remdm"),
+    "eta": P(float, 0.1, 0.0, 0.5, label="η (remasking cap)", help="remdm-cap: each written token goes back to "
+             "[MASK] with σ = min(η, (1 − α_s)/α_t)", step=0.01, group="remdm"),
+    "remask": P(str, "cap", choices=("cap", "conf"), label="ReMDM schedule", help="cap: σ = min(η, (1 − α_s)/α_t) "
+                "per written token; conf: σ_max · softmax(−p at unmasking) over the block's written tokens",
+                group="remdm"),
     "entropy_bound": P(float, 0.1, 0.0, 100.0, open_lo=True, label="γ (entropy bound)", help="commit the lowest-"
                        "entropy slots while Σ H − max H ≤ γ (nats)", step=0.01, page=(0.01, 5.0), group="eb"),
     "alg": P(str, "entropy", choices=("origin", "maskgit_plus", "topk_margin", "entropy"), label="Dream's score",
@@ -254,8 +257,10 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
     Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
             "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),
             knob="tau_wide", title="WINO: wide-in, narrow-out", revises=True),
-    Decoder("remdm", "**ReMDM** remasking: LLaDA's fixed steps, and each step may send the η least supported written "
-            "tokens of the block back to [MASK].", COMMON + ("steps", "eta"), knob="eta", title="ReMDM: remasking",
+    Decoder("remdm", "**ReMDM** remasking (the released remdm-cap / remdm-conf samplers): fixed steps over "
+            "timesteps t = 1 … 1/S; each step draws, per written token of the block, whether it goes back to [MASK] "
+            "(σ capped by η, or weighted by how unsure it was when unmasked); a re-masked slot waits for a later "
+            "step.", COMMON + ("steps", "eta", "remask"), knob="eta", title="ReMDM: remasking",
             revises=True),
     Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
             "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),

@@ -103,13 +103,42 @@ def test_wino_remasks_at_most_last_accept_minus_one():
     assert r1.field("drafted") == 2 and revised(r1) == {0: (Revision.WINO_REJECT, 20, 3)}
 
 
-def test_remdm_remasks_the_least_supported_and_still_fills_the_block_in_its_steps():
+def test_remdm_cap_sigma_by_hand():
+    """σ = min(η, (1 − α_s)/α_t) on t_j = 1 − j/S (S = 4): α_t, α_s = (0, .25), (.25, .5), (.5, .75), (.75, 1)."""
+    from engine.decoders.remdm import sigma_cap, sigma_conf
+    assert [sigma_cap(0.5, j, 4) for j in range(4)] == [0.5, 0.5, 0.5, 0.0]
+    assert [sigma_cap(0.3, j, 4) for j in range(4)] == [0.3, 0.3, 0.3, 0.0]
+    assert sigma_cap(0.9, 2, 4) == 0.5                        # (1 − .75)/.5: the cap binds
+    # remdm-conf: σ_max · softmax(−p at unmasking); p = 0.9 and 0.5 at j = 2 of 4 (σ_max = 0.5)
+    e = [math.exp(-0.9), math.exp(-0.5)]
+    want = [0.5 * x / sum(e) for x in e]
+    assert torch.allclose(sigma_conf(torch.tensor([0.9, 0.5]), 2, 4), torch.tensor(want))
+
+
+@pytest.mark.parametrize("remask", ["cap", "conf"])
+def test_remdm_never_refills_a_slot_in_the_forward_that_remasked_it(remask):
     conf = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
-    tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="remdm", steps=4, eta=0.5)
-    assert len(tr.records) == 4 and not (np.array(tr.meta["final_tokens"][8:]) == 3).any()
-    # forward 2: two written (slots 0, 1) -> round(0.5 * 2) = 1 goes back: the least supported, slot 1 (p 0.8)
-    assert revised(tr.records[1]) == {1: (Revision.REMASK, 21, 21)}    # re-masked, then refilled in the same step
-    assert revised(tr.records[3]) == {}                                # the last forward re-masks nothing
+    back = 0
+    for seed in range(6):
+        tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="remdm", steps=4, eta=0.5, remask=remask,
+                 seed=seed)
+        for r in tr.records:
+            for j, (code, old, new) in revised(r).items():
+                assert code == Revision.REMASK and new == 3 and not r.committed[j]   # waits, still [MASK]
+                back += 1
+        assert len(tr.records) == 4 and not (np.array(tr.meta["final_tokens"][8:]) == 3).any()
+        assert revised(tr.records[-1]) == {}                     # σ = 0 at the last forward
+    assert back > 0                                               # over six seeds, something went back
+
+
+def test_remdm_remasks_with_the_seeded_draw():
+    """Forward 1 of 4 (σ = 0.5 for both tokens written at forward 0): the re-masked set is the draws below σ."""
+    from engine.sampling import make_generator
+    conf = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
+    tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="remdm", steps=4, eta=0.5, seed=11)
+    g = make_generator(11)                                       # the decode's only random draws are ReMDM's
+    draws = torch.rand(2, dtype=torch.float64, generator=g).float()
+    assert set(revised(tr.records[1])) == {j for j, d in zip((0, 1), draws.tolist()) if d < 0.5}
 
 
 def nats(c: float, V: int = 50, mask_id: int = 3) -> float:
