@@ -273,7 +273,9 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
     Decoder("subblock", "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
             "in the current one every masked slot with p > τ is committed, and the most confident always. On a "
             "right-shifted model a block's first slot is predicted by the finished block's last row, alone.",
-            COMMON + ("tau", "sub_block", "block_cache"), rules=((lambda v: v["block_size"] % v["sub_block"] == 0,
+            COMMON + ("tau", "sub_block", "block_cache"),
+            overrides={"top_p": dict(default=0.95, help="nucleus of the tempered distribution (Fast-dLLM v2: 0.95)")},
+            rules=((lambda v: v["block_size"] % v["sub_block"] == 0,
                                                    "block_size must be a multiple of sub_block"),),
             needs=("block_causal",), knob="tau", title="Sub-block (Fast-dLLM v2)"),
     Decoder("uniform", "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "

@@ -214,6 +214,34 @@ def test_edit_checks_the_finished_block_in_the_next_blocks_first_forward_at_no_e
     assert Generation(WholeRowsAdapter(script), PROMPT, off).run().meta["final_tokens"][10] == 22
 
 
+def test_edit_checks_the_whole_previous_block_before_a_short_last_block():
+    """Blocks [8, 16) and a short [16, 21): the last block's first forward checks all of [8, 16), slot 9 too
+    (the block length, 5, would have checked only [11, 16))."""
+    def script(t, p):
+        if t == 1 and p == 9:
+            return 40, 0.9
+        return 20 + p % 8, 0.95
+
+    policy = build_decoder("edit", block_size=8, gen_length=13, use_cache=False, stop_at_eos=False, tau_edit=0.7)
+    tr = Generation(WholeRowsAdapter(script), PROMPT, policy).run()
+    assert tr.records[1].field("prev_positions").tolist() == [9] and tr.meta["final_tokens"][9] == 40
+
+
+def test_edit_runs_its_post_steps_on_the_block_that_holds_the_stop_token():
+    """stop_at_eos with post steps: the stop token (id 2) is written in the first forward, yet the block's post
+    step still runs and rewrites slot 1 (SGLang's JointThreshold); then the run stops."""
+    def script(t):
+        if t == 0:
+            return [(2 if k == 3 else 20 + k, 0.95) for k in range(8)]
+        return [(41 if k == 1 else 2 if k == 3 else 20 + k, 0.9 if k == 1 else 0.95) for k in range(8)]
+
+    tr = Generation(ScriptedAdapter(script), PROMPT,
+                    build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=True,
+                                  post_steps=1, tau_edit=0.7)).run()
+    assert len(tr.records) == 2 and revised(tr.records[1]) == {1: (Revision.EDIT, 21, 41)}
+    assert tr.meta["stopped_at"] == 11 and tr.meta["final_tokens"][9] == 41
+
+
 def test_every_view_draws_a_revising_run_and_marks_its_revisions():
     from explorer.render import render_all
     from explorer.views.heatmaps import mask_state

@@ -110,3 +110,34 @@ def test_subblock_with_the_block_cache_follows_fast_dllm_v2(v2, tau, small, prom
 def test_sub_block_must_divide_the_block():
     with pytest.raises(ConfigError, match="multiple of sub_block"):
         build_decoder("subblock", block_size=8, sub_block=3)
+
+
+def test_v2_sampler_tempers_then_cuts_the_nucleus_then_renormalises():
+    """Hand-computed: logits (2, 1, 0) at T = 2 give softmax (0.506, 0.307, 0.186); with top_p 0.8 the cumulative
+    sum first passes 0.8 at the second token, the third is cut, and the kept two renormalise to (0.622, 0.378)."""
+    from engine.decoders.subblock import v2_sample
+    g = torch.Generator().manual_seed(0)
+    logits = torch.tensor([[2.0, 1.0, 0.0]]).repeat(400, 1)
+    x, p = v2_sample(logits, 2.0, 0.8, g)
+    e = torch.exp(torch.tensor([1.0, 0.5]))
+    kept = (e / e.sum()).tolist()                                  # 0.6225, 0.3775
+    assert set(x.tolist()) == {0, 1}                               # the cut token is never drawn
+    assert torch.allclose(p, torch.tensor(kept, dtype=torch.float64)[x], atol=1e-9)
+
+
+def test_subblock_thresholds_the_tempered_renormalised_p_of_its_sample():
+    """A scripted row: the candidate at p 0.6, the other 49 ids share the rest, [MASK] (id 3) forbidden. At T = 1
+    and top_p 0.95 the nucleus keeps the candidate and 42 others, so a drawn candidate reads p = 0.6049 / 0.9505 =
+    0.636 (the untempered p the shared sampler reported is 0.605)."""
+    from tests.conftest import ScriptedAdapter
+    tr = Generation(ScriptedAdapter(lambda t: [(20 + k, 0.6) for k in range(8)]), [1, 10, 11, 12, 13, 14, 15, 16],
+                    build_decoder("subblock", block_size=8, sub_block=8, gen_length=8, use_cache=False,
+                                  stop_at_eos=False, temperature=1.0, seed=1, tau=0.62)).run()
+    own = 0.6 / (1 - 0.4 / 49)                                     # [MASK]'s share moved to the rest
+    other = (1 - own) / 48
+    kept = own + 42 * other
+    seen = {round(float(c), 4) for r in tr.records for c in r.confidence[r.committed]}
+    assert seen <= {round(own / kept, 4), round(other / kept, 4)} and round(own / kept, 4) in seen
+    first = tr.records[0]
+    drawn_own = first.candidate[:8] == torch.arange(20, 28).numpy()
+    assert first.n_committed == int(drawn_own.sum())               # 0.636 > τ = 0.62: every drawn candidate, at once

@@ -6,7 +6,10 @@ Each forward of a block reads one set of logits and applies two rules:
 * token to token (T2T): rewrite a slot written earlier in the block when the model's argmax differs from it with
   p > τ_edit (the edit's p is the untempered softmax of the argmax, as in the reference).
 Once the block has no masks, up to ``post_steps`` more forwards make edits only; the block ends at the first
-forward that changes nothing. The prompt's tail in the first block is never edited.
+forward that changes nothing. The prompt's tail in the first block is never edited. With ``stop_at_eos`` (the
+default) and post steps, the block that holds the stop token is filled and still gets its post steps, and the run
+stops when that block ends: we follow SGLang's ``JointThreshold``, which runs them (diffusers' ``eos_early_stop``
+skips them). Without post steps a decode stops at the stop token as the threshold rule does.
 
 ``check_next`` (ours, on by default): a block's first forward also recomputes the finished block before it (the
 fused commit, or its store forward), so T2T is applied to that block too, at no extra forward; an edited block's
@@ -56,6 +59,11 @@ class EditPolicy(Policy):
     config_cls = config_class("edit")
     revises = True
 
+    @property
+    def settles_per_block(self) -> bool:
+        """With post steps, the stop token is looked for when the block ends (its post steps run first)."""
+        return self.cfg.post_steps > 0
+
     def run_block(self, ctx: BlockContext):
         cfg, post = self.cfg, 0
         while True:
@@ -76,7 +84,7 @@ class EditPolicy(Policy):
 
     def edit_previous(self, ctx: BlockContext) -> None:
         """T2T on the finished block before this one, from this first forward's recomputation of it."""
-        lo = max(ctx.runner.P, ctx.lo - ctx.L)
+        lo = max(ctx.runner.P, ctx.lo - ctx.runner.cfg.block_size)   # the whole block, even before a short one
         logits = ctx.runner.logits_of(lo, ctx.lo) if ctx.index > 0 and lo < ctx.lo else None
         if logits is None:
             return

@@ -10,6 +10,11 @@ refreshes them. On a right-shifted model the block's first slot is predicted by 
 finished block before it: Fast-dLLM v2 takes it by argmax from the forward that stores that block's K/V, before
 any draft of the new block, so here the block's first forward commits that slot alone (Unmask fuses the store
 forward into it: the same logit, the same forward count).
+
+At T > 0 a slot's candidate and confidence follow Fast-dLLM v2's ``sample_with_top_p``: the logits divided by T,
+their softmax cut to the top-p nucleus (top_p 0.95 by default, as there) and renormalised, one multinomial draw per
+slot, and the confidence the threshold reads is that renormalised tempered probability of the draw (the engine's
+shared sampler filters before the temperature and reports the untempered p).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 
 from engine.catalogue import config_class
 from engine.loop import BlockContext, Policy
-from engine.sampling import TokenStats
+from engine.sampling import TokenStats, token_stats
 from engine.trace import Reason
 
 
@@ -33,6 +38,32 @@ def sub_block_commit(conf: torch.Tensor, masked: torch.Tensor, lo: int, hi: int,
     return above.nonzero()[:, 0], best
 
 
+def v2_sample(logits: torch.Tensor, temperature: float, top_p: float,
+              generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fast-dLLM v2's sampler on (q, V) logits: (samples (q,), their renormalised tempered p (q,))."""
+    probs = torch.softmax(logits.double() / temperature, dim=-1)
+    sorted_p, order = torch.sort(probs, descending=True)
+    drop = sorted_p.cumsum(-1) > top_p
+    drop[:, 1:] = drop[:, :-1].clone()          # keep the token that crosses top_p
+    drop[:, 0] = False
+    probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), 0.0)
+    probs = probs / probs.sum(-1, keepdim=True)
+    x = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return x, probs.gather(-1, x[:, None])[:, 0]
+
+
+def v2_stats(r, logits: torch.Tensor) -> TokenStats:
+    """The step's statistics with Fast-dLLM v2's candidate and confidence (greedy: the engine's own)."""
+    c = r.cfg
+    if c.temperature <= 0:
+        return r.stats(logits)
+    z = r.unmaskable(logits)
+    st = token_stats(z, 0.0)                                         # probs, top-1, margin, entropy: no draw
+    st.candidate, conf = v2_sample(z, c.temperature, c.top_p, r.generator)
+    st.confidence = conf.float()
+    return st
+
+
 class SubBlockPolicy(Policy):
     name = "subblock"
     config_cls = config_class("subblock")
@@ -45,11 +76,11 @@ class SubBlockPolicy(Policy):
         sub-block's rows alone, the other slots of the record left unscored."""
         r = ctx.runner
         if not (r.keep_block_kv and r.block_kv and r.block_kv[0] == ctx.lo and not ctx.masked[s]):
-            return ctx.draft()[1]
+            return v2_stats(r, r.forward("draft", ctx.lo, ctx.hi)[0])
         rows = r.forward_rows("draft", ctx.lo + s, ctx.lo + e)                      # (e - s, V)
         logits = torch.zeros(ctx.L, rows.shape[-1])
         logits[s:e] = rows
-        st = r.stats(logits)
+        st = v2_stats(r, logits)
         out = torch.ones(ctx.L, dtype=torch.bool)
         out[s:e] = False
         st.confidence[out], st.margin[out], st.entropy[out] = float("nan"), float("nan"), float("nan")
