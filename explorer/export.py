@@ -56,8 +56,8 @@ def export_files(trace, directory: Path) -> list[str]:
     return [str(p) for p in paths]
 
 
-def export_gif(trace, directory: Path) -> str:
-    """The animated GIF (``explorer.gif``; seconds for a long run, so made only on request)."""
+def export_gif(trace, directory: Path, budget_s: float | None = None) -> str:
+    """The animated GIF (``explorer.gif``; seconds for a long run, so made only on request, within a budget)."""
     path = stem_of(trace, directory).with_suffix(".gif")
-    path.write_bytes(decode_gif(trace))
+    path.write_bytes(decode_gif(trace, budget_s=budget_s))
     return str(path)

@@ -56,6 +56,7 @@ class ExportDir:
             log.info("removed %d export folder(s) left by earlier processes", n)
         self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))   # created 0700
         self.cap_bytes = cap_bytes
+        self.gifs: dict[str, str] = {}          # a trace's content hash -> its GIF
         atexit.register(self.remove)
 
     def write(self, trace) -> list[str]:
@@ -64,8 +65,15 @@ class ExportDir:
         self.enforce_cap()
         return paths
 
-    def write_gif(self, trace) -> str:
-        path = export_gif(trace, self.path)
+    def write_gif(self, trace, budget_s: float | None = None) -> str:
+        """The run's GIF, made once: a second request for the same trace gets the same file (while it lasts)."""
+        import hashlib
+        key = hashlib.sha256(trace.to_bytes()).hexdigest()
+        done = self.gifs.get(key)
+        if done is not None and Path(done).is_file():
+            return done
+        path = export_gif(trace, self.path, budget_s)
+        self.gifs[key] = path
         self.enforce_cap()
         return path
 

@@ -15,6 +15,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from explorer.views.reasons import REASONS
 from explorer.grid import MASKED, NEW, Grid
+from explorer.scrub import block_label
 from explorer.tokens import display
 
 TAGS = {code: tag for code, (_, _, tag) in REASONS.items()}   # the reason map's table, one place
@@ -48,7 +49,7 @@ def frame(trace, g: Grid, s: int, boxes, font, small) -> Image.Image:
     img = Image.new("RGB", (WIDTH, height), "white")
     d = ImageDraw.Draw(img)
     rec = trace.records[s]
-    d.text((PAD, PAD), f"{trace.meta['decoder']} · step {s + 1} / {g.n_steps} · block {rec.block} · {rec.kind}"
+    d.text((PAD, PAD), f"{trace.meta['decoder']} · step {s + 1} / {g.n_steps} · block {block_label(rec.block)} · {rec.kind}"
                        f" · NFE {rec.nfe}", fill=(60, 60, 60), font=font)
     prompt = trace.meta.get("prompt", "")
     d.text((PAD, PAD + 20), prompt if len(prompt) <= 110 else prompt[:107] + "…", fill=(130, 130, 130), font=small)
@@ -65,15 +66,23 @@ def frame(trace, g: Grid, s: int, boxes, font, small) -> Image.Image:
     return img
 
 
-def decode_gif(trace, ms_per_frame: int = 450) -> bytes:
-    """The GIF's bytes (at most MAX_FRAMES forwards: longer traces are sampled evenly, the last kept)."""
+def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None) -> bytes:
+    """The GIF's bytes (at most MAX_FRAMES forwards: longer traces are sampled evenly, the last kept). With a
+    budget, the last frame is drawn first and timed, and the frames are thinned so that drawing and encoding them
+    fit in about half of it."""
+    import time
     g = Grid.of(trace)
     font, small = ImageFont.load_default(size=15), ImageFont.load_default(size=10)
     boxes = layout(trace, g, font)
+    t0 = time.perf_counter()
+    last = frame(trace, g, g.n_steps - 1, boxes, font, small)
+    most = MAX_FRAMES
+    if budget_s is not None:        # encoding costs about as much again as drawing
+        most = max(2, min(MAX_FRAMES, int(0.25 * budget_s / max(time.perf_counter() - t0, 1e-4))))
     steps = list(range(g.n_steps))
-    if len(steps) > MAX_FRAMES:
-        steps = sorted(set(np.linspace(0, g.n_steps - 1, MAX_FRAMES).astype(int).tolist()))
-    frames = [frame(trace, g, s, boxes, font, small) for s in steps]
+    if len(steps) > most:
+        steps = sorted(set(np.linspace(0, g.n_steps - 1, most).astype(int).tolist()))
+    frames = [frame(trace, g, s, boxes, font, small) for s in steps[:-1]] + [last]
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
                    duration=[ms_per_frame] * (len(frames) - 1) + [2500], optimize=False)

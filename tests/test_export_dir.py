@@ -37,3 +37,24 @@ def test_the_folder_goes_at_exit(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert not os.path.exists(out.stdout.strip())
+
+
+def test_the_gif_is_made_once_per_trace_and_fits_its_budget(tmp_path):
+    import io
+    import time
+    from pathlib import Path
+
+    from PIL import Image
+
+    from engine.trace import Trace
+    from explorer.export_dir import ExportDir
+    from explorer.gif import decode_gif
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "s2d2.npz")
+    d = ExportDir(str(tmp_path))
+    first = d.write_gif(tr)
+    stamp = Path(first).stat().st_mtime_ns
+    time.sleep(0.01)
+    assert d.write_gif(tr) == first and Path(first).stat().st_mtime_ns == stamp     # not drawn again
+    assert Image.open(io.BytesIO(decode_gif(tr))).n_frames == len(tr.records)
+    assert Image.open(io.BytesIO(decode_gif(tr, budget_s=1e-6))).n_frames == 2     # first and last only
+    d.remove()

@@ -69,4 +69,5 @@ def make_gif(page: Page, tr):
     """The GIF of the run shown (a few seconds for a long run, so only when asked, one at a time)."""
     if tr is None or page.export_dir is None:
         raise shown_error("run a decode first")
-    return page.export_dir.write_gif(tr)
+    budget = getattr(page.service, "max_seconds", None)
+    return page.export_dir.write_gif(tr, budget)
