@@ -121,3 +121,20 @@ def test_colour_bars_keep_their_gradient_after_scrubbing(page, server):
     assert bad == [], bad
     assert page.evaluate("() => [...document.querySelectorAll('#conf-plot .cbfill')].some(e => "
                          "e.style.fill.includes('url('))")
+
+
+def test_phone_heatmap_position_labels_do_not_overlap(browser, server):
+    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        ux.opened(pg, server)
+        pg.wait_for_function("() => { const g = document.querySelector('#mask-plot .js-plotly-plot'); "
+                             "return g && g.layout.xaxis.nticks === 6; }", timeout=30_000)
+        pg.wait_for_timeout(300)
+        boxes = pg.evaluate("() => [...document.querySelectorAll('#mask-plot .xtick text')].map(t => { "
+                            "const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+        assert boxes
+        overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                    if not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])]
+        assert overlaps == [], overlaps
+    finally:
+        pg.close()

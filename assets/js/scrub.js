@@ -235,10 +235,17 @@ const bind = () => MAPS.forEach((id) => {
   gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
 });
 // a figure drawn after the run arrived (a tab opened later, a server view) gets the cursor at the step shown
+// on a phone a step × position map shows a few position labels, not forty that overprint
+const NARROW_TICKS = 6;
+function thinTicks(gd) {
+  const ax = gd.layout && gd.layout.xaxis;
+  if (window.innerWidth < 700 && ax && ax.type === 'category' && ax.nticks !== NARROW_TICKS && window.Plotly)
+    window.Plotly.relayout(gd, {'xaxis.nticks': NARROW_TICKS, 'xaxis.tickangle': -90});
+}
 const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
   if (gd.__umFollow || !gd.on) return;
   gd.__umFollow = true;
-  gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); localGradients(); });
+  gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); localGradients(); thinTicks(gd); });
 });
 // only the view tabs with something to show for the run (the run's data lists them)
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
