@@ -94,3 +94,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 from explorer.local_app import free_port, running_app  # noqa: E402,F401  (the tests' app fixture)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The real app on a loopback port, for a module of browser tests."""
+    with running_app(tmp_path_factory.mktemp("app")) as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium through Playwright (the browser test modules skip themselves where either is missing)."""
+    from playwright.sync_api import sync_playwright
+
+    from explorer.bench_ux import launch
+    with sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()

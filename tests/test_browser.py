@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import running_app
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,22 +18,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("app")) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                    "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

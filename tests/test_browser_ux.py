@@ -9,27 +9,12 @@ from pathlib import Path
 import pytest
 
 from explorer import bench_ux as ux
-from tests.conftest import running_app
 
 pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("app")) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = ux.launch(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture
