@@ -69,7 +69,7 @@ def control_for(p: Param, visible: bool = True):
 
 
 TRY = {"story": "at T = 1, drag τ down: parallel commits start to contradict",
-       "picks": "all items must differ: raise B or lower τ and watch duplicates",
+       "picks": "at T = 1, B 16, τ 0.3 parallel commits repeat items; S2D2 (router always, γ 2) rejects and repairs",
        "arith": "greedy, the model is sure: few forwards whatever τ"}
 
 

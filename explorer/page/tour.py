@@ -79,20 +79,32 @@ STOPS = (
          "is the first step at which half of the canvas was kept.",
          "uniform", "Canvas", "canvas-plot", canvas_step),
     Stop("A change of mind", "Another decode, with **token editing** (`edit`): a block filled its last slots in "
-         "one forward and wrote an object that contradicts the story (\"found a gold bell … took the drum home\"). "
-         "The next block's first forward looks at that block again; the model now prefers *bell* with p > τ_edit, "
-         "so the token is rewritten: a purple diamond on the mask map (hover it for old → new), and in the text "
-         "the old word struck through before the new one, outlined in purple. No extra forward was spent.",
+         "one forward and wrote *{old}*, which contradicts the rest of the story. A later forward of the same "
+         "block looks at it again; the model now prefers *{new}* with p > τ_edit, so the token is rewritten: a "
+         "purple diamond on the mask map (hover it for old → new), and in the text the old word struck through "
+         "before the new one, outlined in purple. No extra forward was spent.",
          "edit", "Decode", "mask-plot", revision_step),
 )
 TOUR = [(s.title, s.body) for s in STOPS]
 
 
-def card_html(i: int, stop: Stop) -> str:
-    """The pinned card: the stop's text, and which view it points at (read by the page's tour script)."""
+def first_revision(trace) -> dict:
+    """The words of the trace's first revision ({old}, {new} in a stop's text)."""
+    from explorer.grid import Grid
+    revisions = Grid.of(trace).revisions
+    if not revisions:
+        return dict(old="a word", new="another")
+    _, _, _, old, new = revisions[0]
+    return dict(old=trace.token_str(int(old)), new=trace.token_str(int(new)))
+
+
+def card_html(i: int, stop: Stop, trace) -> str:
+    """The pinned card: the stop's text (with the words of its run), and which view it points at (read by the
+    page's tour script)."""
     from explorer.glossary import inline_markdown
+    body = stop.body.format(**first_revision(trace)) if "{old}" in stop.body else stop.body
     return (f"<div class='um-tour' data-target='{html.escape(stop.target)}' data-stop='{i}'>"
-            f"<b>{i + 1}/{len(STOPS)} · {html.escape(stop.title)}</b><div>{inline_markdown(stop.body)}</div></div>")
+            f"<b>{i + 1}/{len(STOPS)} · {html.escape(stop.title)}</b><div>{inline_markdown(body)}</div></div>")
 
 
 # after a stop is shown: scroll its view into sight below the card, outline it (and nothing else)
@@ -124,7 +136,7 @@ def tour_stop(page: Page, i) -> tuple:
     if ex is None:
         raise shown_error(f"the tour needs the pre-baked {stop.example} example "
                           "(python -m engine.experiments.bake_examples)")
-    return i, card_html(i, stop), ex, stop.step(ex), stop.tab
+    return i, card_html(i, stop, ex), ex, stop.step(ex), stop.tab
 
 
 def tour_next(page: Page, i) -> tuple:
