@@ -1,6 +1,8 @@
-"""The Gradio page, wired from its parts (``explorer.page``): controls on the left, the live decode on the right,
-the scrubber (step, ◀ / ▶ / play, position, link) under the text, tabs for the views, Compare, Sweep, Masks, the
-glossary and the tour. This module only connects components to handlers; the page never touches torch."""
+"""The Gradio page, wired from its parts (``explorer.page``): the run bar on top (prompt, held-out problems, model,
+decoder, Run / Stop, the tour), the live decode first below it (the tour's pinned card, summary, text, the scrubber
+with step, ◀ / ▶ / play, speed, position and link, tabs for the views, Compare, Sweep, Masks, the glossary), the
+chosen decoder's parameters beside it (after it on a phone). This module only connects components to handlers; the
+page never touches torch."""
 
 from __future__ import annotations
 
