@@ -48,6 +48,12 @@ def canvas_step(trace) -> int:
     return (half[0] if half else len(trace.records) // 2) + 1
 
 
+def first_rejection(trace) -> int:
+    """The 1-based step of the first verify forward that rejected a draft (the last step if none)."""
+    return next((i + 1 for i, r in enumerate(trace.records)
+                 if r.kind == "verify" and r.field("rejected_at") is not None), len(trace.records))
+
+
 def nth(k: int) -> Callable:
     return lambda trace: s2d2_steps(trace)[k]
 
@@ -72,6 +78,12 @@ STOPS = (
          "router's cost c and release: more tokens per forward is faster, but commits made while unsure can be "
          "wrong, and the checker says so.",
          "s2d2", "Decode", "summary", nth(4)),
+    Stop("When the verifier says no", "Another S2D2 decode, set to commit boldly: picks at T = 1, B = 16, τ 0.3, "
+         "every draft verified with the stricter acceptance min(1, (q/p)²). The parallel draft wrote items that "
+         "break the list's rules; the verifier, reading them autoregressively, rejected one (a red cell in the "
+         "verifier map) and resampled it, and the rest of that span waited for the next draft. On 300 such "
+         "problems this setting rejects 6.5 % of the drafts it examines and is right on 0.89, against 0.72 for the "
+         "same rule unverified.", "s2d2_picks", "S2D2", "verifier-plot", lambda trace: first_rejection(trace)),
     Stop("Noise into an answer", "Another model, another kind of diffusion: **DiffusionGemma's uniform-noise "
          "canvas** (`uniform`, on the embedded `unmask-uniform-small`). The canvas starts as random tokens "
          "(struck-through grey in the text), not [MASK]s. Each step samples every slot, keeps the lowest-entropy "
