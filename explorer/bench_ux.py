@@ -98,7 +98,9 @@ def tour(pg) -> list[dict]:
                         view_in_sight=pg.evaluate(IN_VIEW, "#" + stop.target),
                         card_in_sight=pg.evaluate(IN_VIEW, "#tour-card"),
                         overlap=not (vr <= cl or cr <= vl or vb <= ct or cb <= vt),
-                        example=stop.example, step=pg.evaluate("() => window.__umScrub.step")))
+                        example=stop.example, step=pg.evaluate("() => window.__umScrub.step"),
+                        errors=pg.evaluate("() => [...document.querySelectorAll('.toast-body')].map(t => t.innerText)"
+                                           ".filter(t => /error/i.test(t))")))
     return out
 
 

@@ -45,6 +45,7 @@ def test_every_tour_stop_shows_its_tab_view_and_text_together(page, server):
     rows = ux.tour(page)
     for r in rows:
         assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
+        assert r["errors"] == [], r                                # no error toast on the way
     for name in {r["example"] for r in rows}:
         steps = [r["step"] for r in rows if r["example"] == name]
         assert steps == sorted(set(steps)), (name, steps)        # forward within one run

@@ -104,8 +104,11 @@ def build_run_bar(page) -> tuple:
         with gr.Column(scale=3, min_width=220):
             model = gr.Dropdown([(picker_label(m, page.model_infos.get(m)), m) for m in page.models],
                                 value=page.default_model, label="Model", elem_id="model")
+            # allow_custom_value: a run of another model (a tour stop) sets the model and this menu in one update,
+            # and the model's own change event may then send the previous decoder against the new menu; every
+            # handler checks the decoder's name itself (catalogue.decoder)
             decoder = gr.Dropdown(decoder_choices(info), value=catalogue.DEFAULT_DECODER, label="Decoder",
-                                  elem_id="decoder")
+                                  elem_id="decoder", allow_custom_value=True)
         with gr.Column(scale=1, min_width=120, elem_classes=["um-run-buttons"]):
             run = gr.Button("Run", variant="primary", elem_id="run")
             stop = gr.Button("Stop", variant="stop", elem_id="stop", size="sm")
