@@ -30,8 +30,7 @@ def s2d2_steps(trace) -> list[int]:
     first one that rejects, if any, at step ≥ 3), that verify, the first multi-token commit after it, the end."""
     recs, n = trace.records, len(trace.records)
     verifies = [i for i, r in enumerate(recs) if r.kind == "verify" and i >= 2]
-    rejected = [i for i in verifies if recs[i].field("rejected_at") is not None]
-    verify = (rejected or verifies or [min(2, n - 1)])[0]
+    verify = ([i for i in rejecting(trace) if i >= 2] or verifies or [min(2, n - 1)])[0]
     commit = next((i for i, r in enumerate(recs) if i > verify and r.n_committed > 1), min(verify + 1, n - 1))
     return [1, verify, verify + 1, commit + 1, n]
 
@@ -48,10 +47,14 @@ def canvas_step(trace) -> int:
     return (half[0] if half else len(trace.records) // 2) + 1
 
 
+def rejecting(trace) -> list[int]:
+    """0-based indices of the verify forwards that rejected a draft."""
+    return [i for i, r in enumerate(trace.records) if r.kind == "verify" and r.field("rejected_at") is not None]
+
+
 def first_rejection(trace) -> int:
     """The 1-based step of the first verify forward that rejected a draft (the last step if none)."""
-    return next((i + 1 for i, r in enumerate(trace.records)
-                 if r.kind == "verify" and r.field("rejected_at") is not None), len(trace.records))
+    return next((i + 1 for i in rejecting(trace)), len(trace.records))
 
 
 def nth(k: int) -> Callable:
@@ -83,7 +86,7 @@ STOPS = (
          "break the list's rules; the verifier, reading them autoregressively, rejected one (a red cell in the "
          "verifier map) and resampled it, and the rest of that span waited for the next draft. On 300 such "
          "problems this setting rejects 6.5 % of the drafts it examines and is right on 0.89, against 0.72 for the "
-         "same rule unverified.", "s2d2_picks", "S2D2", "verifier-plot", lambda trace: first_rejection(trace)),
+         "same rule unverified.", "s2d2_picks", "S2D2", "verifier-plot", first_rejection),
     Stop("Noise into an answer", "Another model, another kind of diffusion: **DiffusionGemma's uniform-noise "
          "canvas** (`uniform`, on the embedded `unmask-uniform-small`). The canvas starts as random tokens "
          "(struck-through grey in the text), not [MASK]s. Each step samples every slot, keeps the lowest-entropy "
@@ -102,8 +105,7 @@ TOUR = [(s.title, s.body) for s in STOPS]
 
 def first_revision(trace) -> dict:
     """The words of the trace's first revision ({old}, {new} in a stop's text)."""
-    from explorer.grid import Grid
-    revisions = Grid.of(trace).revisions
+    revisions = trace.revisions()
     if not revisions:
         return dict(old="a word", new="another")
     _, _, _, old, new = revisions[0]
