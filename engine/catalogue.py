@@ -2,19 +2,17 @@
 
 For each parameter: its name (the same in the engine, CLI, SPEC strings, URL and page), type, default, range,
 label and one-line help. The decoders' config dataclasses, engine validation, CLI flags, SPEC parsing, URL parsing
-and the page's controls are all derived from ``PARAMS`` and ``DECODERS``; adding a parameter is one entry here
-plus its use in the decoder's step function. ``page`` narrows a range on the public page (URL, controls, SPECs
-typed there); the engine and CLI accept the full range.
+and the page's controls are all derived from ``PARAMS`` and ``DECODERS``. A decoder in its own folder brings its
+entries on its card (``engine.cards``); the others are written here. ``page`` narrows a range on the public page.
 """
-
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.cards import cards
 from engine.errors import ConfigError
-from engine.params import Param  # noqa: F401  (re-exported: engine.catalogue.Param)
+from engine.params import COMMON, Decoder, Param  # noqa: F401  (re-exported: catalogue.COMMON, .Param, .Decoder)
 
 DEFAULT_DECODER = "threshold"  # the decoder a page, a CLI call or a SPEC without a name gets
 MAX_PROMPT_CHARS = 2000        # characters of prompt text, everywhere (page, URL, API, CLI)
@@ -186,29 +184,6 @@ PARAMS: dict[str, Param] = {
 for _k, _p in PARAMS.items():
     object.__setattr__(_p, "name", _k)
 
-COMMON = ("block_size", "gen_length", "temperature", "top_k", "top_p", "seed", "use_cache", "stop_at_eos",
-          "fuse_commit", "kv_cache", "measure_drift")
-
-
-@dataclass(frozen=True)
-class Decoder:
-    name: str
-    summary: str
-    params: tuple[str, ...]
-    overrides: dict = field(default_factory=dict)     # key -> Param fields that differ for this decoder
-    presets: dict = field(default_factory=dict)
-    rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
-    proposed: bool = False                             # our design, labelled so in the page
-    needs: tuple = ()                                  # "block_causal", "full", "no_shift", "canvas": what the
-    #                                                    model must offer (engine.applies)
-    title: str = ""                                    # the page's box for the parameters of group == name
-    revises: bool = False                              # may rewrite or re-mask tokens it wrote
-    knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial); none
-    #                                                    for decoders without a block size (dream, uniform)
-    resources: tuple = ()                              # what it needs besides the target (engine.resources)
-    batches: bool = True                               # bench --batch N batches its forwards (engine.batch);
-    #                                                    SimSD's drafter rounds and uniform's canvas run one by one
-
 
 S2D2_PRESETS = {
     # the paper's SDAR configs (README of phymhan/S2D2)
@@ -308,6 +283,30 @@ MENU: dict[str, tuple[str, str]] = {
     "subblock": ("Family's own sampler", "Fast-dLLM v2's sub-blocks"),
     "uniform": ("Family's own sampler", "DiffusionGemma's uniform-noise canvas"),
 }
+
+
+def _grouped(menu: dict, name: str, entry: tuple[str, str]) -> dict:
+    """The menu with ``name`` placed after the last decoder of its group (the dropdown keeps groups together)."""
+    keys = list(menu)
+    at = max((i + 1 for i, k in enumerate(keys) if menu[k][0] == entry[0]), default=len(keys))
+    keys.insert(at, name)
+    return {k: entry if k == name else menu[k] for k in keys}
+
+
+def _index_cards() -> None:
+    """A decoder in its own folder brings its entry, parameters and menu words on its card (engine.cards)."""
+    for name, card in cards().items():
+        assert name not in DECODERS and not set(card.params) & set(PARAMS), f"{name}: a name is taken"
+        for k, p in card.params.items():
+            object.__setattr__(p, "name", k)
+        PARAMS.update(card.params)
+        DECODERS[name] = card.decoder
+        grouped = _grouped(MENU, name, card.menu)
+        MENU.clear()
+        MENU.update(grouped)
+
+
+_index_cards()
 
 
 # the decoders whose commit rule is "every masked slot with confidence ≥ τ" (the page previews a τ drag on them)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.errors import ConfigError
 
@@ -102,3 +102,28 @@ def _float_text(raw) -> float:
     if len(text) > 40 or not NUMBER_RE.fullmatch(text):
         raise ValueError(text)
     return float(text)
+
+
+# the parameters every decoder with a block loop reads
+COMMON = ("block_size", "gen_length", "temperature", "top_k", "top_p", "seed", "use_cache", "stop_at_eos",
+          "fuse_commit", "kv_cache", "measure_drift")
+
+
+@dataclass(frozen=True)
+class Decoder:
+    name: str
+    summary: str
+    params: tuple[str, ...]
+    overrides: dict = field(default_factory=dict)     # key -> Param fields that differ for this decoder
+    presets: dict = field(default_factory=dict)
+    rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
+    proposed: bool = False                             # our design, labelled so in the page
+    needs: tuple = ()                                  # "block_causal", "full", "no_shift", "canvas": what the
+    #                                                    model must offer (engine.applies)
+    title: str = ""                                    # the page's box for the parameters of group == name
+    revises: bool = False                              # may rewrite or re-mask tokens it wrote
+    knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial); none
+    #                                                    for decoders without a block size (dream, uniform)
+    resources: tuple = ()                              # what it needs besides the target (engine.resources)
+    batches: bool = True                               # bench --batch N batches its forwards (engine.batch);
+    #                                                    SimSD's drafter rounds and uniform's canvas run one by one

@@ -18,6 +18,7 @@ from typing import TypedDict
 
 import numpy as np
 
+from engine.cards import card_reasons, cards
 from engine.trace_meta import TraceMeta
 
 TRACE_FORMAT = 1
@@ -27,8 +28,8 @@ class TraceFormatError(ValueError):
     """Bytes that are not a trace of this format (truncated, garbage, another version)."""
 
 
-class Reason(IntEnum):
-    """Why a position was committed at a step (0 = not committed)."""
+class _BuiltinReason(IntEnum):
+    """Why a position was committed at a step (0 = not committed); decoders in their own folders add theirs."""
     NONE = 0
     AR = 1               # block size 1: the only masked position
     THRESHOLD = 2        # confidence cleared tau
@@ -42,6 +43,11 @@ class Reason(IntEnum):
     STABILISED = 10      # oscillating token fixed from its window-averaged distribution
     FORCED_PROGRESS = 11  # nothing qualified; the best-scored position is committed
     ENTROPY_BOUND = 12   # EB: within the entropy bound's prefix
+
+
+Reason = IntEnum("Reason", {**{m.name: m.value for m in _BuiltinReason}, **card_reasons()}, module=__name__)
+Reason.__doc__ = _BuiltinReason.__doc__
+assert len(Reason) == len(_BuiltinReason) + len(card_reasons()), "a card's reason reuses a name or a code"
 
 
 class Verdict(IntEnum):
@@ -181,6 +187,7 @@ class WinoFields(TypedDict):
 RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields, "eb.draft": EBFields,
                     "wino.draft": WinoFields, "uniform.draft": UniformFields, "dream.draft": DreamFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
                     "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
+RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",

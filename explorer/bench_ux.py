@@ -119,6 +119,7 @@ def tune_by_eye(pg) -> dict:
     import statistics
     sent = []
     listener = lambda r: sent.append(r.url)  # noqa: E731
+    pg.wait_for_selector("#conf-plot .js-plotly-plot", timeout=60_000)   # drawn after the text on a busy machine
     pg.on("request", listener)
     times, note, marks = pg.evaluate(TUNE)
     pg.remove_listener("request", listener)

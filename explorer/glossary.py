@@ -6,6 +6,8 @@ import html
 import inspect
 import re
 
+from engine.cards import cards
+
 GLOSSARY = r"""
 | term | meaning |
 |---|---|
@@ -51,6 +53,8 @@ GLOSSARY = r"""
 | **noise / kept** | on a uniform canvas a slot holds a random token (noise, struck-through grey in the text) until the entropy bound keeps its sample |
 | **PROPOSED** | TSPD + CE details reconstructed by this project: the horizon rule's inputs and the feature families come from the paper, the formulas are ours |
 """
+
+GLOSSARY += "".join(f"| **{term}** | {meaning} |\n" for c in cards().values() for term, meaning in c.glossary)
 
 
 def how_to_read(module) -> str:

@@ -67,6 +67,16 @@ class Grid:
             out[s, cols[keep]] = np.asarray(getattr(r, field))[keep]
         return out
 
+    def extra(self, key: str, fill=np.nan, dtype=np.float32) -> np.ndarray:
+        """(steps, positions) of a per-position record field a decoder adds (``fill`` where a record lacks it)."""
+        out = np.full((self.n_steps, self.end - self.P), fill, dtype=dtype)
+        for s, r in enumerate(self.trace.records):
+            if r.has(key):
+                cols = r.positions - self.P
+                keep = (cols >= 0) & (cols < out.shape[1])
+                out[s, cols[keep]] = np.asarray(r.field(key))[keep]
+        return out
+
     @cached_property
     def tokens(self) -> np.ndarray:
         """(steps, n) token ids after each forward (mask id where still masked)."""

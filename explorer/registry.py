@@ -10,10 +10,12 @@ drawn again by the server when the step settles, and only while they are visible
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
+from engine.cards import ViewEntry, cards
 from explorer.views import (attention, canvas, ce_maps, dream, heatmaps, kv, reasons, revise, router, simsd,
                             trajectory, verifier)
 
@@ -59,6 +61,16 @@ VIEWS: tuple[View, ...] = (
     View("canvas_history", "Token history of the selected position", "Canvas", revise.token_history, canvas,
          "server"),
 )
+
+
+def card_view(v: ViewEntry) -> View:
+    """A view a decoder's card names (engine.cards): its render function and its "how to read this" module."""
+    module, function = v.render.split(":")
+    return View(v.name, v.label, v.tab, getattr(importlib.import_module(module), function),
+                importlib.import_module(v.doc) if v.doc else None, v.scrub)
+
+
+VIEWS += tuple(card_view(v) for c in cards().values() for v in c.views)
 TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
 TAB_NOTES = {"Revisions": "Decoders that change their mind (edit, wino, remdm), EB's entropy bound and Dream's "
                           "ranking. On the maps of the Decode tab a purple diamond marks every revised cell.",
@@ -87,6 +99,14 @@ TAB_SHOWS = {"Decode": lambda tr: not has(tr, "denoised"),            # a unifor
                  tr, "revised", "eb_order", "dream_score", "drafted")),     # the canvas shows its EB panel itself
              "KV cache": lambda tr: has(tr, "kv_fresh"),
              "Canvas": lambda tr: has(tr, "denoised")}
+
+
+for _card in cards().values():    # a card's tab shows when a record carries one of the card's fields
+    for _tab in {v.tab for v in _card.views}:
+        TAB_SHOWS[_tab] = (lambda tr, was=TAB_SHOWS.get(_tab), f=_card.shows: (was is not None and was(tr))
+                           or has(tr, *f))
+    if _card.tab_note:
+        TAB_NOTES.setdefault(_card.views[0].tab, _card.tab_note)
 
 
 def tabs_shown(trace) -> list[str]:

@@ -64,6 +64,16 @@ def test_sweep_draws_one_front_per_decoder_and_tspd_vs_threshold_specs():
     assert list(fronts[1].x) == [4.5, 6.5] and fronts[0].line.color != fronts[1].line.color
 
 
+def test_sweep_rivals_preset_puts_tspd_beside_each_rival_at_every_block_size():
+    from engine.decoders import parse_spec
+    from explorer.page.sweep import RIVALS, sweep_specs
+    specs = sweep_specs(RIVALS, "0.9", "8,16", "", 1.0)
+    assert specs[0] == "ar:temperature=1" and len(specs) == 11
+    names = [parse_spec(s) for s in specs[1:]]
+    assert [n for n, _ in names[:5]] == ["threshold", "tspd", "prophet", "klass", "credit"]
+    assert {p["block_size"] for _, p in names} == {"8", "16"} and all(p["temperature"] == "1" for _, p in names)
+
+
 def test_compare_summary(adapter):
     p = "Mia has 12 toys . She gets 5 more toys . How many toys does she have now ?"
     a = Generation(adapter, p, build_decoder("ar", gen_length=8)).run()

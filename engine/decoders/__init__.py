@@ -1,35 +1,46 @@
-"""Decoder registry: ``build_decoder(name, **params)`` validates against the catalogue and returns a policy."""
+"""Decoder registry: ``build_decoder(name, **params)`` validates against the catalogue and returns a policy.
+
+A decoder is a module here (its ``Policy`` plus its catalogue entry), or a folder ``<name>/`` with ``policy.py``
+and a torch-free ``card.py`` (``engine.cards``) that carries everything else it adds. Importing this package is
+torch-free, so the cards can be read by the page; the policies load on first use.
+"""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from functools import lru_cache
 
-from engine import catalogue
-from engine.loop import Policy
 from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.parse_spec)
 
 
-def _policies() -> dict[str, type[Policy]]:
-    """Every Policy defined in this package's modules, by name: a new decoder is its module plus its catalogue
-    entry, with nothing to register here."""
+@lru_cache(maxsize=None)
+def policies() -> dict:
+    """Every Policy defined in this package's modules and folders (``<name>/policy.py``), by name: nothing to
+    register here."""
+    from engine import catalogue
+    from engine.loop import Policy
     found = {}
     for m in pkgutil.iter_modules(__path__):
-        mod = importlib.import_module(f"{__name__}.{m.name}")
+        mod = importlib.import_module(f"{__name__}.{m.name}{'.policy' if m.ispkg else ''}")
         for obj in vars(mod).values():
             if isinstance(obj, type) and issubclass(obj, Policy) and obj.__module__ == mod.__name__:
                 found[obj.name] = obj
+    assert set(found) == set(catalogue.DECODERS), "every catalogue decoder has a policy and vice versa"
+    assert all(p.revises == catalogue.DECODERS[n].revises for n, p in found.items()), "revises: policy = catalogue"
     return found
 
 
-DECODERS: dict[str, type[Policy]] = _policies()
-assert set(DECODERS) == set(catalogue.DECODERS), "every catalogue decoder has a policy and vice versa"
-assert all(p.revises == catalogue.DECODERS[n].revises for n, p in DECODERS.items()), "revises: policy = catalogue"
+def __getattr__(name: str):
+    if name == "DECODERS":          # engine.decoders.DECODERS: the policies by name (loaded on first use)
+        return policies()
+    raise AttributeError(name)
 
 
-def build_decoder(name: str, page: bool = False, **params) -> Policy:
+def build_decoder(name: str, page: bool = False, **params):
     """A validated policy; unknown decoders, unknown keys and bad values raise ConfigError. ``page``: also hold
     the values to the public page's narrower limits (SPECs typed in the page)."""
+    from engine import catalogue
     typed = catalogue.validate(name, params, page=page)
-    cls = DECODERS[name]
+    cls = policies()[name]
     return cls(cls.config_cls(**typed))

@@ -10,6 +10,7 @@
     python -m engine.experiments sweep --settings FILE --task arith --n 200 [--batch 8] [--ray auto]  # any grid
     python -m engine.experiments batching --model unmask-tasks-small --n 200   # --batch 1 vs 8 vs 32
     python -m engine.experiments kv-cache --gens 64,256,512   # none / prefix / dual on a LLaDA-shaped model
+    python -m engine.experiments rivals --model unmask-tasks-small --n 300   # TSPD vs Prophet, KLASS, credit
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -230,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
 
 # experiments that are their own module's main(args)
 TOOLS = {"sweep": "engine.experiments.sweep", "batching": "engine.experiments.batching",
-         "kv-cache": "engine.experiments.kvcache"}
+         "kv-cache": "engine.experiments.kvcache", "rivals": "engine.experiments.rivals"}
 
 
 def main(argv=None) -> None:

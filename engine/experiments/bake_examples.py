@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from engine.bench import revision_counts
+from engine.cards import cards
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.model import load_model
@@ -42,11 +43,13 @@ SETTINGS = {
     "eb": dict(block_size=8, temperature=1.0),
     "uniform": dict(),
 }
+SETTINGS.update({n: c.example.setting for n, c in cards().items() if c.example})
 MODEL_OF = {"uniform": "unmask-uniform-small"}       # decoders shown on another embedded model
 # further examples of one decoder in another setting: name -> (decoder, settings, task); the tour shows them
 EXTRA = {"s2d2_picks": ("s2d2", dict(block_size=16, tau=0.3, steps=4, router="always", gamma=2.0, temperature=1.0),
                         "picks")}
-STORIES = ("s2d2", "simsd", "tspd", "edit", "wino", "remdm", "eb")
+STORIES = ("s2d2", "simsd", "tspd", "edit", "wino", "remdm", "eb",
+           *(n for n, c in cards().items() if c.example and c.example.task == "story"))
 
 
 def shown(prompt: str) -> str:

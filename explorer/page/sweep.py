@@ -16,6 +16,8 @@ from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
 VERSUS = "tspd vs threshold"
+RIVALS = "tspd vs rivals"   # TSPD + CE beside Prophet, KLASS, credit and the threshold rule, at each block size
+RIVAL_SPECS = ("threshold:tau=0.9", "tspd:", "prophet:gap_scale=1.5", "klass:", "credit:tau=0.9")
 KNOBS = {d.name: d.knob for d in catalogue.DECODERS.values() if d.knob}   # the parameter each decoder's sweep varies
 
 
@@ -23,9 +25,10 @@ def build_sweep(page: Page, model):
     """Returns (point dropdown, open button) for the page to wire to its main views."""
     gr.Markdown("A grid of settings on held-out problems: accuracy against speed, with the Pareto frontier.")
     with gr.Row():
-        decoder = gr.Dropdown([*KNOBS, "llada", VERSUS], value="threshold", label="decoder",
+        decoder = gr.Dropdown([*KNOBS, "llada", VERSUS, RIVALS], value="threshold", label="decoder",
                               info=f"each decoder's dial: {', '.join(f'{d} {k}' for d, k in KNOBS.items())}; llada: "
-                                   f"steps = B; {VERSUS}: the threshold rule's τ and TSPD's controller τ_s")
+                                   f"steps = B; {VERSUS}: the threshold rule's τ and TSPD's controller τ_s; {RIVALS}: "
+                                   "each at its default (Prophet's gap scale 1.5), no dial")
         taus = gr.Textbox("0.5,0.7,0.9", label="dial values (τ, γ, η, ...)")
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
@@ -80,8 +83,11 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float =
     if dec == VERSUS:   # both fronts on the same problems
         return ar + [f"{d}:{k}={t},block_size={b}{tail}" for d, k in (("threshold", "tau"), ("tspd", "tau_s"))
                      for b in b_v for t in tau_v]
+    if dec == RIVALS:
+        return ar + [f"{name}:{dial + ',' if dial else ''}block_size={b}{tail}"
+                     for b in b_v for name, dial in (s.split(":") for s in RIVAL_SPECS)]
     if dec not in KNOBS:
-        raise UserError(f"decoder must be one of {', '.join([*KNOBS, 'llada', VERSUS])}")
+        raise UserError(f"decoder must be one of {', '.join([*KNOBS, 'llada', VERSUS, RIVALS])}")
     return ar + [f"{dec}:{KNOBS[dec]}={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 

@@ -18,17 +18,11 @@ import plotly.graph_objects as go
 
 from explorer.grid import Grid
 from explorer.tokens import token_labels
-from explorer.views.heatmaps import cursor, discrete_scale, hline, step_position_figure
+from explorer.views.heatmaps import cursor, discrete_scale, hline, step_position_figure, empty_figure
 
 LATER, NOISE, KEPT, OUTPUT = 0, 1, 2, 3
 COLOURS = ["#ffffff", "#d9d9d9", "#74c476", "#6baed6"]
 NAMES = {NOISE: "random noise", KEPT: "kept sample", OUTPUT: "output"}
-
-
-def _empty(text: str) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return fig.update_layout(height=240, template="unmask", xaxis=dict(visible=False), yaxis=dict(visible=False))
 
 
 def canvas_codes(trace, g: Grid) -> np.ndarray:
@@ -63,7 +57,7 @@ def _hover(trace, g: Grid, codes: np.ndarray) -> np.ndarray:
 
 def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     if not any(r.has("denoised") for r in trace.records):
-        return _empty("The canvas map shows a uniform-noise decode: run the uniform decoder on a DiffusionGemma "
+        return empty_figure("The canvas map shows a uniform-noise decode: run the uniform decoder on a DiffusionGemma "
                       "model.")
     g = grid or Grid.of(trace)
     codes = canvas_codes(trace, g)
@@ -90,7 +84,7 @@ def stopping(trace, step: int | None = None, grid: Grid | None = None, selected:
     rows = [(s + 1, r.field("mean_entropy"), r.field("stable"), r.field("confident"), r.committed.mean())
             for s, r in enumerate(trace.records) if r.has("mean_entropy")]
     if not rows:
-        return _empty("The stopping test is recorded by the uniform decoder on every denoising step.")
+        return empty_figure("The stopping test is recorded by the uniform decoder on every denoising step.")
     x, h, stable, confident, kept = (np.array(c) for c in zip(*rows))
     threshold = next(r.field("confidence_threshold") for r in trace.records if r.has("mean_entropy"))
     fig = go.Figure([

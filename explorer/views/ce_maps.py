@@ -20,23 +20,12 @@ CLASS_NAMES = [c.name.lower().replace("_", "-") for c in TrajectoryClass]
 CLASS_COLOURS = ["#f0f0f0", "#31a354", "#de2d26", "#969696", "#3182bd"]
 
 
-def _field(trace, g: Grid, key: str, fill=np.nan, dtype=np.float32) -> np.ndarray:
-    out = np.full((g.n_steps, g.end - g.P), fill, dtype=dtype)
-    for s, r in enumerate(trace.records):
-        if not r.has(key):
-            continue
-        cols = r.positions - g.P
-        keep = (cols >= 0) & (cols < out.shape[1])
-        out[s, cols[keep]] = np.asarray(r.field(key))[keep]
-    return out
-
-
 def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
-    lcb = quantize(1 / (1 + np.exp(-_field(trace, g, "lcb_h"))))
+    lcb = quantize(1 / (1 + np.exp(-g.extra("lcb_h"))))
     # "not masked" is MISSING_CODE, not -1: a 0xFF byte is "/" in base64, which to_json escapes to 6 bytes
-    horizon = _field(trace, g, "horizon", -1, np.int16)
-    klass = _field(trace, g, "klass", -1, np.int16)
+    horizon = g.extra("horizon", -1, np.int16)
+    klass = g.extra("klass", -1, np.int16)
     horizon = np.where(horizon < 0, MISSING_CODE, horizon).astype(np.uint8)
     klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
     # short titles: the class legend goes below the plots, where it cannot run into the horizon's title

@@ -11,25 +11,20 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.views.heatmaps import empty_figure
 from explorer.grid import Grid
-
-
-def _empty(text: str) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return fig.update_layout(height=240, template="unmask", xaxis=dict(visible=False), yaxis=dict(visible=False))
 
 
 def ranking(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     s = len(trace.records) - 1 if step is None else int(step)
     i = next((t for t in range(s, -1, -1) if trace.records[t].has("dream_score")), None)
     if i is None:
-        return _empty("Dream's sampler records each step's scores: run the dream decoder on a Dream or LLaDA model.")
+        return empty_figure("Dream's sampler records each step's scores: run the dream decoder on a Dream or LLaDA model.")
     r = trace.records[i]
     score = np.asarray(r.field("dream_score"), dtype=np.float64)
     ok = np.flatnonzero(~np.isnan(score))
     if not len(ok):
-        return _empty(f"step {i + 1} ({r.field('alg')}): slots revealed at random, no ranking")
+        return empty_figure(f"step {i + 1} ({r.field('alg')}): slots revealed at random, no ranking")
     order = ok[np.argsort(-score[ok], kind="stable")]
     labels = [f"{int(r.positions[k])} {trace.token_str(int(r.candidate[k]))}" for k in order]
     fig = go.Figure(go.Bar(x=labels, y=score[order], marker_color=np.where(r.committed[order], "#08519c", "#c6dbef"),

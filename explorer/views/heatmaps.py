@@ -108,6 +108,13 @@ def _template() -> dict:
     return pio.templates["unmask"].to_plotly_json()
 
 
+def empty_figure(text: str, height: int = 240) -> go.Figure:
+    """A figure that only says why it has nothing to show."""
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig.update_layout(height=height, template="unmask", xaxis=dict(visible=False), yaxis=dict(visible=False))
+
+
 def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str, selected: int | None = None,
                          **layout) -> go.Figure:
     """Common frame of the step x position maps: categorical position axis, block boundaries, step cursor."""

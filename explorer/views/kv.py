@@ -15,20 +15,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import cursor, discrete_scale, step_position_figure
+from explorer.views.heatmaps import cursor, discrete_scale, step_position_figure, empty_figure
 
 COLOURS = ["#d9d9d9", "#74c476"]
 
 
-def _empty(text: str) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return fig.update_layout(height=240, template="unmask", xaxis=dict(visible=False), yaxis=dict(visible=False))
-
-
 def fresh_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     if not any(r.has("kv_fresh") for r in trace.records):
-        return _empty("Fresh and stale K/V are recorded with kv_cache=prefix or dual on a full-attention model "
+        return empty_figure("Fresh and stale K/V are recorded with kv_cache=prefix or dual on a full-attention model "
                       "(LLaDA, Dream).")
     g = grid or Grid.of(trace)
     z = np.zeros((g.n_steps, g.end - g.P), np.int8)
@@ -50,7 +44,7 @@ def fresh_map(trace, step: int | None = None, grid: Grid | None = None, selected
 def drift(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     rows = [(s + 1, r.field("drift")) for s, r in enumerate(trace.records) if r.has("drift")]
     if not rows:
-        return _empty("Run with measure_drift on (and kv_cache prefix or dual) to see the drift per forward.")
+        return empty_figure("Run with measure_drift on (and kv_cache prefix or dual) to see the drift per forward.")
     x, y = zip(*rows)
     fig = go.Figure(go.Scatter(x=x, y=y, mode="lines+markers", line=dict(color="#d94801"),
                                hovertemplate="step %{x}: max |Δ logit| %{y:.4f}<extra></extra>"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.cards import cards
 from engine.trace import Reason
 from explorer.grid import Grid
 from explorer.tokens import token_labels
@@ -22,6 +23,7 @@ REASONS = {Reason.AR: ("AR", "#969696", "ar"), Reason.THRESHOLD: ("threshold", "
            Reason.CE_LOOKAHEAD: ("CE look-ahead", "#e6550d", "CE"), Reason.STABILISED: ("stabilised", "#fdae6b", "stab"),
            Reason.FORCED_PROGRESS: ("forced progress", "#bcbddc", "force"),
            Reason.ENTROPY_BOUND: ("EB entropy bound", "#8c6d31", "eb")}
+REASONS.update({Reason[k]: (r.label, r.colour, r.tag) for c in cards().values() for k, r in c.reasons.items()})
 assert set(REASONS) == set(Reason) - {Reason.NONE}, "every commit reason has a label"
 
 

@@ -13,20 +13,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import cursor, hline
-
-
-def _empty(text: str, height: int = 240) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return fig.update_layout(height=height, template="unmask", xaxis=dict(visible=False), yaxis=dict(visible=False))
+from explorer.views.heatmaps import cursor, hline, empty_figure
 
 
 def token_history(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     """What the selected position held after each forward, up to the chosen step."""
     g = grid or Grid.of(trace)
     if selected is None or not g.P <= selected < g.end:
-        return _empty("Select a position (click a token) to see what it held at each step.")
+        return empty_figure("Select a position (click a token) to see what it held at each step.")
     j, s = selected - g.P, g.n_steps - 1 if step is None else int(step)
     toks = g.tokens[: s + 1, j]
     mask_id = trace.meta["mask_token_id"]
@@ -51,7 +45,7 @@ def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected
     s = g.n_steps - 1 if step is None else int(step)
     i = next((t for t in range(s, -1, -1) if trace.records[t].has("eb_order")), None)
     if i is None:
-        return _empty("EB records its entropies and bound on every forward: run the eb decoder.")
+        return empty_figure("EB records its entropies and bound on every forward: run the eb decoder.")
     r = trace.records[i]
     rank, h, lhs = r.field("eb_order"), r.field("entropy_nats"), r.field("eb_bound")
     order = np.argsort(np.where(rank >= 0, rank, 1 << 20))[: int((rank >= 0).sum())]
@@ -71,7 +65,7 @@ def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected
 def wino_counts(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     rows = [(t + 1, r.field("drafted"), r.field("rejected")) for t, r in enumerate(trace.records) if r.has("drafted")]
     if not rows:
-        return _empty("WINO records what it drafted and re-masked on every forward: run the wino decoder.")
+        return empty_figure("WINO records what it drafted and re-masked on every forward: run the wino decoder.")
     x, drafted, rejected = (list(c) for c in zip(*rows))
     fig = go.Figure([go.Bar(x=x, y=drafted, name="drafted (≥ τ_wide)", marker_color="#9ecae1"),
                      go.Bar(x=x, y=rejected, name="re-masked (< τ_narrow)", marker_color="#de2d26")])

@@ -1,0 +1,72 @@
+"""Credit decoding (dInfer, ``CreditThresholdParallelDecoder``): the threshold rule on logits fused with evidence
+accumulated over the block's forwards.
+
+Per block, a credit matrix C (L, V) starts at 0. Every forward, with logits z and p = softmax(z):
+- C ← β · C (not before the block's first forward);
+- at each masked slot i, C[i, argmax p_i] += (max p_i)^γ;
+- fused logits z' = z + α · log(1 + C); the candidate x̂ and its confidence c come from z' (the usual sampler);
+- commit every masked slot with c ≥ min(max c − 10⁻⁵, τ): all that clear τ, else the best (and any within 10⁻⁵).
+The block's credit is dropped when it is full (dInfer keys it by the block's span).
+
+Where we chose: dInfer excludes a slot whose x̂ is [MASK] from the commit; here, as in every decoder, [MASK] is
+not a candidate (its logit is −inf before sampling).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.catalogue import config_class
+from engine.loop import BlockContext, Policy
+from engine.trace import Reason
+
+TIE = 1e-5   # dInfer's slack below the best confidence
+
+
+def add_credit(credit: torch.Tensor, probs: torch.Tensor, masked: torch.Tensor, gamma: float, beta: float,
+               first: bool) -> torch.Tensor:
+    """One forward's update of (L, V) credit from (L, V) probabilities: decay (not on the block's first), then
+    p₁^γ onto each masked slot's top-1 token."""
+    credit = credit if first else credit * beta
+    top = probs.max(-1)
+    boost = top.values.pow(gamma) * masked.to(probs.dtype)                    # (L,)
+    return credit.scatter_add(1, top.indices[:, None], boost[:, None].to(credit.dtype))
+
+
+def fuse(logits: torch.Tensor, credit: torch.Tensor, alpha: float) -> torch.Tensor:
+    """(L, V) logits + α · log(1 + C)."""
+    return logits + alpha * torch.log1p(credit).to(logits.dtype)
+
+
+def credit_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> torch.Tensor:
+    """dInfer's ``get_transfer_index_threshold``: masked slots with c ≥ min(max c − 10⁻⁵, τ)."""
+    c = torch.where(masked, conf.double(), torch.full_like(conf, float("-inf"), dtype=torch.float64))
+    bar = min(float(c.max()) - TIE, tau)
+    return (masked & (c >= bar)).nonzero()[:, 0]
+
+
+class CreditPolicy(Policy):
+    name = "credit"
+    config_cls = config_class("credit")
+
+    def run_block(self, ctx: BlockContext):
+        cfg = self.cfg
+        credit = None
+        while ctx.masked.any():
+            logits, raw = ctx.draft()
+            masked = ctx.masked.clone()
+            probs = torch.softmax(logits.float(), dim=-1)                      # dInfer: float32, untempered
+            credit = add_credit(torch.zeros_like(probs) if credit is None else credit, probs, masked,
+                                cfg.credit_gamma, cfg.credit_beta, first=ctx.step == 0)
+            st = ctx.runner.stats(fuse(logits, credit, cfg.credit_alpha))
+            idx = credit_commit(st.confidence, masked, cfg.tau)
+            forced = st.confidence[idx] < cfg.tau
+            ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
+            ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
+            at = credit.gather(1, st.candidate[:, None])[:, 0].numpy()
+            m = masked.numpy()
+            yield ctx.emit("draft", st, credit=np.where(m, at, np.nan).astype(np.float32),
+                           credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),
+                           raw_conf=np.where(m, raw.probs.gather(1, st.candidate[:, None])[:, 0].numpy(),
+                                             np.nan).astype(np.float32))

@@ -1,0 +1,1 @@
+"""The prophet decoder: its rule (policy.py) and its card (card.py)."""

@@ -1,0 +1,49 @@
+"""Prophet's card (torch-free): its catalogue entry, parameters, commit reason, record fields, view and words."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import numpy as np
+
+from engine.cards import Card, Example, ReasonEntry, ViewEntry
+from engine.params import COMMON, Decoder, Param
+
+
+class ProphetFields(TypedDict):
+    logit_gap: np.ndarray     # (L,) top-1 minus top-2 logit at each masked slot (NaN elsewhere)
+    prophet_gap: float        # their mean over the block's masked slots: what the early-exit test reads
+    prophet_bar: float        # the bar in force at this forward's phase (early, mid or late)
+    progress: float           # forwards so far / the decode's nominal forwards (steps per block × blocks)
+    exited: bool              # this forward commits the rest at once (the exit, or a block after it)
+
+
+CARD = Card(
+    decoder=Decoder(
+        "prophet", "**Prophet** early commit (\"diffusion language models know the answer before decoding\"): LLaDA's "
+        "fixed steps, until the mean top-2 logit gap of the block's masked slots clears a bar that falls with the "
+        "decode's progress (early, mid, late); then every masked slot is committed at once, and each later block in "
+        "its first forward.", COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale"),
+        knob="gap_scale", title="Prophet: early commit"),
+    menu=("Trajectory", "Prophet: commit the rest once the answer is clear"),
+    params={
+        "gap_early": Param(float, 7.5, 0.0, 100.0, label="gap bar, early phase", help="logit gap the exit needs "
+                           "while progress < 0.33 (Prophet: 7.5)", step=0.1, page=(0.0, 20.0), group="prophet"),
+        "gap_mid": Param(float, 5.0, 0.0, 100.0, label="gap bar, mid phase", help="… while progress < 0.67 "
+                         "(Prophet: 5.0)", step=0.1, page=(0.0, 20.0), group="prophet"),
+        "gap_late": Param(float, 2.5, 0.0, 100.0, label="gap bar, late phase", help="… after (Prophet: 2.5)",
+                          step=0.1, page=(0.0, 20.0), group="prophet"),
+        "gap_scale": Param(float, 1.0, 0.0, 10.0, label="gap scale (ours)", help="multiplies the three bars: one "
+                           "dial for the Sweep (1 = the paper's)", step=0.05, page=(0.0, 4.0), group="prophet"),
+    },
+    reasons={"PROPHET_EXIT": ReasonEntry(13, "Prophet early commit", "#e7298a", "exit")},
+    records={"draft": ProphetFields},
+    views=(ViewEntry("prophet", "Prophet: the answer gap against its bar", "Across forwards",
+                     "explorer.views.rivals:prophet_gap", "explorer.views.rivals", "server"),),
+    shows=("prophet_gap",),
+    tab_note="Decoders that read how the model's evidence evolves across forwards: Prophet's answer gap, KLASS's "
+             "stability (KL between consecutive forwards) and credit decoding's accumulated evidence.",
+    glossary=(("Prophet gap", "top-1 minus top-2 logit, averaged over the block's masked slots; once it clears the "
+                              "phase's bar (7.5, 5.0, 2.5 as the decode progresses) the rest is committed at once"),),
+    example=Example(dict(block_size=8, temperature=1.0, gap_scale=0.5), "story"),
+)

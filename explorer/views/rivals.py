@@ -1,0 +1,84 @@
+"""The trajectory-aware rivals of TSPD + CE: Prophet's answer gap, KLASS's stability, credit decoding's evidence.
+
+How to read: **Prophet**: per forward, the mean top-1 − top-2 logit gap of the block's masked slots (line) against
+the bar of the decode's phase (steps: 7.5, 5.0, 2.5 by default, falling as the decode progresses); the diamond is
+the forward where the gap cleared the bar and the rest was committed at once. **KLASS**: each masked slot's KL
+between this forward's distribution and the previous one's, on a log scale (bright = the distribution stopped
+moving); a ring marks a slot whose last H KLs were all below ε (stable), × a commit; a block's first forward has no
+previous distribution and no colour. **Credit**: what the accumulated credit added to each masked slot's candidate
+logit, α · log(1 + C) (bright = the same token was top-1 in many recent forwards); × = committed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from explorer.grid import Grid
+from explorer.views.heatmaps import (NO_VALUE, colour_bar, cursor, empty_figure, figure, percent_scale, quantize,
+                                      step_position_figure)
+
+KL_DECADES = (-4.0, 1.0)   # log10 KL shown from 1e-4 (bright) to 10 nats (dark)
+
+
+def _committed(g: Grid) -> dict:
+    cells = np.argwhere(g.committed)
+    return dict(type="scatter", x=g.labels[cells[:, 1]], y=cells[:, 0] + 1, mode="markers", hoverinfo="skip",
+                marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")), showlegend=False)
+
+
+def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
+    rows = [(s + 1, r) for s, r in enumerate(trace.records) if r.has("prophet_gap")]
+    if not rows:
+        return empty_figure("Prophet records its answer gap on every forward: run the prophet decoder.")
+    x = [s for s, _ in rows]
+    gap = [r.field("prophet_gap") for _, r in rows]
+    bar = [r.field("prophet_bar") for _, r in rows]
+    exit_at = next((s for s, r in rows if r.field("exited")), None)
+    data = [dict(type="scatter", x=x, y=gap, mode="lines+markers", name="mean logit gap of the masked slots",
+                 line=dict(color="#555"), hovertemplate="step %{x}<br>gap %{y:.2f}<extra></extra>"),
+            dict(type="scatter", x=x, y=bar, mode="lines", name="bar of the phase", line=dict(color="#e7298a",
+                 shape="hv", dash="dash"), hovertemplate="step %{x}<br>bar %{y:.2f}<extra></extra>")]
+    if exit_at is not None:
+        at = x.index(exit_at)
+        data.append(dict(type="scatter", x=[exit_at], y=[gap[at]], mode="markers", name="early commit",
+                         marker=dict(symbol="diamond", size=12, color="#e7298a")))
+    title = f"Prophet: committed the rest at step {exit_at}" if exit_at else "Prophet: the gap never cleared its bar"
+    return figure(data, dict(shapes=cursor(step, axis="x"), height=320, title=dict(text=title, x=0.01),
+                             margin=dict(l=60, r=10, t=70, b=46), xaxis=dict(title=dict(text="step")),
+                             yaxis=dict(title=dict(text="top-1 − top-2 logit")),
+                             legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom")))
+
+
+def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
+    g = grid or Grid.of(trace)
+    if not any(r.has("kl") for r in trace.records):
+        return empty_figure("KLASS records each slot's KL on every forward: run the klass decoder.")
+    lo, hi = KL_DECADES
+    z = quantize(1 - (np.clip(np.log10(np.maximum(g.extra("kl"), 1e-30)), lo, hi) - lo) / (hi - lo))
+    eps = next(r.field("kl_eps") for r in trace.records if r.has("kl_eps"))
+    data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
+                 colorscale=percent_scale(), showscale=False, customdata=g.extra("kl"),
+                 hovertemplate="pos %{x} · step %{y}<br>KL %{customdata:.2e} nats<extra></extra>")]
+    stable = np.argwhere(g.extra("kl_stable", False, bool))
+    data.append(dict(type="scatter", x=g.labels[stable[:, 1]], y=stable[:, 0] + 1, mode="markers", name="stable",
+                     marker=dict(symbol="circle-open", size=9, color="#e7298a"), hoverinfo="skip"))
+    data += [_committed(g), colour_bar("log₁₀ KL", "Viridis_r", lo, hi)]
+    title = f"KLASS: KL(p_t ‖ p_t−1) per masked slot (○ stable: below ε = {eps:g} for H forwards; × committed)"
+    return step_position_figure(data, g, step, title, selected, margin=dict(r=80), showlegend=False)
+
+
+def credit_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
+    g = grid or Grid.of(trace)
+    if not any(r.has("credit") for r in trace.records):
+        return empty_figure("Credit decoding records each slot's credit on every forward: run the credit decoder.")
+    params = trace.meta["params"]
+    top = params["credit_alpha"] * math.log1p(1 / max(1e-9, 1 - params["credit_beta"]))   # the most C can add
+    boost = g.extra("credit_boost")
+    data = [dict(type="heatmap", z=quantize(boost / max(top, 1e-9)), x=g.labels, y=np.arange(1, g.n_steps + 1),
+                 zmin=0, zmax=NO_VALUE, colorscale=percent_scale(), showscale=False, customdata=boost,
+                 hovertemplate="pos %{x} · step %{y}<br>logit + %{customdata:.3f}<extra></extra>"),
+            _committed(g), colour_bar("α·log(1 + C)", "Viridis", 0, round(top, 2))]
+    return step_position_figure(data, g, step, "credit: what the accumulated evidence added to each candidate's "
+                                "logit (× committed)", selected, margin=dict(r=80))
