@@ -75,32 +75,50 @@ def _cmd_generate(args) -> None:
 def _cmd_bench(args) -> None:
     from engine.bench import format_table, run_bench
     from engine.model import load_model
-    from engine.tasks import get_task
+    from engine.tasks import get_task, load_task_file
 
     if not 1 <= args.n <= 100000:
         raise ConfigError("--n must be in 1..100000")
     if not 1 <= args.batch <= 256:
         raise ConfigError("--batch must be in 1..256")
-    adapter = load_model(args.model or get_task(args.task).model, device=args.device,
-                         allow_download=args.allow_download or None)
+    task = load_task_file(args.task, allow_code=args.allow_code_execution)
+    model = args.model or get_task(task).model
+    if model is None:
+        raise ConfigError(f"--model is needed for {task}: no embedded model knows it (a local checkpoint's path)")
+    adapter = load_model(model, device=args.device, allow_download=args.allow_download or None)
     from engine.progress import progress
-    prog = None if args.json else progress(f"bench {args.task}")
-    rows = run_bench(adapter, args.task, args.n, args.decoder or ["ar"], seed=args.seed, progress=prog,
-                     batch=args.batch)
+    prog = None if args.json else progress(f"bench {task}")
+    rows = run_bench(adapter, task, args.n, [with_task_length(s, get_task(task)) for s in args.decoder or ["ar"]],
+                     seed=args.seed, progress=prog, batch=args.batch)
     if args.json:
         print(json.dumps(rows))
     else:
         print(format_table(rows))
 
 
+def with_task_length(spec: str, task) -> str:
+    """A data task's card names the generation length its answers need (GSM8K 256): a SPEC without its own
+    gen_length gets it."""
+    want = getattr(task, "card", {}).get("gen_length")
+    if not want or "gen_length=" in spec:
+        return spec
+    return f"{spec}{',' if ':' in spec else ':'}gen_length={want}"
+
+
 def _cmd_tasks(args) -> None:
-    from engine.tasks import TASKS
+    from engine.tasks import TASKS, get_task
+    from engine.tasks.data import shipped
     rows = []
     for name, cls in TASKS.items():
         t = cls()
         p = t.problems("test", 1, seed=0)[0]
         rows.append(dict(name=name, description=t.description, model=t.model, example_prompt=p.prompt,
                          example_answer=p.solution))
+    for name in shipped():                     # the data tasks: a checkpoint of one's own (--model)
+        t = get_task(name)
+        p = t.problems("test", 1)[0]
+        rows.append(dict(name=name, description=t.description, model="--model", example_prompt=p.prompt[:300],
+                         example_answer=p.solution[:120]))
     if args.json:
         print(json.dumps(rows))
     else:
@@ -125,7 +143,10 @@ def build_parser() -> OneLineParser:
     g.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")
     b = sub.add_parser("bench", help="accuracy / NFE / TPF / tokens/s of decoders on held-out problems")
     b.add_argument("--model", help="default: the model that knows --task")
-    b.add_argument("--task", default="arith")
+    b.add_argument("--task", default="arith", help="a synthetic task (arith, story, picks, mix), a shipped data "
+                   "task (gsm8k, math500, humaneval) or a folder with card.json and data.jsonl[.gz]")
+    b.add_argument("--allow-code-execution", action="store_true", help="run code tasks' tests on the completions "
+                   "(sandboxed: engine/tasks/sandbox.py); without it code answers stay ungraded")
     b.add_argument("--n", type=int, default=100)
     b.add_argument("--decoder", action="append", help="SPEC: name or name:key=value,... (repeatable)")
     b.add_argument("--seed", type=int, default=0)

@@ -1,6 +1,7 @@
 """Golden decodes: every decoder on a few held-out prompts of the embedded model, summarised record by record.
 
     python -m tests.golden write     # re-record tests/data/golden.json (only when a change is meant to alter results)
+    python -m tests.golden add       # record only the specs it lacks (a new decoder)
 A refactor must reproduce these token for token, reason for reason, NFE for NFE (tests/test_golden.py).
 """
 
@@ -26,7 +27,11 @@ SPECS = ["ar", "llada:block_size=8,steps=8", "llada:block_size=8,steps=4,remaski
          "remdm:block_size=8,steps=4", "remdm:block_size=8,steps=8,eta=0.3,temperature=1,seed=7,use_cache=0",
          "eb:block_size=8", "eb:block_size=16,entropy_bound=1,temperature=1,seed=8,use_cache=0",
          "subblock:block_size=8,sub_block=4", "subblock:block_size=8,sub_block=2,temperature=1,seed=9,use_cache=0",
-         "ar:use_cache=0"]
+         "ar:use_cache=0",
+         # the decoders in their own folders (engine/decoders/<name>/)
+         "prophet:block_size=8", "prophet:block_size=8,gap_scale=2,temperature=1,seed=10,use_cache=0",
+         "klass:block_size=8", "klass:block_size=8,kl_history=1,temperature=1,seed=11,use_cache=0",
+         "credit:block_size=8", "credit:block_size=8,tau=0.7,temperature=1,seed=12,use_cache=0"]
 # decoders that need another kind of model: (model, spec); "dream" is a seeded random Dream-style checkpoint
 OTHER_SPECS = [("unmask-tasks-small", "simsd:block_size=8"),
                ("unmask-tasks-small", "simsd:block_size=8,acceptance=mrs,temperature=1,seed=2,use_cache=0"),
@@ -80,6 +85,8 @@ def dream_model():
 ALL = SPECS + [key(m, s) for m, s in OTHER_SPECS]
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["write"]:
-    GOLDEN.write_text(json.dumps(decode_all()))
+if __name__ == "__main__" and sys.argv[1:] in (["write"], ["add"]):
+    # add: record only the specs the file lacks (a new decoder), keeping every recorded decode as it is
+    have = json.loads(GOLDEN.read_text()) if sys.argv[1] == "add" else {}
+    GOLDEN.write_text(json.dumps({**decode_all(), **have}))
     print(f"wrote {GOLDEN}")

@@ -32,7 +32,8 @@ def test_generate_json(sdar_dir, tmp_path):
     (["generate", "--prompt", "x", "--model", "/no/such/dir"], "unknown model"),
     (["generate", "--prompt", "x", "--bogus"], "unrecognized"),
     (["bench", "--n", "2", "--decoder", "threshold:nope=1"], "unknown parameter"),
-    (["bench", "--n", "2", "--task", "humaneval"], "unknown task"),
+    (["bench", "--n", "2", "--task", "nope"], "not a task name"),
+    (["bench", "--n", "2", "--task", "gsm8k", "--n", "5000"], "1319 test problems"),
 ])
 def test_bad_arguments_fail_with_one_line(args, needle, sdar_dir):
     if "--model" not in args:

@@ -6,6 +6,8 @@ import pytest
 
 from tests.golden import ALL, GOLDEN, decode_all
 
+FLOATS = {"conf"}     # the rounded float fields of a golden record (tests/golden.py's summarise)
+
 
 @pytest.fixture(scope="module")
 def decoded():
@@ -20,4 +22,6 @@ def test_decode_matches_golden(decoded, spec):
         assert g["token_ids"] == w["token_ids"] and g["nfe"] == w["nfe"] and g["nfe_by_kind"] == w["nfe_by_kind"]
         assert len(g["records"]) == len(w["records"])
         for rw, rg in zip(w["records"], g["records"]):
-            assert rg == rw
+            assert rg.keys() == rw.keys()
+            for k in rw:    # probabilities are stored to 4 decimals: one ulp on another CPU may round the other way
+                assert rg[k] == (pytest.approx(rw[k], abs=1.5e-4) if k in FLOATS else rw[k]), (k, rg[k], rw[k])

@@ -1,21 +1,44 @@
-"""Synthetic, checkable tasks. A task family generates problems per split and grades answers (``verdict``)."""
+"""Checkable tasks: synthetic families that generate problems per split, and data tasks read from files (GSM8K,
+MATH-500, HumanEval ship under assets/tasks/); each grades answers (``verdict``)."""
+
+from pathlib import Path
 
 from engine.errors import ConfigError
 from engine.tasks.arith import ArithTask
 from engine.tasks.common import Problem, TaskBase
+from engine.tasks.data import DataTask, shipped
 from engine.tasks.mix import MixTask
 from engine.tasks.picks import PicksTask
 from engine.tasks.story import StoryTask
 
 TASKS = {t.name: t for t in (ArithTask, StoryTask, PicksTask, MixTask)}
+_LOADED: dict[str, TaskBase] = {}      # data tasks by name, read once (a file named on the command line too)
 
-__all__ = ["TASKS", "Problem", "TaskBase", "get_task", "task_tokenizer"]
+__all__ = ["TASKS", "Problem", "TaskBase", "get_task", "load_task_file", "task_tokenizer"]
 
 
 def get_task(name: str) -> TaskBase:
-    if not isinstance(name, str) or name not in TASKS:
-        raise ConfigError(f"unknown task {str(name)[:40]!r}; known: {', '.join(sorted(TASKS))}")
-    return TASKS[name]()
+    """A synthetic task, a shipped data task, or one a command line has loaded (``load_task_file``)."""
+    if isinstance(name, str) and name in TASKS:
+        return TASKS[name]()
+    if isinstance(name, str) and name not in _LOADED and name in shipped():
+        _LOADED[name] = DataTask(shipped()[name])
+    if not isinstance(name, str) or name not in _LOADED:
+        raise ConfigError(f"unknown task {str(name)[:40]!r}; known: {', '.join(sorted(TASKS) + list(shipped()))}")
+    return _LOADED[name]
+
+
+def load_task_file(name_or_folder: str, allow_code: bool = False) -> str:
+    """Command line only (the page names shipped tasks): read a data task, by its shipped name or from a folder
+    with card.json and data.jsonl[.gz], with code execution allowed or not; returns the name to bench it by."""
+    folder = shipped().get(name_or_folder) or Path(name_or_folder)
+    if name_or_folder in TASKS:
+        return name_or_folder
+    if not folder.is_dir():
+        raise ConfigError(f"--task {name_or_folder[:80]!r}: not a task name nor a folder with card.json")
+    task = DataTask(folder, allow_code=allow_code)
+    _LOADED[task.name] = task
+    return task.name
 
 
 def task_tokenizer(task: TaskBase):

@@ -45,5 +45,5 @@ CARD = Card(
              "stability (KL between consecutive forwards) and credit decoding's accumulated evidence.",
     glossary=(("Prophet gap", "top-1 minus top-2 logit, averaged over the block's masked slots; once it clears the "
                               "phase's bar (7.5, 5.0, 2.5 as the decode progresses) the rest is committed at once"),),
-    example=Example(dict(block_size=8, temperature=1.0, gap_scale=0.5), "story"),
+    example=Example(dict(block_size=8, temperature=1.0, gap_scale=1.5), "story"),
 )

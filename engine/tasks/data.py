@@ -1,0 +1,96 @@
+"""Tasks from data files: a JSONL of problems and a card that says how to pose and grade them.
+
+A data task is a folder with ``data.jsonl`` (or ``.jsonl.gz``) and ``card.json``. Each line is one problem:
+``id``, ``prompt``, ``answer`` (the gold answer text the grader reads), optional ``split`` (default ``test``) and,
+for code, ``test`` and ``entry_point``. The card:
+
+    {"name": "gsm8k", "grader": "number", "strict": false, "shots": 0, "few_shot": [{"prompt": …, "answer": …}],
+     "template": "Question: {prompt}\\nAnswer:", "stop": ["Question:"], "gen_length": 256, "source": {…}}
+
+The prompt is ``shots`` worked examples (``template`` + answer, a blank line between) and then the problem in the
+same template. A model with a chat template gets that text as one user message (``ModelAdapter.encode_prompt``);
+any other model gets it as plain text. The generation is cut at the first stop string, then graded
+(``engine.tasks.graders``; ``code`` runs only through ``engine.tasks.sandbox``, from the command line, when asked).
+The shipped tasks live under ``assets/tasks/``; a file of one's own is named on the command line only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from engine.errors import ConfigError
+from engine.tasks.common import Problem, TaskBase
+from engine.tasks.graders import GRADERS
+
+SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "tasks"
+MAX_ROWS = 100_000
+
+
+def read_rows(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    if not rows or len(rows) > MAX_ROWS:
+        raise ConfigError(f"{path.name}: expected 1..{MAX_ROWS} problems, found {len(rows)}")
+    for k, r in enumerate(rows):
+        if not isinstance(r, dict) or not all(isinstance(r.get(f), str) for f in ("id", "prompt", "answer")):
+            raise ConfigError(f"{path.name}, line {k + 1}: a problem needs string fields id, prompt and answer")
+    return rows
+
+
+class DataTask(TaskBase):
+    """A task read from a folder (``card.json`` + ``data.jsonl[.gz]``)."""
+    model = None          # no embedded model knows it: the command line asks for --model
+
+    def __init__(self, folder: Path, allow_code: bool = False):
+        folder = Path(folder)
+        try:
+            self.card = json.loads((folder / "card.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{folder.name}: no readable card.json ({type(e).__name__})") from None
+        data = next((p for p in (folder / "data.jsonl", folder / "data.jsonl.gz") if p.exists()), None)
+        if data is None:
+            raise ConfigError(f"{folder.name}: no data.jsonl or data.jsonl.gz beside its card")
+        self.rows = read_rows(data)
+        self.name = str(self.card.get("name", folder.name))
+        self.grader = self.card.get("grader", "exact")
+        if self.grader not in (*GRADERS, "code"):
+            raise ConfigError(f"{self.name}: unknown grader {self.grader!r}; known: {', '.join(GRADERS)}, code")
+        self.description = self.card.get("description", "")
+        self.allow_code = allow_code
+
+    def prompt_of(self, question: str) -> str:
+        template = self.card.get("template", "{prompt}")
+        shots = self.card.get("few_shot", [])[: int(self.card.get("shots", 0))]
+        worked = [template.format(prompt=s["prompt"]) + " " + s["answer"] for s in shots]
+        return "\n\n".join([*worked, template.format(prompt=question)])
+
+    def problems(self, split: str, n: int, seed: int = 0) -> list[Problem]:
+        """The first n problems of the split, in file order (the field's numbers are on the whole test set)."""
+        rows = [r for r in self.rows if r.get("split", "test") == split]
+        if n > len(rows):
+            raise ConfigError(f"{self.name} has {len(rows)} {split} problems; asked for {n}")
+        return [Problem(self.prompt_of(r["prompt"]), r["answer"], r, self.name) for r in rows[:n]]
+
+    def cut(self, text: str) -> str:
+        """The generation up to its first stop string."""
+        for s in self.card.get("stop", []):
+            text = text.split(s, 1)[0]
+        return text
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        text, gold = self.cut(generated_text), problem.answer["answer"]
+        if self.grader == "code":
+            if not self.allow_code:
+                return "ungraded"       # code runs only from the command line, with --allow-code-execution
+            from engine.tasks.sandbox import run_tests
+            return run_tests(problem.answer, text)
+        extra = {"strict": bool(self.card.get("strict", True))} if self.grader == "number" else {}
+        return "valid" if GRADERS[self.grader](text, gold, **extra) else "wrong"
+
+
+def shipped() -> dict[str, Path]:
+    """The data tasks that ship with Unmask: name -> folder."""
+    return {p.parent.name: p.parent for p in sorted(SHIPPED.glob("*/card.json"))}

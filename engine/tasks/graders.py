@@ -1,0 +1,101 @@
+"""Graders of the data tasks (``engine.tasks.data``): generated text + the problem's gold answer -> a verdict.
+
+number   GSM8K: the number after ``####`` (GSM8K's own ``extract_answer``: commas dropped); with ``strict`` off, as
+         lm-eval's "flexible-extract", the last number of the text when there is no ``####``. Numbers compare by
+         value (``72`` = ``72.00``; a ``$`` or a trailing full stop is not part of the number).
+exact    the stripped text, case-folded, equals the answer (its first line).
+choice   the first standalone letter A–J of the text (or of "answer is (X)") equals the answer's.
+math     the content of the last ``\\boxed{…}`` (braces balanced), normalised (spaces, ``\\left`` / ``\\right``,
+         ``\\dfrac`` → ``\\frac``, ``^\\circ``, ``\\$``, text units, a trailing full stop) equals the answer's, or
+         both read as the same number.
+code     never graded here: ``engine.tasks.sandbox`` runs the tests, only from the command line, when asked.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+GSM_RE = re.compile(r"#### *(\-?[0-9\.\,]+)")
+NUMBER_RE = re.compile(r"-?\$?[0-9][0-9,]*(?:\.[0-9]+)?")
+
+
+def _number(text: str) -> Decimal | None:
+    try:
+        return Decimal(text.replace(",", "").replace("$", "").rstrip("."))
+    except InvalidOperation:
+        return None
+
+
+def extract_number(text: str, strict: bool = True) -> Decimal | None:
+    """The answer number of a GSM8K-style text (None when it has none)."""
+    m = GSM_RE.search(text)
+    if m:
+        return _number(m.group(1))
+    if strict:
+        return None
+    found = NUMBER_RE.findall(text)
+    return _number(found[-1]) if found else None
+
+
+def grade_number(text: str, gold: str, strict: bool = True) -> bool:
+    want = extract_number(gold, strict=False)
+    got = extract_number(text, strict)
+    return got is not None and want is not None and got == want
+
+
+def grade_exact(text: str, gold: str) -> bool:
+    return text.strip().splitlines()[0].strip().casefold() == gold.strip().casefold() if text.strip() else False
+
+
+CHOICE_RE = re.compile(r"answer is \(?([A-J])\)?|\b([A-J])\b")
+
+
+def grade_choice(text: str, gold: str) -> bool:
+    m = CHOICE_RE.search(text)
+    return bool(m) and (m.group(1) or m.group(2)) == gold.strip().strip("()").upper()
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{…}`` (or ``\\fbox{…}``), braces balanced; None if there is none."""
+    at = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if at < 0:
+        return None
+    start = text.find("{", at)
+    if start < 0:
+        return None
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start + 1:i]
+    return None
+
+
+UNIT_RE = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:units?|cm|m|km|inches|inch|feet|ft|degrees?|cents?|dollars?)\s*\}")
+
+
+def normalise_math(s: str) -> str:
+    s = UNIT_RE.sub("", s)
+    for a, b in (("\\left", ""), ("\\right", ""), ("\\!", ""), ("\\,", ""), ("\\;", ""), ("\\ ", ""),
+                 ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("^\\circ", ""), ("^{\\circ}", ""), ("\\$", ""),
+                 ("$", ""), ("\\%", ""), ("%", "")):
+        s = s.replace(a, b)
+    s = re.sub(r"\\text\{\s*([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\s+", "", s).rstrip(".")
+    s = re.sub(r"\\frac(\d)(\d)", r"\\frac{\1}{\2}", s)           # \frac12 -> \frac{1}{2}
+    return s[2:] if s.startswith("x=") or s.startswith("y=") else s
+
+
+def grade_math(text: str, gold: str) -> bool:
+    got = last_boxed(text)
+    if got is None:
+        return False
+    a, b = normalise_math(got), normalise_math(gold)
+    if a == b:
+        return True
+    x, y = _number(a), _number(b)
+    return x is not None and y is not None and x == y
+
+
+GRADERS = {"number": grade_number, "exact": grade_exact, "choice": grade_choice, "math": grade_math}

@@ -1,0 +1,125 @@
+"""Data tasks (GSM8K, MATH-500, HumanEval as shipped, and a folder of one's own): the gold answers pass their
+graders, perturbed ones fail, code runs only sandboxed and only when asked, prompts are built as the card says,
+and the command-line bench runs them end to end on a tiny random checkpoint."""
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.tasks import get_task, load_task_file
+from engine.tasks.data import DataTask
+from engine.tasks.graders import extract_number, grade_choice, grade_math, grade_number, last_boxed
+from engine.tasks.sandbox import run_tests
+
+
+def test_every_gsm8k_gold_solution_passes_strict_and_flexible():
+    task = get_task("gsm8k")
+    probs = task.problems("test", 1319)
+    assert len({p.answer["id"] for p in probs}) == 1319
+    assert all(grade_number(p.solution, p.solution, strict=True) for p in probs)
+    assert all(task.verdict(p.solution, p) == "valid" for p in probs)
+
+
+def test_every_math500_gold_solution_passes_on_its_boxed_answer():
+    task = get_task("math500")
+    probs = task.problems("test", 500)
+    assert all(task.verdict(p.answer["solution"], p) == "valid" for p in probs)
+
+
+def test_perturbed_answers_fail():
+    gold = "She pays 3 * 24 = $72.\n#### 72"
+    assert grade_number("so #### 72", gold) and grade_number("#### 72.00", gold)
+    assert not grade_number("#### 73", gold)                          # a changed number
+    assert not grade_number("The answer is 72.", gold, strict=True)   # no ####: GSM8K's own rule says invalid
+    assert grade_number("The answer is $72.", gold, strict=False)     # lm-eval's flexible extract takes it
+    assert not grade_number("no number at all", gold, strict=False)
+    assert extract_number("#### 1,234") == 1234
+    assert grade_math("so \\boxed{\\dfrac{1}{2}}.", "\\frac12") and grade_math("\\boxed{0.5}", "0.50")
+    assert not grade_math("\\boxed{\\frac{1}{3}}", "\\frac{1}{2}")    # a wrong boxed expression
+    assert not grade_math("one half", "\\frac{1}{2}")                  # nothing boxed
+    assert last_boxed("a \\boxed{x^{2}} then \\boxed{\\sqrt{\\frac{1}{2}}}") == "\\sqrt{\\frac{1}{2}}"
+    assert grade_choice("The answer is (C).", "C") and not grade_choice("B", "C")
+    probs = get_task("math500").problems("test", 20)
+    assert sum(get_task("math500").verdict(f"\\boxed{{{p.solution}1}}", p) == "valid" for p in probs) == 0
+
+
+def test_humaneval_canonical_solutions_pass_in_the_sandbox_and_only_when_asked():
+    assert get_task("humaneval").verdict("    return 1\n", get_task("humaneval").problems("test", 1)[0]) == \
+        "ungraded"                                                     # the shipped task never runs code
+    task = get_task(load_task_file("humaneval", allow_code=True))
+    probs = task.problems("test", 164)
+    with ThreadPoolExecutor(4) as pool:                                 # each is its own process
+        verdicts = list(pool.map(lambda p: task.verdict(p.solution, p), probs))
+    assert verdicts.count("valid") == 164, [v for v in verdicts if v != "valid"][:3]
+    load_task_file("humaneval")                                         # back to the shipped, never-run state
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("    while True:\n        pass\n", "timed out"),
+    ("    x = [bytearray(2 ** 28) for _ in range(8)]\n", "MemoryError"),
+    ("    import socket\n    socket.socket()\n", "not allowed"),
+    ("    import os\n    os.system('true')\n", "not allowed"),
+])
+def test_a_hostile_completion_fails_with_its_reason(body, reason):
+    row = get_task("humaneval").problems("test", 1)[0].answer
+    assert reason in run_tests(row, body, timeout=8)
+
+
+def test_writing_outside_the_sandbox_fails_and_leaves_no_file(tmp_path):
+    target = tmp_path / "escaped.txt"
+    row = get_task("humaneval").problems("test", 1)[0].answer
+    verdict = run_tests(row, f"    open({str(target)!r}, 'w').write('x')\n", timeout=4)
+    assert "writing outside the sandbox" in verdict and not target.exists()
+
+
+def own_task(folder: Path, **card) -> Path:
+    folder.mkdir()
+    rows = [dict(id="a", prompt="What is 2 + 3?", answer="#### 5"), dict(id="b", prompt="What is 4 + 4?",
+                                                                           answer="#### 8", split="val")]
+    (folder / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "card.json").write_text(json.dumps(dict(name="mine", grader="number", **card)))
+    return folder
+
+
+def test_n_shot_prompts_and_stop_strings_follow_the_card(tmp_path):
+    task = DataTask(own_task(tmp_path / "t", shots=1, template="Question: {prompt}\nAnswer:", stop=["Question:"],
+                             few_shot=[dict(prompt="What is 1 + 1?", answer="1 + 1 = 2.\n#### 2")]))
+    (p,) = task.problems("test", 1)
+    assert p.prompt == "Question: What is 1 + 1?\nAnswer: 1 + 1 = 2.\n#### 2\n\nQuestion: What is 2 + 3?\nAnswer:"
+    assert task.verdict(" 5.\n#### 5\n\nQuestion: What is 9 + 9?\n#### 18", p) == "valid"   # cut at the stop
+    assert [q.answer["id"] for q in task.problems("val", 1)] == ["b"]
+    with pytest.raises(ConfigError, match="has 1 test problems"):
+        task.problems("test", 2)
+
+
+def test_a_chat_model_gets_the_prompt_as_one_user_message(tmp_path):
+    from engine.model import load_model
+    from tests.families import write_llada
+    path, _ = write_llada(tmp_path / "llada")
+    adapter = load_model(str(path), device="cpu")
+    task = DataTask(own_task(tmp_path / "t", template="Question: {prompt}\nAnswer:"))
+    (p,) = task.problems("test", 1)
+    rendered = adapter.tokenizer.apply_chat_template([{"role": "user", "content": p.prompt}], tokenize=False,
+                                                     add_generation_prompt=True)
+    assert rendered == "Q : Question: What is 2 + 3?\nAnswer: A :"          # the test tokenizer's template
+    assert adapter.encode_prompt(p.prompt) == adapter.tokenizer(rendered, add_special_tokens=False).input_ids
+
+
+def test_bench_runs_gsm8k_and_a_folder_end_to_end_on_a_tiny_checkpoint(tmp_path):
+    from tests.families import write_llada
+    path, _ = write_llada(tmp_path / "llada")
+    own = own_task(tmp_path / "mine")
+    for task in ("gsm8k", str(own)):
+        out = subprocess.run([sys.executable, "-m", "engine", "bench", "--task", task, "--n", "1" if task != "gsm8k"
+                              else "3", "--model", str(path), "--decoder", "threshold:tau=0.9,block_size=8,gen_length=16",
+                              "--json"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        (row,) = json.loads(out.stdout)
+        for key in ("accuracy", "accuracy_ci95", "nfe", "tpf", "tokens_per_s", "n", "n_prompts", "outcomes"):
+            assert key in row
+        assert row["n"] == (3 if task == "gsm8k" else 1)
