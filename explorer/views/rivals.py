@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from plotly.colors import get_colorscale
 
 from explorer.grid import Grid
 from explorer.views.heatmaps import (NO_VALUE, colour_bar, cursor, empty_figure, figure, percent_scale, quantize,
                                       step_position_figure)
 
 KL_DECADES = (-4.0, 1.0)   # log10 KL shown from 1e-4 (bright) to 10 nats (dark)
+REVERSED_VIRIDIS = [[1 - x, c] for x, c in reversed(get_colorscale("Viridis"))]   # bright = small KL
 
 
 def _committed(g: Grid) -> dict:
@@ -64,7 +66,7 @@ def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected
     stable = np.argwhere(g.extra("kl_stable", False, bool))
     data.append(dict(type="scatter", x=g.labels[stable[:, 1]], y=stable[:, 0] + 1, mode="markers", name="stable",
                      marker=dict(symbol="circle-open", size=9, color="#e7298a"), hoverinfo="skip"))
-    data += [_committed(g), colour_bar("log₁₀ KL", "Viridis_r", lo, hi)]
+    data += [_committed(g), colour_bar("log₁₀ KL", REVERSED_VIRIDIS, lo, hi)]
     title = f"KLASS: KL(p_t ‖ p_t−1) per masked slot (○ stable: below ε = {eps:g} for H forwards; × committed)"
     return step_position_figure(data, g, step, title, selected, margin=dict(r=80), showlegend=False)
 

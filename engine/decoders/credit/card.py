@@ -32,9 +32,10 @@ CARD = Card(
                              "each forward after the block's first (dInfer: 0.8)", step=0.01, group="credit"),
     },
     records={"draft": CreditFields},
-    views=(ViewEntry("credit", "Credit: the evidence behind each candidate", "Across forwards",
+    views=(ViewEntry("credit", "Credit: the evidence behind each candidate", "Credit",
                      "explorer.views.rivals:credit_map", "explorer.views.rivals"),),
     shows=("credit",),
+    tab_note="Credit decoding adds to each candidate's logit the evidence of the block's earlier forwards (dInfer).",
     glossary=(("credit (dInfer)", "per slot and token, a decaying sum of p₁^γ over the block's forwards in which "
                                   "the token was top-1; α · log(1 + credit) is added to its logit"),),
     example=Example(dict(block_size=8, temperature=1.0, tau=0.7), "story"),

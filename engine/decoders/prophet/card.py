@@ -38,11 +38,11 @@ CARD = Card(
     },
     reasons={"PROPHET_EXIT": ReasonEntry(13, "Prophet early commit", "#e7298a", "exit")},
     records={"draft": ProphetFields},
-    views=(ViewEntry("prophet", "Prophet: the answer gap against its bar", "Across forwards",
+    views=(ViewEntry("prophet", "Prophet: the answer gap against its bar", "Prophet",
                      "explorer.views.rivals:prophet_gap", "explorer.views.rivals", "server"),),
     shows=("prophet_gap",),
-    tab_note="Decoders that read how the model's evidence evolves across forwards: Prophet's answer gap, KLASS's "
-             "stability (KL between consecutive forwards) and credit decoding's accumulated evidence.",
+    tab_note="Prophet commits the rest of the answer once the model's top-2 gap says it already knows it "
+             "(Li et al.); the bar falls as the decode progresses.",
     glossary=(("Prophet gap", "top-1 minus top-2 logit, averaged over the block's masked slots; once it clears the "
                               "phase's bar (7.5, 5.0, 2.5 as the decode progresses) the rest is committed at once"),),
     example=Example(dict(block_size=8, temperature=1.0, gap_scale=1.5), "story"),
