@@ -33,7 +33,7 @@ def test_generate_json(sdar_dir, tmp_path):
     (["generate", "--prompt", "x", "--bogus"], "unrecognized"),
     (["bench", "--n", "2", "--decoder", "threshold:nope=1"], "unknown parameter"),
     (["bench", "--n", "2", "--task", "nope"], "not a task name"),
-    (["bench", "--n", "2", "--task", "gsm8k", "--n", "5000"], "1319 test problems"),
+    (["bench", "--task", "gsm8k", "--n", "5000", "--decoder", "ar:gen_length=16"], "1319 test problems"),
 ])
 def test_bad_arguments_fail_with_one_line(args, needle, sdar_dir):
     if "--model" not in args:
