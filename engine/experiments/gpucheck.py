@@ -148,11 +148,27 @@ def agreement(adapter, prompt: str, gen: int) -> dict:
     return dict(cached_vs_uncached=cached, low_vs_fp32=float((low == high).float().mean()))
 
 
+def gsm8k_rows(path: str, device, n: int, gen: int) -> list[dict]:
+    """The field's number on a real checkpoint: threshold and S2D2 (where it applies) on the first n GSM8K test
+    problems, batched, with the usual row fields (accuracy with its interval, NFE, TPF, tokens/s)."""
+    from engine.applies import why_not
+    from engine.bench import run_bench
+    from engine.model import load_model
+    adapter = load_model(path, device=str(device))
+    specs = [f"threshold:tau=0.9,block_size=32,gen_length={gen}"]
+    if why_not("s2d2", adapter) is None:
+        specs.append(f"s2d2:block_size=32,gen_length={gen}")
+    return run_bench(adapter, "gsm8k", n, specs, batch=8)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="toy width on any device (a smoke run)")
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--device")
+    ap.add_argument("--checkpoint", help="also bench GSM8K on this checkpoint (a local path): threshold and S2D2")
+    ap.add_argument("--gsm8k-n", type=int, default=50, help="GSM8K problems for --checkpoint")
+    ap.add_argument("--gsm8k-gen", type=int, default=256, help="generation length for --checkpoint")
     args = ap.parse_args(argv)
     device = pick_device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -178,6 +194,8 @@ def main(argv=None) -> None:
         del adapter
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if args.checkpoint:
+        out["gsm8k"] = gsm8k_rows(args.checkpoint, device, args.gsm8k_n, args.gsm8k_gen)
     print(json.dumps(out, indent=1))
 
 
