@@ -15,7 +15,6 @@ import json
 import time
 from pathlib import Path
 
-from engine import stats
 from engine.bench import run_bench
 from engine.experiments.pareto import pareto_front
 from engine.progress import progress
@@ -41,20 +40,6 @@ def specs(B: int, T: float) -> list[str]:
     return out
 
 
-def table(rows: list[dict], base: int) -> list[dict]:
-    """Each row's accuracy with its interval, NFE per token, and its paired comparison with row ``base``."""
-    b = rows[base]
-    for r in rows:
-        r["acc_ci"] = stats.fmt_ci(r["accuracy"], r["accuracy_ci95"])
-        r["nfe_per_token"] = 1 / r["tpf"] if r["tpf"] else None
-        if r is not b:
-            c = stats.compare(r["spec"], [ch == "1" for ch in r["outcomes"]], b["spec"],
-                              [ch == "1" for ch in b["outcomes"]])
-            r["vs_tspd"] = f"{c['a_only']}–{c['b_only']}, p = {c['p']:.2g}" + ("" if c["significant"]
-                                                                                 else " (within noise)")
-    return rows
-
-
 def fronts(rows: list[dict]) -> dict[str, list[str]]:
     """Per decoder, its settings on the joint Pareto front (lower NFE per token, higher accuracy)."""
     on = pareto_front([(r["nfe_per_token"], r["accuracy"]) for r in rows])
@@ -75,17 +60,17 @@ def nearest_target(rows: list[dict], B: int) -> dict:
 
 
 COLS = [("spec", "setting", ""), ("acc_ci", "accuracy [95 % CI]", ""), ("nfe_per_token", "NFE/token", ".3f"),
-        ("tpf", "TPF", ".2f"), ("tokens_per_s", "tok/s", ".1f"), ("vs_tspd", "paired vs TSPD (row only – TSPD only)", "")]
+        ("tpf", "TPF", ".2f"), ("tokens_per_s", "tok/s", ".1f"), ("vs_base", "paired vs TSPD (row only – TSPD only)", "")]
 
 
 def run(adapter, n: int, tasks, blocks, batch: int) -> dict:
-    from engine.experiments.__main__ import md_table
+    from engine.experiments.__main__ import enrich, md_table   # the tables' shared columns and paired tests
     out = {}
     for task in tasks:
         for B in blocks:
             sp = specs(B, TEMPERATURE[task])
             base = sp.index(BASE.format(B=B) + (f",temperature={TEMPERATURE[task]:g}" if TEMPERATURE[task] else ""))
-            rows = table(run_bench(adapter, task, n, sp, progress=progress(f"{task} B{B}"), batch=batch), base)
+            rows = enrich(run_bench(adapter, task, n, sp, progress=progress(f"{task} B{B}"), batch=batch), base)
             res = dict(rows=rows, fronts=fronts(rows))
             if task == "arith":
                 res["target"] = nearest_target(rows, B)

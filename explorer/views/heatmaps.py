@@ -162,6 +162,15 @@ def mask_state(trace, step: int | None = None, grid: Grid | None = None, selecte
                                 margin=dict(r=130))
 
 
+def committed_marks(g: Grid) -> list[dict]:
+    """A white × on every committed cell of a step × position map (none when nothing was committed)."""
+    cells = np.argwhere(g.committed)
+    if not len(cells):
+        return []
+    return [dict(type="scatter", x=g.labels[cells[:, 1]], y=cells[:, 0] + 1, mode="markers", hoverinfo="skip",
+                 marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")), showlegend=False)]
+
+
 def confidence(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None,
                field: str = "confidence") -> go.Figure:
     g = grid or Grid.of(trace)
@@ -171,11 +180,7 @@ def confidence(trace, step: int | None = None, grid: Grid | None = None, selecte
                  hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}% (a cell without colour: the slot was not masked)<extra></extra>")]
     # the candidate behind each cell is in the mask map's hover: sending the same 65 k strings again per map
     # tripled a long run's payload
-    committed = np.argwhere(g.committed)
-    if len(committed):
-        data.append(dict(type="scatter", x=g.labels[committed[:, 1]], y=committed[:, 0] + 1, mode="markers",
-                         marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")),
-                         hoverinfo="skip", showlegend=False))
+    data += committed_marks(g)
     label = "confidence (top-1 p of masked positions; × = committed)" if field == "confidence" else \
         "normalised entropy of masked positions"
     data.append(colour_bar("p (top-1)" if field == "confidence" else "entropy / ln V"))

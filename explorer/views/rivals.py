@@ -17,17 +17,11 @@ import numpy as np
 from plotly.colors import get_colorscale
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import (NO_VALUE, colour_bar, cursor, empty_figure, figure, percent_scale, quantize,
-                                      step_position_figure)
+from explorer.views.heatmaps import (NO_VALUE, colour_bar, committed_marks, cursor, empty_figure, figure,
+                                      percent_scale, quantize, step_position_figure)
 
 KL_DECADES = (-4.0, 1.0)   # log10 KL shown from 1e-4 (bright) to 10 nats (dark)
 REVERSED_VIRIDIS = [[1 - x, c] for x, c in reversed(get_colorscale("Viridis"))]   # bright = small KL
-
-
-def _committed(g: Grid) -> dict:
-    cells = np.argwhere(g.committed)
-    return dict(type="scatter", x=g.labels[cells[:, 1]], y=cells[:, 0] + 1, mode="markers", hoverinfo="skip",
-                marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")), showlegend=False)
 
 
 def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
@@ -58,15 +52,16 @@ def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected
     if not any(r.has("kl") for r in trace.records):
         return empty_figure("KLASS records each slot's KL on every forward: run the klass decoder.")
     lo, hi = KL_DECADES
-    z = quantize(1 - (np.clip(np.log10(np.maximum(g.extra("kl"), 1e-30)), lo, hi) - lo) / (hi - lo))
+    kl = g.extra("kl")
+    z = quantize(1 - (np.clip(np.log10(np.maximum(kl, 1e-30)), lo, hi) - lo) / (hi - lo))
     eps = next(r.field("kl_eps") for r in trace.records if r.has("kl_eps"))
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
-                 colorscale=percent_scale(), showscale=False, customdata=g.extra("kl"),
+                 colorscale=percent_scale(), showscale=False, customdata=kl,
                  hovertemplate="pos %{x} · step %{y}<br>KL %{customdata:.2e} nats<extra></extra>")]
     stable = np.argwhere(g.extra("kl_stable", False, bool))
     data.append(dict(type="scatter", x=g.labels[stable[:, 1]], y=stable[:, 0] + 1, mode="markers", name="stable",
                      marker=dict(symbol="circle-open", size=9, color="#e7298a"), hoverinfo="skip"))
-    data += [_committed(g), colour_bar("log₁₀ KL", REVERSED_VIRIDIS, lo, hi)]
+    data += committed_marks(g) + [colour_bar("log₁₀ KL", REVERSED_VIRIDIS, lo, hi)]
     title = f"KLASS: KL(p_t ‖ p_t−1) per masked slot (○ stable: below ε = {eps:g} for H forwards; × committed)"
     return step_position_figure(data, g, step, title, selected, margin=dict(r=80), showlegend=False)
 
@@ -81,6 +76,6 @@ def credit_map(trace, step: int | None = None, grid: Grid | None = None, selecte
     data = [dict(type="heatmap", z=quantize(boost / max(top, 1e-9)), x=g.labels, y=np.arange(1, g.n_steps + 1),
                  zmin=0, zmax=NO_VALUE, colorscale=percent_scale(), showscale=False, customdata=boost,
                  hovertemplate="pos %{x} · step %{y}<br>logit + %{customdata:.3f}<extra></extra>"),
-            _committed(g), colour_bar("α·log(1 + C)", "Viridis", 0, round(top, 2))]
+            *committed_marks(g), colour_bar("α·log(1 + C)", "Viridis", 0, round(top, 2))]
     return step_position_figure(data, g, step, "credit: what the accumulated evidence added to each candidate's "
                                 "logit (× committed)", selected, margin=dict(r=80))

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from engine.catalogue import config_class
+from engine.decoders.schedule import token_p
 from engine.loop import BlockContext, Policy
 from engine.trace import Reason
 
@@ -64,9 +65,7 @@ class CreditPolicy(Policy):
             forced = st.confidence[idx] < cfg.tau
             ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
             ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
-            at = credit.gather(1, st.candidate[:, None])[:, 0].numpy()
-            m = masked.numpy()
+            at, m = token_p(credit, st.candidate).numpy(), masked.numpy()
             yield ctx.emit("draft", st, credit=np.where(m, at, np.nan).astype(np.float32),
                            credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),
-                           raw_conf=np.where(m, raw.probs.gather(1, st.candidate[:, None])[:, 0].numpy(),
-                                             np.nan).astype(np.float32))
+                           raw_conf=np.where(m, token_p(raw.probs, st.candidate).numpy(), np.nan).astype(np.float32))
