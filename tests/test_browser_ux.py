@@ -109,6 +109,21 @@ def test_colour_bars_keep_their_gradient_after_scrubbing(page, server):
                          "e.style.fill.includes('url('))")
 
 
+def test_on_a_phone_a_decoders_own_tab_is_on_screen_and_opens(browser, server):
+    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        ux.opened(pg, server, "?decoder=klass&block_size=8")
+        pg.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run !== 'example'", timeout=120_000)
+        tab = pg.locator("#view-tabs [role=tab][data-tab-id=KLASS]")
+        tab.wait_for(state="visible", timeout=30_000)
+        box = tab.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+        tab.click()
+        pg.wait_for_selector("#klass-plot .js-plotly-plot", timeout=60_000)
+    finally:
+        pg.close()
+
+
 def test_phone_heatmap_position_labels_do_not_overlap(browser, server):
     pg = browser.new_page(viewport={"width": 390, "height": 844})
     try:

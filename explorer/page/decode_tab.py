@@ -80,7 +80,9 @@ def build_view_tabs(s, delta, txt) -> Views:
     cand = gr.HTML(elem_id="candidates")
     note(candidates)
     plots, tabs = {}, {}
-    with gr.Tabs(elem_id="view-tabs", selected=TABS[0]) as group:
+    # "wrap": a narrow screen shows every tab the run has on extra rows; gradio's overflow menu would measure the
+    # tabs the browser hides for the run too, and tuck a decoder's own tab into "⋯" on a phone
+    with gr.Tabs(elem_id="view-tabs", selected=TABS[0], overflow_behavior="wrap") as group:
         for tab in TABS:
             with gr.Tab(tab, id=tab, elem_id="tab-" + tab.split()[0].lower()) as tabs[tab]:
                 if tab in TAB_NOTES:

@@ -41,10 +41,11 @@ def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, select
         data.append(dict(type="scatter", x=[exit_at], y=[gap[at]], mode="markers", name="early commit",
                          marker=dict(symbol="diamond", size=12, color="#e7298a")))
     title = f"Prophet: committed the rest at step {exit_at}" if exit_at else "Prophet: the gap never cleared its bar"
-    return figure(data, dict(shapes=cursor(step, axis="x"), height=320, title=dict(text=title, x=0.01),
-                             margin=dict(l=60, r=10, t=70, b=46), xaxis=dict(title=dict(text="step")),
+    # the legend goes below the step axis: above the plot it runs into the title on a phone
+    return figure(data, dict(shapes=cursor(step, axis="x"), height=360, title=dict(text=title, x=0.01),
+                             margin=dict(l=60, r=10, t=40, b=110), xaxis=dict(title=dict(text="step")),
                              yaxis=dict(title=dict(text="top-1 − top-2 logit")),
-                             legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom")))
+                             legend=dict(orientation="h", x=0, y=-0.28, yanchor="top")))
 
 
 def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):

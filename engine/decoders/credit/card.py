@@ -20,7 +20,8 @@ CARD = Card(
     decoder=Decoder(
         "credit", "**Credit decoding** (dInfer's `CreditThresholdParallelDecoder`): each forward adds, per masked "
         "slot, p₁^γ to the credit of its top-1 token, after decaying the block's credit by β; the logits get "
-        "α · log(1 + credit) and the threshold rule (p ≥ τ, at least the best) reads the fused distribution.",
+        "α · log(1 + credit) and the threshold rule (p ≥ τ, at least the best) reads the fused distribution. Where "
+        "we chose: [MASK] is never a candidate (dInfer skips a slot whose argmax is [MASK]).",
         COMMON + ("tau", "credit_alpha", "credit_gamma", "credit_beta"), knob="tau", title="Credit decoding"),
     menu=("Trajectory", "credit: evidence accumulated over forwards"),
     params={

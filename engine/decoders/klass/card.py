@@ -22,7 +22,8 @@ CARD = Card(
     decoder=Decoder(
         "klass", "**KLASS** KL-adaptive stability sampling: commit every masked slot whose distribution has stopped "
         "moving (KL between consecutive forwards below ε for the last H forwards) and whose confidence is above "
-        "τ; when none is, LLaDA's quota of the most confident.",
+        "τ; when none is, LLaDA's quota of the most confident. Where we chose: a slot has no KL before its first "
+        "scored forward, p is untempered, and a block runs until it is full.",
         COMMON + ("steps", "tau", "kl_eps", "kl_history", "klass_pick"),
         overrides={"tau": dict(default=0.9, help="confidence a stable slot must exceed (KLASS: 0.9; its LLaDA "
                                                  "GSM8K script 0.6)")},
