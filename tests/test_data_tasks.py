@@ -97,6 +97,26 @@ def test_n_shot_prompts_and_stop_strings_follow_the_card(tmp_path):
         task.problems("test", 2)
 
 
+@pytest.mark.parametrize("data,name,needle", [
+    ("not json\n", "data.jsonl", "line 1: not a JSON object"),
+    ('{"id": 1}\n', "data.jsonl", "line 1: a problem needs string fields"),
+    ("plain text, not gzip", "data.jsonl.gz", "unreadable"),
+    (b"\xff\xfe not utf-8\n", "data.jsonl", "not UTF-8"),
+])
+def test_a_malformed_task_file_is_a_one_line_error(tmp_path, data, name, needle):
+    (tmp_path / "card.json").write_text('{"name": "bad", "grader": "number"}')
+    (tmp_path / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    with pytest.raises(ConfigError, match=needle):
+        DataTask(tmp_path)
+
+
+@pytest.mark.parametrize("card", [dict(template="Q: {question}"), dict(shots="two"), dict(stop=[1]),
+                                  dict(shots=1, few_shot=[dict(prompt="x")]), dict(template="{0}")])
+def test_a_malformed_card_is_a_one_line_error(tmp_path, card):
+    with pytest.raises(ConfigError, match="card.json needs"):
+        DataTask(own_task(tmp_path / "t", **card))
+
+
 def test_a_chat_model_gets_the_prompt_as_one_user_message(tmp_path):
     from engine.model import load_model
     from tests.families import write_llada

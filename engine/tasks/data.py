@@ -30,8 +30,18 @@ MAX_ROWS = 100_000
 
 def read_rows(path: Path) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = []
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for k, line in enumerate(f, 1):
+                if line.strip():
+                    rows.append(json.loads(line))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path.name}: not UTF-8 text") from None
+    except ValueError as e:
+        raise ConfigError(f"{path.name}, line {k}: not a JSON object ({type(e).__name__})") from None
+    except OSError as e:        # unreadable, or a .gz that is not gzip
+        raise ConfigError(f"{path.name}: unreadable ({type(e).__name__})") from None
     if not rows or len(rows) > MAX_ROWS:
         raise ConfigError(f"{path.name}: expected 1..{MAX_ROWS} problems, found {len(rows)}")
     for k, r in enumerate(rows):
@@ -60,6 +70,22 @@ class DataTask(TaskBase):
             raise ConfigError(f"{self.name}: unknown grader {self.grader!r}; known: {', '.join(GRADERS)}, code")
         self.description = self.card.get("description", "")
         self.allow_code = allow_code
+        self.check_card()
+
+    def check_card(self) -> None:
+        """A card of one's own fails here, in one line, not in the middle of a bench."""
+        c = self.card
+        try:
+            ok = (isinstance(c.get("template", "{prompt}"), str) and isinstance(c.get("shots", 0), int)
+                  and all(isinstance(s, str) for s in c.get("stop", []))
+                  and all(isinstance(s.get("prompt"), str) and isinstance(s.get("answer"), str)
+                          for s in c.get("few_shot", [])))
+            ok = ok and bool(self.prompt_of("x"))
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+            ok = False
+        if not ok:
+            raise ConfigError(f"{self.name}: card.json needs a template with {{prompt}} only, an integer shots, "
+                              "stop strings and few_shot entries with prompt and answer")
 
     def prompt_of(self, question: str) -> str:
         template = self.card.get("template", "{prompt}")
