@@ -150,8 +150,8 @@ def build_parser() -> OneLineParser:
     b.add_argument("--n", type=int, default=100)
     b.add_argument("--decoder", action="append", help="SPEC: name or name:key=value,... (repeatable)")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--batch", type=int, default=1, help="problems per batched forward, in each of two lanes "
-                   "(every decoder but simsd and uniform, which decode one at a time); the rows equal --batch 1's")
+    b.add_argument("--batch", type=int, default=1, help="decodes per round of the scheduler: their forwards run as "
+                   "one batched forward (uniform's canvas forwards run one by one); the rows equal --batch 1's")
     b.add_argument("--json", action="store_true")
     b.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
     b.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")

@@ -27,16 +27,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import catalogue, stats
-from engine.batch import LANES, run_batched
 from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded
 from engine.loop import Generation
 from engine.resources import cached_loader
+from engine.scheduler import Scheduler
 from engine.tasks import get_task
 
 CONFIDENT = 0.9
-CHUNK = 16       # batched runs: problems per decode slot in a chunk (a chunk's last rounds run part-full)
+CHUNK = 32       # batched runs: problems per decode slot in a chunk (a chunk's last rounds run part-full)
 
 
 def teaching_counts(trace) -> dict:
@@ -89,44 +89,39 @@ def problem_seed(spec_seed: int, run_seed: int, index: int) -> int:
 
 
 def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget_s, should_stop=None, load=None):
-    """One problem's decode with its own seed and its own policy (decodes of a batch run side by side)."""
+    """One problem's decode with its own seed and its own policy, as the scheduler drives it (a generator that
+    returns the trace; None if the run was stopped before it or it outran the budget)."""
+    if should_stop is not None and should_stop():   # a stopped run starts no more decodes
+        return None
     own = type(policy)(dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index)))
-    return Generation(adapter, prob.prompt, own, budget_s=budget_s, should_stop=should_stop, load=load).run()
+    try:
+        g = Generation(adapter, prob.prompt, own, budget_s=budget_s, should_stop=should_stop, load=load)
+        return (yield from g.requests())
+    except BudgetExceeded:
+        return None
+
+
+def chunk_events(adapter, problems, start: int, policies: list, run_seed: int, batch: int, budget_s, should_stop,
+                 load):
+    """(spec, i, trace or None, seconds) for each problem of a chunk as its decode ends: every spec's problems,
+    spec after spec, are the jobs of one scheduler run with up to ``batch`` decodes per round (specs share
+    forwards); each decode is timed by its share of the rounds it took part in."""
+    keys = [(spec, i) for spec, *_ in policies for i in range(len(problems))]
+    jobs = [lambda policy=policy, p=p, i=i: decode_problem(adapter, p, policy, policy.cfg, run_seed, start + i,
+                                                           budget_s, should_stop, load)
+            for _, _, policy in policies for i, p in enumerate(problems)]
+    for k, trace, seconds in Scheduler(jobs, batch).events():
+        yield (*keys[k], trace, seconds)
 
 
 def decode_chunk(adapter, problems, start: int, policies: list, run_seed: int, batch: int, budget_s, should_stop,
-                 load, on_done=None) -> dict[str, list[tuple]]:
-    """spec -> (trace, seconds) of each problem of a chunk. With ``batch`` > 1 the problems of every batching
-    decoder are jobs of one batched run, spec after spec (``engine.batch``: specs share forwards), each decode
-    timed by its share of the rounds it took part in; the others decode one at a time, timed alone. Stopped (the
-    budget, or ``should_stop``): per spec, the problems before the first unfinished one. ``on_done(spec, i, trace,
-    seconds)`` sees each decode as it finishes."""
-    def job(view, policy, p, i):
-        if should_stop is not None and should_stop():   # a stopped run starts no more decodes
-            return None
-        try:
-            return decode_problem(view, p, policy, policy.cfg, run_seed, start + i, budget_s, should_stop, load)
-        except BudgetExceeded:
-            return None
-    together = [(spec, policy) for spec, name, policy in policies if batch > 1 and catalogue.decoder(name).batches]
-    batched = {spec for spec, _ in together}
-    keys = [(spec, i) for spec, _ in together for i in range(len(problems))]
+                 load) -> dict[str, list[tuple]]:
+    """spec -> (trace, seconds) of each problem of a chunk (``chunk_events``). Stopped (the budget, or
+    ``should_stop``): per spec, the problems before the first unfinished one."""
     out = {spec: [None] * len(problems) for spec, *_ in policies}
-    if keys:
-        seconds = {}
-        done = on_done and (lambda k, tr, sec: tr is not None and on_done(*keys[k], tr, sec))
-        jobs = [lambda view, policy=policy, p=p, i=i: job(view, policy, p, i)
-                for _, policy in together for i, p in enumerate(problems)]
-        for k, tr in enumerate(run_batched(adapter, jobs, batch, seconds, done)):
-            out[keys[k][0]][keys[k][1]] = (tr, seconds.get(k, 0.0)) if tr is not None else None
-    for spec, name, policy in policies:
-        for i, p in enumerate(problems if spec not in batched else ()):
-            t0 = time.perf_counter()
-            if (tr := job(adapter, policy, p, i)) is None:
-                break
-            out[spec][i] = (tr, time.perf_counter() - t0)
-            if on_done is not None:
-                on_done(spec, i, tr, out[spec][i][1])
+    for spec, i, trace, seconds in chunk_events(adapter, problems, start, policies, run_seed, batch, budget_s,
+                                                should_stop, load):
+        out[spec][i] = (trace, seconds) if trace is not None else None
     return {spec: got[:got.index(None)] if None in got else got for spec, got in out.items()}
 
 
@@ -189,7 +184,7 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
               progress=None, should_stop=None, budget_s: float | None = None, on_trace=None, load=None,
               batch: int = 1, warmup: bool = True) -> list[dict]:
     """Every spec on the first n problems of the split, interleaved problem by problem (``batch`` > 1: chunk by
-    chunk of CHUNK × LANES × batch problems, every batching spec's problems of a chunk in one batched run).
+    chunk of CHUNK × batch problems, every spec's problems of a chunk in one scheduler run).
     ``on_trace(spec, index, problem, trace)`` sees each decode (experiments count from the bench's own traces
     instead of decoding again).
     ``load(name)``: the caller's model cache for resources such as a drafter (default: one for this run).
@@ -223,7 +218,7 @@ def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, see
     policies = [(spec, *parse_spec(spec)) for spec in specs]
     policies = [(spec, name, build_decoder(name, **params)) for spec, name, params in policies]
     load = load or cached_loader(adapter.device)
-    out, chunk = Tally(), CHUNK * LANES * batch if batch > 1 else 1   # specs interleave chunk by chunk
+    out, chunk = Tally(), CHUNK * batch if batch > 1 else 1   # specs interleave chunk by chunk
     for start in range(0, len(problems), chunk):
         if should_stop is not None and should_stop():
             break

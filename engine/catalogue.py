@@ -216,7 +216,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                                           help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
                                                "drafter, temperature 0: the trace says so)")},
             needs=("block_causal", "no_shift"), knob="tau", title="SimSD: drafter and verification",
-            resources=("drafter",), batches=False),
+            resources=("drafter",)),
     Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
             "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
             "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
@@ -263,7 +263,7 @@ DECODERS: dict[str, Decoder] = {d.name: d for d in (
                                              label="γ (entropy bound; 0 = the model's)")},
             rules=((lambda v: not (v["t_min"] and v["t_max"]) or v["t_max"] > v["t_min"],
                     "t_max must be greater than t_min"),),
-            needs=("canvas",), title="Uniform canvas (DiffusionGemma)", batches=False),
+            needs=("canvas",), title="Uniform canvas (DiffusionGemma)"),
 )}
 
 

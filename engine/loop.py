@@ -16,12 +16,10 @@ from engine.applies import check_applies, why_not  # noqa: F401  (why_not re-exp
 from engine.resources import resolve
 from engine.runner import Runner, Tail  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
-from engine.sampling import TokenStats
+from engine.sampling import TOP_K, TokenStats
+from engine.scheduler import drive, run_round
 from engine.trace_meta import TraceMeta
 from engine.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace
-
-
-TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
 
 
 class BlockContext:
@@ -54,9 +52,10 @@ class BlockContext:
         """(L,) bool: still-masked positions of the block (the prompt tail is never masked)."""
         return self.runner.masked(self.lo, self.hi)
 
-    def draft(self, block_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, TokenStats]:
-        logits, _ = self.runner.forward("draft", self.lo, self.hi, block_mask=block_mask)
-        return logits, self.runner.stats(logits)
+    def draft(self, block_mask: torch.Tensor | None = None):
+        """The block's draft forward: ``logits (L, V), stats = yield from ctx.draft()`` (the scheduler runs it
+        with the round's other forwards and computes the statistics of all their rows at once)."""
+        return (yield from self.runner.draft("draft", self.lo, self.hi, block_mask=block_mask))
 
     def commit(self, rel: torch.Tensor, tokens: torch.Tensor, reason: Reason) -> None:
         """Write tokens at block-relative indices; only masked slots (``revise`` changes a written one)."""
@@ -126,9 +125,9 @@ class BlockContext:
             extra = dict(extra, prev_positions=pos, prev_from=old, prev_to=new)
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
-            top = torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)
-            extra = dict(extra, topk_ids=top.indices.numpy().astype(np.int32),
-                         topk_p=top.values.numpy().astype(np.float32))
+            ids, p = (stats.top_ids, stats.top_p) if stats.top_ids is not None else \
+                torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)
+            extra = dict(extra, topk_ids=ids.numpy().astype(np.int32), topk_p=p.numpy().astype(np.float32))
         rec = StepRecord(
             block=self.index, step_in_block=self.step, kind=kind,
             positions=np.arange(self.lo, self.hi, dtype=np.int32),
@@ -206,31 +205,71 @@ class Generation:
         self.stopped_at: int | None = None
 
     def steps(self) -> Iterator[StepRecord]:
-        """Records as they happen. ``wall_s`` and each record's ``wall_ms`` count only the engine's own time,
-        not the time a consumer (the app rendering figures) holds the generator between records."""
+        """Records as they happen, this decode alone in the scheduler's loop (``engine.scheduler``). ``wall_s`` and
+        each record's ``wall_ms`` count only the engine's own time, not the time a consumer (the app rendering
+        figures) holds the generator between records."""
+        decode, result = self.decode(), None
+        while True:
+            try:
+                item = decode.send(result)
+            except StopIteration:
+                return
+            if isinstance(item, StepRecord):
+                result = None
+                yield item
+            else:
+                result = run_round([item])[0]
+
+    def requests(self):
+        """The decode as the scheduler drives it among others: it yields only its requests (records are kept in
+        ``records``) and returns its trace."""
+        decode, result = self.decode(), None
+        while True:
+            try:
+                item = decode.send(result)
+            except StopIteration:
+                return self.trace()
+            result = None if isinstance(item, StepRecord) else (yield item)
+
+    def decode(self):
+        """The decode: yields its forward requests (``engine.scheduler``) and its records, in order."""
         r, B = self.runner, self.cfg.block_size
         self._clock = time.perf_counter()
         self.policy.start(r)
         # blocks lie on the absolute grid (SDAR's training); full-attention and canvas families count them from the
         # prompt's end, as LLaDA's generate.py and DiffusionGemma's generate do
         first_lo = r.P if self.adapter.attention != "block_causal" else (r.P // B) * B
-        if not self.cfg.fuse_commit and r.store(first_lo, "prefill"):
+        if not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
             yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
             self._clock = time.perf_counter()
         for index, lo in enumerate(range(first_lo, r.end, B)):
             ctx = BlockContext(r, index, lo, min(lo + B, r.end))
-            for rec in self.policy.run_block(ctx):
-                yield self._record(rec)
-                self._clock = ctx._t0 = time.perf_counter()
-                if self.cfg.stop_at_eos and not self.policy.settles_per_block and r.finished_at() is not None:
-                    break
+            yield from self._block(ctx)
             if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
                 self.stopped_at = e
                 break
-            if not self.cfg.fuse_commit and ctx.hi < r.end and r.store(ctx.hi):
+            if not self.cfg.fuse_commit and ctx.hi < r.end and (yield from r.store(ctx.hi)):
                 yield self._record(ctx.emit("commit", None))
                 self._clock = time.perf_counter()
         self.wall_s += time.perf_counter() - self._clock
+
+    def _block(self, ctx: BlockContext):
+        """One block under the policy: its requests go to the scheduler, which sends back their results."""
+        block, result = self.policy.run_block(ctx), None
+        while True:
+            try:
+                item = block.send(result)
+            except StopIteration:
+                return
+            if not isinstance(item, StepRecord):       # a forward request
+                result = yield item
+                continue
+            result = None
+            yield self._record(item)
+            self._clock = ctx._t0 = time.perf_counter()
+            if self.cfg.stop_at_eos and not self.policy.settles_per_block and self.runner.finished_at() is not None:
+                block.close()
+                return
 
     def _record(self, rec: StepRecord) -> StepRecord:
         """Keep a record, add the engine time since the clock was last reset, and enforce the time budget
@@ -247,9 +286,7 @@ class Generation:
         return rec
 
     def run(self) -> Trace:
-        for _ in self.steps():
-            pass
-        return self.trace()
+        return drive(self.requests())
 
     def generated_ids(self) -> list[int]:
         r = self.runner

@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from engine import masks, precision
+from engine import masks, precision, ragged
 from engine.errors import ModelLoadError
 from engine.families import FAMILIES, Family
 
@@ -103,11 +103,14 @@ class ModelAdapter:
     prompt_template: str | None = None   # "Q : {} A :" for the embedded task models
     path: Path | None = None             # the model directory (decoders read fitted side files from it)
     info: dict = field(default_factory=dict)
+    ragged = True                        # sdpa attention runs through engine.ragged's wrapper
 
     def __post_init__(self):
         params = inspect.signature(self.model.forward).parameters
         # transformers 5.2x renamed past_key_values -> cache; 5.0 only knows the old name
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        if self.ragged:
+            ragged.install(self.model)       # batched rounds pass their layout to the forward (engine.ragged)
 
     @property
     def vocab_size(self) -> int:
@@ -122,7 +125,7 @@ class ModelAdapter:
         """input_ids (q,), mask (q, cache_len + q) bool, position_ids (q,) -> logits (q, V) float32."""
         return self.own_rows(self.run(input_ids[None], mask, position_ids[None], cache)[0])
 
-    @torch.no_grad()   # grad mode is per thread: batched forwards run in decode threads
+    @torch.no_grad()
     def run(self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
             cache: DynamicCache | None = None, **extra) -> torch.Tensor:
         """The model on (B, Q) ids and position ids with a (Q, K) or (B, Q, K) bool mask -> (B, Q, V) float32 logits
@@ -173,6 +176,7 @@ class CanvasAdapter(ModelAdapter):
     (the prompt, then each finished canvas); ``denoise`` runs the decoder over a canvas against that cache. The
     masks come from the model's own builders, called as its ``generate`` calls them, so the logits are the ones
     ``generate`` sees. ``info["generation"]``: the checkpoint's generation-config defaults."""
+    ragged = False                       # its forwards run alone (engine.scheduler.Call)
 
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.model.config.get_text_config(decoder=True))

@@ -125,5 +125,3 @@ class Decoder:
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial); none
     #                                                    for decoders without a block size (dream, uniform)
     resources: tuple = ()                              # what it needs besides the target (engine.resources)
-    batches: bool = True                               # bench --batch N batches its forwards (engine.batch);
-    #                                                    SimSD's drafter rounds and uniform's canvas run one by one

@@ -6,16 +6,14 @@ as that decode's own forward would run it: each decode's cache takes its new K/V
 attention of its query rows reads that cache with its own mask. So every decode's logits are those of its own
 forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
 
-This needs one hook into the stock model classes: the attention implementation is wrapped by a registered one
-(``AttentionInterface``) that runs transformers' sdpa attention unchanged unless a forward passes
-``unmask_segments``, and then once per segment. A model loaded with eager attention (each modeling file has its
-own, not in the registry) or one that cannot switch its implementation keeps the padded and packed layouts
-(``enable`` says False).
+This needs one hook into the stock model classes: an adapter's model runs its attention through a registered
+wrapper (``AttentionInterface``, installed once when the adapter is made: ``install``) that runs the model's own
+sdpa attention unchanged unless a forward passes ``unmask_segments``, and then once per segment. So the layout is
+an argument of the forward, not a switch of the model. A model loaded with eager attention (each modeling file
+has its own, not in the registry) keeps the padded and packed layouts (``installed`` says False).
 """
 
 from __future__ import annotations
-
-import threading
 
 import torch
 from transformers import AttentionInterface, DynamicCache
@@ -23,34 +21,37 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from engine import masks
 
-NAME = "unmask_ragged_sdpa"
-_lock = threading.Lock()
+NAME = "unmask_ragged_"
 
 
-def ragged_attention(module, query, key, value, attention_mask, **kwargs):
-    """transformers' sdpa attention; with ``unmask_segments``, once per decode on that decode's own cache."""
-    segments = kwargs.pop("unmask_segments", None)
-    sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
-    if segments is None:                                 # every other forward: the model's own attention
-        return sdpa(module, query, key, value, attention_mask, **kwargs)
-    outs = []
-    for lo, hi, cache, mask in segments:                 # query rows [lo, hi) of one decode
-        layer = cache.layers[module.layer_idx] if cache is not None else None
-        k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
-        out, _ = sdpa(module, query[:, :, lo:hi], k, v, mask, **kwargs)          # (1, q_i, H, D)
-        outs.append(out)
-    return torch.cat(outs, 1), None
+def wrapped(inner: str):
+    """The attention ``inner`` (transformers' sdpa, or sdpa with LLaDA's fp32 rotation); with ``unmask_segments``,
+    once per decode on that decode's own cache."""
+    def attend(module, query, key, value, attention_mask, **kwargs):
+        segments = kwargs.pop("unmask_segments", None)
+        own = ALL_ATTENTION_FUNCTIONS[inner]
+        if segments is None:                             # every other forward: the model's own attention
+            return own(module, query, key, value, attention_mask, **kwargs)
+        outs = []
+        for lo, hi, cache, mask in segments:             # query rows [lo, hi) of one decode
+            layer = cache.layers[module.layer_idx] if cache is not None else None
+            k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
+            out, _ = own(module, query[:, :, lo:hi], k, v, mask, **kwargs)       # (1, q_i, H, D)
+            outs.append(out)
+        return torch.cat(outs, 1), None
+    return attend
 
 
-def enable(adapter) -> bool:
-    """Switch an sdpa model to the wrapped attention (once; every other forward is unchanged): True if it took."""
-    if adapter.attn_impl != "sdpa":
-        return False
-    with _lock:
-        if adapter.model.config._attn_implementation != NAME:
-            AttentionInterface.register(NAME, ragged_attention)
-            adapter.model.set_attn_implementation(NAME)
-    return adapter.model.config._attn_implementation == NAME
+def install(model) -> None:
+    """Run an sdpa model's attention through the wrapper (once, when its adapter is made)."""
+    inner = model.config._attn_implementation
+    if inner in ("sdpa", "sdpa_rope32"):
+        AttentionInterface.register(NAME + inner, wrapped(inner))
+        model.set_attn_implementation(NAME + inner)
+
+
+def installed(adapter) -> bool:
+    return str(adapter.model.config._attn_implementation).startswith(NAME)
 
 
 class RaggedCache(DynamicCache):
@@ -68,7 +69,7 @@ class RaggedCache(DynamicCache):
 
 
 def ragged_forward(adapter, reqs) -> list[torch.Tensor]:
-    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one (``enable`` first)."""
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one (``installed``)."""
     q = [len(r.ids) for r in reqs]
     spans = [(sum(q[:i]), sum(q[:i + 1])) for i in range(len(reqs))]
     segments = [(lo, hi, r.cache, masks.to_backend(r.mask, adapter.attn_impl, adapter.dtype, adapter.device))

@@ -26,6 +26,7 @@ from transformers import DynamicCache
 from engine import masks
 from engine.cache import BlockCache, SpliceCache
 from engine.sampling import TokenStats, make_generator, token_stats
+from engine.scheduler import Forward, Sampling
 
 
 @dataclass
@@ -76,16 +77,30 @@ class Runner:
             return masks.causal(pos, keys)
         return masks.block_causal(pos, keys, self.cfg.block_size)
 
+    def sampling(self) -> Sampling:
+        c = self.cfg
+        return Sampling(c.temperature, c.top_k, c.top_p, self.generator, self.adapter.mask_token_id)
+
     def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
-                tail: Tail | None = None,
-                block_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One forward over [prefix rows | block rows lo..hi | tail rows]; returns (block logits (L, V), tail logits).
+                tail: Tail | None = None, block_tokens: torch.Tensor | None = None):
+        """One forward over [prefix rows | block rows lo..hi | tail rows] (a generator: it yields its request to
+        the scheduler); returns (block logits (L, V), tail logits).
 
         block_mask (L, L): in-block attention of block rows (default: all, the block-diffusion pattern).
         block_tokens (L,): what the block rows hold (default: the canvas). Only prefix rows are kept in the cache.
         """
+        block, tail_logits, _ = yield from self._forward(kind, lo, hi, block_mask, tail, block_tokens, False)
+        return block, tail_logits
+
+    def draft(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
+              block_tokens: torch.Tensor | None = None):
+        """A forward whose block rows' token statistics the scheduler computes with the round's: (logits, stats)."""
+        block, _, stats = yield from self._forward(kind, lo, hi, block_mask, None, block_tokens, True)
+        return block, stats
+
+    def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
         if self.adapter.attention == "full":
-            return self._forward_full(kind, lo, hi, block_mask, tail, block_tokens)
+            return (yield from self._forward_full(kind, lo, hi, block_mask, tail, block_tokens, want_stats))
         keep = max(0, lo - self.adapter.logit_shift)   # a shifted model reads position lo's logit at row lo - 1
         start = self.cached if self.cache is not None else 0
         L = hi - lo
@@ -107,7 +122,7 @@ class Runner:
         if tail.from_block is not None:
             mask[n_pre:n_pre + L, hi:] = tail.from_block
         cache = self.cache.cache if self.cache is not None else None
-        logits = self.adapter.forward(ids, mask, pos, cache)  # (q, V)
+        logits, stats = yield self._request(ids, mask, pos, cache, want_stats, slice(n_pre, n_pre + L))   # (q, V)
         if self.cache is not None:
             if self.keep_block_kv and m == 0:      # Fast-dLLM v2's second level: the block's K/V as this forward left them
                 self.block_kv = (lo, DynamicCache(ddp_cache_data=[(x.keys[..., :hi, :], x.values[..., :hi, :])
@@ -117,9 +132,12 @@ class Runner:
         self.nfe[kind] += 1
         if n_pre:
             self.prefix = (start, logits[:n_pre])
-        return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None)
+        return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None), stats
 
-    def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens):
+    def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice) -> Forward:
+        return Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
+
+    def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens, want_stats: bool):
         """Full-attention families (Dream, LLaDA): a forward runs the whole canvas bidirectionally (prompt,
         committed tokens, the current block and every later masked slot), as their reference decoders do.
         Fast-dLLM's approximate caches: a block's first forward runs the whole canvas and keeps its K/V; its later
@@ -137,29 +155,32 @@ class Runner:
         if self.kv_cache != "none" and self.prefix_of == lo:
             b = n if self.kv_cache == "prefix" else hi
             cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, a, hi)
-            logits = self.adapter.forward(ids[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
-                                          cache)[lo - a:hi - a]                             # (L, V)
+            logits, stats = yield self._request(ids[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
+                                                cache, want_stats, slice(lo - a, hi - a))
+            logits = logits[lo - a:hi - a]                                                  # (L, V)
             if self.kv_cache == "prefix":
                 self.full_cache.rollback(a)
             self.fresh = (a, b)
-            self.drift = self._drift(ids, lo, hi, logits) if self.cfg.measure_drift else None
-            return logits, None
+            self.drift = (yield from self._drift(ids, lo, hi, logits)) if self.cfg.measure_drift else None
+            return logits, None, stats
         cache = BlockCache(self.adapter.new_cache()) if self.kv_cache != "none" else None
-        logits = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n),
-                                      cache.cache if cache is not None else None)          # (n, V)
+        logits, stats = yield self._request(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n),
+                                            cache.cache if cache is not None else None, want_stats,
+                                            slice(lo, hi))                                  # (n, V)
         if cache is not None:
             if self.kv_cache == "prefix":
                 cache.rollback(a)
             self.full_cache, self.prefix_of = cache, lo
         self.fresh, self.drift = (0, n), (0.0 if self.cfg.measure_drift else None)       # exact
         self.prefix = (0, logits[:lo])
-        return logits[lo:hi], None
+        return logits[lo:hi], None, stats
 
     def _drift(self, ids: torch.Tensor, lo: int, hi: int, cached: torch.Tensor) -> float:
         """max |Δ logit| over the block's rows: the cached forward against an uncached one of the same canvas (a
         measurement: not counted in NFE)."""
         n = len(ids)
-        exact = self.adapter.forward(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n))[lo:hi]
+        exact, _ = yield Forward(self.adapter, ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None)
+        exact = exact[lo:hi]
         return float((cached - exact).abs().max())
 
     def forward_rows(self, kind: str, a: int, b: int) -> torch.Tensor:
@@ -168,8 +189,8 @@ class Runner:
         Fast-dLLM v2's block cache. (b - a, V) logits; a shifted model's first row reads its own logit."""
         lo, kv = self.block_kv
         n = kv.get_seq_length()
-        logits = self.adapter.forward(self.tokens[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
-                                      SpliceCache(kv, a, b))
+        logits, _ = yield Forward(self.adapter, self.tokens[a:b], torch.ones(b - a, n, dtype=torch.bool),
+                                  torch.arange(a, b), SpliceCache(kv, a, b))
         self.nfe[kind] += 1
         self.fresh = (a, b)
         return logits
@@ -193,7 +214,7 @@ class Runner:
         """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""
         if self.cache is None or self.cached >= hi:
             return False
-        self.forward(kind, hi, hi)
+        yield from self.forward(kind, hi, hi)
         return True
 
     def stats(self, logits: torch.Tensor) -> TokenStats:

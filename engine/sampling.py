@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
+
 
 @dataclass
 class TokenStats:
@@ -23,6 +25,8 @@ class TokenStats:
     entropy: torch.Tensor     # (q,) normalised
     probs: torch.Tensor       # (q, V) untempered softmax, float64
     top1: torch.Tensor        # (q,) argmax token (may differ from candidate when sampling)
+    top_ids: torch.Tensor | None = None   # (q, TOP_K) the candidates a person inspects per position
+    top_p: torch.Tensor | None = None     # (q, TOP_K) their probabilities
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -51,20 +55,38 @@ def transformed_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, 
 def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                 generator: torch.Generator | None = None) -> TokenStats:
     """logits (q, V) -> TokenStats. Random draws come only from `generator`, so a seed fixes the trace."""
-    z = logits.double()
-    probs = torch.softmax(z, dim=-1)                              # (q, V)
+    return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
+
+
+def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
+                      generators: list, mask_id: int | None = None) -> list[TokenStats]:
+    """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round): softmax, top-k,
+    entropy and margin over all rows at once. Each part draws its Gumbel noise from its own generator, in part
+    order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
+    [MASK] (``Runner.unmaskable``)."""
+    z = torch.cat(parts).double()                                  # (Q, V)
+    if mask_id is not None:
+        z[:, mask_id] = float("-inf")
+    probs = torch.softmax(z, dim=-1)                              # (Q, V)
     top2 = torch.topk(probs, min(2, probs.shape[-1]), dim=-1)
     top1 = top2.indices[:, 0]
     if temperature > 0:
         zf = filter_logits(z, top_k, top_p)
-        u = torch.rand(zf.shape, dtype=torch.float64, generator=generator).clamp_min(1e-300)
-        candidate = (zf / temperature - torch.log(-torch.log(u))).argmax(-1)   # Gumbel-max = sample
+        u = torch.cat([torch.rand(p.shape, dtype=torch.float64, generator=g) for p, g in zip(parts, generators)])
+        candidate = (zf / temperature - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)   # Gumbel-max
     else:
         candidate = top1
     conf = probs.gather(-1, candidate[:, None])[:, 0]
     margin = top2.values[:, 0] - (top2.values[:, 1] if top2.values.shape[1] > 1 else 0)
     ent = -(probs * torch.log(probs.clamp_min(1e-300))).sum(-1) / math.log(probs.shape[-1])
-    return TokenStats(candidate, conf.float(), margin.float(), ent.float(), probs, top1)
+    top = torch.topk(probs, min(TOP_K, probs.shape[-1]), dim=-1)
+    out, a = [], 0
+    for p in parts:
+        rows = slice(a, a + len(p))
+        out.append(TokenStats(candidate[rows], conf[rows].float(), margin[rows].float(), ent[rows].float(),
+                              probs[rows], top1[rows], top.indices[rows], top.values[rows]))
+        a += len(p)
+    return out
 
 
 def make_generator(seed: int) -> torch.Generator:

@@ -1,4 +1,5 @@
-"""Batched decoding across problems (engine.batch): every problem's tokens, NFE and records equal its batch-1 decode."""
+"""Batched decoding across problems (engine.scheduler, engine.batch): every problem's tokens, NFE and records equal
+its batch-1 decode."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 import pytest
 
 from engine.bench import run_bench
-from engine.batch import run_batched
+from engine.scheduler import Forward, Scheduler, run_batched
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.tasks import get_task
@@ -31,11 +32,10 @@ def test_batched_decodes_equal_batch_one(adapter, spec):
     from engine.spec import parse_spec
     name, params = parse_spec(spec)
     probs = get_task("arith").problems("test", 6, seed=1)
-    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder(name, seed=i, gen_length=24,
-                                                                            **params)).run()
+    make = [lambda p=p, i=i: Generation(adapter, p.prompt, build_decoder(name, seed=i, gen_length=24, **params))
             for i, p in enumerate(probs)]
-    alone = [job(adapter) for job in jobs]
-    together = run_batched(adapter, jobs, 4)
+    alone = [m().run() for m in make]
+    together = run_batched([lambda m=m: m().requests() for m in make], 4)
     for a, b in zip(alone, together):
         same_records(a, b)
 
@@ -51,12 +51,19 @@ def test_bench_rows_equal_batch_one(adapter):
 def test_a_failing_decode_raises_after_the_others(adapter):
     probs = get_task("arith").problems("test", 3)
 
-    def job(view, i):
+    ended = []
+
+    def job(i):
+        g = Generation(adapter, probs[i].prompt, build_decoder("ar", gen_length=8))
         if i == 1:
+            yield from g.requests()
             raise RuntimeError("boom")
-        return Generation(view, probs[i].prompt, build_decoder("ar", gen_length=8)).run()
+        trace = yield from g.requests()
+        ended.append(i)
+        return trace
     with pytest.raises(RuntimeError, match="boom"):
-        run_batched(adapter, [lambda v, i=i: job(v, i) for i in range(3)], 3)
+        run_batched([lambda i=i: job(i) for i in range(3)], 3)
+    assert ended == [0, 2]
 
 
 def test_batching_experiment_reports_equal_rows(adapter):
@@ -72,7 +79,6 @@ def test_batching_experiment_reports_equal_rows(adapter):
 
 def _requests(adapter, shapes, seed=0):
     """Requests of (query length, cache length), each cache filled by a causal forward of random tokens."""
-    from engine.batch import Request
     g, out = torch.Generator().manual_seed(seed), []
     for i, (q, c) in enumerate(shapes):
         cache = adapter.new_cache()
@@ -81,7 +87,7 @@ def _requests(adapter, shapes, seed=0):
                             torch.arange(c), cache)
         mask = torch.rand(q, c + q, generator=g) < 0.7
         mask[:, c:] |= torch.eye(q, dtype=torch.bool)             # every query sees itself
-        out.append(Request(i, torch.randint(5, 30, (q,), generator=g), mask, torch.arange(c, c + q), cache))
+        out.append(Forward(adapter, torch.randint(5, 30, (q,), generator=g), mask, torch.arange(c, c + q), cache))
     return out
 
 
@@ -99,7 +105,7 @@ def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_p
     together, alone = _requests(model, shapes), _requests(model, shapes)
     if forward == "ragged":
         from engine import ragged
-        assert ragged.enable(model)
+        assert ragged.installed(model)
     outs = getattr(batch if forward != "ragged" else ragged, f"{forward}_forward")(model, together)
     for r, o, a in zip(together, outs, alone):
         want = model.forward(a.ids, a.mask, a.pos, a.cache)
@@ -116,52 +122,55 @@ def test_layout_is_ragged_on_a_cpu_and_else_follows_the_cost_of_padding_against_
     assert cheaper_layout(adapter, _requests(adapter, [(60, 0)] * 6)) == "padded"   # full canvases: attention dominates
 
 
-def test_a_lane_refills_a_finished_decode_in_the_next_round(adapter):
-    """Jobs of 3, 1, 1, 1 forwards in a lane of 2: (j0, j1), (j0, j2), (j0, j3), three batched forwards."""
-    from engine.batch import Lane
+def test_the_scheduler_refills_a_finished_decode_before_the_next_round(adapter):
+    """Jobs of 3, 1, 1, 1 forwards, 2 at a time: rounds (j0, j1), (j0, j2), (j0, j3): three batched forwards."""
     seen = []
 
-    def job(k):
-        def run(view):
-            for _ in range(k):
-                ids = torch.tensor([5, 6])
-                view.forward(ids, torch.ones(2, 2, dtype=torch.bool), torch.arange(2), None)
-                seen.append(view._index)
-            return k
-        return run
-    lane = Lane(adapter, list(enumerate([job(3), job(1), job(1), job(1)])), 2)
-    lane.run()
-    assert lane.forwards == 3 and lane.results == {0: 3, 1: 1, 2: 1, 3: 1} and sorted(seen) == [0, 0, 0, 1, 2, 3]
+    def job(k, index):
+        for _ in range(k):
+            logits, stats = yield Forward(adapter, torch.tensor([5, 6]), torch.ones(2, 2, dtype=torch.bool),
+                                          torch.arange(2), None)
+            assert logits.shape == (2, adapter.vocab_size) and stats is None
+            seen.append(index)
+        return k
+    s = Scheduler([lambda k=k, i=i: job(k, i) for i, k in enumerate([3, 1, 1, 1])], 2)
+    assert [(i, r) for i, r, _ in s.events()] == [(1, 1), (2, 1), (0, 3), (3, 1)]
+    assert s.rounds == 3 and seen == [0, 1, 0, 2, 0, 3]
 
 
 def test_batched_runs_are_bitwise_repeatable(adapter):
     """Which decodes share a forward never depends on thread timing: two runs give the same floats to the bit."""
     probs = get_task("arith").problems("test", 10, seed=2)
-    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder("threshold", seed=i, gen_length=16,
-                                                                            tau=0.5, block_size=4)).run()
+    jobs = [lambda p=p, i=i: Generation(adapter, p.prompt, build_decoder("threshold", seed=i, gen_length=16,
+                                                                         tau=0.5, block_size=4)).requests()
             for i, p in enumerate(probs)]
-    a, b = run_batched(adapter, jobs, 3), run_batched(adapter, jobs, 3)
+    a, b = run_batched(jobs, 3), run_batched(jobs, 3)
     for x, y in zip(a, b):
         assert all((r1.confidence == r2.confidence).all() for r1, r2 in zip(x.records, y.records))
 
 
-def test_lanes_shorten_the_switch_interval_only_while_they_run(adapter):
+def test_decodes_run_in_the_callers_thread_and_leave_the_switch_interval_alone(adapter):
+    """No thread per decode and no process-wide setting: the rules run in the thread that iterates the scheduler."""
     import sys
-    from engine import batch
-    before, seen = sys.getswitchinterval(), []
-    run_batched(adapter, [lambda view: seen.append(sys.getswitchinterval())] * 2, 2)
-    assert seen == [batch.SWITCH_S] * 2 and sys.getswitchinterval() == before
+    import threading
+    before, threads, seen = sys.getswitchinterval(), threading.active_count(), []
+
+    def job():
+        seen.append((threading.current_thread(), sys.getswitchinterval(), threading.active_count()))
+        return (yield from Generation(adapter, "1 + 2 =", build_decoder("ar", gen_length=4)).requests())
+    run_batched([job] * 3, 2)
+    assert seen == [(threading.current_thread(), before, threads)] * 3
 
 
 def test_a_batched_runs_time_shares_add_up_to_its_wall_time(adapter):
-    """Two lanes run side by side: each decode's share of the rounds it took part in, summed, is the run's wall
-    time (not twice it), so tokens/s of a batched bench is tokens over wall time."""
+    """Each decode's share of the rounds it took part in, summed, is the run's wall time, so tokens/s of a batched
+    bench is tokens over wall time."""
     import time
     probs = get_task("arith").problems("test", 12, seed=3)
-    jobs = [lambda view, p=p, i=i: Generation(view, p.prompt, build_decoder("ar", seed=i, gen_length=16)).run()
+    jobs = [lambda p=p, i=i: Generation(adapter, p.prompt, build_decoder("ar", seed=i, gen_length=16)).requests()
             for i, p in enumerate(probs)]
     seconds, t0 = {}, time.perf_counter()
-    run_batched(adapter, jobs, 3, seconds)
+    run_batched(jobs, 3, seconds)
     wall = time.perf_counter() - t0
     assert sorted(seconds) == list(range(12)) and 0.8 * wall < sum(seconds.values()) <= wall
 
@@ -174,7 +183,27 @@ def test_an_eager_attention_model_keeps_the_packed_and_padded_layouts(sdar_dir):
     assert layout(eager, _requests(eager, [(8, 12), (30, 0)])) == "packed"
     assert eager.model.config._attn_implementation == "eager"
     probs = get_task("arith").problems("test", 4, seed=4)
-    jobs = [lambda view, p=p: Generation(view, p.prompt, build_decoder("threshold", tau=0.5, block_size=4,
-                                                                       gen_length=12)).run() for p in probs]
-    for a, b in zip([job(eager) for job in jobs], run_batched(eager, jobs, 2)):
+    make = [lambda p=p: Generation(eager, p.prompt, build_decoder("threshold", tau=0.5, block_size=4, gen_length=12))
+            for p in probs]
+    for a, b in zip([m().run() for m in make], run_batched([lambda m=m: m().requests() for m in make], 2)):
         same_records(a, b)
+
+
+@pytest.mark.parametrize("model,spec", [("unmask-tasks-small", "simsd:block_size=8"),
+                                        ("unmask-tasks-small", "simsd:block_size=8,acceptance=mrs,temperature=1"),
+                                        ("unmask-uniform-small", "uniform")])
+def test_the_drafter_and_canvas_requests_batch_too(model, spec):
+    """SimSD's drafter forwards batch with the other decodes' (requests grouped by model); the uniform canvas's
+    encoder and decoder forwards run alone inside the round. Either way each decode equals its batch-1 decode."""
+    from engine.model import load_model
+    from engine.resources import cached_loader
+    from engine.spec import parse_spec
+    a, load = load_model(model, device="cpu"), cached_loader("cpu")
+    name, params = parse_spec(spec)
+    make = [lambda p=p, i=i: Generation(a, p.prompt, build_decoder(name, seed=i, gen_length=16, **params), load=load)
+            for i, p in enumerate(get_task("arith").problems("test", 3, seed=5))]
+    s = Scheduler([lambda m=m: m().requests() for m in make], 3)
+    together = [r for _, r in sorted((i, r) for i, r, _ in s.events())]
+    for x, y in zip([m().run() for m in make], together):
+        same_records(x, y)
+    assert s.rounds < sum(t.meta["nfe"] for t in together)       # rounds were shared

@@ -7,6 +7,7 @@ from engine import masks
 from engine.cache import BlockCache
 from engine.decoders import build_decoder
 from engine.loop import Generation, Runner
+from engine.scheduler import drive
 
 
 def test_block_causal_pattern():
@@ -40,7 +41,7 @@ def test_rollback_uses_negative_crop(adapter):
     c = BlockCache(adapter.new_cache())
     r = Runner(adapter, [1, 5, 6, 7, 8, 9], build_decoder("threshold", block_size=4).cfg)
     r.cache = c
-    r.forward("draft", 4, 8)
+    drive(r.forward("draft", 4, 8))
     assert len(c) == 4            # the prefix block is kept, the current block rolled back
     c.rollback(4)                 # no-op, never crop(0)
     assert len(c) == 4
@@ -60,8 +61,8 @@ def test_cached_logits_equal_uncached(adapter, B):
     for lo in range((rc.P // B) * B, rc.end, B):
         hi = min(lo + B, rc.end)
         while (rc.tokens[lo:hi] == adapter.mask_token_id).any():
-            lc, _ = rc.forward("draft", lo, hi)
-            lu, _ = ru.forward("draft", lo, hi)
+            lc, _ = drive(rc.forward("draft", lo, hi))
+            lu, _ = drive(ru.forward("draft", lo, hi))
             worst = max(worst, (lc - lu).abs().max().item())
             i = int(torch.nonzero(rc.tokens[lo:hi] == adapter.mask_token_id)[0, 0])
             tok = rc.unmaskable(lc)[i].argmax()

@@ -56,8 +56,8 @@ def test_lookahead_counts_come_from_the_bench_own_traces(adapter, monkeypatch):
     from engine.bench import run_bench
     from engine.training.collect import lookahead_counts
     calls = []
-    real = loop.Generation.run
-    monkeypatch.setattr(loop.Generation, "run", lambda self: calls.append(1) or real(self))
+    real = loop.Generation.requests
+    monkeypatch.setattr(loop.Generation, "requests", lambda self: calls.append(1) or real(self))
     ref = "llada:block_size=8,steps=8,gen_length=16"
     specs = [ref, "tspd:block_size=8,controller=heuristic,kappa=0.0,s_min=1,gen_length=16,tau=0.5",
              "tspd:block_size=8,controller=heuristic,ce=0,gen_length=16"]

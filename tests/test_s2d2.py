@@ -14,6 +14,7 @@ from engine.s2d2.estimators import alpha, expected_accepted
 from engine.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.s2d2.verify import accept_stochastic, verify_logits
 from engine.sampling import make_generator
+from engine.scheduler import drive
 
 EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "models" / "unmask-arith-tiny"
 
@@ -30,12 +31,12 @@ def test_verifier_logits_equal_separate_ar_forwards(adapter):
     V = adapter.vocab_size
     r.tokens[r.P:lo] = torch.randint(5, V, (lo - r.P,))          # the first block, decided
     r.tokens[lo:lo + 3] = torch.randint(5, V, (3,))              # 3 decided tokens, then a masked span
-    r.forward("draft", lo, hi)                                   # caches the first block (token-causal)
+    drive(r.forward("draft", lo, hi))                                   # caches the first block (token-causal)
     span = first_span(r.masked(lo, hi))
     assert span.tolist() == list(range(3, 8))
     filled = r.tokens[lo:hi].clone()
     filled[span] = torch.randint(5, V, (len(span),))
-    q = verify_logits(r, lo, hi, filled)
+    q = drive(verify_logits(r, lo, hi, filled))
     for i in span.tolist():
         ids = torch.cat([r.tokens[:lo], filled[:i], torch.tensor([adapter.mask_token_id])])
         n = len(ids)

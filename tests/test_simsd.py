@@ -12,6 +12,7 @@ from engine.loop import Generation, Runner, Tail
 from engine.model import load_model
 from engine.s2d2.verify import accept_stochastic
 from tests.conftest import write_sdar_checkpoint
+from engine.scheduler import drive
 
 PROMPT = "Ann has 3 apples . She buys 5 more . How many apples does she have now ?"
 
@@ -37,11 +38,11 @@ def replay_error(adapter, steps: list[int]) -> float:
     drafts = torch.tensor([20 + 3 * k for k in range(L)])
     m = torch.from_numpy(verification_mask("released", 0, t))
     tail = Tail(torch.full((L,), adapter.mask_token_id), torch.arange(lo, lo + L), m[L:, :L], m[L:, L:], m[:L, L:])
-    _, copies = r.forward("verify", lo, lo + L, block_mask=m[:L, :L], tail=tail, block_tokens=drafts)
+    _, copies = drive(r.forward("verify", lo, lo + L, block_mask=m[:L, :L], tail=tail, block_tokens=drafts))
     worst = 0.0
     for i in range(L):
         before = torch.where(torch.from_numpy(t < t[i]), drafts, torch.tensor(adapter.mask_token_id))
-        alone, _ = r.forward("draft", lo, lo + L, block_tokens=before)
+        alone, _ = drive(r.forward("draft", lo, lo + L, block_tokens=before))
         worst = max(worst, float((copies[i] - alone[i]).abs().max()))
     return worst
 

@@ -13,7 +13,7 @@ class ARPolicy(Policy):
 
     def run_block(self, ctx: BlockContext):
         while ctx.masked.any():
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             idx = ctx.masked.nonzero()[:, 0]
             ctx.commit(idx, st.candidate[idx], Reason.AR)
             yield ctx.emit("draft", st)

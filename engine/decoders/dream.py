@@ -72,7 +72,7 @@ class DreamPolicy(Policy):
             if not ctx.masked.any():                                # the reference would run idle forwards on
                 return
             masked = ctx.masked.clone()
-            logits, _ = r.forward("draft", ctx.lo, ctx.hi)         # (L, V)
+            logits, _ = yield from r.forward("draft", ctx.lo, ctx.hi)       # (L, V)
             score, x0, probs, take, tokens = self.step(r, ctx, logits[masked], masked, times[i], times[i + 1],
                                                        i == steps - 1)
             full_score = torch.full((ctx.L,), float("nan"))

@@ -40,7 +40,7 @@ class EBPolicy(Policy):
     def run_block(self, ctx: BlockContext):
         gamma = self.cfg.entropy_bound
         while ctx.masked.any():
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             nats = st.entropy.double() * math.log(st.probs.shape[-1])          # back from normalised to nats
             masked = ctx.masked.clone()
             chosen, rank, lhs = entropy_bound_prefix(nats, masked, gamma)

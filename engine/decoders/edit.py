@@ -71,7 +71,7 @@ class EditPolicy(Policy):
                 if post >= cfg.post_steps:
                     return
                 post += 1
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             if ctx.step == 0 and cfg.check_next:
                 self.edit_previous(ctx)
             edits, p_written = edit_candidates(ctx, st, cfg.tau_edit)   # on the slots written before this forward

@@ -24,7 +24,7 @@ class LLaDAPolicy(Policy):
         for k in schedule:
             if not ctx.masked.any():
                 break
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             if self.cfg.remasking == "random":
                 score = torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float()
             else:

@@ -57,7 +57,7 @@ class ReMDMPolicy(Policy):
         for j in range(steps):
             if not ctx.masked.any():
                 break
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             written = ctx.written.nonzero()[:, 0]        # before this forward's commits
             if cfg.remask == "conf":
                 sigma = sigma_conf(p_at[written], j, steps)

@@ -102,7 +102,7 @@ class S2D2Policy(Policy):
             s = S2D2Step(quota=quota_at(schedule, n_draft), masked=ctx.masked.clone(),
                          decoded=n_open - int(ctx.masked.sum()))
             n_draft += 1
-            self.draft(ctx, s)
+            yield from self.draft(ctx, s)
             self.estimate(s)
             self.route(ctx, s)
             if not s.verify:
@@ -110,19 +110,19 @@ class S2D2Policy(Policy):
             yield ctx.emit("draft", s.st, **S2D2DraftFields(router=s.router, verified=s.verify,
                                                              attn_mask=s.draft_mask.numpy()))
             if s.verify:
-                self.verify_span(ctx, s)
+                yield from self.verify_span(ctx, s)
                 s.done += self.fallback(ctx, s)
             self.router.update(s.verify, s.done)
             if s.verify:
                 yield ctx.emit("verify", None, **self.verify_fields(ctx, s))
 
     # ---- stages ----------------------------------------------------------------------------------------------
-    def draft(self, ctx: BlockContext, s: S2D2Step) -> None:
+    def draft(self, ctx: BlockContext, s: S2D2Step):
         """The block-diffusion forward (partial-causal in-block mask with ``draft_ver``)."""
         block_mask = None
         if self.cfg.draft_ver:
             block_mask = torch.from_numpy(masks.partial_causal_draft(0, ctx.L, int(s.masked.nonzero()[0, 0])))
-        logits, s.st = ctx.draft(block_mask)
+        logits, s.st = yield from ctx.draft(block_mask)
         s.draft_mask = block_mask if block_mask is not None else torch.ones(ctx.L, ctx.L, dtype=torch.bool)
         s.p = self._transform(ctx.runner, logits)                                     # (L, V)
 
@@ -149,12 +149,12 @@ class S2D2Policy(Policy):
         s.router = dict(router=c.router, decision=bool(s.verify), span=span, alpha=x.alpha, k_hat=x.k_hat,
                         n_hi=x.n_hi, score=x.score, score_type=c.score_type, cost=c.cost, quota=s.quota, **info)
 
-    def verify_span(self, ctx: BlockContext, s: S2D2Step) -> None:
+    def verify_span(self, ctx: BlockContext, s: S2D2Step):
         """One verifier forward (2L mask) and speculative acceptance over the span; commits the accepted prefix
         and the resampled token."""
         r, span, draft_tok = ctx.runner, s.span, s.st.candidate
         filled = torch.where(s.masked, draft_tok, ctx.tokens)
-        q = self._transform(r, verify_logits(r, ctx.lo, ctx.hi, filled))
+        q = self._transform(r, (yield from verify_logits(r, ctx.lo, ctx.hi, filled)))
         s.q_top = q.argmax(-1)
         if self.cfg.acceptance == "greedy":
             v = accept_greedy(q[span], s.p[span], draft_tok[span])

@@ -64,9 +64,8 @@ class SimSDPolicy(Policy):
         while ctx.masked.any():
             slots = ctx.masked.nonzero()[:, 0]              # a suffix of the block
             x, step_of, p_store = ctx.tokens.clone(), np.zeros(ctx.L, np.int64), {}
-            for rec in self.draft(ctx, x, step_of, p_store):
-                yield rec
-            yield self.verify(ctx, slots, x, step_of, p_store)
+            yield from self.draft(ctx, x, step_of, p_store)
+            yield (yield from self.verify(ctx, slots, x, step_of, p_store))
 
     def draft(self, ctx: BlockContext, x: torch.Tensor, step_of: np.ndarray, p_store: dict):
         """S drafter forwards; each reveals k = ceil(masked / steps left) slots (static top-k, or the dynamic rule)."""
@@ -76,7 +75,7 @@ class SimSDPolicy(Policy):
             masked = x == mask_id
             if not masked.any():
                 break
-            logits, _ = self.small.forward("draft", ctx.lo, ctx.hi, block_tokens=x)
+            logits, _ = yield from self.small.forward("draft", ctx.lo, ctx.hi, block_tokens=x)
             logits = self.small.unmaskable(logits[:, :self.V])                            # (L, V)
             st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.generator)
             k = math.ceil(int(masked.sum()) / (S - s))
@@ -100,7 +99,7 @@ class SimSDPolicy(Policy):
         m = torch.from_numpy(verification_mask(self.cfg.mask, n_known, step_of[slots.numpy()]))
         tail = Tail(torch.full((n,), r.adapter.mask_token_id, dtype=torch.long), ctx.lo + slots,
                     to_block=m[L:, :L], to_self=m[L:, L:], from_block=m[:L, L:])
-        _, q_logits = r.forward("verify", ctx.lo, ctx.hi, block_mask=m[:L, :L], tail=tail, block_tokens=x)
+        _, q_logits = yield from r.forward("verify", ctx.lo, ctx.hi, block_mask=m[:L, :L], tail=tail, block_tokens=x)
         c = self.cfg
         q = target_probs(r.unmaskable(q_logits[:, :self.V]))                                       # (n, V)
         p = torch.stack([p_store[int(j)] for j in slots])

@@ -71,13 +71,13 @@ class SubBlockPolicy(Policy):
     def start(self, runner) -> None:
         runner.keep_block_kv = self.cfg.block_cache and runner.cache is not None
 
-    def draft(self, ctx: BlockContext, s: int, e: int) -> TokenStats:
+    def draft(self, ctx: BlockContext, s: int, e: int):
         """The step's statistics: the whole block, or (block cache, the sub-block's first slot decided) the
         sub-block's rows alone, the other slots of the record left unscored."""
         r = ctx.runner
         if not (r.keep_block_kv and r.block_kv and r.block_kv[0] == ctx.lo and not ctx.masked[s]):
-            return v2_stats(r, r.forward("draft", ctx.lo, ctx.hi)[0])
-        rows = r.forward_rows("draft", ctx.lo + s, ctx.lo + e)                      # (e - s, V)
+            return v2_stats(r, (yield from r.forward("draft", ctx.lo, ctx.hi))[0])
+        rows = yield from r.forward_rows("draft", ctx.lo + s, ctx.lo + e)                      # (e - s, V)
         logits = torch.zeros(ctx.L, rows.shape[-1])
         logits[s:e] = rows
         st = v2_stats(r, logits)
@@ -85,18 +85,19 @@ class SubBlockPolicy(Policy):
         out[s:e] = False
         st.confidence[out], st.margin[out], st.entropy[out] = float("nan"), float("nan"), float("nan")
         st.candidate[out], st.probs[out] = -1, 0.0               # unscored (the rule looks inside the sub-block only)
+        st.top_ids = st.top_p = None                             # the record's candidates: of these probs
         return st
 
     def run_block(self, ctx: BlockContext):
         cfg, r = self.cfg, ctx.runner
         if r.adapter.logit_shift and ctx.lo >= r.P and bool(ctx.masked[0]):
-            st = self.draft(ctx, 0, cfg.sub_block)     # the finished block's last row predicts the first slot
+            st = yield from self.draft(ctx, 0, cfg.sub_block)     # the finished block's last row predicts the first slot
             ctx.commit(torch.tensor([0]), st.top1[:1], Reason.AR)
             yield ctx.emit("draft", st)
         for s in range(0, ctx.L, cfg.sub_block):
             e = min(s + cfg.sub_block, ctx.L)
             while ctx.masked[s:e].any():
-                st = self.draft(ctx, s, e)
+                st = yield from self.draft(ctx, s, e)
                 above, best = sub_block_commit(st.confidence, ctx.masked, s, e, cfg.tau)
                 reason = Reason.THRESHOLD if float(st.confidence[best]) > cfg.tau else Reason.ARGMAX
                 ctx.commit(torch.tensor([best]), st.candidate[best:best + 1], reason)

@@ -42,7 +42,7 @@ class ThresholdPolicy(Policy):
         cfg = self.cfg
         schedule = block_schedule(cfg.block_size, cfg.steps or cfg.block_size)
         while ctx.masked.any():
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             if cfg.rule == "fastdllm":
                 idx, forced = threshold_commit(st.confidence, ctx.masked, cfg.tau)
                 ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)

@@ -94,7 +94,7 @@ class TSPDPolicy(Policy):
                       innov_sign=np.zeros((L, 4), np.int8), stall=np.zeros(L, np.int64),
                       prev_lcb=np.full(L, -np.inf))
         while ctx.masked.any():
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             s = TSPDStep(st, ctx.masked.numpy(), st.confidence.numpy().astype(np.float64), st.candidate.numpy())
             for stage in (self.observe, self.control, self.forecast, self.classify, self.stabilise, self.progress):
                 stage(b, s)

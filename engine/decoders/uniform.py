@@ -30,6 +30,7 @@ from engine.catalogue import config_class
 from engine.errors import ConfigError
 from engine.loop import BlockContext, Policy
 from engine.sampling import TokenStats
+from engine.scheduler import Call
 
 
 def accept_canvas(entropy: torch.Tensor, gamma: float):
@@ -91,7 +92,7 @@ class UniformPolicy(Policy):
 
     def run_block(self, ctx: BlockContext):
         r, a, c = ctx.runner, ctx.runner.adapter, self.cfg
-        self.cache = a.encode(r.tokens[self.encoded:ctx.lo], self.encoded, self.cache)
+        self.cache = yield Call(a.encode, (r.tokens[self.encoded:ctx.lo], self.encoded, self.cache))
         self.encoded = ctx.lo
         r.nfe["encode"] += 1
         V = a.vocab_size
@@ -101,7 +102,7 @@ class UniformPolicy(Policy):
         stop = StableAndConfident(c.stability_threshold, c.confidence_threshold, ctx.L)
         N, sc = c.max_denoising_steps, None
         for n in range(N, 0, -1):
-            raw = a.denoise(canvas, ctx.lo, self.cache, sc)                   # (C, V) float32
+            raw = yield Call(a.denoise, (canvas, ctx.lo, self.cache, sc))     # (C, V) float32
             r.nfe["draft"] += 1
             temperature = c.t_min + (c.t_max - c.t_min) * (torch.tensor(n, dtype=torch.int32) / N)
             logits = raw / temperature.to(raw.device)

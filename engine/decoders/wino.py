@@ -61,7 +61,7 @@ class WinoPolicy(Policy):
     def run_block(self, ctx: BlockContext):
         cfg, last_accept = self.cfg, 30          # the reference's start value for each block
         while True:
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             written = ctx.written.clone()                                   # before this forward's drafts
             p_written = token_p(st.probs, ctx.tokens)                       # (L,)
             idx = wide_in(st.confidence, ctx.masked, cfg.tau_wide)          # the loop runs while masks remain

@@ -73,17 +73,16 @@ def decode_rows(adapter, prompt: str, gen: int) -> list[dict]:
 
 
 def batch_rows(adapter, gen: int, sizes=(1, 8, 32), n: int = 64) -> list[dict]:
-    """tokens/s of threshold (τ = 0.9, B = 4) on n problems, 1, 8 and 32 per forward (engine.batch: in each of
-    two lanes, so n = 2 × the largest size keeps both full)."""
-    from engine.batch import run_batched
+    """tokens/s of threshold (τ = 0.9, B = 4) on n problems, 1, 8 and 32 decodes per round (engine.scheduler)."""
+    from engine.scheduler import run_batched
     prompts = [p.prompt for p in get_task("arith").problems("test", n)]
-    jobs = [lambda view, p=p: Generation(view, p, build_decoder("threshold", tau=0.9, block_size=4, gen_length=gen,
-                                                                stop_at_eos=False)).run() for p in prompts]
+    jobs = [lambda p=p: Generation(adapter, p, build_decoder("threshold", tau=0.9, block_size=4, gen_length=gen,
+                                                             stop_at_eos=False)).requests() for p in prompts]
     rows = []
     for size in sizes:
-        run_batched(adapter, jobs[:size], size)                            # warm-up at this batch size
+        run_batched(jobs[:size], size)                            # warm-up at this batch size
         t0 = time.perf_counter()
-        traces = run_batched(adapter, jobs, size)
+        traces = run_batched(jobs, size)
         wall = time.perf_counter() - t0
         rows.append(dict(batch=size, problems=n, tokens_per_s=sum(t.meta["generated_tokens"] for t in traces) / wall))
     for r in rows:

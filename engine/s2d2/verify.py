@@ -22,16 +22,16 @@ from engine.loop import Tail
 
 
 def verify_logits(runner, lo: int, hi: int, filled: torch.Tensor) -> torch.Tensor:
-    """filled (L,) draft-filled block -> verifier logits (L, V) at the block positions."""
+    """filled (L,) draft-filled block -> verifier logits (L, V) at the block positions (``yield from``)."""
     L = hi - lo
     if runner.adapter.logit_shift:
         pos = torch.arange(L)
-        logits, _ = runner.forward("verify", lo, hi, block_mask=masks.causal(pos, pos), block_tokens=filled)
+        logits, _ = yield from runner.forward("verify", lo, hi, block_mask=masks.causal(pos, pos), block_tokens=filled)
         return logits
     full = torch.from_numpy(masks.verifier_2l(0, L))  # (2L, 2L) in-block part of the 2L mask
     tail = Tail(torch.full((L,), runner.adapter.mask_token_id, dtype=torch.long), torch.arange(lo, hi),
                 full[L:, :L], full[L:, L:])
-    _, q_logits = runner.forward("verify", lo, hi, block_mask=full[:L, :L], tail=tail, block_tokens=filled)
+    _, q_logits = yield from runner.forward("verify", lo, hi, block_mask=full[:L, :L], tail=tail, block_tokens=filled)
     return q_logits
 
 

@@ -55,7 +55,7 @@ class CreditPolicy(Policy):
         cfg = self.cfg
         credit = None
         while ctx.masked.any():
-            logits, raw = ctx.draft()
+            logits, raw = yield from ctx.draft()
             masked = ctx.masked.clone()
             probs = torch.softmax(logits.float(), dim=-1)                      # dInfer: float32, untempered
             credit = add_credit(torch.zeros_like(probs) if credit is None else credit, probs, masked,

@@ -64,7 +64,7 @@ class KlassPolicy(Policy):
         history = torch.full((ctx.L, cfg.kl_history), float("inf"), dtype=torch.float64)   # (L, H)
         p_prev = None
         while ctx.masked.any():
-            _, st = ctx.draft()
+            _, st = yield from ctx.draft()
             masked = ctx.masked.clone()
             kl = kl_step(st.probs, p_prev)                                   # (L,)
             history = torch.cat([history[:, 1:], kl[:, None]], dim=1)

@@ -56,7 +56,7 @@ class ProphetPolicy(Policy):
         for k in transfer_schedule(int(ctx.masked.sum()), steps):     # LLaDA's quota; an exit ends it early
             if not ctx.masked.any():
                 break
-            logits, st = ctx.draft()
+            logits, st = yield from ctx.draft()
             self.forwards += 1
             masked = ctx.masked.clone()
             gap = logit_gap(logits)
