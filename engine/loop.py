@@ -14,7 +14,7 @@ import torch
 
 from engine.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
 from engine.resources import resolve
-from engine.runner import Runner, Tail  # noqa: F401  (re-exported: decoders import them from here)
+from engine.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
 from engine.sampling import TOP_K, TokenStats
 from engine.scheduler import drive, run_round
@@ -161,6 +161,11 @@ class Policy:
         """Whether committed K/V is computed token-causally instead of block-causally."""
         return False
 
+    @property
+    def keeps_block_kv(self) -> bool:
+        """Whether the runner keeps each block forward's K/V of the block (Fast-dLLM v2's block cache)."""
+        return False
+
     def fit(self, adapter) -> None:
         """Called once per generation, before the canvas is made: settle what the model decides (the uniform
         decoder's canvas length and generation-config defaults)."""
@@ -194,12 +199,9 @@ class Generation:
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
         policy.fit(adapter)
-        if self.cfg.kv_cache != "none" and adapter.attention != "full":
-            raise ConfigError(f"kv_cache={self.cfg.kv_cache} is for full-attention models; {adapter.name} is "
-                              "block-causal and keeps its exact block cache (use_cache)")
+        self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
+                                  revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
         policy.resources = resolve(policy, adapter, load)
-        self.runner = Runner(adapter, self.prompt_ids, self.cfg, policy.prefix_causal)
-        self.runner.revising = policy.revises
         self.records: list[StepRecord] = []
         self.wall_s = 0.0
         self.stopped_at: int | None = None
@@ -236,9 +238,7 @@ class Generation:
         r, B = self.runner, self.cfg.block_size
         self._clock = time.perf_counter()
         self.policy.start(r)
-        # blocks lie on the absolute grid (SDAR's training); full-attention and canvas families count them from the
-        # prompt's end, as LLaDA's generate.py and DiffusionGemma's generate do
-        first_lo = r.P if self.adapter.attention != "block_causal" else (r.P // B) * B
+        first_lo = r.first_block(B)
         if not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
             yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
             self._clock = time.perf_counter()
@@ -289,27 +289,12 @@ class Generation:
         return drive(self.requests())
 
     def generated_ids(self) -> list[int]:
-        r = self.runner
-        gen = r.tokens[r.P:r.end].tolist()
-        stops = set(self.adapter.stop_ids)
-        for i, t in enumerate(gen):
-            if t in stops:
-                return gen[:i + 1]
-        if self.adapter.attention == "canvas":     # any id may be generated there: count the canvases made
-            return gen[:max((int(rec.positions.max()) + 1 - r.P for rec in self.records), default=0)]
-        return [t for t in gen if t != self.adapter.mask_token_id]
+        return self.runner.generated(self.records)
 
     def nfe_paper(self) -> int:
-        """Forwards as the reference implementations count them. With a KV cache (SDAR's
-        ``block_diffusion_generate``, Fast-dLLM v2): one prefill forward over the prompt's full blocks and one
-        K/V-store forward per block decoded, both of which Unmask fuses into its next forward (or counts as kinds
-        "prefill" / "commit" with fuse_commit off). Without a cache (LLaDA's ``generate.py``): every forward."""
-        r = self.runner
-        if r.cache is None:   # DiffusionGemma's tokens_per_forward counts decoder forwards, not encoder ones
-            return r.total_nfe - r.nfe["encode"]
-        denoise = r.total_nfe - r.nfe["prefill"] - r.nfe["commit"]
-        prefill = int(r.P // self.cfg.block_size > 0)
-        return denoise + prefill + len({rec.block for rec in self.records if rec.block >= 0})
+        """Forwards as the reference implementations count them (``Runner.nfe_paper``: SDAR's and Fast-dLLM v2's
+        prefill and K/V-store forwards, DiffusionGemma's decoder forwards only)."""
+        return self.runner.nfe_paper(self.records)
 
     def trace(self) -> Trace:
         a, r = self.adapter, self.runner
@@ -327,9 +312,7 @@ class Generation:
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
-            cache="exact block KV cache" if r.cache is not None else "encoder KV cache (exact)"
-            if a.attention == "canvas" else
-            f"{r.kv_cache} cache (Fast-dLLM, approximate)" if r.kv_cache != "none" else "none",
+            cache=r.cache_name,
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, **self.policy.summary(r))

@@ -1,6 +1,13 @@
-"""The canvas, the cache and the forwards of one decode (``Runner``), under the block loop (``engine.loop``).
+"""The canvas, the cache and the forwards of one decode (``Runner``), under the block loop (``engine.loop``): one
+interface, one implementation per model kind (``make_runner``):
 
-Canvas = prompt (P tokens) + G masked slots. Blocks are aligned to the absolute grid (``pos // B``), as SDAR
+    BlockCausalRunner   SDAR, Fast-dLLM v2, the embedded models: block-causal attention and its exact block cache
+    FullRunner          LLaDA, Dream: every forward over the whole canvas, with Fast-dLLM's approximate caches
+    CanvasRunner        DiffusionGemma: an encoder/decoder pair, run by the uniform decoder's own requests
+
+Forwards are generators: they yield their request to the scheduler (``engine.scheduler``) and return its result.
+
+Block-causal canvas = prompt (P tokens) + G masked slots. Blocks are aligned to the absolute grid (``pos // B``), as SDAR
 trains them, so the first generated block may also hold the prompt's tail. With the KV cache on:
 
 * positions [0, cached) are in the cache; [cached, lo) are committed but not yet cached ("pending": the prompt's
@@ -26,6 +33,7 @@ from transformers import DynamicCache
 from engine import masks
 from engine.cache import BlockCache, SpliceCache
 from engine.sampling import TokenStats, make_generator, token_stats
+from engine.errors import ConfigError
 from engine.scheduler import Forward, Sampling
 
 
@@ -41,27 +49,38 @@ class Tail:
 
 
 class Runner:
-    """Owns the canvas, the cache and the NFE counter; runs forwards with explicitly built masks."""
+    """Owns the canvas, the NFE counter and the random generator; a subclass owns the model kind's forwards and
+    cache. ``revising``: written tokens of the current block may change (the policy's ``revises``);
+    ``prefix_causal``: committed K/V computed token-causally (S2D2's cache_ver); ``keep_block_kv``: keep each
+    block forward's K/V of the block (Fast-dLLM v2's block cache)."""
+    takes_kv_cache = False                    # Fast-dLLM's prefix / dual caches (full attention only)
+    cache_name = "none"
 
-    def __init__(self, adapter, prompt_ids: list[int], cfg, prefix_causal: bool = False):
+    def __init__(self, adapter, prompt_ids: list[int], cfg, prefix_causal: bool = False, revising: bool = False,
+                 keep_block_kv: bool = False):
+        if cfg.kv_cache != "none" and not self.takes_kv_cache:
+            raise ConfigError(f"kv_cache={cfg.kv_cache} is for full-attention models; {adapter.name} is "
+                              "block-causal and keeps its exact block cache (use_cache)")
         self.adapter, self.cfg = adapter, cfg
         self.P = len(prompt_ids)
         self.end = self.P + cfg.gen_length
         self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
-        # full-attention families have no exact cache: their K/V change whenever any later slot does
-        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache and adapter.attention == "block_causal" else None
-        self.cached = 0
+        self.cache = None                   # the exact block cache (block-causal models with use_cache)
         self.nfe = Counter()
         self.generator = make_generator(cfg.seed)
-        self.prefix_causal = prefix_causal  # committed K/V computed token-causally (S2D2's cache_ver)
-        self.revising = False               # set by the policy: whether written tokens may change
+        self.prefix_causal, self.revising = prefix_causal, revising
+        self.keep_block_kv = False
         self.prefix: tuple = (0, None)      # (first position, logits) of the latest forward's recomputed rows
-        self.kv_cache = cfg.kv_cache        # full-attention families: "none" or Fast-dLLM's "prefix" / "dual"
-        self.full_cache, self.prefix_of = None, None        # the block start's cache and the block start
-        self.keep_block_kv = False          # keep each block forward's K/V of the block (subblock's block_cache)
-        self.block_kv: tuple | None = None  # (block start, DynamicCache of [0, block end))
+        self.kv_cache = cfg.kv_cache
         self.fresh: tuple | None = None     # [first, end) positions whose K/V the latest forward computed
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
+
+    def sharing(self, adapter) -> "Runner":
+        """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
+        generator: what it writes and counts is this decode's."""
+        twin = type(self)(adapter, self.tokens[:self.P].tolist(), self.cfg)
+        twin.tokens, twin.nfe, twin.generator = self.tokens, self.nfe, self.generator
+        return twin
 
     @property
     def total_nfe(self) -> int:
@@ -69,13 +88,6 @@ class Runner:
 
     def masked(self, lo: int, hi: int) -> torch.Tensor:
         return self.tokens[lo:hi] == self.adapter.mask_token_id
-
-    def _prefix_mask(self, start: int, lo: int) -> torch.Tensor:
-        pos = torch.arange(start, lo)
-        keys = torch.arange(0, lo)
-        if self.prefix_causal:
-            return masks.causal(pos, keys)
-        return masks.block_causal(pos, keys, self.cfg.block_size)
 
     def sampling(self) -> Sampling:
         c = self.cfg
@@ -99,8 +111,89 @@ class Runner:
         return block, stats
 
     def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
-        if self.adapter.attention == "full":
-            return (yield from self._forward_full(kind, lo, hi, block_mask, tail, block_tokens, want_stats))
+        raise NotImplementedError(f"{type(self).__name__} runs no forwards of its own")
+
+    def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice) -> Forward:
+        return Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
+
+    def first_block(self, B: int) -> int:
+        """Where the first generated block starts: full-attention and canvas families count blocks from the
+        prompt's end, as LLaDA's generate.py and DiffusionGemma's generate do."""
+        return self.P
+
+    def generated(self, records) -> list[int]:
+        """The generated ids up to and including the first stop token."""
+        gen = self.tokens[self.P:self.end].tolist()
+        stops = set(self.adapter.stop_ids)
+        end = next((i + 1 for i, t in enumerate(gen) if t in stops), None)
+        return gen[:end] if end is not None else self._unfinished(gen, records)
+
+    def _unfinished(self, gen: list[int], records) -> list[int]:
+        return [t for t in gen if t != self.adapter.mask_token_id]      # the still-masked slots dropped
+
+    def nfe_paper(self, records) -> int:
+        """Forwards as the reference implementations count them (``Generation.nfe_paper``)."""
+        return self.total_nfe
+
+    def logits_of(self, lo: int, hi: int) -> torch.Tensor | None:
+        """(hi - lo, V) the logits the latest forward that recomputed positions [lo, hi) gave them (a finished
+        block is recomputed once, in the next block's first forward or its store forward), or None."""
+        start, logits = self.prefix
+        if logits is None or lo < start or hi > start + len(logits) or self.adapter.logit_shift:
+            return None
+        return logits[lo - start:hi - start]
+
+    def uncache_from(self, pos: int) -> None:
+        """Drop cached K/V from `pos` on (a revised finished block): the next forward recomputes it."""
+
+    def store(self, hi: int, kind: str = "commit"):
+        """Unfused commit (SDAR's store pass): False where there is no exact cache to store into."""
+        return False
+        yield                                 # a generator, as the runners that do store
+
+    def stats(self, logits: torch.Tensor) -> TokenStats:
+        c = self.cfg
+        return token_stats(self.unmaskable(logits), c.temperature, c.top_k, c.top_p, self.generator)
+
+    def unmaskable(self, logits: torch.Tensor) -> torch.Tensor:
+        """Forbid predicting [MASK] itself: committing it would leave the slot masked forever."""
+        out = logits.clone()
+        out[:, self.adapter.mask_token_id] = float("-inf")
+        return out
+
+    def finished_at(self) -> int | None:
+        """Index of the first stop token in the generated region once everything before it is decoded."""
+        gen = self.tokens[self.P:self.end]
+        stops = torch.isin(gen, torch.tensor(self.adapter.stop_ids or [-1]))
+        if not stops.any():
+            return None
+        e = int(stops.nonzero()[0, 0])
+        return self.P + e if not (gen[:e] == self.adapter.mask_token_id).any() else None
+
+
+class BlockCausalRunner(Runner):
+    """Block-causal attention (SDAR's training) and its exact block cache (``use_cache``)."""
+
+    def __init__(self, adapter, prompt_ids, cfg, prefix_causal=False, revising=False, keep_block_kv=False):
+        super().__init__(adapter, prompt_ids, cfg, prefix_causal, revising)
+        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache else None
+        self.cached = 0
+        self.keep_block_kv = keep_block_kv and self.cache is not None
+        self.block_kv: tuple | None = None  # (block start, DynamicCache of [0, block end))
+        self.cache_name = "exact block KV cache" if self.cache is not None else "none"
+
+    def first_block(self, B: int) -> int:
+        return (self.P // B) * B               # blocks lie on the absolute grid (SDAR's training)
+
+    def _prefix_mask(self, start: int, lo: int) -> torch.Tensor:
+        pos = torch.arange(start, lo)
+        keys = torch.arange(0, lo)
+        if self.prefix_causal:
+            return masks.causal(pos, keys)
+        return masks.block_causal(pos, keys, self.cfg.block_size)
+
+    def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
+        """[pending rows | block | tail] against the exact cache; the pending rows' K/V are kept."""
         keep = max(0, lo - self.adapter.logit_shift)   # a shifted model reads position lo's logit at row lo - 1
         start = self.cached if self.cache is not None else 0
         L = hi - lo
@@ -134,10 +227,51 @@ class Runner:
             self.prefix = (start, logits[:n_pre])
         return logits[n_pre:n_pre + L], (logits[n_pre + L:] if m else None), stats
 
-    def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice) -> Forward:
-        return Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
+    def forward_rows(self, kind: str, a: int, b: int) -> torch.Tensor:
+        """Rows [a, b) of the current block alone (a sub-block), against the exact cache of the finished blocks and
+        the block's other K/V as its latest whole-block forward left them (stale), spliced in position order:
+        Fast-dLLM v2's block cache. (b - a, V) logits; a shifted model's first row reads its own logit."""
+        lo, kv = self.block_kv
+        n = kv.get_seq_length()
+        logits, _ = yield Forward(self.adapter, self.tokens[a:b], torch.ones(b - a, n, dtype=torch.bool),
+                                  torch.arange(a, b), SpliceCache(kv, a, b))
+        self.nfe[kind] += 1
+        self.fresh = (a, b)
+        return logits
 
-    def _forward_full(self, kind: str, lo: int, hi: int, block_mask, tail, block_tokens, want_stats: bool):
+    def uncache_from(self, pos: int) -> None:
+        if self.cache is not None and self.cached > pos:
+            self.cache.rollback(pos)
+            self.cached = pos
+
+    def store(self, hi: int, kind: str = "commit"):
+        """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""
+        if self.cache is None or self.cached >= hi:
+            return False
+        yield from self.forward(kind, hi, hi)
+        return True
+
+    def nfe_paper(self, records) -> int:
+        """With the cache (SDAR's ``block_diffusion_generate``, Fast-dLLM v2): one prefill forward over the
+        prompt's full blocks and one K/V-store forward per block decoded, both of which Unmask fuses into its
+        next forward (or counts as kinds "prefill" / "commit" with fuse_commit off). Without: every forward."""
+        if self.cache is None:
+            return self.total_nfe
+        denoise = self.total_nfe - self.nfe["prefill"] - self.nfe["commit"]
+        prefill = int(self.P // self.cfg.block_size > 0)
+        return denoise + prefill + len({rec.block for rec in records if rec.block >= 0})
+
+
+class FullRunner(Runner):
+    """Full attention (LLaDA, Dream), with Fast-dLLM's approximate prefix and dual caches (``kv_cache``)."""
+    takes_kv_cache = True
+
+    def __init__(self, adapter, prompt_ids, cfg, prefix_causal=False, revising=False, keep_block_kv=False):
+        super().__init__(adapter, prompt_ids, cfg, prefix_causal, revising)
+        self.full_cache, self.prefix_of = None, None        # the block start's cache and the block start
+        self.cache_name = f"{self.kv_cache} cache (Fast-dLLM, approximate)" if self.kv_cache != "none" else "none"
+
+    def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
         """Full-attention families (Dream, LLaDA): a forward runs the whole canvas bidirectionally (prompt,
         committed tokens, the current block and every later masked slot), as their reference decoders do.
         Fast-dLLM's approximate caches: a block's first forward runs the whole canvas and keeps its K/V; its later
@@ -183,55 +317,25 @@ class Runner:
         exact = exact[lo:hi]
         return float((cached - exact).abs().max())
 
-    def forward_rows(self, kind: str, a: int, b: int) -> torch.Tensor:
-        """Rows [a, b) of the current block alone (a sub-block), against the exact cache of the finished blocks and
-        the block's other K/V as its latest whole-block forward left them (stale), spliced in position order:
-        Fast-dLLM v2's block cache. (b - a, V) logits; a shifted model's first row reads its own logit."""
-        lo, kv = self.block_kv
-        n = kv.get_seq_length()
-        logits, _ = yield Forward(self.adapter, self.tokens[a:b], torch.ones(b - a, n, dtype=torch.bool),
-                                  torch.arange(a, b), SpliceCache(kv, a, b))
-        self.nfe[kind] += 1
-        self.fresh = (a, b)
-        return logits
-
-    def logits_of(self, lo: int, hi: int) -> torch.Tensor | None:
-        """(hi - lo, V) the logits the latest forward that recomputed positions [lo, hi) gave them (a finished
-        block is recomputed once, in the next block's first forward or its store forward), or None."""
-        start, logits = self.prefix
-        if logits is None or lo < start or hi > start + len(logits) or self.adapter.logit_shift:
-            return None
-        return logits[lo - start:hi - start]
-
     def uncache_from(self, pos: int) -> None:
-        """Drop cached K/V from `pos` on (a revised finished block): the next forward recomputes it."""
-        if self.cache is not None and self.cached > pos:
-            self.cache.rollback(pos)
-            self.cached = pos
         self.prefix_of = None                 # a prefix cache holding the old tokens is made again
 
-    def store(self, hi: int, kind: str = "commit") -> bool:
-        """Unfused commit: run the pending committed positions once and keep their K/V (SDAR's store pass)."""
-        if self.cache is None or self.cached >= hi:
-            return False
-        yield from self.forward(kind, hi, hi)
-        return True
 
-    def stats(self, logits: torch.Tensor) -> TokenStats:
-        c = self.cfg
-        return token_stats(self.unmaskable(logits), c.temperature, c.top_k, c.top_p, self.generator)
+class CanvasRunner(Runner):
+    """DiffusionGemma's encoder/decoder: the uniform decoder runs its forwards as its own requests (``Call``)."""
+    cache_name = "encoder KV cache (exact)"
 
-    def unmaskable(self, logits: torch.Tensor) -> torch.Tensor:
-        """Forbid predicting [MASK] itself: committing it would leave the slot masked forever."""
-        out = logits.clone()
-        out[:, self.adapter.mask_token_id] = float("-inf")
-        return out
+    def _unfinished(self, gen: list[int], records) -> list[int]:
+        """Any id may be generated on a canvas (there is no [MASK]): the canvases made."""
+        return gen[:max((int(rec.positions.max()) + 1 - self.P for rec in records), default=0)]
 
-    def finished_at(self) -> int | None:
-        """Index of the first stop token in the generated region once everything before it is decoded."""
-        gen = self.tokens[self.P:self.end]
-        stops = torch.isin(gen, torch.tensor(self.adapter.stop_ids or [-1]))
-        if not stops.any():
-            return None
-        e = int(stops.nonzero()[0, 0])
-        return self.P + e if not (gen[:e] == self.adapter.mask_token_id).any() else None
+    def nfe_paper(self, records) -> int:
+        return self.total_nfe - self.nfe["encode"]   # DiffusionGemma's tokens_per_forward: decoder forwards
+
+
+RUNNERS = {"block_causal": BlockCausalRunner, "full": FullRunner, "canvas": CanvasRunner}
+
+
+def make_runner(adapter, prompt_ids: list[int], cfg, **flags) -> Runner:
+    """The runner of the adapter's model kind."""
+    return RUNNERS[adapter.attention](adapter, prompt_ids, cfg, **flags)

@@ -6,7 +6,8 @@ import torch
 from engine import masks
 from engine.cache import BlockCache
 from engine.decoders import build_decoder
-from engine.loop import Generation, Runner
+from engine.loop import Generation
+from engine.runner import make_runner
 from engine.scheduler import drive
 
 
@@ -39,7 +40,7 @@ def test_to_backend_eager_is_additive_and_rejects_empty_rows():
 
 def test_rollback_uses_negative_crop(adapter):
     c = BlockCache(adapter.new_cache())
-    r = Runner(adapter, [1, 5, 6, 7, 8, 9], build_decoder("threshold", block_size=4).cfg)
+    r = make_runner(adapter, [1, 5, 6, 7, 8, 9], build_decoder("threshold", block_size=4).cfg)
     r.cache = c
     drive(r.forward("draft", 4, 8))
     assert len(c) == 4            # the prefix block is kept, the current block rolled back
@@ -56,7 +57,7 @@ def test_cached_logits_equal_uncached(adapter, B):
     prompt = adapter.encode_prompt("Ann has 3 apples . She buys 5 more . How many apples does she have now ?")
     cfg_c = build_decoder("threshold", block_size=B, gen_length=16).cfg
     cfg_u = build_decoder("threshold", block_size=B, gen_length=16, use_cache=False).cfg
-    rc, ru = Runner(adapter, prompt, cfg_c), Runner(adapter, prompt, cfg_u)
+    rc, ru = make_runner(adapter, prompt, cfg_c), make_runner(adapter, prompt, cfg_u)
     worst = 0.0
     for lo in range((rc.P // B) * B, rc.end, B):
         hi = min(lo + B, rc.end)

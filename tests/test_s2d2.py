@@ -9,7 +9,8 @@ import torch
 from engine import masks
 from engine.decoders import build_decoder
 from engine.decoders.s2d2 import first_span
-from engine.loop import Generation, Runner
+from engine.loop import Generation
+from engine.runner import make_runner
 from engine.s2d2.estimators import alpha, expected_accepted
 from engine.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.s2d2.verify import accept_stochastic, verify_logits
@@ -24,8 +25,7 @@ def test_verifier_logits_equal_separate_ar_forwards(adapter):
     prompt = adapter.encode_prompt("Dan has 41 toys . He sells 9 toys . How many toys does he have now ?")
     B = 8
     cfg = build_decoder("s2d2", block_size=B, gen_length=24, cache_ver=True).cfg
-    r = Runner(adapter, prompt, cfg)
-    r.prefix_causal = True
+    r = make_runner(adapter, prompt, cfg, prefix_causal=True)
     lo0 = (r.P // B) * B
     lo, hi = lo0 + B, lo0 + 2 * B
     V = adapter.vocab_size

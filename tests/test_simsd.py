@@ -8,7 +8,8 @@ import torch
 from engine import masks
 from engine.decoders import build_decoder
 from engine.decoders.simsd import verification_mask
-from engine.loop import Generation, Runner, Tail
+from engine.loop import Generation, Tail
+from engine.runner import make_runner
 from engine.model import load_model
 from engine.s2d2.verify import accept_stochastic
 from tests.conftest import write_sdar_checkpoint
@@ -31,9 +32,9 @@ def replay_error(adapter, steps: list[int]) -> float:
     """Max |copy logits - a separate forward on the block state just before that slot's step| over the slots."""
     cfg = build_decoder("threshold", block_size=8, gen_length=8).cfg
     prompt = adapter.encode_prompt(PROMPT)
-    r = Runner(adapter, prompt, cfg)
+    r = make_runner(adapter, prompt, cfg)
     lo = (r.P // 8 + 1) * 8 if r.P % 8 else r.P                # a block fully masked, after the prompt
-    r = Runner(adapter, prompt + [5] * (lo - r.P), build_decoder("threshold", block_size=8, gen_length=8).cfg)
+    r = make_runner(adapter, prompt + [5] * (lo - r.P), build_decoder("threshold", block_size=8, gen_length=8).cfg)
     L, t = 8, np.array(steps)
     drafts = torch.tensor([20 + 3 * k for k in range(L)])
     m = torch.from_numpy(verification_mask("released", 0, t))

@@ -55,8 +55,7 @@ class SimSDPolicy(Policy):
 
     def start(self, runner: Runner) -> None:
         self.drafter = self.resources["drafter"]           # resolved by the caller (engine.resources)
-        self.small = Runner(self.drafter, runner.tokens[:runner.P].tolist(), self.cfg)
-        self.small.tokens, self.small.nfe, self.small.generator = runner.tokens, runner.nfe, runner.generator
+        self.small = runner.sharing(self.drafter)           # the drafter writes and counts on this decode's canvas
         self.V = runner.adapter.vocab_size                  # the drafter's extra ids are never proposed
         self.accepted = self.verified = 0
 

@@ -68,8 +68,9 @@ class SubBlockPolicy(Policy):
     name = "subblock"
     config_cls = config_class("subblock")
 
-    def start(self, runner) -> None:
-        runner.keep_block_kv = self.cfg.block_cache and runner.cache is not None
+    @property
+    def keeps_block_kv(self) -> bool:
+        return self.cfg.block_cache
 
     def draft(self, ctx: BlockContext, s: int, e: int):
         """The step's statistics: the whole block, or (block cache, the sub-block's first slot decided) the
