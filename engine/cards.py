@@ -54,6 +54,7 @@ class Example:
 class Card:
     decoder: Decoder
     menu: tuple[str, str]                                   # (group, plain words) in the page's decoder menu
+    rank: int = 0                                           # its place in its menu group
     params: dict[str, Param] = field(default_factory=dict)  # the parameters only this decoder reads
     reasons: dict[str, ReasonEntry] = field(default_factory=dict)   # Reason member name -> entry
     records: dict[str, type] = field(default_factory=dict)  # record kind ("draft") -> TypedDict of its fields

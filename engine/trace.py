@@ -86,7 +86,7 @@ class CandidateFields(TypedDict, total=False):
 
 
 class S2D2DraftFields(TypedDict):
-    router: dict                  # every router input and its decision (engine.s2d2.routers)
+    router: dict                  # every router input and its decision (engine.decoders.s2d2.routers)
     verified: bool                # whether a verify forward follows
     attn_mask: np.ndarray         # (L, L) bool: the in-block drafting mask
 

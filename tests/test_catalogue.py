@@ -100,16 +100,17 @@ def test_page_limits_are_stricter_for_page_specs():
 
 
 def test_presets_and_names_are_defined_once():
-    from engine.s2d2.estimators import ESTIMATORS
-    from engine.s2d2.routers import ROUTERS, make_router
-    assert ROUTERS is catalogue.ROUTERS and ESTIMATORS is catalogue.ESTIMATORS
+    from engine.decoders.s2d2 import card
+    from engine.decoders.s2d2.estimators import ESTIMATORS
+    from engine.decoders.s2d2.routers import ROUTERS, make_router
+    assert ROUTERS is card.ROUTERS and ESTIMATORS is card.ESTIMATORS
     for r in ROUTERS:
         make_router(build_decoder("s2d2", router=r).cfg)
-    for name, preset in catalogue.S2D2_PRESETS.items():
+    for name, preset in card.S2D2_PRESETS.items():
         cfg = build_decoder("s2d2", preset=name).cfg
         assert all(getattr(cfg, k) == v for k, v in preset.items())
         assert build_decoder("s2d2", preset=name, block_size=8).cfg.block_size == 8   # explicit wins
-    assert set(catalogue.params_of("s2d2")["preset"].choices) == {""} | set(catalogue.S2D2_PRESETS)
+    assert set(catalogue.params_of("s2d2")["preset"].choices) == {""} | set(card.S2D2_PRESETS)
 
 
 def test_numbers_take_ascii_digits_only():

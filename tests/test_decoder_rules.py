@@ -6,7 +6,7 @@ import torch
 
 from engine.decoders import build_decoder, parse_spec
 from engine.decoders.schedule import transfer_schedule
-from engine.decoders.threshold import dynamic_commit, threshold_commit
+from engine.decoders.threshold.policy import dynamic_commit, threshold_commit
 from engine.loop import ConfigError, Generation
 from engine.sampling import make_generator, token_stats
 from engine.trace import Reason

@@ -7,9 +7,9 @@ import torch
 from engine.decoders import build_decoder
 from engine.decoders.schedule import block_schedule
 from engine.loop import Generation
-from engine.s2d2.estimators import alpha
-from engine.s2d2.routers import UCB, Hysteresis, RouterInputs
-from engine.s2d2.verify import accept_stochastic
+from engine.decoders.s2d2.estimators import alpha
+from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
+from engine.decoders.s2d2.verify import accept_stochastic
 from engine.sampling import transformed_probs
 from tests.conftest import ScriptedAdapter
 
@@ -104,7 +104,7 @@ def test_mrs_with_a_greedy_drafter_says_it_is_biased():
 def test_simsd_reveal_order_reads_the_tempered_probability():
     from types import SimpleNamespace
 
-    from engine.decoders.simsd import reveal_scores
+    from engine.decoders.simsd.policy import reveal_scores
     # slot 0: one close rival; slot 1: four weak ones. Untempered p(top) 0.525 < 0.649, at T = 2 0.512 > 0.405.
     logits = torch.tensor([[2.0, 1.9, -9.0, -9.0, -9.0], [2.0, 0.0, 0.0, 0.0, 0.0]])
     top = torch.tensor([0, 0])
@@ -115,7 +115,7 @@ def test_simsd_reveal_order_reads_the_tempered_probability():
 
 
 def test_simsd_target_q_is_the_plain_softmax():
-    from engine.decoders.simsd import target_probs
+    from engine.decoders.simsd.policy import target_probs
     logits = torch.tensor([[1.0, 0.0, -1.0]])
     z = math.e + 1 + 1 / math.e
     assert torch.allclose(target_probs(logits)[0], torch.tensor([math.e / z, 1 / z, 1 / (math.e * z)],

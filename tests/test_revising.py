@@ -71,7 +71,7 @@ def test_wino_caps_its_drafts_at_max_accept():
 
 
 def test_wino_drafts_strictly_above_tau_wide():
-    from engine.decoders.wino import max_accept, wide_in
+    from engine.decoders.wino.policy import max_accept, wide_in
     masked = torch.ones(3, dtype=torch.bool)
     assert wide_in(torch.tensor([0.6, 0.7, 0.5]), masked, 0.6).tolist() == [1]        # 0.6 is not > 0.6
     assert wide_in(torch.tensor([0.6, 0.5, 0.4]), masked, 0.6).tolist() == [0]        # none above: the best
@@ -105,7 +105,7 @@ def test_wino_remasks_at_most_last_accept_minus_one():
 
 def test_remdm_cap_sigma_by_hand():
     """σ = min(η, (1 − α_s)/α_t) on t_j = 1 − j/S (S = 4): α_t, α_s = (0, .25), (.25, .5), (.5, .75), (.75, 1)."""
-    from engine.decoders.remdm import sigma_cap, sigma_conf
+    from engine.decoders.remdm.policy import sigma_cap, sigma_conf
     assert [sigma_cap(0.5, j, 4) for j in range(4)] == [0.5, 0.5, 0.5, 0.0]
     assert [sigma_cap(0.3, j, 4) for j in range(4)] == [0.3, 0.3, 0.3, 0.0]
     assert sigma_cap(0.9, 2, 4) == 0.5                        # (1 − .75)/.5: the cap binds

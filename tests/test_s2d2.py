@@ -8,12 +8,12 @@ import torch
 
 from engine import masks
 from engine.decoders import build_decoder
-from engine.decoders.s2d2 import first_span
+from engine.decoders.s2d2.policy import first_span
 from engine.loop import Generation
 from engine.runner import make_runner
-from engine.s2d2.estimators import alpha, expected_accepted
-from engine.s2d2.routers import UCB, Hysteresis, RouterInputs
-from engine.s2d2.verify import accept_stochastic, verify_logits
+from engine.decoders.s2d2.estimators import alpha, expected_accepted
+from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
+from engine.decoders.s2d2.verify import accept_stochastic, verify_logits
 from engine.sampling import make_generator
 from engine.scheduler import drive
 

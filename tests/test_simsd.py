@@ -7,11 +7,11 @@ import torch
 
 from engine import masks
 from engine.decoders import build_decoder
-from engine.decoders.simsd import verification_mask
+from engine.decoders.simsd.policy import verification_mask
 from engine.loop import Generation, Tail
 from engine.runner import make_runner
 from engine.model import load_model
-from engine.s2d2.verify import accept_stochastic
+from engine.decoders.s2d2.verify import accept_stochastic
 from tests.conftest import write_sdar_checkpoint
 from engine.scheduler import drive
 

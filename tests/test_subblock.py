@@ -115,7 +115,7 @@ def test_sub_block_must_divide_the_block():
 def test_v2_sampler_tempers_then_cuts_the_nucleus_then_renormalises():
     """Hand-computed: logits (2, 1, 0) at T = 2 give softmax (0.506, 0.307, 0.186); with top_p 0.8 the cumulative
     sum first passes 0.8 at the second token, the third is cut, and the kept two renormalise to (0.622, 0.378)."""
-    from engine.decoders.subblock import v2_sample
+    from engine.decoders.subblock.policy import v2_sample
     g = torch.Generator().manual_seed(0)
     logits = torch.tensor([[2.0, 1.0, 0.0]]).repeat(400, 1)
     x, p = v2_sample(logits, 2.0, 0.8, g)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.ce.controller import MLP, MLPController
-from engine.ce.kalman import KalmanParams, TrendFilter
+from engine.decoders.tspd.controller import MLP, MLPController
+from engine.decoders.tspd.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.trace import Reason

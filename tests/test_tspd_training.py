@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.ce.kalman import KalmanParams, TrendFilter
+from engine.decoders.tspd.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.model import load_model

@@ -1,8 +1,9 @@
 """Decoder registry: ``build_decoder(name, **params)`` validates against the catalogue and returns a policy.
 
-A decoder is a module here (its ``Policy`` plus its catalogue entry), or a folder ``<name>/`` with ``policy.py``
-and a torch-free ``card.py`` (``engine.cards``) that carries everything else it adds. Importing this package is
-torch-free, so the cards can be read by the page; the policies load on first use.
+A decoder is a folder ``<name>/`` with ``policy.py`` (its ``Policy``) and a torch-free ``card.py`` (``engine.cards``)
+that carries its catalogue entry, parameters, menu words and whatever else it adds; helpers of its own live beside
+them (S2D2's routers, TSPD's Kalman filter), helpers shared by several rules in ``schedule.py``. Importing this
+package is torch-free, so the cards can be read by the page; the policies load on first use.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from engine.spec import parse_spec  # noqa: F401  (re-exported: engine.decoders.
 
 @lru_cache(maxsize=None)
 def policies() -> dict:
-    """Every Policy defined in this package's modules and folders (``<name>/policy.py``), by name: nothing to
-    register here."""
+    """Every Policy defined in this package's folders (``<name>/policy.py``), by name: nothing to register here."""
     from engine import catalogue
     from engine.loop import Policy
     found = {}
     for m in pkgutil.iter_modules(__path__):
-        mod = importlib.import_module(f"{__name__}.{m.name}{'.policy' if m.ispkg else ''}")
+        if not m.ispkg:
+            continue
+        mod = importlib.import_module(f"{__name__}.{m.name}.policy")
         for obj in vars(mod).values():
             if isinstance(obj, type) and issubclass(obj, Policy) and obj.__module__ == mod.__name__:
                 found[obj.name] = obj

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.ce.features import Trajectories
-from engine.ce.kalman import logit
+from engine.decoders.tspd.features import Trajectories
+from engine.decoders.tspd.kalman import logit
 from engine.decoders import build_decoder
 from engine.loop import Generation
 from engine.trace import Reason

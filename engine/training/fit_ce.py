@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from engine.ce.kalman import KalmanParams, run_filter
+from engine.decoders.tspd.kalman import KalmanParams, run_filter
 
 GRID = dict(q_level=(0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 2.0), q_vel=(0.001, 0.01, 0.03, 0.1, 0.2, 0.5),
             r=(0.02, 0.05, 0.1, 0.25, 0.5, 1.0))

@@ -27,11 +27,11 @@ import time
 import numpy as np
 import torch
 
-from engine.ce.controller import MLP, MLPController
-from engine.ce.features import FEATURES
-from engine.ce.kalman import KalmanParams
+from engine.decoders.tspd.controller import MLP, MLPController
+from engine.decoders.tspd.features import FEATURES
+from engine.decoders.tspd.kalman import KalmanParams
 from engine.decoders import build_decoder
-from engine.decoders.tspd import CE_FILE
+from engine.decoders.tspd.policy import CE_FILE
 from engine.model import load_model
 from engine.tasks import get_task
 from engine.training.collect import Rows, controller_rows, lookahead_counts, reference_split, rollouts, z_series

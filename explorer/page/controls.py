@@ -165,7 +165,8 @@ def on_decoder(keys: list[str], decoder: str):
 
 
 def on_preset(keys: list[str], name: str):
-    vals = catalogue.S2D2_PRESETS.get(name, {}) if isinstance(name, str) else {}
+    vals = next((d.presets[name] for d in catalogue.DECODERS.values() if isinstance(name, str) and d.presets
+                 and name in d.presets), {})
     return tuple(gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys)
 
 

@@ -23,6 +23,7 @@ CARD = Card(
         "α · log(1 + credit) and the threshold rule (p ≥ τ, at least the best) reads the fused distribution. Where "
         "we chose: [MASK] is never a candidate (dInfer skips a slot whose argmax is [MASK]).",
         COMMON + ("tau", "credit_alpha", "credit_gamma", "credit_beta"), knob="tau", title="Credit decoding"),
+    rank=1,
     menu=("Trajectory", "credit: evidence accumulated over forwards"),
     params={
         "credit_alpha": Param(float, 0.7, 0.0, 10.0, label="α (credit weight)", help="fused logits = logits + "

@@ -28,6 +28,7 @@ CARD = Card(
         overrides={"tau": dict(default=0.9, help="confidence a stable slot must exceed (KLASS: 0.9; its LLaDA "
                                                  "GSM8K script 0.6)")},
         knob="kl_eps", title="KLASS: stable and confident"),
+    rank=2,
     menu=("Trajectory", "KLASS: commit what has stopped moving"),
     params={
         "kl_eps": Param(float, 0.01, 0.0, 10.0, open_lo=True, label="ε (KL threshold, nats)",

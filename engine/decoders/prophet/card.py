@@ -26,6 +26,7 @@ CARD = Card(
         "its first forward. Where we chose: the gap is averaged over the block's masked slots (the paper reads a "
         "window after a prompted \"The answer is\"), and a block-causal model needs one forward per later block.", COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale"),
         knob="gap_scale", title="Prophet: early commit"),
+    rank=3,
     menu=("Trajectory", "Prophet: commit the rest once the answer is clear"),
     params={
         "gap_early": Param(float, 7.5, 0.0, 100.0, label="gap bar, early phase", help="logit gap the exit needs "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.catalogue import ROUTERS  # noqa: F401  (the names, defined once)
+from engine.decoders.s2d2.card import ROUTERS  # noqa: F401  (the names, defined once)
 
 
 @dataclass

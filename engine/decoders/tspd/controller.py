@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.ce.features import FEATURES, F
+from engine.decoders.tspd.features import FEATURES, F
 
 CONTROLLER_FILE = "tspd_controller.safetensors"
 CARD_FILE = "tspd_controller.json"

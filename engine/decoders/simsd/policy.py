@@ -22,11 +22,11 @@ import torch
 
 from engine import masks
 from engine.catalogue import config_class
-from engine.decoders.s2d2 import verdict_arrays
+from engine.decoders.s2d2.policy import verdict_arrays
 from engine.decoders.schedule import masked_topk
-from engine.decoders.threshold import dynamic_commit
+from engine.decoders.threshold.policy import dynamic_commit
 from engine.loop import BlockContext, Policy, Runner, Tail
-from engine.s2d2.verify import accept_greedy, accept_stochastic
+from engine.decoders.s2d2.verify import accept_greedy, accept_stochastic
 from engine.sampling import token_stats, transformed_probs
 from engine.trace import Reason, SimSDDraftFields, SimSDVerifyFields
 

@@ -1,4 +1,4 @@
-"""TSPD + CE decoder ([PROPOSED] reconstruction, spec §3.6; see ``engine.ce`` for the terms).
+"""TSPD + CE decoder ([PROPOSED] reconstruction, spec §3.6; see ``engine.decoders.tspd`` for the terms).
 
 Each step is a pipeline of named stages over the block's masked positions M (state in ``TSPDBlock``, the
 step's results in ``TSPDStep``):
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from engine.catalogue import config_class
-from engine.ce.controller import CARD_FILE, MLPController, heuristic_fix
-from engine.ce.features import F, Trajectories
-from engine.ce.kalman import KalmanParams, TrendFilter, logit
+from engine.decoders.tspd.controller import CARD_FILE, MLPController, heuristic_fix
+from engine.decoders.tspd.features import F, Trajectories
+from engine.decoders.tspd.kalman import KalmanParams, TrendFilter, logit
 from engine.errors import ConfigError
 from engine.loop import BlockContext, Policy
 from engine.sampling import TokenStats

@@ -1,4 +1,4 @@
-"""S2D2 decoder (see ``engine.s2d2`` for the terms). One step is a pipeline of named stages over ``S2D2Step``:
+"""S2D2 decoder (see ``engine.decoders.s2d2`` for the terms). One step is a pipeline of named stages over ``S2D2Step``:
 
     draft -> estimate (span, α, K̂, N_hi, score) -> route -> [verify_span: verify + accept] -> fallback
 
@@ -15,13 +15,14 @@ import numpy as np
 import torch
 
 from engine import masks
-from engine.catalogue import S2D2_PRESETS, config_class
+from engine.catalogue import config_class
+from engine.decoders.s2d2.card import S2D2_PRESETS
 from engine.decoders.schedule import block_schedule, quota_at
-from engine.decoders.threshold import dynamic_commit
+from engine.decoders.threshold.policy import dynamic_commit
 from engine.loop import BlockContext, Policy
-from engine.s2d2.estimators import alpha, expected_accepted, normalised_entropy
-from engine.s2d2.routers import RouterInputs, make_router
-from engine.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
+from engine.decoders.s2d2.estimators import alpha, expected_accepted, normalised_entropy
+from engine.decoders.s2d2.routers import RouterInputs, make_router
+from engine.decoders.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
 from engine.sampling import TokenStats, transformed_probs
 from engine.trace import Reason, S2D2DraftFields, S2D2VerifyFields, Verdict
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from engine.catalogue import ESTIMATORS  # noqa: F401  (the names, defined once)
+from engine.decoders.s2d2.card import ESTIMATORS  # noqa: F401  (the names, defined once)
 
 
 def normalised_entropy(p: torch.Tensor) -> torch.Tensor:

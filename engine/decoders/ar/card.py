@@ -1,0 +1,12 @@
+"""Autoregressive's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("ar", "**Autoregressive**: the same model with block size 1, one token per forward.", COMMON,
+        overrides={"block_size": dict(default=1, lo=1, hi=1, page=(1, 1))}),
+    menu=('Baseline', 'autoregressive, one token per forward'), rank=2,
+)

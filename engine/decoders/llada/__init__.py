@@ -1,0 +1,1 @@
+"""The llada decoder: its rule (policy.py) and its card (card.py)."""

@@ -1,0 +1,16 @@
+"""LLaDA fixed steps's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("llada", "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
+        COMMON + ("steps", "remasking"), title="LLaDA"),
+    menu=('Baseline', 'fixed steps per block (LLaDA)'), rank=1,
+    params={
+        "remasking": Param(str, "low_confidence", choices=("low_confidence", "random"), label="Remasking (LLaDA)",
+            help="which tokens a step keeps", group="llada"),
+    },
+)

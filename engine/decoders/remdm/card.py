@@ -1,0 +1,22 @@
+"""ReMDM's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("remdm", "**ReMDM** remasking (the released remdm-cap / remdm-conf samplers): fixed steps over "
+        "timesteps t = 1 … 1/S; each step draws, per written token of the block, whether it goes back to [MASK] "
+        "(σ capped by η, or weighted by how unsure it was when unmasked); a re-masked slot waits for a later "
+        "step.", COMMON + ("steps", "eta", "remask"), knob="eta", title="ReMDM: remasking",
+        revises=True),
+    menu=('Changes its mind', 'ReMDM: send tokens back to [MASK]'), rank=2,
+    params={
+        "eta": Param(float, 0.1, 0.0, 0.5, label="η (remasking cap)", help="remdm-cap: each written token goes back to "
+            "[MASK] with σ = min(η, (1 − α_s)/α_t)", step=0.01, group="remdm"),
+        "remask": Param(str, "cap", choices=("cap", "conf"), label="ReMDM schedule", help="cap: σ = min(η, (1 − α_s)/α_t) "
+            "per written token; conf: σ_max · softmax(−p at unmasking) over the block's written tokens",
+            group="remdm"),
+    },
+)

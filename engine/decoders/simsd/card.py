@@ -1,0 +1,29 @@
+"""SimSD's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("simsd", "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
+        "each slot; the target checks every draft in one forward through a temporal attention mask.",
+        COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),
+        overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
+        help="greedy: argmax match; mrs: min(1, q/p) + residual, a bonus token (biased with a greedy "
+        "drafter, temperature 0: the trace says so)")},
+        needs=("block_causal", "no_shift"), knob="tau", title="SimSD: drafter and verification",
+        resources=("drafter",)),
+    menu=('Speculative', 'SimSD: a small drafter, the target verifies'), rank=1,
+    params={
+        "drafter": Param(str, "", label="Drafter", help="the small drafting model; empty = the target's paired drafter "
+            "(on the page only embedded models)", group="simsd", model=True),
+        "mask": Param(str, "released", choices=("released", "simplified"), label="Verification mask",
+            help="released: the temporal mask of the SimSD code; simplified: the seed article's description",
+            group="simsd"),
+        "draft_steps": Param(int, 0, 0, 64, label="Drafter steps S (0 = B)", help="drafter forwards per round", step=1,
+            page=(0, 32), group="simsd"),
+        "reveal": Param(str, "static", choices=("static", "dynamic"), label="Drafter reveal rule",
+            help="static: top-k per step; dynamic: every c > τ if at least k", group="simsd"),
+    },
+)

@@ -1,0 +1,16 @@
+"""The threshold rule's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("threshold", "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
+        "per step.", COMMON + ("tau", "rule", "steps"), knob="tau", title="Threshold rule"),
+    menu=('Baseline', 'confidence threshold τ (Fast-dLLM)'), rank=0,
+    params={
+        "rule": Param(str, "fastdllm", choices=("fastdllm", "sdar"), label="Threshold rule",
+            help="fastdllm: all c ≥ τ (at least one); sdar: c > τ, else the step's quota", group="threshold"),
+    },
+)

@@ -1,0 +1,50 @@
+"""TSPD + CE (PROPOSED)'s card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
+        "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
+        "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
+        COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",
+        "stabilise", "tau_hard", "tau_stab", "alpha", "q_level", "q_vel", "r"),
+        overrides={"block_size": dict(default=16), "tau": dict(default=0.99, open_hi=True)}, proposed=True,
+        knob="tau", title="TSPD + CE (PROPOSED reconstruction)"),
+    menu=('Trajectory', "TSPD + CE: forecast each token's confidence (PROPOSED)"), rank=0,
+    params={
+        "controller": Param(str, "mlp", choices=("mlp", "heuristic"), label="Controller",
+            help="learned MLP or the training-free rule", group="tspd"),
+        "tau_s": Param(float, 0.0, 0.0, 1.0, open_hi=True, label="controller threshold τ_s (0 = the card's)",
+            help="MLP score a token needs; 0 = the operating point chosen on val", step=0.001, group="tspd"),
+        "ce": Param(bool, True, label="Confidence extrapolation (look-ahead)", help="commit when the forecast LCB clears τ",
+            group="tspd"),
+        "kappa": Param(float, 1.64, 0.0, 10.0, label="κ (LCB width, in σ)", help="forecast lower bound ẑ − κσ", step=0.01,
+            page=(0.0, 4.0), group="tspd"),
+        "h_max": Param(int, 4, 0, 32, label="h_max (longest horizon)", help="forwards the forecast may look ahead",
+            step=1, page=(0, 8), group="tspd"),
+        "window": Param(int, 4, 2, 16, label="trajectory window k", help="forwards of history per position", step=1,
+            group="tspd"),
+        "sigma_ref": Param(float, 1.0, 0.0, 100.0, open_lo=True, label="σ_ref (horizon uncertainty scale)",
+            help="horizon shrinks as the level's σ approaches σ_ref", step=0.05, page=(0.05, 5.0),
+            group="tspd"),
+        "s_min": Param(int, 2, 0, 16, label="s_min (stable steps)", help="steps a candidate must hold before look-ahead",
+            step=1, group="tspd"),
+        "stabilise": Param(bool, True, label="stabilise oscillating tokens", help="veto flip-flopping tokens",
+            group="tspd"),
+        "tau_hard": Param(float, 0.99, 0.0, 1.0, open_lo=True, label="τ_hard (oscillation veto bar)",
+            help="oscillating tokens below it are held back", step=0.01, group="tspd"),
+        "tau_stab": Param(float, 0.9, 0.0, 1.0, open_lo=True, label="τ_stab (stabilised commit)",
+            help="window-averaged confidence that fixes an oscillating token", step=0.01, group="tspd"),
+        "alpha": Param(float, 0.1, 0.0, 1.0, label="α (heuristic relaxation)", help="bar relaxed by α · left progress",
+            step=0.01, group="tspd"),
+        "q_level": Param(float, 0.0, 0.0, 100.0, label="Kalman q_level (0 = fitted)", help="level process noise",
+            step=0.01, page=(0.0, 5.0), group="tspd"),
+        "q_vel": Param(float, 0.0, 0.0, 100.0, label="Kalman q_vel (0 = fitted)", help="velocity process noise",
+            step=0.01, page=(0.0, 5.0), group="tspd"),
+        "r": Param(float, 0.0, 0.0, 100.0, label="Kalman R (0 = fitted)", help="observation noise", step=0.01,
+            page=(0.0, 5.0), group="tspd"),
+    },
+)

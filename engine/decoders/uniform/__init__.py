@@ -1,0 +1,1 @@
+"""The uniform decoder: its rule (policy.py) and its card (card.py)."""

@@ -1,0 +1,36 @@
+"""DiffusionGemma's uniform-noise canvas's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("uniform", "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "
+        "every slot under a temperature falling from t_max to t_min, keeps the lowest-entropy samples within "
+        "the entropy bound γ, replaces the rest with fresh random tokens and feeds its logits to the next step "
+        "(self-conditioning). A canvas stops when its argmax is stable and its mean entropy low.",
+        ("gen_length", "seed", "stop_at_eos", "max_denoising_steps", "entropy_bound", "t_min", "t_max",
+        "stability_threshold", "confidence_threshold"),
+        overrides={"entropy_bound": dict(default=0.0, open_lo=False, page=(0.0, 5.0),
+        label="γ (entropy bound; 0 = the model's)")},
+        rules=((lambda v: not (v["t_min"] and v["t_max"]) or v["t_max"] > v["t_min"],
+        "t_max must be greater than t_min"),),
+        needs=("canvas",), title="Uniform canvas (DiffusionGemma)"),
+    menu=("Family's own sampler", "DiffusionGemma's uniform-noise canvas"), rank=2,
+    params={
+        "max_denoising_steps": Param(int, 0, 0, 1024, label="denoising steps per canvas (0 = the model's)",
+            help="most decoder forwards per canvas (DiffusionGemma's default 48)", step=1,
+            page=(0, 128), group="uniform"),
+        "t_min": Param(float, 0.0, 0.0, 5.0, label="t_min, last step's temperature (0 = the model's)",
+            help="the schedule falls linearly from t_max to t_min", step=0.05, page=(0.0, 2.0), group="uniform"),
+        "t_max": Param(float, 0.0, 0.0, 5.0, label="t_max, first step's temperature (0 = the model's)",
+            help="the schedule falls linearly from t_max to t_min", step=0.05, page=(0.0, 2.0), group="uniform"),
+        "stability_threshold": Param(int, -1, -1, 64, label="stability steps (−1 = the model's)",
+            help="steps the argmax canvas must stay unchanged before a canvas may stop", step=1,
+            page=(-1, 16), group="uniform"),
+        "confidence_threshold": Param(float, 0.0, 0.0, 100.0, label="confidence threshold (0 = the model's)",
+            help="a canvas may stop once its mean entropy (nats, tempered) is below it",
+            step=0.001, page=(0.0, 1.0), group="uniform"),
+    },
+)

@@ -1,0 +1,1 @@
+"""The wino decoder: its rule (policy.py) and its card (card.py)."""

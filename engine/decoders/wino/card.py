@@ -1,0 +1,19 @@
+"""WINO's card (torch-free): its catalogue entry, parameters and menu words."""
+
+from __future__ import annotations
+
+from engine.cards import Card
+from engine.params import COMMON, Decoder, Param  # noqa: F401
+
+CARD = Card(
+    decoder=Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
+        "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),
+        knob="tau_wide", title="WINO: wide-in, narrow-out", revises=True),
+    menu=('Changes its mind', 'WINO: wide in, narrow out'), rank=1,
+    params={
+        "tau_wide": Param(float, 0.6, 0.0, 1.0, open_lo=True, label="τ_wide (draft)", help="draft every slot with p ≥ "
+            "τ_wide", step=0.01, page=(0.05, 1.0), group="wino"),
+        "tau_narrow": Param(float, 0.9, 0.0, 1.0, label="τ_narrow (keep)", help="re-mask a drafted token whose p falls "
+            "below τ_narrow", step=0.01, group="wino"),
+    },
+)
