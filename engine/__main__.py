@@ -59,17 +59,17 @@ def _cmd_generate(args) -> None:
     if args.trace_out:
         tr.save(args.trace_out)
     m = tr.meta
-    out = dict(text=m["text"], token_ids=m["token_ids"], prompt_ids=m["prompt_ids"], nfe=m["nfe"],
-               steps=len(tr.records), generated_tokens=m["generated_tokens"], wall_s=round(m["wall_s"], 4),
-               decoder=m["decoder"], params=m["params"], tpf=round(tr.tpf, 4), nfe_by_kind=m["nfe_by_kind"],
-               model=m["model"])
+    out = dict(text=m.text, token_ids=m.token_ids, prompt_ids=m.prompt_ids, nfe=m.nfe,
+               steps=len(tr.records), generated_tokens=m.generated_tokens, wall_s=round(m.wall_s, 4),
+               decoder=m.decoder, params=m.params, tpf=round(tr.tpf, 4), nfe_by_kind=m.nfe_by_kind,
+               model=m.model)
     out.update({k: v for k, v in m.summary.items() if isinstance(v, (int, float, str, bool))})  # the decoder's own
     if args.json:
         print(json.dumps(out))
     else:
-        print(m["text"])
-        print(f"-- {m['decoder']}: {m['generated_tokens']} tokens, NFE {m['nfe']}, TPF {tr.tpf:.2f}, "
-              f"{m['wall_s']:.3f}s", file=sys.stderr)
+        print(m.text)
+        print(f"-- {m.decoder}: {m.generated_tokens} tokens, NFE {m.nfe}, TPF {tr.tpf:.2f}, "
+              f"{m.wall_s:.3f}s", file=sys.stderr)
 
 
 def _cmd_bench(args) -> None:

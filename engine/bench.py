@@ -41,7 +41,7 @@ CHUNK = 32       # batched runs: problems per decode slot in a chunk (a chunk's 
 
 def teaching_counts(trace) -> dict:
     """Counts behind confident_share and reject_rate for one trace."""
-    mask_id = trace.meta["mask_token_id"]
+    mask_id = trace.meta.mask_token_id
     out = Counter()
     for r in trace.records:
         if r.has("drift"):                 # Fast-dLLM's caches with measure_drift
@@ -58,12 +58,13 @@ def teaching_counts(trace) -> dict:
             examined = int(np.isfinite(r.field("ratio")).sum())
             out["verified"] += examined
             out["rejected"] += int(r.field("rejected_at") is not None)
-    if "target_forwards" in trace.meta:   # SimSD: forwards per model and their measured times
-        out.update(target_forwards=trace.meta["target_forwards"], draft_forwards=trace.meta["draft_forwards"])
+    if "target_forwards" in trace.meta.summary:   # SimSD: forwards per model and their measured times
+        out.update(target_forwards=trace.meta.summary["target_forwards"],
+            draft_forwards=trace.meta.summary["draft_forwards"])
         for kind in ("draft", "verify"):
             ms = [r.wall_ms for r in trace.records if r.kind == kind]
             out.update({f"{kind}_ms": sum(ms), f"{kind}_n": len(ms)})
-        out["param_ratio"] = trace.meta["param_ratio"]
+        out["param_ratio"] = trace.meta.summary["param_ratio"]
     return out
 
 
@@ -73,9 +74,9 @@ def revision_counts(adapter, task, prob, trace, right: bool) -> Counter:
     changes = [(pos, old) for _, pos, _, old, _ in trace.revisions()]
     if not changes:
         return Counter()
-    ids, P = list(trace.meta["token_ids"]), int(trace.meta["prompt_len"])
+    ids, P = list(trace.meta.token_ids), int(trace.meta.prompt_len)
     for pos, old in reversed(changes):              # latest first: each slot ends at its first-written token
-        if 0 <= pos - P < len(ids) and old != trace.meta["mask_token_id"]:
+        if 0 <= pos - P < len(ids) and old != trace.meta.mask_token_id:
             ids[pos - P] = old
     before = task.verdict(adapter.decode(ids), prob) == "valid"
     return Counter(revisions=len(changes), revised_problems=1, turned_right=int(right and not before),
@@ -138,7 +139,7 @@ class Tally:
     def add(self, task, prob, i: int, results: list, adapter, on_trace) -> None:
         """Count one problem's decodes (one per spec)."""
         for spec, tr, wall in results:
-            verdict = task.verdict(tr.meta["text"], prob)
+            verdict = task.verdict(tr.meta.text, prob)
             self.verdicts[spec][verdict] += 1
             self.per_task[spec][prob.task].append(verdict == "valid")
             self.outcomes[spec].append(verdict == "valid")
@@ -237,9 +238,9 @@ def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, see
 
 def tally(a: Counter, tr, wall: float, correct: bool) -> None:
     a.update(teaching_counts(tr))
-    a.update(wall=wall, correct=correct, nfe=tr.nfe, nfe_paper=tr.nfe_paper, tokens=tr.meta["generated_tokens"],
-             accepted_tokens=tr.meta.get("accepted_tokens", 0),
-             **{f"nfe_{k}": v for k, v in tr.meta["nfe_by_kind"].items()})
+    a.update(wall=wall, correct=correct, nfe=tr.nfe, nfe_paper=tr.nfe_paper, tokens=tr.meta.generated_tokens,
+             accepted_tokens=tr.meta.summary.get("accepted_tokens", 0),
+             **{f"nfe_{k}": v for k, v in tr.meta.nfe_by_kind.items()})
 
 
 def two_model_costs(a: Counter, done: int) -> dict:

@@ -147,23 +147,21 @@ def validate(name: str, values: dict, page: bool = False) -> dict:
 
 class ConfigBase:
     """What every generated config dataclass has: ``params()``. Values are validated once, by ``validate`` in
-    ``engine.decoders.build_decoder``, before a config is made."""
+    ``engine.decoders.build_decoder``, before a config is made. A common parameter the decoder does not take (the
+    uniform decoder has no temperature and no block cache) is a field fixed at its catalogue default, not set by
+    anyone but the decoder's own ``fit``; any other name is an AttributeError."""
     decoder_name = ""
 
-    def __getattr__(self, key):
-        """A common parameter this decoder does not take reads its catalogue default (the uniform decoder has no
-        temperature and no block cache); any other missing name is a bug."""
-        if key in COMMON:
-            return PARAMS[key].default
-        raise AttributeError(key)
-
     def params(self) -> dict:
-        return dataclasses.asdict(self)
+        """The parameters the decoder takes, as the catalogue names them."""
+        return {k: getattr(self, k) for k in params_of(self.decoder_name)}
 
 
 def config_class(name: str) -> type:
     """The decoder's config dataclass, made from its catalogue entries (``cfg.tau``, ``cfg.block_size``, ...)."""
     fields = [(k, p.type, dataclasses.field(default=p.default)) for k, p in params_of(name).items()]
+    fields += [(k, PARAMS[k].type, dataclasses.field(default=PARAMS[k].default, init=False))
+               for k in COMMON if k not in params_of(name)]
     cls = dataclasses.make_dataclass(f"{name.capitalize()}Config", fields, bases=(ConfigBase,))
     cls.decoder_name = name
     # its fields, declared where a reader looks (help(cfg), an IDE's hover): name, type, default, range, meaning

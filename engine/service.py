@@ -103,7 +103,7 @@ class DecodeService:
 
         Each partial is held back one forward, so the final forward is reported once, by the complete trace
         (which alone carries the EOS stop position and the full wall time). If the time budget runs out, the
-        last trace is the partial one, with ``meta["limit"]`` saying which limit stopped it."""
+        last trace is the partial one, with ``meta.limit`` saying which limit stopped it."""
         gen = self.generation(prompt, decoder, params, model, page)
         pending = None
         try:
@@ -112,7 +112,7 @@ class DecodeService:
                     yield pending
                 pending = gen.trace()
         except BudgetExceeded as e:
-            e.partial.meta["limit"] = str(e)
+            e.partial.meta.limit = str(e)
             yield e.partial
             return
         yield gen.trace()

@@ -35,17 +35,12 @@ class _BuiltinReason(IntEnum):
     THRESHOLD = 2        # confidence cleared tau
     ARGMAX = 3           # the most confident position, forced so every step makes progress
     SCHEDULE = 4         # LLaDA's per-step quota (top-k by score)
-    ACCEPT = 5           # S2D2: draft token accepted by the verifier
-    RESAMPLE = 6         # S2D2: first rejected position, resampled from the residual
-    FALLBACK = 7         # S2D2: committed by the base rule after (or instead of) verification
-    TSPD = 8             # TSPD controller said "converged"
-    CE_LOOKAHEAD = 9     # Kalman forecast's lower bound clears tau within the horizon
-    STABILISED = 10      # oscillating token fixed from its window-averaged distribution
-    FORCED_PROGRESS = 11  # nothing qualified; the best-scored position is committed
-    ENTROPY_BOUND = 12   # EB: within the entropy bound's prefix
+    # 5-12 and 13 on: a decoder's own, on its card (S2D2's accept / resample / fallback, TSPD's four, EB's bound,
+    # Prophet's exit, KLASS's stable slots)
 
 
-Reason = IntEnum("Reason", {**{m.name: m.value for m in _BuiltinReason}, **card_reasons()}, module=__name__)
+Reason = IntEnum("Reason", {**{m.name: m.value for m in _BuiltinReason},
+                             **dict(sorted(card_reasons().items(), key=lambda kv: kv[1]))}, module=__name__)
 Reason.__doc__ = _BuiltinReason.__doc__
 assert len(Reason) == len(_BuiltinReason) + len(card_reasons()), "a card's reason reuses a name or a code"
 
@@ -85,64 +80,6 @@ class CandidateFields(TypedDict, total=False):
     topk_p: np.ndarray            # (L, 5) float32: their probabilities
 
 
-class S2D2DraftFields(TypedDict):
-    router: dict                  # every router input and its decision (engine.decoders.s2d2.routers)
-    verified: bool                # whether a verify forward follows
-    attn_mask: np.ndarray         # (L, L) bool: the in-block drafting mask
-
-
-class S2D2VerifyFields(TypedDict):
-    attn_mask: np.ndarray         # (2L, 2L) bool: the 2L verifier mask
-    draft_tokens: np.ndarray      # (L,) the draft being verified
-    q_top: np.ndarray             # (L,) the verifier's argmax
-    accepted: int                 # accepted prefix length
-    rejected_at: int | None       # absolute position of the first rejection
-    resampled: int | None         # token drawn there
-    span: list                    # [first absolute position, length]
-    verdict: np.ndarray           # (L,) Verdict codes
-    ratio: np.ndarray             # (L,) acceptance ratio min(1, (q/p)^γ), NaN outside the examined span
-    p_draft: np.ndarray           # (L,) p(x̂)
-    q_draft: np.ndarray           # (L,) q(x̂)
-
-
-class TSPDDraftFields(TypedDict):
-    features: np.ndarray          # (L, 14) controller features (NaN where not masked)
-    score: np.ndarray             # (L,) controller score
-    level: np.ndarray             # (L,) Kalman level of z = logit(confidence)
-    velocity: np.ndarray          # (L,)
-    cov: np.ndarray               # (L, 3) P00, P01, P11
-    forecast_mean: np.ndarray     # (L, h_max) forecast of z at h = 1..h_max
-    forecast_std: np.ndarray      # (L, h_max)
-    forecast_lcb: np.ndarray      # (L, h_max) mean − κ·std
-    horizon: np.ndarray           # (L,) risk-aware horizon (-1 = not masked)
-    lcb_h: np.ndarray             # (L,) LCB at the horizon
-    klass: np.ndarray             # (L,) TrajectoryClass codes (-1 = not masked)
-    z: np.ndarray                 # (L,) observed logit(confidence)
-    z_tau: float                  # logit(τ)
-    tau_s: float                  # controller threshold in force
-    kappa: float
-
-
-class SimSDDraftFields(TypedDict):
-    draft_tokens: np.ndarray      # (L,) the block as the drafter has revealed it so far ([MASK] where not yet)
-    step_of: np.ndarray           # (L,) reveal step t of each drafted slot (1-based; 0 = not drafted this round)
-
-
-class SimSDVerifyFields(TypedDict):
-    attn_mask: np.ndarray         # (L + n, L + n) bool: the verification mask over [block | mask copies]
-    draft_tokens: np.ndarray      # (L,) the drafted block
-    step_of: np.ndarray           # (L,) reveal steps
-    q_top: np.ndarray             # (L,) the target's argmax at each drafted slot (-1 elsewhere)
-    accepted: int                 # accepted prefix length
-    rejected_at: int | None       # absolute position of the first rejection
-    resampled: int | None         # the bonus token committed there
-    span: list                    # [first drafted absolute position, number of drafted slots]
-    verdict: np.ndarray           # (L,) Verdict codes
-    ratio: np.ndarray             # (L,) acceptance ratio (greedy: 1 match / 0 mismatch)
-    p_draft: np.ndarray           # (L,) the drafter's p(d) at its reveal step
-    q_draft: np.ndarray           # (L,) the target's q(d)
-
-
 class RevisionFields(TypedDict, total=False):
     revised: np.ndarray           # (L,) Revision codes of this forward's changes to written tokens (0 = none)
     revised_from: np.ndarray      # (L,) the token before the change (-1 where unchanged)
@@ -152,41 +89,14 @@ class RevisionFields(TypedDict, total=False):
     prev_to: np.ndarray           # (k,) and after
 
 
-class EBFields(TypedDict):
-    entropy_nats: np.ndarray      # (L,) entropy in nats of each masked slot's sampling distribution (NaN elsewhere)
-    eb_order: np.ndarray          # (L,) rank of each masked slot by entropy, lowest first (-1 elsewhere)
-    eb_bound: np.ndarray          # (L,) at each rank: cumulative entropy minus the largest, the bound's left side
-    gamma: float
-
-
 class KVCacheFields(TypedDict, total=False):
     kv_fresh: list                # [first, end): positions whose K/V this forward computed (the rest: the block
     #                               start's cache); every record of a run with kv_cache prefix or dual
     drift: float                  # max |Δ logit| of the block's rows against an uncached forward (measure_drift)
 
 
-class UniformFields(TypedDict):
-    denoised: np.ndarray          # (L,) the step's sample at every slot (multinomial at the step's temperature)
-    temperature: float            # t_min + (t_max − t_min) · n / N at remaining step n of N
-    stable: bool                  # the argmax canvas equals each of the last `stability_threshold` ones
-    confident: bool               # mean entropy (nats, tempered) < confidence_threshold
-    mean_entropy: float
-    confidence_threshold: float
-
-
-class DreamFields(TypedDict):
-    dream_score: np.ndarray       # (L,) each masked slot's score under `alg` (NaN elsewhere or not scored)
-    alg: str
-
-
-class WinoFields(TypedDict):
-    drafted: int                  # slots drafted at the wide threshold this forward
-    rejected: int                 # drafted slots re-masked at the narrow threshold this forward
-
-
-RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields, "eb.draft": EBFields,
-                    "wino.draft": WinoFields, "uniform.draft": UniformFields, "dream.draft": DreamFields, "s2d2.draft": S2D2DraftFields, "s2d2.verify": S2D2VerifyFields,
-                    "tspd.draft": TSPDDraftFields, "simsd.draft": SimSDDraftFields, "simsd.verify": SimSDVerifyFields}
+# the fields every decoder may emit; each decoder's own are declared on its card (engine.cards)
+RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 
@@ -249,7 +159,7 @@ class Trace:
 
     @property
     def generated_ids(self) -> list[int]:
-        return list(self.meta.get("token_ids", []))
+        return list(self.meta.token_ids)
 
     @property
     def tpf(self) -> float:
@@ -271,7 +181,7 @@ class Trace:
         return out
 
     def token_str(self, tid: int) -> str:
-        return self.meta["vocab"].get(str(int(tid)), "?")
+        return self.meta.vocab.get(str(int(tid)), "?")
 
     # ---- storage -------------------------------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:

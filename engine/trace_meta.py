@@ -2,9 +2,8 @@
 the page notes about the run it shows. Saved flat in the trace's JSON (``Trace.to_arrays``), versioned by the
 trace format; a trace saved before a field existed loads with that field's default.
 
-Code reads fields as attributes (``meta.nfe``) or by name (``meta["nfe"]``, ``meta.get("caveat")``): a name that is
-not a declared field is looked up in ``summary``, the decoder's ``Policy.summary`` (S2D2's accepted tokens,
-SimSD's forwards per model, ...).
+Code reads fields as attributes only (``meta.nfe``); the decoder's own totals are in ``meta.summary``, its
+``Policy.summary`` (S2D2's accepted tokens, SimSD's forwards per model, ...).
 """
 
 from __future__ import annotations
@@ -65,33 +64,6 @@ class TraceMeta:
         """Flat: the fields, then the decoder's summary keys beside them (as saved)."""
         d = asdict(self)
         return {**{k: v for k, v in d.items() if k != "summary"}, **d["summary"]}
-
-    # ---- access by name --------------------------------------------------------------------------------------
-    def __getitem__(self, key: str):
-        if key in _NAMES and key != "summary":
-            return getattr(self, key)
-        return self.summary[key]
-
-    def __setitem__(self, key: str, value) -> None:
-        if key in _NAMES and key != "summary":
-            setattr(self, key, value)
-        else:
-            self.summary[key] = value
-
-    def __contains__(self, key: str) -> bool:
-        if key in _NAMES and key != "summary":
-            return getattr(self, key) is not None
-        return key in self.summary
-
-    def get(self, key: str, default=None):
-        return self[key] if key in self else default
-
-    def update(self, values: dict | None = None, **kw) -> None:
-        for k, v in {**(values or {}), **kw}.items():
-            self[k] = v
-
-    def items(self):
-        return self.to_dict().items()
 
 
 _NAMES = frozenset(f.name for f in fields(TraceMeta))

@@ -25,7 +25,7 @@ def measure(trace, reps: int = 15) -> dict:
         out = render_all(trace, (i * 7) % n)
         times.append(time.perf_counter() - t0)
     payload = sum(len(o.encode()) if isinstance(o, str) else len(o.to_json()) for o in out.values())
-    gen = len(trace.meta["token_ids"])
+    gen = len(trace.meta.token_ids)
     return dict(steps=n, generated_tokens=gen, median_ms=1e3 * statistics.median(times),
                 max_ms=1e3 * max(times), payload_bytes=payload)
 

@@ -42,8 +42,8 @@ def to_csv(trace) -> str:
 def stem_of(trace, directory: Path) -> Path:
     """A content-addressed file stem in the app's own export directory (created 0700)."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    digest = canonical_key(t=trace.meta["final_tokens"], p=trace.meta["params"])[:10]
-    return directory / f"unmask-{trace.meta['decoder']}-{digest}"
+    digest = canonical_key(t=trace.meta.final_tokens, p=trace.meta.params)[:10]
+    return directory / f"unmask-{trace.meta.decoder}-{digest}"
 
 
 def export_files(trace, directory: Path) -> list[str]:

@@ -49,9 +49,9 @@ def frame(trace, g: Grid, s: int, boxes, font, small) -> Image.Image:
     img = Image.new("RGB", (WIDTH, height), "white")
     d = ImageDraw.Draw(img)
     rec = trace.records[s]
-    d.text((PAD, PAD), f"{trace.meta['decoder']} · step {s + 1} / {g.n_steps} · block {block_label(rec.block)} · {rec.kind}"
+    d.text((PAD, PAD), f"{trace.meta.decoder} · step {s + 1} / {g.n_steps} · block {block_label(rec.block)} · {rec.kind}"
                        f" · NFE {rec.nfe}", fill=(60, 60, 60), font=font)
-    prompt = trace.meta.get("prompt", "")
+    prompt = trace.meta.prompt
     d.text((PAD, PAD + 20), prompt if len(prompt) <= 110 else prompt[:107] + "…", fill=(130, 130, 130), font=small)
     for j, (x, y, w, text) in enumerate(boxes):
         masked = g.state[s, j] == MASKED

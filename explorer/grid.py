@@ -41,13 +41,13 @@ class Grid:
 
     @cached_property
     def P(self) -> int:
-        return int(self.trace.meta["prompt_len"])
+        return int(self.trace.meta.prompt_len)
 
     @cached_property
     def end(self) -> int:
         """One past the last position any forward scored (so an EOS early stop does not show empty columns)."""
         last = max((int(r.positions.max()) for r in self.trace.records if r.positions.size), default=self.P)
-        return max(self.P + 1, min(last + 1, int(self.trace.meta["gen_end"])))
+        return max(self.P + 1, min(last + 1, int(self.trace.meta.gen_end)))
 
     @property
     def positions(self) -> np.ndarray:
@@ -63,7 +63,7 @@ class Grid:
             cols = r.positions - self.P
             keep = (cols >= 0) & (cols < out.shape[1])
             if only_masked:
-                keep &= r.tokens_before == self.trace.meta["mask_token_id"]
+                keep &= r.tokens_before == self.trace.meta.mask_token_id
             out[s, cols[keep]] = np.asarray(getattr(r, field))[keep]
         return out
 
@@ -80,7 +80,7 @@ class Grid:
     @cached_property
     def tokens(self) -> np.ndarray:
         """(steps, n) token ids after each forward (mask id where still masked)."""
-        mask_id = self.trace.meta["mask_token_id"]
+        mask_id = self.trace.meta.mask_token_id
         cur = np.full(self.end - self.P, mask_id, dtype=np.int64)
         out = np.empty((self.n_steps, cur.size), dtype=np.int64)
         for s, r in enumerate(self.trace.records):
@@ -95,7 +95,7 @@ class Grid:
 
     @cached_property
     def state(self) -> np.ndarray:
-        mask_id = self.trace.meta["mask_token_id"]
+        mask_id = self.trace.meta.mask_token_id
         st = np.where(self.tokens == mask_id, MASKED, DECODED).astype(np.int8)
         st[self.committed] = NEW
         return st
@@ -169,5 +169,5 @@ class Grid:
 
     def block_edges(self) -> list[int]:
         """Column indices where a new block starts (block boundaries to draw)."""
-        B = int(self.trace.meta["block_size"])
+        B = int(self.trace.meta.block_size)
         return [p - self.P for p in range(((self.P // B) + 1) * B, self.end, B)] if B > 1 else []

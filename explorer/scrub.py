@@ -44,7 +44,7 @@ def _build(trace, g: Grid) -> dict:
     def sid(t) -> int:
         return strings.setdefault(int(t), len(strings)) if t >= 0 else -1
 
-    mask_id = trace.meta["mask_token_id"]
+    mask_id = trace.meta.mask_token_id
     n_cols = g.end - g.P
     tok = [[] for _ in range(n_cols)]
     for j in range(n_cols):
@@ -63,7 +63,7 @@ def _build(trace, g: Grid) -> dict:
                 [s, [sid(t) for t in ids[i]], [int(round(float(p) * 1000)) for p in ps[i]]])
     ids = sorted(strings, key=strings.get)
     return dict(v=VERSION, n=g.n_steps, P=g.P, pos=[int(p) for p in g.positions],
-                prompt=str(trace.meta.get("prompt", "")), tok=tok, cand=cand, topk=topk,
+                prompt=str(trace.meta.prompt), tok=tok, cand=cand, topk=topk,
                 new=[[int(s) for s in np.flatnonzero(g.committed[:, j])] for j in range(n_cols)],
                 cstep=[int(s) for s in g.commit_step], cconf=[hundredths(c) for c in g.commit_confidence],
                 rec=[[int(r.block), str(r.kind)] for r in trace.records], stop=stop_column(trace, g),
@@ -72,7 +72,7 @@ def _build(trace, g: Grid) -> dict:
 
 def stop_column(trace, g: Grid) -> int:
     """The column of the stop token the run ended on (-1 if it ran to its length)."""
-    at_pos = trace.meta.get("stopped_at")
+    at_pos = trace.meta.stopped_at
     return int(at_pos) - g.P if at_pos is not None and g.P <= int(at_pos) < g.end else -1
 
 

@@ -46,7 +46,7 @@ def summarise(trace) -> dict:
                          reason=r.reason.tolist(), conf=np.round(np.nan_to_num(r.confidence, nan=-1), 4).tolist(),
                          extra=sorted(r.extra)))
     m = trace.meta
-    return dict(token_ids=m["token_ids"], nfe=m["nfe"], nfe_by_kind=m["nfe_by_kind"], records=recs)
+    return dict(token_ids=m.token_ids, nfe=m.nfe, nfe_by_kind=m.nfe_by_kind, records=recs)
 
 
 def decode_all() -> dict:

@@ -206,4 +206,4 @@ def test_the_drafter_and_canvas_requests_batch_too(model, spec):
     together = [r for _, r in sorted((i, r) for i, r, _ in s.events())]
     for x, y in zip([m().run() for m in make], together):
         same_records(x, y)
-    assert s.rounds < sum(t.meta["nfe"] for t in together)       # rounds were shared
+    assert s.rounds < sum(t.meta.nfe for t in together)       # rounds were shared

@@ -17,7 +17,7 @@ def test_rows_carry_intervals_outcomes_and_distinct_prompts(tiny):
     seen = []
     rows = run_bench(tiny, "arith", 6, ["ar", "llada:block_size=8,steps=8,temperature=1",
                                         "threshold:tau=0.9,block_size=8,use_cache=0"],
-                     on_trace=lambda spec, i, prob, tr: seen.append((spec, i, tr.meta["seed"])))
+                     on_trace=lambda spec, i, prob, tr: seen.append((spec, i, tr.meta.seed)))
     for r in rows:
         assert r["n"] == 6 and r["n_prompts"] == 6 and len(r["outcomes"]) == 6
         k = r["outcomes"].count("1")

@@ -124,3 +124,15 @@ def test_numbers_take_ascii_digits_only():
             PARAMS["block_size"].coerce(raw)
     assert PARAMS["tau"].coerce(" 0.9 ") == 0.9 and PARAMS["tau"].coerce("1e-3") == 0.001
     assert PARAMS["block_size"].coerce("+8") == 8
+
+
+def test_a_config_has_no_silent_fallback():
+    """A common parameter the decoder does not take is a declared field at its default (not one of its params);
+    any other name is an error, not a default."""
+    cfg = build_decoder("uniform").cfg
+    assert cfg.temperature == 0.0 and cfg.use_cache is True and "temperature" not in cfg.params()
+    with pytest.raises(AttributeError):
+        cfg.tau
+    with pytest.raises(ConfigError):
+        build_decoder("uniform", temperature=1.0)
+    assert set(build_decoder("threshold").cfg.params()) == set(catalogue.params_of("threshold"))

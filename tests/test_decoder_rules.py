@@ -75,7 +75,7 @@ def test_decoders_on_model_commit_progress_and_reasons(adapter):
     for name, kw in [("ar", {}), ("threshold", dict(tau=1.0, block_size=4)), ("llada", dict(block_size=8, steps=4))]:
         tr = Generation(adapter, prompt, build_decoder(name, gen_length=16, stop_at_eos=False, **kw)).run()
         assert all(r.n_committed >= 1 for r in tr.records)
-        assert tr.meta["generated_tokens"] == 16 or tr.meta["token_ids"][-1] in adapter.stop_ids
+        assert tr.meta.generated_tokens == 16 or tr.meta.token_ids[-1] in adapter.stop_ids
         if name == "ar":
             assert all(r.n_committed == 1 for r in tr.records) and tr.nfe == 16
         if name == "threshold":  # tau = 1: one token per step unless a probability is exactly 1.0
@@ -90,6 +90,6 @@ def test_same_seed_same_trace(adapter):
     prompt = "Leo has 30 cards . He gives away 9 cards . How many cards does he have now ?"
     pol = lambda seed: build_decoder("threshold", tau=0.7, block_size=4, temperature=1.0, seed=seed, gen_length=20)
     a, b, c = (Generation(adapter, prompt, pol(s)).run() for s in (7, 7, 8))
-    assert a.meta["final_tokens"] == b.meta["final_tokens"]
+    assert a.meta.final_tokens == b.meta.final_tokens
     assert all(np.array_equal(x.candidate, y.candidate) for x, y in zip(a.records, b.records))
-    assert a.meta["final_tokens"] != c.meta["final_tokens"]
+    assert a.meta.final_tokens != c.meta.final_tokens

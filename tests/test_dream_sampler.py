@@ -86,8 +86,8 @@ def test_dream_decoder_gives_diffusion_generates_ids(dream, case):
     tr = Generation(dream, ids, build_decoder("dream", gen_length=12, steps=steps, seed=seed, stop_at_eos=False,
                                               **case)).run()
     torch.manual_seed(seed)
-    assert tr.meta["final_tokens"][len(ids):] == reference_diffusion_generate(dream, ids, 12, steps, **case)
-    assert tr.meta["block_size"] == 12 and all(r.field("alg") == case["alg"] for r in tr.records)
+    assert tr.meta.final_tokens[len(ids):] == reference_diffusion_generate(dream, ids, 12, steps, **case)
+    assert tr.meta.block_size == 12 and all(r.field("alg") == case["alg"] for r in tr.records)
 
 
 def test_scores_are_recorded_for_the_ranking_view(dream):

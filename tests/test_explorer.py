@@ -27,7 +27,7 @@ def saved_trace(adapter, tmp_path_factory):
 def test_grid_matches_trace(saved_trace):
     g = Grid.of(saved_trace)
     assert g.state.shape == (len(saved_trace.records), g.end - g.P)
-    final = np.array(saved_trace.meta["final_tokens"][g.P:g.end])
+    final = np.array(saved_trace.meta.final_tokens[g.P:g.end])
     assert np.array_equal(g.tokens[-1], final)
     assert (g.state[-1] != MASKED).all()
     # every position is committed exactly once, and NEW marks exactly the committed cells
@@ -119,7 +119,7 @@ def test_tspd_and_reason_views(adapter):
     fig = trajectories(tr, 0, g, pos[0])
     assert fig.data[0].name == f"pos {pos[0]}"
     rec = tr.records[0]
-    masked = int(rec.positions[np.flatnonzero(rec.tokens_before == tr.meta["mask_token_id"])[0]])
+    masked = int(rec.positions[np.flatnonzero(rec.tokens_before == tr.meta.mask_token_id)[0]])
     fan = trajectories(tr, 0, g, masked)            # a masked position has a forecast, drawn as a filled fan
     assert np.isfinite(rec.field("forecast_mean")[list(rec.positions).index(masked)]).all()
     assert any(d.fill == "toself" for d in fan.data)

@@ -155,14 +155,14 @@ def test_the_tour_ends_on_an_edit_that_repairs_a_story():
     examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
     page = Page(None, {}, example_traces={n: Trace.load(examples / f"{n}.npz") for n in ("s2d2", "edit")})
     i, text, ex, s, tab = tour_next(page, len(TOUR) - 2)
-    assert i == len(TOUR) - 1 and "change of mind" in text.lower() and ex.meta["decoder"] == "edit" and tab == "Decode"
+    assert i == len(TOUR) - 1 and "change of mind" in text.lower() and ex.meta.decoder == "edit" and tab == "Decode"
     step, j, code, old, new = Grid.of(ex).revisions[0]
     old, new = ex.token_str(old), ex.token_str(new)
     assert s == step + 1 and code == 1 and f"<i>{old}</i>" in text and f"<i>{new}</i>" in text   # the card names them
     story = get_task("story")
-    prob = next(q for q in story.problems("test", 10, seed=0) if ex.meta["prompt"].rstrip(".") in q.prompt)
-    assert story.verdict(ex.meta["text"], prob) == "valid"
-    words = ex.meta["text"].split(" ")                    # the answer with the revised word put back is wrong
+    prob = next(q for q in story.problems("test", 10, seed=0) if ex.meta.prompt.rstrip(".") in q.prompt)
+    assert story.verdict(ex.meta.text, prob) == "valid"
+    words = ex.meta.text.split(" ")                    # the answer with the revised word put back is wrong
     k = [i for i, w in enumerate(words) if w.strip(".") == new]
     assert any(story.verdict(" ".join(words[:i] + [words[i].replace(new, old)] + words[i + 1:]), prob) != "valid"
                for i in k)
@@ -180,7 +180,7 @@ def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
     tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "edit.npz")
     with gr.Blocks():
         v = decode_tab.build_view_tabs(gr.HTML(), gr.HTML(), gr.HTML())
-    out = decode_tab.tab_opened(v, "Revisions", {"drawn": (tr.meta.get("run_id"), set())}, tr)
+    out = decode_tab.tab_opened(v, "Revisions", {"drawn": (tr.meta.run_id, set())}, tr)
     drawn = {name for name, plot in v.plots.items() if plot in out}
     assert drawn == {x.name for x in in_tab("Revisions") if x.scrub != "server"} and drawn
     assert {"history", "eb"}.isdisjoint(drawn)

@@ -115,8 +115,8 @@ def test_llada_decoder_follows_generate_py(models):
     a = models["llada"]
     pol = build_decoder("llada", block_size=4, steps=2, gen_length=8, stop_at_eos=False)
     tr = Generation(a, PROMPT, pol).run()
-    assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == reference_llada_generate(a, tr.meta["prompt_ids"], 8, 4, 2)
-    assert tr.nfe == 4 and tr.meta["cache"] == "none" and tr.records[0].positions[0] == tr.meta["prompt_len"]
+    assert tr.meta.final_tokens[tr.meta.prompt_len:] == reference_llada_generate(a, tr.meta.prompt_ids, 8, 4, 2)
+    assert tr.nfe == 4 and tr.meta.cache == "none" and tr.records[0].positions[0] == tr.meta.prompt_len
 
 
 @pytest.mark.parametrize("family", ["sdar", "fastdllm"])
@@ -124,7 +124,7 @@ def test_cached_equals_uncached_for_block_causal_families(models, family):
     runs = [Generation(models[family], PROMPT, build_decoder("threshold", tau=0.5, block_size=4, gen_length=12,
                                                              stop_at_eos=False, use_cache=c)).run()
             for c in (True, False)]
-    assert runs[0].meta["final_tokens"] == runs[1].meta["final_tokens"]
+    assert runs[0].meta.final_tokens == runs[1].meta.final_tokens
     for x, y in zip(runs[0].records, runs[1].records):
         assert torch.allclose(torch.from_numpy(x.confidence), torch.from_numpy(y.confidence), atol=1e-5)
 
@@ -141,7 +141,7 @@ def test_applicable_decoders_run_and_others_are_refused(models, family):
                 Generation(a, PROMPT, build_decoder(spec, **params))
             continue
         tr = Generation(a, PROMPT, build_decoder(spec, **params)).run()
-        assert 1 <= tr.meta["generated_tokens"] <= 8 and tr.meta["attention"] == a.attention
+        assert 1 <= tr.meta.generated_tokens <= 8 and tr.meta.attention == a.attention
 
 
 def test_picker_offers_only_the_operators_models(dirs, tmp_path):
@@ -194,9 +194,9 @@ def test_llada_prefix_cache_follows_fast_dllm_and_is_refused_on_block_causal_mod
     a = models["llada"]
     pol = build_decoder("llada", block_size=4, steps=4, gen_length=12, stop_at_eos=False, kv_cache="prefix")
     tr = Generation(a, PROMPT, pol).run()
-    assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == reference_prefix_cache_generate(
-        a, tr.meta["prompt_ids"], 12, 4, 4)
-    assert tr.nfe == 12 and tr.meta["cache"].startswith("prefix")
+    assert tr.meta.final_tokens[tr.meta.prompt_len:] == reference_prefix_cache_generate(
+        a, tr.meta.prompt_ids, 12, 4, 4)
+    assert tr.nfe == 12 and tr.meta.cache.startswith("prefix")
     plain = Generation(a, PROMPT, build_decoder("llada", block_size=4, steps=4, gen_length=12, stop_at_eos=False)).run()
     gaps = [abs(x.confidence - y.confidence).max() for x, y in zip(tr.records, plain.records)]
     assert gaps[0] < 1e-6 and max(gaps) > 1e-6      # a block's first forward is exact; later ones read the prefix
@@ -238,8 +238,8 @@ def test_llada_threshold_with_prefix_cache_follows_fast_dllm(models, tau):
     a = models["llada"]
     pol = build_decoder("threshold", tau=tau, block_size=4, gen_length=12, stop_at_eos=False, kv_cache="prefix")
     tr = Generation(a, PROMPT, pol).run()
-    assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == reference_prefix_cache_threshold(
-        a, tr.meta["prompt_ids"], 12, 4, tau)
+    assert tr.meta.final_tokens[tr.meta.prompt_len:] == reference_prefix_cache_threshold(
+        a, tr.meta.prompt_ids, 12, 4, tau)
 
 
 def test_shifted_model_with_a_first_block_at_position_zero(models):

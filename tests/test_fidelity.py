@@ -96,9 +96,9 @@ def test_mrs_with_a_greedy_drafter_says_it_is_biased():
     target = load_model("unmask-tasks-small", device="cpu")
     prompt = "Q : Name two different fruits . A :"
     mrs = Generation(target, prompt, build_decoder("simsd", acceptance="mrs", block_size=4, gen_length=8)).run()
-    assert "biased" in mrs.meta["caveat"]
+    assert "biased" in mrs.meta.summary["caveat"]
     hot = build_decoder("simsd", acceptance="mrs", block_size=4, gen_length=8, temperature=1.0)
-    assert Generation(target, prompt, hot).run().meta["caveat"] is None
+    assert Generation(target, prompt, hot).run().meta.summary["caveat"] is None
 
 
 def test_simsd_reveal_order_reads_the_tempered_probability():

@@ -81,4 +81,4 @@ def test_prompts_decode_or_user_error(service, prompt, decoder, temperature, see
     except UserError as e:
         assert "\n" not in str(e)
         return
-    assert trace.meta["generated_tokens"] <= 8
+    assert trace.meta.generated_tokens <= 8

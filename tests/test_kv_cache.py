@@ -62,9 +62,9 @@ def test_llada_dual_cache_follows_fast_dllm(full_models, setting):
     name = setting.pop("decoder")
     tr = Generation(a, PROMPT, build_decoder(name, block_size=4, gen_length=12, stop_at_eos=False, kv_cache="dual",
                                              **setting)).run()
-    ref = reference_dual_cache(a, tr.meta["prompt_ids"], 12, 4, steps=setting.get("steps"), tau=setting.get("tau"))
-    assert tr.meta["final_tokens"][tr.meta["prompt_len"]:] == ref
-    assert tr.meta["cache"].startswith("dual")
+    ref = reference_dual_cache(a, tr.meta.prompt_ids, 12, 4, steps=setting.get("steps"), tau=setting.get("tau"))
+    assert tr.meta.final_tokens[tr.meta.prompt_len:] == ref
+    assert tr.meta.cache.startswith("dual")
     plain = Generation(a, PROMPT, build_decoder(name, block_size=4, gen_length=12, stop_at_eos=False, **setting)).run()
     gaps = [abs(x.confidence - y.confidence).max() for x, y in zip(tr.records, plain.records) if x.block == y.block]
     assert gaps[0] < 1e-6 and max(gaps) > 1e-6      # a block's first forward is exact; later ones read stale K/V
@@ -76,7 +76,7 @@ def test_records_say_which_kv_were_fresh_and_the_drift(full_models):
                                                     kv_cache=kv, measure_drift=True)).run()
             for kv in ("prefix", "dual")}
     for kv, tr in runs.items():
-        n = tr.meta["gen_end"]
+        n = tr.meta.gen_end
         for r in tr.records:
             lo, hi = int(r.positions[0]), int(r.positions[-1]) + 1
             first = r.step_in_block == 0

@@ -82,9 +82,9 @@ def test_cached_and_uncached_decode_same_tokens(adapter, spec):
     a = Generation(adapter, prompt, build_decoder(name, gen_length=24, **spec)).run()
     b = Generation(adapter, prompt, build_decoder(name, gen_length=24, use_cache=False, **spec)).run()
     c = Generation(adapter, prompt, build_decoder(name, gen_length=24, fuse_commit=False, **spec)).run()
-    assert a.meta["final_tokens"] == b.meta["final_tokens"] == c.meta["final_tokens"]
+    assert a.meta.final_tokens == b.meta.final_tokens == c.meta.final_tokens
     assert a.nfe == b.nfe
-    assert c.meta["nfe_by_kind"].get("commit", 0) >= 1 and c.nfe > a.nfe
+    assert c.meta.nfe_by_kind.get("commit", 0) >= 1 and c.nfe > a.nfe
 
 
 def test_simsd_temporal_mask_matches_spec_example():

@@ -18,7 +18,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"
 def test_every_candidate_of_a_prebaked_example_has_its_string(path):
     tr = Trace.load(path)
     ids = {int(t) for r in tr.records if r.field("topk_ids") is not None for t in np.unique(r.field("topk_ids"))}
-    assert ids and all(str(t) in tr.meta["vocab"] for t in ids if t >= 0)
+    assert ids and all(str(t) in tr.meta.vocab for t in ids if t >= 0)
 
 
 def test_a_decode_carries_the_strings_of_its_top5():
@@ -29,8 +29,8 @@ def test_a_decode_carries_the_strings_of_its_top5():
     tr = Generation(load_model("unmask-tasks-small"), "Tell a story about a shy fox named Leo.",
                     build_decoder("threshold", temperature=1.0, gen_length=32)).run()
     top = {int(t) for r in tr.records if r.field("topk_ids") is not None for t in r.field("topk_ids").ravel()}
-    committed = set(tr.meta["final_tokens"])
-    assert top - committed and all(str(t) in tr.meta["vocab"] for t in top)
+    committed = set(tr.meta.final_tokens)
+    assert top - committed and all(str(t) in tr.meta.vocab for t in top)
 
 
 def test_the_opening_examples_dial_changes_its_outcome():
@@ -40,9 +40,9 @@ def test_the_opening_examples_dial_changes_its_outcome():
     from engine.loop import Generation
     from engine.model import load_model
     opener = Trace.load(EXAMPLES / "threshold.npz")
-    params = dict(opener.meta["params"])
+    params = dict(opener.meta.params)
     lo, _ = catalogue.PARAMS["tau"].page
     params["tau"] = round(lo + catalogue.PARAMS["tau"].step, 2)      # the slider's low end (τ's range is open at 0)
-    other = Generation(load_model("unmask-tasks-small"), opener.meta["prompt"],
+    other = Generation(load_model("unmask-tasks-small"), opener.meta.prompt,
                        build_decoder("threshold", **params)).run()
-    assert other.meta["text"] != opener.meta["text"] or abs(other.nfe - opener.nfe) >= 0.25 * opener.nfe
+    assert other.meta.text != opener.meta.text or abs(other.nfe - opener.nfe) >= 0.25 * opener.nfe

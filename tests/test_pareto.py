@@ -66,7 +66,7 @@ def test_lookahead_counts_come_from_the_bench_own_traces(adapter, monkeypatch):
     assert len(calls) == 1 + 3 * len(specs)                               # the warm-up, then each decode once
     st = tally.stats()
     assert set(st) == set(specs[1:]) and st[specs[2]]["lookahead_commits"] == 0 and st[specs[2]]["contradicted"] is None
-    finals = {i: tr.meta["final_tokens"] for s, i, _, tr in traces if s == ref}
+    finals = {i: tr.meta.final_tokens for s, i, _, tr in traces if s == ref}
     by_hand = np.sum([lookahead_counts(tr, finals[i]) for s, i, _, tr in traces if s == specs[1]], axis=0)
     assert st[specs[1]]["lookahead_commits"] == by_hand[1]
     assert st[specs[1]]["lookahead_share"] == by_hand[1] / max(1, by_hand[0])

@@ -53,14 +53,14 @@ def test_s2d2_greedy_accepts_the_matching_prefix_and_resamples_the_first_mismatc
     assert v.field("accepted") == 3 and v.field("rejected_at") == 8 + 3 and v.field("resampled") == 40
     assert v.field("verdict").tolist() == [Verdict.ACCEPTED] * 3 + [Verdict.RESAMPLED] + [Verdict.PENDING] * 4
     assert c[3] == {k: (20 + k, Reason.ACCEPT) for k in range(4, 8)}   # the next span verifies in full
-    assert tr.meta["accepted_tokens"] == 7 and tr.meta["verify_forwards"] == 2
+    assert tr.meta.summary["accepted_tokens"] == 7 and tr.meta.summary["verify_forwards"] == 2
 
 
 def test_s2d2_router_never_falls_back_to_the_dynamic_rule():
     conf = [0.95, 0.2, 0.96, 0.5, 0.1, 0.1, 0.1, 0.1]
     tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="s2d2", router="never", tau=0.9, steps=4)
     c = commits(tr)
-    assert all(r.kind == "draft" for r in tr.records) and tr.meta["verify_forwards"] == 0
+    assert all(r.kind == "draft" for r in tr.records) and tr.meta.summary["verify_forwards"] == 0
     assert c[0] == {0: (20, Reason.FALLBACK), 2: (22, Reason.FALLBACK)}   # quota 2, both above τ
     assert sorted(c[1]) == [1, 3]                                        # then the top-2 of the rest
     assert all(r.field("router")["decision"] is False for r in tr.records)

@@ -38,7 +38,7 @@ def test_edit_rewrites_a_written_token_the_model_now_prefers_with_p_above_tau_ed
     assert tr.records[0].n_committed == 8 and revised(tr.records[0]) == {}
     assert revised(tr.records[1]) == {2: (Revision.EDIT, 22, 40)}      # 5 is below τ_edit: kept
     assert revised(tr.records[2]) == {} and len(tr.records) == 3       # a forward that changes nothing ends it
-    assert tr.meta["final_tokens"][8:] == [20, 21, 40, 23, 24, 25, 26, 27]
+    assert tr.meta.final_tokens[8:] == [20, 21, 40, 23, 24, 25, 26, 27]
     one = run(script, name="edit", tau=0.9, tau_edit=0.7, post_steps=1)
     assert len(one.records) == 2                                       # the post steps are spent: no third
 
@@ -59,7 +59,7 @@ def test_wino_drafts_wide_and_remasks_what_the_next_forward_does_not_support():
     assert r0.n_committed == 4 and r0.field("drafted") == 4 and r0.field("rejected") == 0
     assert revised(r1) == {1: (Revision.WINO_REJECT, 21, 3)}           # back to [MASK] (id 3)
     assert r1.field("drafted") == 4 and r1.field("rejected") == 1
-    assert r2.n_committed == 1 and tr.meta["final_tokens"][9] == 41 and revised(r2) == {}
+    assert r2.n_committed == 1 and tr.meta.final_tokens[9] == 41 and revised(r2) == {}
 
 
 def test_wino_caps_its_drafts_at_max_accept():
@@ -126,7 +126,7 @@ def test_remdm_never_refills_a_slot_in_the_forward_that_remasked_it(remask):
             for j, (code, old, new) in revised(r).items():
                 assert code == Revision.REMASK and new == 3 and not r.committed[j]   # waits, still [MASK]
                 back += 1
-        assert len(tr.records) == 4 and not (np.array(tr.meta["final_tokens"][8:]) == 3).any()
+        assert len(tr.records) == 4 and not (np.array(tr.meta.final_tokens[8:]) == 3).any()
         assert revised(tr.records[-1]) == {}                     # σ = 0 at the last forward
     assert back > 0                                               # over six seeds, something went back
 
@@ -177,7 +177,7 @@ def test_revising_decoders_keep_the_block_cache_exact(adapter, spec):
     prompt = "Ben has 12 coins . He finds 7 more . How many coins does he have now ?"
     a = Generation(adapter, prompt, build_decoder(name, **spec)).run()
     b = Generation(adapter, prompt, build_decoder(name, use_cache=False, **spec)).run()
-    assert a.meta["final_tokens"] == b.meta["final_tokens"] and a.nfe == b.nfe
+    assert a.meta.final_tokens == b.meta.final_tokens and a.nfe == b.nfe
     assert [r.field("revised") is not None for r in a.records] == [r.field("revised") is not None for r in b.records]
 
 
@@ -206,12 +206,12 @@ def test_edit_checks_the_finished_block_in_the_next_blocks_first_forward_at_no_e
     assert tr.nfe == 2                                                  # one forward per block, nothing extra
     r1 = tr.records[1]
     assert r1.field("prev_positions").tolist() == [10] and r1.field("prev_from").tolist() == [22]
-    assert r1.field("prev_to").tolist() == [40] and tr.meta["final_tokens"][10] == 40
+    assert r1.field("prev_to").tolist() == [40] and tr.meta.final_tokens[10] == 40
     from explorer.grid import Grid
     g = Grid.of(tr)
     assert g.tokens[0][10 - 8] == 22 and g.tokens[1][10 - 8] == 40 and g.revisions == [(1, 2, 1, 22, 40)]
     off = build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=False, check_next=False)
-    assert Generation(WholeRowsAdapter(script), PROMPT, off).run().meta["final_tokens"][10] == 22
+    assert Generation(WholeRowsAdapter(script), PROMPT, off).run().meta.final_tokens[10] == 22
 
 
 def test_edit_checks_the_whole_previous_block_before_a_short_last_block():
@@ -224,7 +224,7 @@ def test_edit_checks_the_whole_previous_block_before_a_short_last_block():
 
     policy = build_decoder("edit", block_size=8, gen_length=13, use_cache=False, stop_at_eos=False, tau_edit=0.7)
     tr = Generation(WholeRowsAdapter(script), PROMPT, policy).run()
-    assert tr.records[1].field("prev_positions").tolist() == [9] and tr.meta["final_tokens"][9] == 40
+    assert tr.records[1].field("prev_positions").tolist() == [9] and tr.meta.final_tokens[9] == 40
 
 
 def test_edit_runs_its_post_steps_on_the_block_that_holds_the_stop_token():
@@ -239,7 +239,7 @@ def test_edit_runs_its_post_steps_on_the_block_that_holds_the_stop_token():
                     build_decoder("edit", block_size=8, gen_length=16, use_cache=False, stop_at_eos=True,
                                   post_steps=1, tau_edit=0.7)).run()
     assert len(tr.records) == 2 and revised(tr.records[1]) == {1: (Revision.EDIT, 21, 41)}
-    assert tr.meta["stopped_at"] == 11 and tr.meta["final_tokens"][9] == 41
+    assert tr.meta.stopped_at == 11 and tr.meta.final_tokens[9] == 41
 
 
 def test_every_view_draws_a_revising_run_and_marks_its_revisions():

@@ -51,8 +51,8 @@ def _equal_to_ar(adapter, prompts, gen_length):
             s = Generation(adapter, prompt, build_decoder("s2d2", router="always", acceptance="greedy",
                                                           cache_ver=True, block_size=B,
                                                           gen_length=gen_length)).run()
-            assert s.meta["token_ids"] == ar.meta["token_ids"], (prompt, B)
-            assert s.meta["nfe_by_kind"]["verify"] >= 1
+            assert s.meta.token_ids == ar.meta.token_ids, (prompt, B)
+            assert s.meta.nfe_by_kind["verify"] >= 1
 
 
 def test_always_greedy_equals_ar_random_model(adapter, arith):
@@ -135,7 +135,7 @@ def test_router_invariants_on_model(adapter, arith):
                                                       gen_length=24)).run()
     thr = Generation(adapter, prompt, build_decoder("threshold", rule="sdar", tau=0.5, block_size=8,
                                                     gen_length=24)).run()
-    assert never.meta["final_tokens"] == thr.meta["final_tokens"] and never.nfe == thr.nfe
+    assert never.meta.final_tokens == thr.meta.final_tokens and never.nfe == thr.nfe
 
 
 @pytest.mark.parametrize("fuse", [True, False])
@@ -143,10 +143,10 @@ def test_nfe_accounting(adapter, fuse):
     tr = Generation(adapter, "Iris has 7 rocks . How many rocks are there now ?",
                     build_decoder("s2d2", router="ucb", block_size=4, gen_length=20, fuse_commit=fuse,
                                   stop_at_eos=False)).run()
-    kinds = tr.meta["nfe_by_kind"]
+    kinds = tr.meta.nfe_by_kind
     assert sum(kinds.values()) == tr.nfe == len(tr.records)
     assert kinds.get("draft", 0) == sum(r.kind == "draft" for r in tr.records)
-    assert kinds.get("verify", 0) == sum(r.kind == "verify" for r in tr.records) == tr.meta["verify_forwards"]
+    assert kinds.get("verify", 0) == sum(r.kind == "verify" for r in tr.records) == tr.meta.summary["verify_forwards"]
     assert (kinds.get("commit", 0) + kinds.get("prefill", 0) > 0) == (not fuse)
 
 

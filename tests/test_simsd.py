@@ -59,10 +59,10 @@ def test_self_drafting_accepts_everything_and_equals_the_target(one_layer):
     pol = build_decoder("simsd", drafter=str(one_layer.path), block_size=4, gen_length=16, stop_at_eos=False)
     tr = Generation(one_layer, PROMPT, pol).run()
     blocks = len({r.block for r in tr.records})
-    assert tr.meta["acceptance_rate"] == 1.0 and tr.meta["target_forwards"] == blocks   # one verify per block
+    assert tr.meta.summary["acceptance_rate"] == 1.0 and tr.meta.summary["target_forwards"] == blocks   # one verify per block
     alone = Generation(one_layer, PROMPT, build_decoder("llada", block_size=4, steps=4, gen_length=16,
                                                         stop_at_eos=False)).run()
-    assert tr.meta["token_ids"] == alone.meta["token_ids"]       # the same reveal order, decoded by the target
+    assert tr.meta.token_ids == alone.meta.token_ids       # the same reveal order, decoded by the target
 
 
 def test_cached_equals_uncached_and_records(two_layer):
@@ -70,12 +70,12 @@ def test_cached_equals_uncached_and_records(two_layer):
                                                         gen_length=12, stop_at_eos=False, use_cache=c,
                                                         acceptance="mrs", temperature=1.0, seed=3)).run()
             for c in (True, False)]
-    assert runs[0].meta["final_tokens"] == runs[1].meta["final_tokens"]
+    assert runs[0].meta.final_tokens == runs[1].meta.final_tokens
     v = next(r for r in runs[0].records if r.kind == "verify")
     n = v.field("span")[1]
     assert v.field("attn_mask").shape == (4 + n, 4 + n)
     assert set(np.unique(v.field("step_of"))) <= set(range(0, 5))
-    assert runs[0].meta["draft_forwards"] + runs[0].meta["target_forwards"] == runs[0].nfe
+    assert runs[0].meta.summary["draft_forwards"] + runs[0].meta.summary["target_forwards"] == runs[0].nfe
 
 
 def test_mrs_reproduces_q():
@@ -121,7 +121,7 @@ def test_simsd_views_from_the_trace(two_layer):
     assert dots == sum(int((np.asarray(r.field("verdict")) > 0).sum()) for r in rounds)
     kept = next(d for d in fig.data if d.type == "bar" and d.name == "kept")
     assert list(kept.y) == [r.field("accepted") + (r.field("rejected_at") is not None) for r in rounds]
-    assert sum(kept.y) == tr.meta["generated_tokens"]
+    assert sum(kept.y) == tr.meta.generated_tokens
     am = attention_mask(tr, tr.records.index(rounds[0]))
     assert any("t=" in str(x) for x in am.data[0].x)
 

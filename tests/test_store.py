@@ -29,7 +29,7 @@ def test_roundtrip_and_corruption(tmp_path, trace):
     assert store.get(key) is None
     store.put(key, trace)
     back = store.get(key)
-    assert back.meta["token_ids"] == trace.meta["token_ids"] and len(back.records) == len(trace.records)
+    assert back.meta.token_ids == trace.meta.token_ids and len(back.records) == len(trace.records)
     # flip a byte of the stored value: detected, dropped, reported as a miss
     raw = bytearray(store.cache.get(key))
     raw[len(raw) // 2] ^= 0xFF
@@ -113,7 +113,7 @@ def test_a_row_copied_under_another_key_is_a_miss(tmp_path, adapter, trace):
     store.put(b, other)
     store.cache.set(a, store.cache.get(b))                 # B's bytes in A's row
     assert store.get(a) is None
-    assert store.get(b).meta["token_ids"] == other.meta["token_ids"]
+    assert store.get(b).meta.token_ids == other.meta.token_ids
     store.close()
 
 

@@ -87,7 +87,7 @@ def test_subblock_follows_fast_dllm_v2(v2, tau, small, prompt_len):
     prompt = v2.encode_prompt("Ann has 3 apples . She buys 5 more . How many ?")[:prompt_len]
     tr = Generation(v2, prompt, build_decoder("subblock", block_size=4, sub_block=small, tau=tau, gen_length=12,
                                               stop_at_eos=False)).run()
-    assert tr.meta["final_tokens"][prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau)
+    assert tr.meta.final_tokens[prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau)
 
 
 @pytest.mark.parametrize("tau,small,prompt_len", [(0.3, 2, 11), (0.9, 2, 11), (0.6, 2, 8)])
@@ -95,7 +95,7 @@ def test_subblock_with_the_block_cache_follows_fast_dllm_v2(v2, tau, small, prom
     prompt = v2.encode_prompt("Ann has 3 apples . She buys 5 more . How many ?")[:prompt_len]
     tr = Generation(v2, prompt, build_decoder("subblock", block_size=4, sub_block=small, tau=tau, gen_length=12,
                                               stop_at_eos=False, block_cache=True)).run()
-    assert tr.meta["final_tokens"][prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau,
+    assert tr.meta.final_tokens[prompt_len:] == reference_v2_generate(v2, prompt, 12, small, tau,
                                                                          block_cache=True)
     alone = [r for r in tr.records if (~torch.isnan(torch.tensor(r.confidence))).sum()
              < len(r.positions)]

@@ -14,7 +14,7 @@ def test_trace_roundtrip(adapter, tmp_path):
     path = tmp_path / "t.npz"
     tr.save(path)
     back = Trace.load(path)
-    assert back.meta["token_ids"] == tr.meta["token_ids"] and back.meta["params"] == tr.meta["params"]
+    assert back.meta.token_ids == tr.meta.token_ids and back.meta.params == tr.meta.params
     assert len(back.records) == len(tr.records)
     for a, b in zip(tr.records, back.records):
         for f in ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence"):

@@ -96,4 +96,4 @@ def test_tspd_on_model_and_scripts_on_small_trace_set(adapter, arith, tmp_path):
         assert r.extra["forecast_lcb"].shape == (L, 4) and r.extra["features"].shape == (L, 14)
         masked = r.tokens_before == adapter.mask_token_id
         assert np.isnan(r.extra["level"][~masked]).all() and not np.isnan(r.extra["level"][masked]).any()
-    assert sum(tr.meta["nfe_by_kind"].values()) == tr.nfe
+    assert sum(tr.meta.nfe_by_kind.values()) == tr.nfe

@@ -29,9 +29,9 @@ def test_answer_point_counts_broken_answers_by_the_checker():
     from types import SimpleNamespace as NS
     task = NS(verdict=lambda text, prob: "valid" if text in prob else "wrong")
     problems = [("a", "b"), ("a",), ("a",), ("c",)]
-    refs = [NS(meta=dict(text=t)) for t in ("a", "a", "a", "x")]
+    refs = [NS(meta=NS(text=t)) for t in ("a", "a", "a", "x")]
     outs = ["b", "a", "z", "y"]                               # other valid, same, broken, wrong-for-wrong
-    traces = [NS(meta=dict(text=t, generated_tokens=5), nfe=2, records=[]) for t in outs]
+    traces = [NS(meta=NS(text=t, generated_tokens=5), nfe=2, records=[]) for t in outs]
     pt = answer_point(task, NS(problems=problems, refs=refs, blocks=[16] * 4), traces, 0.9)
     assert pt["changed"] == 0.75 and pt["broken"] == 0.25 and pt["accuracy"] == 0.5 and pt["lost"] == 0.25
     pt = answer_point(task, NS(problems=problems, refs=refs, blocks=[16, 8, 8, 16]), traces, 0.9)
@@ -76,8 +76,8 @@ def test_on_policy_labels_compare_with_the_reference_decode(adapter, arith):
     rows = controller_rows(traces, split.refs)
     expect = []
     for tr, ref in zip(traces, split.refs):                   # the same labels, counted by hand
-        final, mask = ref.meta["final_tokens"], tr.meta["mask_token_id"]
-        stops = [j for j in range(ref.meta["prompt_len"], len(final)) if final[j] in ref.meta["stop_ids"]]
+        final, mask = ref.meta.final_tokens, tr.meta.mask_token_id
+        stops = [j for j in range(ref.meta.prompt_len, len(final)) if final[j] in ref.meta.stop_ids]
         eos = stops[0] if stops else len(final)
         for r in tr.records:
             for j in np.flatnonzero(r.tokens_before == mask):

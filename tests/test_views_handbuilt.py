@@ -82,7 +82,8 @@ def test_render_all_gives_every_view_the_same_arguments(trace):
 
 def test_summary_warns_about_unknown_words_and_limits(trace):
     from explorer.views.summary import render_summary
-    trace.meta.update(unknown_words=["dogs", "<img src=x>"], limit="stopped after 2 forwards: the time budget")
+    trace.meta.unknown_words = ["dogs", "<img src=x>"]
+    trace.meta.limit = "stopped after 2 forwards: the time budget"
     html = render_summary(trace)
     assert "dogs" in html and "&lt;img src=x&gt;" in html and "<img" not in html
     assert "Stopped early" in html

@@ -63,7 +63,7 @@ def wanted(name: str, trace, adapter=None, prob=None) -> bool:
     """Whether a trace shows what this decoder's example is for."""
     if name == "edit":
         counts = revision_counts(adapter, get_task(prob.task), prob, trace,
-                                 get_task(prob.task).verdict(trace.meta["text"], prob) == "valid")
+                                 get_task(prob.task).verdict(trace.meta.text, prob) == "valid")
         return counts["turned_right"] == 1
     if name in ("wino", "remdm"):
         return any(r.has("revised") for r in trace.records)
@@ -72,7 +72,7 @@ def wanted(name: str, trace, adapter=None, prob=None) -> bool:
     if name == "tspd":
         return any((r.reason == Reason.CE_LOOKAHEAD).any() for r in trace.records)
     if name == "uniform":
-        return get_task(prob.task).verdict(trace.meta["text"], prob) == "valid"
+        return get_task(prob.task).verdict(trace.meta.text, prob) == "valid"
     return True
 
 
@@ -111,7 +111,7 @@ def main(argv=None) -> None:
             else first
         tr = bake(models[key], name, params, problems)
         tr.save(out / f"{name}.npz")
-        print(f"{name}: {tr.meta['prompt']!r} -> {tr.meta['text']!r} NFE {tr.nfe} seed {tr.meta['seed']}")
+        print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
     for name, (decoder, params, task) in EXTRA.items():
         if only and name not in only:
             continue
@@ -119,12 +119,12 @@ def main(argv=None) -> None:
             models[args.model] = load_model(args.model)
         tr = bake(models[args.model], decoder, params, get_task(task).problems("test", 10, seed=0), want=repaired)
         tr.save(out / f"{name}.npz")
-        print(f"{name}: {tr.meta['prompt']!r} -> {tr.meta['text']!r} NFE {tr.nfe} seed {tr.meta['seed']}")
+        print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
 
 
 def repaired(trace, prob) -> bool:
     """A verify forward rejected a draft and the answer came out right: the verifier repaired a parallel commit."""
-    return get_task(prob.task).verdict(trace.meta["text"], prob) == "valid" and sum(
+    return get_task(prob.task).verdict(trace.meta.text, prob) == "valid" and sum(
         r.kind == "verify" and r.field("rejected_at") is not None for r in trace.records) >= 2
 
 

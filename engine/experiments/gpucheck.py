@@ -64,8 +64,8 @@ def decode_rows(adapter, prompt: str, gen: int) -> list[dict]:
             tr = Generation(adapter, prompt, pol).run()
             lat = {k: float(np.median([r.wall_ms for r in tr.records if r.kind == k]))
                    for k in {r.kind for r in tr.records}}
-            rows.append(dict(spec=spec, nfe=tr.nfe, tokens=tr.meta["generated_tokens"], forward_ms=lat,
-                             tokens_per_s=tr.meta["generated_tokens"] / tr.meta["wall_s"]))
+            rows.append(dict(spec=spec, nfe=tr.nfe, tokens=tr.meta.generated_tokens, forward_ms=lat,
+                             tokens_per_s=tr.meta.generated_tokens / tr.meta.wall_s))
     ar = next(r["tokens_per_s"] for r in rows if r["spec"] == "ar")
     for r in rows:
         r["vs_ar"] = r["tokens_per_s"] / ar
@@ -84,7 +84,7 @@ def batch_rows(adapter, gen: int, sizes=(1, 8, 32), n: int = 64) -> list[dict]:
         t0 = time.perf_counter()
         traces = run_batched(jobs, size)
         wall = time.perf_counter() - t0
-        rows.append(dict(batch=size, problems=n, tokens_per_s=sum(t.meta["generated_tokens"] for t in traces) / wall))
+        rows.append(dict(batch=size, problems=n, tokens_per_s=sum(t.meta.generated_tokens for t in traces) / wall))
     for r in rows:
         r["vs_batch_1"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
     return rows
@@ -120,7 +120,7 @@ def spec_rows(adapter, prompt: str, gen: int, specs: list[str]) -> list[dict]:
         pol = build_decoder(name, gen_length=gen, stop_at_eos=False, **params)
         Generation(adapter, prompt, pol).run()
         tr = Generation(adapter, prompt, pol).run()
-        rows.append(dict(spec=spec, nfe=tr.nfe, tokens_per_s=tr.meta["generated_tokens"] / tr.meta["wall_s"]))
+        rows.append(dict(spec=spec, nfe=tr.nfe, tokens_per_s=tr.meta.generated_tokens / tr.meta.wall_s))
     for r in rows:
         r["vs_first"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
     return rows
@@ -136,7 +136,7 @@ def agreement(adapter, prompt: str, gen: int) -> dict:
                                   stop_at_eos=False)
     a, b = (Generation(adapter, prompt, pol(c)).run() for c in (True, False))
     cached = float(np.mean([np.mean(x.candidate == y.candidate) for x, y in zip(a.records, b.records)]))
-    ids = torch.tensor(a.meta["final_tokens"])
+    ids = torch.tensor(a.meta.final_tokens)
     n = len(ids)
     mask = torch.ones(n, n, dtype=torch.bool).tril()
     low = adapter.forward(ids, mask, torch.arange(n)).argmax(-1)

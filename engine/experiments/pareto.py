@@ -50,8 +50,8 @@ class LookaheadTally:
 
     def __call__(self, spec, index, prob, trace) -> None:
         if spec == self.reference:
-            self.final[index] = trace.meta["final_tokens"]
-        elif trace.meta["decoder"] == "tspd":
+            self.final[index] = trace.meta.final_tokens
+        elif trace.meta.decoder == "tspd":
             c = self.count.setdefault(spec, [0, 0, 0])                 # commits, look-ahead commits, contradicted
             for k, v in enumerate(lookahead_counts(trace, self.final[index])):
                 c[k] += v

@@ -31,8 +31,8 @@ class Rows:
 
 def replay(trace, window: int = 4):
     """Yield per block: (feature rows (s, L, 14), masked (s, L), candidates (s, L), z (s, L), flipped (s, L))."""
-    mask_id = trace.meta["mask_token_id"]
-    B = int(trace.meta["block_size"])
+    mask_id = trace.meta.mask_token_id
+    B = int(trace.meta.block_size)
     by_block: dict[int, list] = {}
     for r in trace.records:
         if r.kind == "draft":
@@ -58,8 +58,8 @@ def controller_rows(traces, refs=None, window: int = 4) -> Rows:
     token are left out: they are trivially positive."""
     feats, labels, prompt = [], [], []
     for i, (tr, ref) in enumerate(zip(traces, refs or traces)):
-        final = np.array(ref.meta["final_tokens"])
-        stops = [j for j in range(ref.meta["prompt_len"], len(final)) if final[j] in ref.meta["stop_ids"]]
+        final = np.array(ref.meta.final_tokens)
+        stops = [j for j in range(ref.meta.prompt_len, len(final)) if final[j] in ref.meta.stop_ids]
         eos = stops[0] if stops else len(final)
         for positions, d in replay(tr, window):
             keep = d["m"] & (positions[None, :] <= eos)

@@ -73,12 +73,12 @@ def answer_point(task, split, traces, tau_s: float) -> dict:
     the task's checker, TSPD's does not: on an uncertain task another valid answer is no loss); *lost*, the net
     share of answers lost (reference accuracy − TSPD's) at the worst block size, since a mix of block sizes would
     let a safe B = 8 hide a loss at B = 16; accuracy, NFE per token, look-ahead share."""
-    changed = [t.meta["text"] != r.meta["text"] for t, r in zip(traces, split.refs)]
-    correct = np.array([task.verdict(t.meta["text"], p) == "valid" for t, p in zip(traces, split.problems)])
-    ref_ok = np.array([task.verdict(r.meta["text"], p) == "valid" for r, p in zip(split.refs, split.problems)])
+    changed = [t.meta.text != r.meta.text for t, r in zip(traces, split.refs)]
+    correct = np.array([task.verdict(t.meta.text, p) == "valid" for t, p in zip(traces, split.problems)])
+    ref_ok = np.array([task.verdict(r.meta.text, p) == "valid" for r, p in zip(split.refs, split.problems)])
     blocks = np.array(split.blocks)
     lost_by_block = {int(B): float(ref_ok[blocks == B].mean() - correct[blocks == B].mean()) for B in set(split.blocks)}
-    tokens = sum(t.meta["generated_tokens"] for t in traces)
+    tokens = sum(t.meta.generated_tokens for t in traces)
     commits = sum(r.n_committed for t in traces for r in t.records)
     fired = sum(int((r.reason == Reason.CE_LOOKAHEAD).sum()) for t in traces for r in t.records)
     return dict(tau_s=tau_s, changed=float(np.mean(changed)), broken=float(np.mean(ref_ok & ~correct)),
@@ -122,7 +122,7 @@ def lookahead_check(split, traces, kparams) -> dict:
     and how many look-ahead commits the reference decode contradicts."""
     Z, F = z_series(traces)
     pooled, per_h = coverage(Z, F, kparams, 1.64)
-    counts = [lookahead_counts(tr, ref.meta["final_tokens"]) for tr, ref in zip(traces, split.refs)]
+    counts = [lookahead_counts(tr, ref.meta.final_tokens) for tr, ref in zip(traces, split.refs)]
     fired, wrong = sum(c[1] for c in counts), sum(c[2] for c in counts)
     return dict(val_coverage=pooled, val_coverage_by_h=per_h, lookahead_commits=fired,
                 lookahead_contradicted=wrong / fired if fired else None)

@@ -26,9 +26,9 @@ SUMMARY_KEYS = ("text", "token_ids", "nfe", "decoder", "params", "generated_toke
 
 def summary(trace) -> dict:
     """The JSON summary of a trace the API returns (and the load test compares with the engine's own)."""
-    out = {k: trace.meta[k] for k in SUMMARY_KEYS}
-    out["limit"] = trace.meta.get("limit")
-    out["wall_s"] = trace.meta["wall_s"]
+    out = {k: getattr(trace.meta, k) for k in SUMMARY_KEYS}
+    out["limit"] = trace.meta.limit
+    out["wall_s"] = trace.meta.wall_s
     return out
 
 
@@ -46,7 +46,7 @@ def register_api(page: Page) -> None:
                 if f.value is None:
                     continue
                 if f.limit:
-                    f.value.meta["limit"] = f.limit
+                    f.value.meta.limit = f.limit
                 yield summary(f.value)
         except UserError as e:
             raise gr.Error(str(e), print_exception=False) from None   # a client reads it as text: not escaped

@@ -81,10 +81,10 @@ class Page:
 
     def verdict(self, trace) -> str | None:
         """The task checker's verdict when the trace's prompt is one of the example problems."""
-        prob = self.problem(trace.meta.get("prompt"))
+        prob = self.problem(trace.meta.prompt)
         if prob is None or prob.task not in TASKS:   # a chat prompt has no checker
             return None
-        return get_task(prob.task).verdict(trace.meta["text"], prob)
+        return get_task(prob.task).verdict(trace.meta.text, prob)
 
     def check_model(self, model: str | None) -> str:
         """A visitor's model choice: only the operator's list, never a path or id of the visitor's choosing."""

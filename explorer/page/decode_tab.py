@@ -133,10 +133,10 @@ def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
     if not isinstance(box, dict) or tr is None or not isinstance(tab, str):
         return nothing
     box["tab"] = tab
-    if not tr.meta.get("finished", True):
+    if not tr.meta.finished:
         return shown(v, {}, render_views(tr, None, names=names_in(tab)))
     run, drawn = box.get("drawn", (None, set()))
-    if run != tr.meta.get("run_id") or tab in drawn:
+    if run != tr.meta.run_id or tab in drawn:
         return nothing
     drawn.add(tab)
     step = min(max(1, int(box.get("step", len(tr.records)))), max(1, len(tr.records)))
@@ -149,19 +149,19 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     page's tab box, only the visible tab's views are drawn now; the others when their tab is opened."""
     n = max(1, len(tr.records))
     s = n if step_v is None else min(max(1, int(step_v)), n)
-    if tr.meta.get("limit"):
-        gr.Warning(tr.meta["limit"])
-    run = str(tr.meta.get("run_id", "example"))
+    if tr.meta.limit:
+        gr.Warning(tr.meta.limit)
+    run = str((tr.meta.run_id or "example"))
     tabs = tabs_shown(tr) or [TABS[0]]
     data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
                        [x.elem_id for x in VIEWS if x.scrub == "server"], tabs,
-                       "tau" if tr.meta.get("decoder") in catalogue.THRESHOLD_RULE else None)
+                       "tau" if tr.meta.decoder in catalogue.THRESHOLD_RULE else None)
     names = None
     if isinstance(box, dict):
         if visible(box) not in tabs:         # the open tab has nothing for this run: open its first that has
             box["tab"] = tabs[0]
         names = names_in(visible(box))
-        box.update(drawn=(tr.meta.get("run_id"), {visible(box)}), step=s)
+        box.update(drawn=(tr.meta.run_id, {visible(box)}), step=s)
     out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1, names=names))
     delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
     # the open tab is one with something to show; the browser hides the others (scrub.js: gradio 6.31's
@@ -182,7 +182,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                                 decoder=decoder_v, params=params, engine=ENGINE_VERSION)
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
-                hit.meta.update(run_id=run_id, finished=True, model=model)
+                hit.meta.run_id, hit.meta.finished, hit.meta.model = run_id, True, model
                 async for out in finish(page, v, hit, step_v, prev, box):
                     yield out
                 return
@@ -192,16 +192,16 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             last = f.value
             if last is None:
                 continue
-            last.meta.update(run_id=run_id, finished=f.final, model=model)
+            last.meta.run_id, last.meta.finished, last.meta.model = run_id, f.final, model
             if f.limit:
-                last.meta["limit"] = f.limit
+                last.meta.limit = f.limit
             if not f.final:
                 yield last, await in_thread(frame, page, v, last, visible(box), k)
                 k += 1
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
     if last is not None:
-        if page.store is not None and not last.meta.get("limit"):
+        if page.store is not None and not last.meta.limit:
             page.store.put(key, last)   # run_id and finished are set again on every hit
         async for out in finish(page, v, last, step_v, prev, box):
             yield out

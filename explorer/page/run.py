@@ -33,14 +33,14 @@ class RunParts:
 def controls_of(page: Page, c, tr) -> dict:
     """The controls set to the run's own setting (the preset is left alone: choosing one rewrites the others)."""
     m = tr.meta
-    out = {c.prompt: m.get("prompt", "")}
-    model = m.get("model") if m.get("model") in page.models else None
+    out = {c.prompt: m.prompt}
+    model = m.model if m.model in page.models else None
     if model:
         out[c.model] = model
-    if m.get("decoder") in catalogue.DECODERS:   # with the run's model's menu (a uniform run's model has its own)
+    if m.decoder in catalogue.DECODERS:   # with the run's model's menu (a uniform run's model has its own)
         menu = decoder_choices(page.model_infos.get(model or page.default_model))
-        out[c.decoder] = gr.Dropdown(choices=menu, value=m["decoder"])
-    for k, v in m.get("params", {}).items():
+        out[c.decoder] = gr.Dropdown(choices=menu, value=m.decoder)
+    for k, v in m.params.items():
         if k in c.values and k != "preset":
             out[c.values[k]] = v
     return out
@@ -59,7 +59,7 @@ async def present(page: Page, rp: RunParts, stream, set_controls: bool = True):
     describes it."""
     described = None                      # the finished run whose description has been sent
     async for tr, parts in stream:
-        if tr.meta.get("finished", True) and described is not tr:
+        if tr.meta.finished and described is not tr:
             described = tr
             yield final_parts(page, rp, tr, parts, set_controls)
         else:

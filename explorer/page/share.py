@@ -43,12 +43,12 @@ def query_for(page: Page, tr) -> str:
     """The link's query for a trace: what differs from its decoder's defaults, the prompt and the model (by the
     name the page offers it under), so the link reads as the setting and reproduces the run."""
     m = tr.meta
-    decoder = m.get("decoder", "")
+    decoder = m.decoder
     defaults = {k: p.default for k, p in catalogue.params_of(decoder).items()} if decoder in catalogue.DECODERS \
         else {}
-    changed = {k: v for k, v in m.get("params", {}).items() if k in defaults and defaults[k] != v}
-    model = m.get("model") if m.get("model") in page.models else page.default_model
-    return to_query(dict(changed, prompt=m.get("prompt", ""), decoder=decoder, model=model))
+    changed = {k: v for k, v in m.params.items() if k in defaults and defaults[k] != v}
+    model = m.model if m.model in page.models else page.default_model
+    return to_query(dict(changed, prompt=m.prompt, decoder=decoder, model=model))
 
 
 def url_values(page: Page, request) -> tuple[dict, bool]:

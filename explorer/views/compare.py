@@ -15,14 +15,14 @@ def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = 
         return f"<tr><td>{label}</td><td>{fmt.format(va)}</td><td>{fmt.format(vb)}</td><td>{r}</td></tr>"
 
     ta, tb = a.meta, b.meta
-    sa = ta["generated_tokens"] / max(ta["wall_s"], 1e-9)
-    sb = tb["generated_tokens"] / max(tb["wall_s"], 1e-9)
+    sa = ta.generated_tokens / max(ta.wall_s, 1e-9)
+    sb = tb.generated_tokens / max(tb.wall_s, 1e-9)
     rows = [row("NFE", a.nfe, b.nfe, "{:d}"), row("TPF", a.tpf, b.tpf, "{:.2f}"),
-            row("tokens/s", sa, sb, "{:.1f}"), row("tokens", ta["generated_tokens"], tb["generated_tokens"], "{:d}")]
+            row("tokens/s", sa, sb, "{:.1f}"), row("tokens", ta.generated_tokens, tb.generated_tokens, "{:d}")]
     if verdict_a is not None and verdict_b is not None:
         rows.append(f"<tr><td>checker</td><td>{html.escape(verdict_a)}</td><td>{html.escape(verdict_b)}</td>"
                     "<td></td></tr>")
-    head = (f"<tr><th></th><th>A: {html.escape(ta['decoder'])}</th><th>B: {html.escape(tb['decoder'])}</th>"
+    head = (f"<tr><th></th><th>A: {html.escape(ta.decoder)}</th><th>B: {html.escape(tb.decoder)}</th>"
             f"<th>B vs A</th></tr>")
-    texts = (f"<p><b>A</b>: {html.escape(ta['text'])}</p><p><b>B</b>: {html.escape(tb['text'])}</p>")
+    texts = (f"<p><b>A</b>: {html.escape(ta.text)}</p><p><b>B</b>: {html.escape(tb.text)}</p>")
     return f"<table class='um-table'>{head}{''.join(rows)}</table>{texts}"

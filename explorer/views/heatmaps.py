@@ -140,7 +140,7 @@ def revision_marks(trace, g: Grid) -> list[dict]:
     if not g.revisions:
         return []
     s, j, code, old, new = (np.array(c) for c in zip(*g.revisions))
-    show = lambda t: np.array(["[MASK]" if t_ == trace.meta["mask_token_id"] else trace.token_str(int(t_))  # noqa
+    show = lambda t: np.array(["[MASK]" if t_ == trace.meta.mask_token_id else trace.token_str(int(t_))  # noqa
                                for t_ in t], dtype=object)
     text = [f"{REVISION_NAMES.get(int(c), '?')}: {a} → {b}" for c, a, b in zip(code, show(old), show(new))]
     return [dict(type="scatter", x=g.labels[j], y=s + 1, mode="markers", name="revised", text=text,

@@ -36,7 +36,7 @@ def fresh_map(trace, step: int | None = None, grid: Grid | None = None, selected
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
                   marker=dict(symbol="square", size=10, color=c)) for name, c in (("stale", COLOURS[0]),
                                                                                   ("fresh", COLOURS[1]))]
-    title = f"K/V per forward ({trace.meta['cache']})"
+    title = f"K/V per forward ({trace.meta.cache})"
     return step_position_figure(data, g, step, title, selected, margin=dict(r=130),
                                 legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"))
 

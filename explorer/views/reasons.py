@@ -17,13 +17,9 @@ from explorer.views.heatmaps import step_position_figure
 
 # every Reason: its label on the map, its colour, and its short tag in the GIF (explorer.gif)
 REASONS = {Reason.AR: ("AR", "#969696", "ar"), Reason.THRESHOLD: ("threshold", "#3182bd", "τ"),
-           Reason.ARGMAX: ("forced argmax", "#9ecae1", "max"), Reason.SCHEDULE: ("LLaDA quota", "#6baed6", "quota"),
-           Reason.ACCEPT: ("S2D2 accept", "#31a354", "acc"), Reason.RESAMPLE: ("S2D2 resample", "#de2d26", "res"),
-           Reason.FALLBACK: ("S2D2 fallback", "#08519c", "fb"), Reason.TSPD: ("TSPD controller", "#756bb1", "ctl"),
-           Reason.CE_LOOKAHEAD: ("CE look-ahead", "#e6550d", "CE"), Reason.STABILISED: ("stabilised", "#fdae6b", "stab"),
-           Reason.FORCED_PROGRESS: ("forced progress", "#bcbddc", "force"),
-           Reason.ENTROPY_BOUND: ("EB entropy bound", "#8c6d31", "eb")}
-REASONS.update({Reason[k]: (r.label, r.colour, r.tag) for c in cards().values() for k, r in c.reasons.items()})
+           Reason.ARGMAX: ("forced argmax", "#9ecae1", "max"), Reason.SCHEDULE: ("LLaDA quota", "#6baed6", "quota")}
+REASONS.update(sorted(((Reason[k], (r.label, r.colour, r.tag)) for c in cards().values() for k, r in c.reasons.items()),
+                      key=lambda kv: kv[0]))
 assert set(REASONS) == set(Reason) - {Reason.NONE}, "every commit reason has a label"
 
 

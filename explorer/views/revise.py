@@ -23,7 +23,7 @@ def token_history(trace, step: int | None = None, grid: Grid | None = None, sele
         return empty_figure("Select a position (click a token) to see what it held at each step.")
     j, s = selected - g.P, g.n_steps - 1 if step is None else int(step)
     toks = g.tokens[: s + 1, j]
-    mask_id = trace.meta["mask_token_id"]
+    mask_id = trace.meta.mask_token_id
     names = ["[MASK]" if t == mask_id else trace.token_str(int(t)) for t in toks]
     fig = go.Figure(go.Scatter(x=np.arange(1, s + 2), y=names, mode="lines+markers", line=dict(shape="hv"),
                                marker=dict(color=["#bdbdbd" if t == mask_id else "#3182bd" for t in toks]),

@@ -71,7 +71,7 @@ def credit_map(trace, step: int | None = None, grid: Grid | None = None, selecte
     g = grid or Grid.of(trace)
     if not any(r.has("credit") for r in trace.records):
         return empty_figure("Credit decoding records each slot's credit on every forward: run the credit decoder.")
-    params = trace.meta["params"]
+    params = trace.meta.params
     top = params["credit_alpha"] * math.log1p(1 / max(1e-9, 1 - params["credit_beta"]))   # the most C can add
     boost = g.extra("credit_boost")
     data = [dict(type="heatmap", z=quantize(boost / max(top, 1e-9)), x=g.labels, y=np.arange(1, g.n_steps + 1),

@@ -18,9 +18,9 @@ def card(label: str, value: str, hint: str = "") -> str:
 
 def render_summary(trace, verdict: str | None = None) -> str:
     m = trace.meta
-    n = m["generated_tokens"]
-    wall = max(m["wall_s"], 1e-9)
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.get("nfe_by_kind", {}).items()))
+    n = m.generated_tokens
+    wall = max(m.wall_s, 1e-9)
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.nfe_by_kind.items()))
     cards = [card("NFE", str(trace.nfe), f"model forwards: {kinds}"),
              card("NFE papers' count", str(trace.nfe_paper), "as SDAR's and Fast-dLLM's code count: a prefill "
                   "forward and one K/V-store forward per block, which Unmask fuses into its next forward"),
@@ -28,26 +28,26 @@ def render_summary(trace, verdict: str | None = None) -> str:
              card("tokens/s (engine)", f"{n / wall:.1f}", f"{n} tokens in {wall:.3f} s of engine time; rendering "
                   "is not counted, but in the page it shares the CPU, so the API or CLI gives the clean figure"),
              card("tokens", str(n), "generated, up to and including the stop token"),
-             card("decoder", m["decoder"], str(m.get("params", {})))]
-    if m.get("target_equiv_nfe") is not None:   # SimSD: two models, priced in target forwards
-        cards.append(card("target-equiv. NFE", f"{m['target_equiv_nfe']:.1f}",
-                          f"{m['target_forwards']} target + {m['draft_forwards']} drafter forwards, the drafter's "
-                          f"priced at the parameter ratio {m['param_ratio']:.3f} (the bench uses the measured "
+             card("decoder", m.decoder, str(m.params))]
+    if m.summary.get("target_equiv_nfe") is not None:   # SimSD: two models, priced in target forwards
+        cards.append(card("target-equiv. NFE", f"{m.summary['target_equiv_nfe']:.1f}",
+                          f"{m.summary['target_forwards']} target + {m.summary['draft_forwards']} drafter forwards, the drafter's "
+                          f"priced at the parameter ratio {m.summary['param_ratio']:.3f} (the bench uses the measured "
                           "time ratio)"))
     if verdict is not None:
         cards.append(card("checker", verdict, "the task's checker on the generated text (valid = right)"))
     notes, info = [], []
-    if m.get("target_equiv_nfe") is not None:
-        info.append(f"SimSD runs two models: NFE counts {m['target_forwards']} target and {m['draft_forwards']} "
+    if m.summary.get("target_equiv_nfe") is not None:
+        info.append(f"SimSD runs two models: NFE counts {m.summary['target_forwards']} target and {m.summary['draft_forwards']} "
                      f"drafter forwards alike; target-equivalent NFE prices a drafter forward at the parameter "
-                     f"ratio {m['param_ratio']:.3f} of a target forward (an expectation for memory-bound hardware; "
+                     f"ratio {m.summary['param_ratio']:.3f} of a target forward (an expectation for memory-bound hardware; "
                      "the bench measures the time ratio).")
-    if m.get("unknown_words"):
-        words = ", ".join(repr(w) for w in m["unknown_words"][:12])
+    if m.unknown_words:
+        words = ", ".join(repr(w) for w in m.unknown_words[:12])
         notes.append(f"The model does not know {words} (read as [UNK]): the embedded models only know the words "
                      "of their tasks — pick an example to see them at their best.")
-    if m.get("limit"):
-        notes.append(f"Stopped early: {m['limit']}. What finished is shown and can be explored.")
+    if m.limit:
+        notes.append(f"Stopped early: {m.limit}. What finished is shown and can be explored.")
     warn = "".join(f"<div class='um-warn'>{html.escape(n)}</div>" for n in notes)
     note = "".join(f"<div class='um-note'>{html.escape(n)}</div>" for n in info)
     return "<div class='um-cards'>" + "".join(cards) + "</div>" + note + warn
@@ -56,12 +56,12 @@ def render_summary(trace, verdict: str | None = None) -> str:
 def previous_delta(trace, prev) -> str:
     """One line comparing a run with the previous one on the page (kept for comparison)."""
     def speed(t):
-        return t.meta["generated_tokens"] / max(t.meta["wall_s"], 1e-9)
+        return t.meta.generated_tokens / max(t.meta.wall_s, 1e-9)
 
     pm = prev.meta
     shown = ("block_size", "tau", "steps", "router", "cost")
-    setting = ", ".join(f"{k}={v}" for k, v in pm["params"].items() if k in shown)
-    same = pm["token_ids"] == trace.meta["token_ids"]
-    return (f"<div class='um-delta'>vs previous run ({html.escape(pm['decoder'])}, {html.escape(setting)}): "
+    setting = ", ".join(f"{k}={v}" for k, v in pm.params.items() if k in shown)
+    same = pm.token_ids == trace.meta.token_ids
+    return (f"<div class='um-delta'>vs previous run ({html.escape(pm.decoder)}, {html.escape(setting)}): "
             f"NFE {prev.nfe} → {trace.nfe} · TPF {prev.tpf:.2f} → {trace.tpf:.2f} · "
             f"tokens/s {speed(prev):.1f} → {speed(trace):.1f} · text {'unchanged' if same else 'changed'}</div>")

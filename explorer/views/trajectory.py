@@ -35,7 +35,7 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
     s = g.n_steps - 1 if step is None else int(step)
     positions = [selected] if selected is not None else default_positions(trace, g, s)
     fig = go.Figure()
-    tau = float(trace.meta.get("params", {}).get("tau", 0.9))
+    tau = float(trace.meta.params.get("tau", 0.9))
     drawn = 0
     for n, pos in enumerate(positions):
         j = pos - g.P

@@ -1,9 +1,10 @@
-"""Autoregressive's card (torch-free): its catalogue entry, parameters and menu words."""
+"""Autoregressive's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder
+
 
 CARD = Card(
     decoder=Decoder("ar", "**Autoregressive**: the same model with block size 1, one token per forward.", COMMON,

@@ -1,9 +1,19 @@
-"""Dream's sampler's card (torch-free): its catalogue entry, parameters and menu words."""
+"""Dream's sampler's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+import numpy as np
+
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
+
+class DreamFields(TypedDict):
+    dream_score: np.ndarray       # (L,) each masked slot's score under `alg` (NaN elsewhere or not scored)
+    alg: str
+
 
 CARD = Card(
     decoder=Decoder("dream", "**Dream's sampler** (`diffusion_generate`): the whole answer as one block and `steps` "
@@ -14,7 +24,8 @@ CARD = Card(
         needs=("full",), title="Dream's sampler"),
     menu=("Family's own sampler", "Dream's diffusion_generate"), rank=0,
     params={
-        "alg": Param(str, "entropy", choices=("origin", "maskgit_plus", "topk_margin", "entropy"), label="Dream's score",
+        "alg": Param(str, "entropy", choices=("origin", "maskgit_plus", "topk_margin", "entropy"),
+            label="Dream's score",
             help="which masked slots a step reveals: origin at random (1 − s/t each), else the best by p, the top-2 "
             "margin or minus the entropy", group="dream"),
         "alg_temp": Param(float, 0.0, 0.0, 100.0, label="alg_temp (0 = the top ones)",
@@ -23,4 +34,5 @@ CARD = Card(
         "eps": Param(float, 1e-3, 0.0, 1.0, open_lo=True, open_hi=True, label="eps (last timestep)",
             help="timesteps linspace(1, eps, steps + 1)", step=0.001, group="dream"),
     },
+    records={"draft": DreamFields},
 )

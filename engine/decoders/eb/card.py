@@ -1,12 +1,29 @@
-"""EB's card (torch-free): its catalogue entry, parameters and menu words."""
+"""EB's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
-from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from typing import TypedDict
+
+import numpy as np
+
+from engine.cards import Card, ReasonEntry
+from engine.params import COMMON, Decoder
+
+
+class EBFields(TypedDict):
+    entropy_nats: np.ndarray      # (L,) entropy in nats of each masked slot's sampling distribution (NaN elsewhere)
+    eb_order: np.ndarray          # (L,) rank of each masked slot by entropy, lowest first (-1 elsewhere)
+    eb_bound: np.ndarray          # (L,) at each rank: cumulative entropy minus the largest, the bound's left side
+    gamma: float
+
 
 CARD = Card(
-    decoder=Decoder("eb", "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
+    decoder=Decoder("eb",
+        "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
         "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),
     menu=('Baseline', 'entropy bound γ (EB sampler)'), rank=3,
+    records={"draft": EBFields},
+    reasons={
+        "ENTROPY_BOUND": ReasonEntry(12, "EB entropy bound", "#8c6d31", "eb"),   # within the entropy bound's prefix
+    },
 )

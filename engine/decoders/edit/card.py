@@ -1,21 +1,25 @@
-"""Token editing's card (torch-free): its catalogue entry, parameters and menu words."""
+"""Token editing's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
 
 CARD = Card(
-    decoder=Decoder("edit", "**Token editing** (LLaDA2.1's joint threshold): fill masks whose p > τ and, in the same forward, "
+    decoder=Decoder("edit",
+        "**Token editing** (LLaDA2.1's joint threshold): fill masks whose p > τ and, in the same forward, "
         "rewrite a written token of the block when the model prefers another with p > τ_edit; a finished block "
         "is checked again in the next block's first forward (ours), and edit-only forwards per block are "
         "optional.", COMMON + ("tau", "tau_edit", "post_steps", "check_next"),
         knob="tau", title="Token editing (joint threshold)", revises=True),
     menu=('Changes its mind', 'token editing: rewrite written tokens'), rank=0,
     params={
-        "tau_edit": Param(float, 0.7, 0.0, 1.0, label="τ_edit (token-to-token)", help="rewrite a written token when the "
+        "tau_edit": Param(float, 0.7, 0.0, 1.0, label="τ_edit (token-to-token)",
+            help="rewrite a written token when the "
             "model prefers another with p > τ_edit", step=0.01, group="edit"),
-        "post_steps": Param(int, 0, 0, 16, label="post-block edit steps", help="edit-only forwards once a block is full",
+        "post_steps": Param(int, 0, 0, 16, label="post-block edit steps",
+            help="edit-only forwards once a block is full",
             step=1, page=(0, 8), group="edit"),
         "check_next": Param(bool, True, label="edit the previous block in the next one's first forward",
             help="T2T on a finished block at no extra forward (ours); off: the reference's post steps only",

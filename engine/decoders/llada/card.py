@@ -1,12 +1,14 @@
-"""LLaDA fixed steps's card (torch-free): its catalogue entry, parameters and menu words."""
+"""LLaDA fixed steps's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
 
 CARD = Card(
-    decoder=Decoder("llada", "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
+    decoder=Decoder("llada",
+        "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
         COMMON + ("steps", "remasking"), title="LLaDA"),
     menu=('Baseline', 'fixed steps per block (LLaDA)'), rank=1,
     params={

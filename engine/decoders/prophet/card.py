@@ -24,7 +24,8 @@ CARD = Card(
         "fixed steps, until the mean top-2 logit gap of the block's masked slots clears a bar that falls with the "
         "decode's progress (early, mid, late); then every masked slot is committed at once, and each later block in "
         "its first forward. Where we chose: the gap is averaged over the block's masked slots (the paper reads a "
-        "window after a prompted \"The answer is\"), and a block-causal model needs one forward per later block.", COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale"),
+        "window after a prompted \"The answer is\"), and a block-causal model needs one forward per later block.",
+            COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale"),
         knob="gap_scale", title="Prophet: early commit"),
     rank=3,
     menu=("Trajectory", "Prophet: commit the rest once the answer is clear"),

@@ -1,9 +1,10 @@
-"""ReMDM's card (torch-free): its catalogue entry, parameters and menu words."""
+"""ReMDM's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
 
 CARD = Card(
     decoder=Decoder("remdm", "**ReMDM** remasking (the released remdm-cap / remdm-conf samplers): fixed steps over "
@@ -15,7 +16,8 @@ CARD = Card(
     params={
         "eta": Param(float, 0.1, 0.0, 0.5, label="η (remasking cap)", help="remdm-cap: each written token goes back to "
             "[MASK] with σ = min(η, (1 − α_s)/α_t)", step=0.01, group="remdm"),
-        "remask": Param(str, "cap", choices=("cap", "conf"), label="ReMDM schedule", help="cap: σ = min(η, (1 − α_s)/α_t) "
+        "remask": Param(str, "cap", choices=("cap", "conf"), label="ReMDM schedule",
+            help="cap: σ = min(η, (1 − α_s)/α_t) "
             "per written token; conf: σ_max · softmax(−p at unmasking) over the block's written tokens",
             group="remdm"),
     },

@@ -1,9 +1,14 @@
-"""S2D2's card (torch-free): its catalogue entry, parameters and menu words."""
+"""S2D2's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
-from engine.cards import Card
+from typing import TypedDict
+
+import numpy as np
+
+from engine.cards import Card, ReasonEntry
 from engine.params import COMMON, Decoder, Param
+
 
 ROUTERS = ("always", "never", "span", "score", "hysteresis", "ucb")
 ESTIMATORS = ("entropy", "margin", "hard_entropy", "confidence", "linear_margin", "renyi2")
@@ -18,8 +23,29 @@ S2D2_PRESETS = {
     "speed": dict(block_size=16, router="hysteresis", tau_on=1.0, tau_off=-2.0, estimator="entropy"),
 }
 
+class S2D2DraftFields(TypedDict):
+    router: dict                  # every router input and its decision (engine.decoders.s2d2.routers)
+    verified: bool                # whether a verify forward follows
+    attn_mask: np.ndarray         # (L, L) bool: the in-block drafting mask
+
+
+class S2D2VerifyFields(TypedDict):
+    attn_mask: np.ndarray         # (2L, 2L) bool: the 2L verifier mask
+    draft_tokens: np.ndarray      # (L,) the draft being verified
+    q_top: np.ndarray             # (L,) the verifier's argmax
+    accepted: int                 # accepted prefix length
+    rejected_at: int | None       # absolute position of the first rejection
+    resampled: int | None         # token drawn there
+    span: list                    # [first absolute position, length]
+    verdict: np.ndarray           # (L,) Verdict codes
+    ratio: np.ndarray             # (L,) acceptance ratio min(1, (q/p)^γ), NaN outside the examined span
+    p_draft: np.ndarray           # (L,) p(x̂)
+    q_draft: np.ndarray           # (L,) q(x̂)
+
+
 CARD = Card(
-    decoder=Decoder("s2d2", "**S2D2** self-speculation: the block-diffusion draft is checked by the same model in AR mode "
+    decoder=Decoder("s2d2",
+        "**S2D2** self-speculation: the block-diffusion draft is checked by the same model in AR mode "
         "(one extra forward, the 2L mask) when the router judges it worth the cost c.",
         COMMON + ("preset", "tau", "steps", "router", "estimator", "beta", "tau_m", "rho", "cost", "score_type",
         "tau_span", "tau_score", "tau_on", "tau_off", "ucb_beta", "ucb_bins", "acceptance", "gamma",
@@ -40,7 +66,8 @@ CARD = Card(
             group="s2d2"),
         "rho": Param(float, 0.8, 0.0, 10.0, open_lo=True, label="ρ (confidence estimator)", help="α = c^ρ", step=0.05,
             page=(0.05, 4.0), group="s2d2"),
-        "cost": Param(float, 1.0, 0.0, 100.0, label="c (verification cost)", help="price of a verify forward, in tokens",
+        "cost": Param(float, 1.0, 0.0, 100.0, label="c (verification cost)",
+            help="price of a verify forward, in tokens",
             step=0.1, page=(0.0, 8.0), group="s2d2"),
         "score_type": Param(str, "static", choices=("static", "dynamic"), label="Score K̂ − c or K̂ − c·N_hi",
             help="dynamic charges c per token the threshold would commit anyway", group="s2d2"),
@@ -54,12 +81,22 @@ CARD = Card(
             step=0.1, page=(-8.0, 4.0), group="s2d2"),
         "ucb_beta": Param(float, 1.0, 0.0, 100.0, label="UCB exploration β", help="bonus width of the bandit router",
             step=0.1, page=(0.0, 5.0), group="s2d2"),
-        "ucb_bins": Param(int, 2, 1, 8, label="UCB context bins", help="buckets per context feature", step=1, group="s2d2"),
+        "ucb_bins": Param(int, 2, 1, 8, label="UCB context bins", help="buckets per context feature", step=1,
+            group="s2d2"),
         "gamma": Param(float, 1.0, 0.0, 10.0, open_lo=True, label="γ (acceptance exponent)", help="min(1, (q/p)^γ)",
             step=0.05, page=(0.05, 4.0), group="s2d2"),
         "draft_ver": Param(bool, False, label="partial-causal drafting (draft_ver)", help="the paper's drafting mask",
             group="s2d2"),
-        "cache_ver": Param(bool, False, label="AR-like caching (cache_ver)", help="committed K/V computed token-causally",
+        "cache_ver": Param(bool, False, label="AR-like caching (cache_ver)",
+            help="committed K/V computed token-causally",
             group="s2d2"),
+    },
+    records={"draft": S2D2DraftFields, "verify": S2D2VerifyFields},
+    reasons={
+        "ACCEPT": ReasonEntry(5, "S2D2 accept", "#31a354", "acc"),   # draft token accepted by the verifier
+        "RESAMPLE": ReasonEntry(6, "S2D2 resample", "#de2d26", "res"),
+              # first rejected position, resampled from the residual
+        "FALLBACK": ReasonEntry(7, "S2D2 fallback", "#08519c", "fb"),
+              # committed by the base rule after (or instead of) verification
     },
 )

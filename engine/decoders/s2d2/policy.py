@@ -24,7 +24,8 @@ from engine.decoders.s2d2.estimators import alpha, expected_accepted, normalised
 from engine.decoders.s2d2.routers import RouterInputs, make_router
 from engine.decoders.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
 from engine.sampling import TokenStats, transformed_probs
-from engine.trace import Reason, S2D2DraftFields, S2D2VerifyFields, Verdict
+from engine.trace import Reason, Verdict
+from engine.decoders.s2d2.card import S2D2DraftFields, S2D2VerifyFields
 
 
 @dataclass

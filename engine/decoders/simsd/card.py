@@ -1,12 +1,38 @@
-"""SimSD's card (torch-free): its catalogue entry, parameters and menu words."""
+"""SimSD's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+import numpy as np
+
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
+
+class SimSDDraftFields(TypedDict):
+    draft_tokens: np.ndarray      # (L,) the block as the drafter has revealed it so far ([MASK] where not yet)
+    step_of: np.ndarray           # (L,) reveal step t of each drafted slot (1-based; 0 = not drafted this round)
+
+
+class SimSDVerifyFields(TypedDict):
+    attn_mask: np.ndarray         # (L + n, L + n) bool: the verification mask over [block | mask copies]
+    draft_tokens: np.ndarray      # (L,) the drafted block
+    step_of: np.ndarray           # (L,) reveal steps
+    q_top: np.ndarray             # (L,) the target's argmax at each drafted slot (-1 elsewhere)
+    accepted: int                 # accepted prefix length
+    rejected_at: int | None       # absolute position of the first rejection
+    resampled: int | None         # the bonus token committed there
+    span: list                    # [first drafted absolute position, number of drafted slots]
+    verdict: np.ndarray           # (L,) Verdict codes
+    ratio: np.ndarray             # (L,) acceptance ratio (greedy: 1 match / 0 mismatch)
+    p_draft: np.ndarray           # (L,) the drafter's p(d) at its reveal step
+    q_draft: np.ndarray           # (L,) the target's q(d)
+
 
 CARD = Card(
-    decoder=Decoder("simsd", "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
+    decoder=Decoder("simsd",
+        "**SimSD** two-model speculation: a small drafter denoises the block, recording when it revealed "
         "each slot; the target checks every draft in one forward through a temporal attention mask.",
         COMMON + ("drafter", "acceptance", "mask", "draft_steps", "reveal", "tau"),
         overrides={"acceptance": dict(choices=("greedy", "mrs"), default="greedy",
@@ -26,4 +52,5 @@ CARD = Card(
         "reveal": Param(str, "static", choices=("static", "dynamic"), label="Drafter reveal rule",
             help="static: top-k per step; dynamic: every c > τ if at least k", group="simsd"),
     },
+    records={"draft": SimSDDraftFields, "verify": SimSDVerifyFields},
 )

@@ -28,7 +28,8 @@ from engine.decoders.threshold.policy import dynamic_commit
 from engine.loop import BlockContext, Policy, Runner, Tail
 from engine.decoders.s2d2.verify import accept_greedy, accept_stochastic
 from engine.sampling import token_stats, transformed_probs
-from engine.trace import Reason, SimSDDraftFields, SimSDVerifyFields
+from engine.trace import Reason
+from engine.decoders.simsd.card import SimSDDraftFields, SimSDVerifyFields
 
 def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
     """(L + n, L + n) over [leftover | drafts | copies] (cache columns dropped: every row sees the cache)."""

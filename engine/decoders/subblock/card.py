@@ -1,12 +1,14 @@
-"""Fast-dLLM v2's sub-blocks's card (torch-free): its catalogue entry, parameters and menu words."""
+"""Fast-dLLM v2's sub-blocks's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
 
 CARD = Card(
-    decoder=Decoder("subblock", "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
+    decoder=Decoder("subblock",
+        "**Sub-block** (Fast-dLLM v2): the block is decoded sub-block by sub-block, left to right; "
         "in the current one every masked slot with p > τ is committed, and the most confident always. On a "
         "right-shifted model a block's first slot is predicted by the finished block's last row, alone.",
         COMMON + ("tau", "sub_block", "block_cache"),
@@ -16,10 +18,12 @@ CARD = Card(
         needs=("block_causal",), knob="tau", title="Sub-block (Fast-dLLM v2)"),
     menu=("Family's own sampler", "Fast-dLLM v2's sub-blocks"), rank=1,
     params={
-        "sub_block": Param(int, 8, 1, 64, label="sub-block size", help="Fast-dLLM v2: the block is decoded sub-block by "
+        "sub_block": Param(int, 8, 1, 64, label="sub-block size",
+            help="Fast-dLLM v2: the block is decoded sub-block by "
             "sub-block, left to right, the threshold rule inside the current one", step=1, page=(1, 32),
             group="subblock"),
-        "block_cache": Param(bool, False, label="block cache (second level)", help="Fast-dLLM v2: a sub-block whose first "
+        "block_cache": Param(bool, False, label="block cache (second level)",
+            help="Fast-dLLM v2: a sub-block whose first "
             "slot is decided runs alone against the block's stale K/V", group="subblock"),
     },
 )

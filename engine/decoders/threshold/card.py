@@ -1,12 +1,14 @@
-"""The threshold rule's card (torch-free): its catalogue entry, parameters and menu words."""
+"""The threshold rule's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
 
 CARD = Card(
-    decoder=Decoder("threshold", "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
+    decoder=Decoder("threshold",
+        "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
         "per step.", COMMON + ("tau", "rule", "steps"), knob="tau", title="Threshold rule"),
     menu=('Baseline', 'confidence threshold τ (Fast-dLLM)'), rank=0,
     params={

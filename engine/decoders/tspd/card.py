@@ -1,12 +1,36 @@
-"""TSPD + CE (PROPOSED)'s card (torch-free): its catalogue entry, parameters and menu words."""
+"""TSPD + CE (PROPOSED)'s card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
-from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from typing import TypedDict
+
+import numpy as np
+
+from engine.cards import Card, ReasonEntry
+from engine.params import COMMON, Decoder, Param
+
+
+class TSPDDraftFields(TypedDict):
+    features: np.ndarray          # (L, 14) controller features (NaN where not masked)
+    score: np.ndarray             # (L,) controller score
+    level: np.ndarray             # (L,) Kalman level of z = logit(confidence)
+    velocity: np.ndarray          # (L,)
+    cov: np.ndarray               # (L, 3) P00, P01, P11
+    forecast_mean: np.ndarray     # (L, h_max) forecast of z at h = 1..h_max
+    forecast_std: np.ndarray      # (L, h_max)
+    forecast_lcb: np.ndarray      # (L, h_max) mean − κ·std
+    horizon: np.ndarray           # (L,) risk-aware horizon (-1 = not masked)
+    lcb_h: np.ndarray             # (L,) LCB at the horizon
+    klass: np.ndarray             # (L,) TrajectoryClass codes (-1 = not masked)
+    z: np.ndarray                 # (L,) observed logit(confidence)
+    z_tau: float                  # logit(τ)
+    tau_s: float                  # controller threshold in force
+    kappa: float
+
 
 CARD = Card(
-    decoder=Decoder("tspd", "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
+    decoder=Decoder("tspd",
+        "**TSPD + CE** — *our reconstruction (PROPOSED): inputs and feature families from the paper, formulas ours.* "
         "A small controller reads each token's trajectory; a Kalman filter forecasts its confidence and commits "
         "early when the forecast's lower bound clears τ; oscillating tokens are held back.",
         COMMON + ("tau", "controller", "tau_s", "ce", "kappa", "h_max", "window", "sigma_ref", "s_min",
@@ -19,9 +43,11 @@ CARD = Card(
             help="learned MLP or the training-free rule", group="tspd"),
         "tau_s": Param(float, 0.0, 0.0, 1.0, open_hi=True, label="controller threshold τ_s (0 = the card's)",
             help="MLP score a token needs; 0 = the operating point chosen on val", step=0.001, group="tspd"),
-        "ce": Param(bool, True, label="Confidence extrapolation (look-ahead)", help="commit when the forecast LCB clears τ",
+        "ce": Param(bool, True, label="Confidence extrapolation (look-ahead)",
+            help="commit when the forecast LCB clears τ",
             group="tspd"),
-        "kappa": Param(float, 1.64, 0.0, 10.0, label="κ (LCB width, in σ)", help="forecast lower bound ẑ − κσ", step=0.01,
+        "kappa": Param(float, 1.64, 0.0, 10.0, label="κ (LCB width, in σ)", help="forecast lower bound ẑ − κσ",
+            step=0.01,
             page=(0.0, 4.0), group="tspd"),
         "h_max": Param(int, 4, 0, 32, label="h_max (longest horizon)", help="forwards the forecast may look ahead",
             step=1, page=(0, 8), group="tspd"),
@@ -30,7 +56,8 @@ CARD = Card(
         "sigma_ref": Param(float, 1.0, 0.0, 100.0, open_lo=True, label="σ_ref (horizon uncertainty scale)",
             help="horizon shrinks as the level's σ approaches σ_ref", step=0.05, page=(0.05, 5.0),
             group="tspd"),
-        "s_min": Param(int, 2, 0, 16, label="s_min (stable steps)", help="steps a candidate must hold before look-ahead",
+        "s_min": Param(int, 2, 0, 16, label="s_min (stable steps)",
+            help="steps a candidate must hold before look-ahead",
             step=1, group="tspd"),
         "stabilise": Param(bool, True, label="stabilise oscillating tokens", help="veto flip-flopping tokens",
             group="tspd"),
@@ -46,5 +73,15 @@ CARD = Card(
             step=0.01, page=(0.0, 5.0), group="tspd"),
         "r": Param(float, 0.0, 0.0, 100.0, label="Kalman R (0 = fitted)", help="observation noise", step=0.01,
             page=(0.0, 5.0), group="tspd"),
+    },
+    records={"draft": TSPDDraftFields},
+    reasons={
+        "TSPD": ReasonEntry(8, "TSPD controller", "#756bb1", "ctl"),   # the controller said converged
+        "CE_LOOKAHEAD": ReasonEntry(9, "CE look-ahead", "#e6550d", "CE"),
+              # the Kalman forecast's lower bound clears τ within the horizon
+        "STABILISED": ReasonEntry(10, "stabilised", "#fdae6b", "stab"),
+              # an oscillating token fixed from its window-averaged distribution
+        "FORCED_PROGRESS": ReasonEntry(11, "forced progress", "#bcbddc", "force"),
+              # nothing qualified; the best-scored position is committed
     },
 )

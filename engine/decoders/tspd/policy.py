@@ -25,7 +25,8 @@ from engine.decoders.tspd.kalman import KalmanParams, TrendFilter, logit
 from engine.errors import ConfigError
 from engine.loop import BlockContext, Policy
 from engine.sampling import TokenStats
-from engine.trace import Reason, TrajectoryClass, TSPDDraftFields
+from engine.trace import Reason, TrajectoryClass
+from engine.decoders.tspd.card import TSPDDraftFields
 
 CE_FILE = "ce.json"
 

@@ -1,12 +1,26 @@
-"""DiffusionGemma's uniform-noise canvas's card (torch-free): its catalogue entry, parameters and menu words."""
+"""The uniform-noise canvas's card (DiffusionGemma): what the decoder adds besides its rule."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.decoders.eb.card import EBFields
+from engine.params import Decoder, Param
+
+
+class UniformFields(EBFields):     # with EB's acceptance of the canvas
+    denoised: np.ndarray          # (L,) the step's sample at every slot (multinomial at the step's temperature)
+    temperature: float            # t_min + (t_max − t_min) · n / N at remaining step n of N
+    stable: bool                  # the argmax canvas equals each of the last `stability_threshold` ones
+    confident: bool               # mean entropy (nats, tempered) < confidence_threshold
+    mean_entropy: float
+    confidence_threshold: float
+
 
 CARD = Card(
-    decoder=Decoder("uniform", "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "
+    decoder=Decoder("uniform",
+        "**Uniform-noise canvas** (DiffusionGemma): a canvas of random tokens; each step samples "
         "every slot under a temperature falling from t_max to t_min, keeps the lowest-entropy samples within "
         "the entropy bound γ, replaces the rest with fresh random tokens and feeds its logits to the next step "
         "(self-conditioning). A canvas stops when its argmax is stable and its mean entropy low.",
@@ -33,4 +47,5 @@ CARD = Card(
             help="a canvas may stop once its mean entropy (nats, tempered) is below it",
             step=0.001, page=(0.0, 1.0), group="uniform"),
     },
+    records={"draft": UniformFields},
 )

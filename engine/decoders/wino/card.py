@@ -1,12 +1,21 @@
-"""WINO's card (torch-free): its catalogue entry, parameters and menu words."""
+"""WINO's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from engine.cards import Card
-from engine.params import COMMON, Decoder, Param  # noqa: F401
+from engine.params import COMMON, Decoder, Param
+
+
+class WinoFields(TypedDict):
+    drafted: int                  # slots drafted at the wide threshold this forward
+    rejected: int                 # drafted slots re-masked at the narrow threshold this forward
+
 
 CARD = Card(
-    decoder=Decoder("wino", "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
+    decoder=Decoder("wino",
+        "**WINO** wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask drafted tokens the "
         "next forward supports with p < τ_narrow.", COMMON + ("tau_wide", "tau_narrow"),
         knob="tau_wide", title="WINO: wide-in, narrow-out", revises=True),
     menu=('Changes its mind', 'WINO: wide in, narrow out'), rank=1,
@@ -16,4 +25,5 @@ CARD = Card(
         "tau_narrow": Param(float, 0.9, 0.0, 1.0, label="τ_narrow (keep)", help="re-mask a drafted token whose p falls "
             "below τ_narrow", step=0.01, group="wino"),
     },
+    records={"draft": WinoFields},
 )
