@@ -91,12 +91,19 @@ RUN_STARTS = """() => { const t = document.getElementById('text'); if (t && t.ge
   window.innerHeight * 0.6) t.scrollIntoView({block: 'start'}); }"""
 
 
+def session_of(request) -> str | None:
+    """The visitor's session as gradio names it (None outside a request): a free-text prompt's cached run is
+    that session's alone (``Page.cache_scope``)."""
+    return getattr(request, "session_hash", None) or None
+
+
 def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
     c, v = rp.controls, rp.views
 
-    async def on_run(box, prev, prompt_v, model_v, decoder_v, *values):
+    async def on_run(request: gr.Request, box, prev, prompt_v, model_v, decoder_v, *values):
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
-        async for out in run_setting(page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False):
+        async for out in run_setting(page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False,
+                                     session=session_of(request)):
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
@@ -108,11 +115,12 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
             events.append(comp.release(on_run, inputs, rp.outputs, **model_run(rp)))
     c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
-    async def open_point(box, prev, spec, prompt_v, model_v):
+    async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
         if not spec or not isinstance(spec, str):
             raise shown_error("choose a setting first")
-        async for out in run_setting(page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev):
+        async for out in run_setting(page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev,
+                                     session=session_of(request)):
             yield out
 
     sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **model_run(rp))
@@ -153,13 +161,13 @@ def wire_load(demo, page, rp: RunParts) -> None:
             out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
         return out
 
-    async def maybe_run(go, step_v, box, prev, prompt_v, model_v, decoder_v, *values):
+    async def maybe_run(request: gr.Request, go, step_v, box, prev, prompt_v, model_v, decoder_v, *values):
         if not go:
             yield {rp.trace: gr.skip()}
             return
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
         async for out in run_setting(page, rp, parse, prompt_v, model_v, step_v if isinstance(step_v, int) else None,
-                                     box, prev):
+                                     box, prev, session=session_of(request)):
             yield out
 
     demo.load(load, v.tab, [autorun, step_from_url, *rp.outputs]) \

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 
 import gradio as gr
+from gradio.helpers import special_args
 import pytest
 
 NASTY = [None, float("nan"), 10**30, -1, [1, 2], {"a": 1}, "<a href=//x.tld>x</a>", "٠.٩", "", True]
@@ -55,6 +56,7 @@ def test_every_registered_handler_answers_nasty_input_with_a_user_error(demo):
             if takes_event(fn.fn):   # event data comes from the browser too: fuzz it, as a bare value and as fields
                 args.append(gr.EventData(None, value if value is not None else {"step": 3, "pos": value,
                                                                                      "views": [value, "traj-plot"]}))
+            args, *_ = special_args(fn.fn, args)    # as gradio calls it: a gr.Request parameter gets the request
             try:
                 drive(fn.fn(*args))
             except gr.Error as e:

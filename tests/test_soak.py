@@ -23,12 +23,15 @@ def rss_bytes() -> int:
 PROMPT = "Ann has 3 pens . How many pens does she have now ?"
 
 
-def page_run(page, **controls):
-    """The page's own Run handler (as the browser calls it), with these control values (by elem_id)."""
+def page_run(page, session: str = "soak", prompt: str = PROMPT, **controls):
+    """The page's own Run handler (as the browser calls it, gradio passing the request first), with these control
+    values (by elem_id), from one session."""
+    from types import SimpleNamespace
     demo = build_demo(page)
     fn = next(f for f in demo.fns.values() if f.name == "on_run")
-    values = dict(prompt=PROMPT, model="tiny", **controls)
-    args = [values.get(getattr(c, "elem_id", None), c.value) for c in fn.inputs]
+    values = dict(prompt=prompt, model="tiny", **controls)
+    args = [SimpleNamespace(session_hash=session)] + [values.get(getattr(c, "elem_id", None), c.value)
+                                                      for c in fn.inputs]
 
     def run() -> list[dict]:
         async def go():

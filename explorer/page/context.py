@@ -79,6 +79,15 @@ class Page:
                     return prob
         return None
 
+    def cache_scope(self, prompt, session: str | None) -> str | None:
+        """Who may be served a cached run of this prompt: everyone ("") for the page's own prompts (the held-out
+        problems, the pre-baked examples), else only the session that ran it, so no visitor learns from timing
+        or content that another ran a prompt of their own; None (not cached) without a session."""
+        text = prompt.strip() if isinstance(prompt, str) else ""
+        if self.problem(text) is not None or any(t.meta.prompt.strip() == text for t in self.example_traces.values()):
+            return ""
+        return session
+
     def verdict(self, trace) -> str | None:
         """The task checker's verdict when the trace's prompt is one of the example problems."""
         prob = self.problem(trace.meta.prompt)

@@ -169,17 +169,20 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     return {**out, v.run_data: data, v.delta: delta, v.tab_group: gr.Tabs(selected=visible(box) if box else tabs[0])}
 
 
-async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev):
+async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev, session=None):
     """Stream a decode into the views (or take it from the trace cache), then finish the page. The engine runs in
     a worker (``follow``): the page shows its newest forward a few times a second, a cancelled request stops it,
-    and the request's wall time, rendering included, is bounded by the service's budget. Yields (trace, parts)."""
+    and the request's wall time, rendering included, is bounded by the service's budget. The cache is shared for
+    the page's own prompts only; a free-text prompt's run is kept for its ``session`` alone
+    (``Page.cache_scope``). Yields (trace, parts)."""
     key, last, t0 = None, None, time.monotonic()
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     try:
         model = page.check_model(model_v)
-        if page.store is not None:
+        scope = page.cache_scope(prompt_v, session)
+        if page.store is not None and scope is not None:
             key = canonical_key(model=page.service.model_id(model), prompt=page.service.check_prompt(prompt_v),
-                                decoder=decoder_v, params=params, engine=ENGINE_VERSION)
+                                decoder=decoder_v, params=params, engine=ENGINE_VERSION, scope=scope)
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
                 hit.meta.run_id, hit.meta.finished, hit.meta.model = run_id, True, model
@@ -201,7 +204,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
     if last is not None:
-        if page.store is not None and not last.meta.limit:
+        if key is not None and not last.meta.limit:
             page.store.put(key, last)   # run_id and finished are set again on every hit
         async for out in finish(page, v, last, step_v, prev, box):
             yield out
