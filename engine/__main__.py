@@ -56,6 +56,9 @@ def _cmd_generate(args) -> None:
     adapter = load_model(args.model or get_task(args.task).model, device=args.device,
                          allow_download=args.allow_download or None)
     tr = Generation(adapter, prompt, policy).run()
+    if args.branch:                            # the run again from its state after a step (engine.branch)
+        from engine.branch import branch_generation
+        tr = branch_generation(adapter, tr, args.branch).run()
     if args.trace_out:
         tr.save(args.trace_out)
     m = tr.meta
@@ -64,6 +67,8 @@ def _cmd_generate(args) -> None:
                decoder=m.decoder, params=m.params, tpf=round(tr.tpf, 4), nfe_by_kind=m.nfe_by_kind,
                model=m.model)
     out.update({k: v for k, v in m.summary.items() if isinstance(v, (int, float, str, bool))})  # the decoder's own
+    if m.branch is not None:
+        out["branch"] = m.branch
     if args.json:
         print(json.dumps(out))
     else:
@@ -139,6 +144,8 @@ def build_parser() -> OneLineParser:
     add_decoder_flags(g)
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")
+    g.add_argument("--branch", help='JSON: {"step": s, "force": [position, token id], "spec": SPEC}: decode, then '
+                   "branch the run after step s (a forced token, another decoder); prints the branch")
     g.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
     g.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")
     b = sub.add_parser("bench", help="accuracy / NFE / TPF / tokens/s of decoders on held-out problems")

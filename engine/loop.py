@@ -185,10 +185,11 @@ class Generation:
     """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
 
     def __init__(self, adapter, prompt: str | list[int], policy: Policy, budget_s: float | None = None,
-                 should_stop=None, load=None):
+                 should_stop=None, load=None, resume=None):
         """budget_s: engine seconds this decode may take; should_stop(): whether the request was cancelled. Both
         are checked between forwards and raise ``BudgetExceeded`` with the partial trace. load(name): how the
-        policy's resources (a drafter) are loaded (the caller's model cache; default: load them)."""
+        policy's resources (a drafter) are loaded (the caller's model cache; default: load them). resume: the state
+        of a base run after one of its steps (``engine.branch``), decoded on from there."""
         self.adapter, self.policy, self.cfg = adapter, policy, policy.cfg
         self.budget_s, self.should_stop = budget_s, should_stop
         self.prompt_text = prompt if isinstance(prompt, str) else adapter.decode(prompt)
@@ -202,6 +203,11 @@ class Generation:
         self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
                                   revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
         policy.resources = resolve(policy, adapter, load)
+        self.resume = resume
+        if resume is not None:
+            if len(resume.canvas) != self.runner.end or resume.canvas[:self.runner.P] != self.prompt_ids:
+                raise ConfigError("a branch keeps its base run's prompt and generation length")
+            self.runner.tokens[:] = torch.tensor(resume.canvas, dtype=torch.long)
         self.records: list[StepRecord] = []
         self.wall_s = 0.0
         self.stopped_at: int | None = None
@@ -239,11 +245,12 @@ class Generation:
         self._clock = time.perf_counter()
         self.policy.start(r)
         first_lo = r.first_block(B)
-        if not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
+        start = first_lo if self.resume is None else (yield from self._resumed(first_lo, B))
+        if self.resume is None and not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
             yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
             self._clock = time.perf_counter()
-        for index, lo in enumerate(range(first_lo, r.end, B)):
-            ctx = BlockContext(r, index, lo, min(lo + B, r.end))
+        for lo in range(start, r.end, B):
+            ctx = BlockContext(r, (lo - first_lo) // B, lo, min(lo + B, r.end))
             yield from self._block(ctx)
             if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
                 self.stopped_at = e
@@ -252,6 +259,23 @@ class Generation:
                 yield self._record(ctx.emit("commit", None))
                 self._clock = time.perf_counter()
         self.wall_s += time.perf_counter() - self._clock
+
+    def _resumed(self, first_lo: int, B: int):
+        """A branch's start: the forced token committed (record kind "force"); then the first block (on this
+        decoder's grid) that still holds a [MASK], with the cache of everything before it rebuilt in one forward
+        (kind "resume"). Returns that block's start."""
+        r = self.runner
+        if self.resume.force is not None:
+            pos, tok = self.resume.force
+            b = first_lo + (pos - first_lo) // B * B
+            ctx = BlockContext(r, (b - first_lo) // B, b, min(b + B, r.end))
+            ctx.commit(torch.tensor([pos - b]), torch.tensor([tok]), Reason.FORCED)
+            yield self._record(ctx.emit("force", None))
+        lo = next((a for a in range(first_lo, r.end, B) if r.masked(a, min(a + B, r.end)).any()), r.end)
+        if (yield from r.store(lo, "resume")):
+            yield self._record(BlockContext(r, -1, lo, lo).emit("resume", None))
+        self._clock = time.perf_counter()
+        return lo
 
     def _block(self, ctx: BlockContext):
         """One block under the policy: its requests go to the scheduler, which sends back their results."""
@@ -315,5 +339,6 @@ class Generation:
             cache=r.cache_name,
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
-            engine_version=__import__("engine").__version__, **self.policy.summary(r))
+            engine_version=__import__("engine").__version__, **self.policy.summary(r),
+            **({"branch": dict(self.resume.meta, nfe_resume=r.nfe["resume"])} if self.resume is not None else {}))
         return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

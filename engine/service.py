@@ -104,7 +104,22 @@ class DecodeService:
         Each partial is held back one forward, so the final forward is reported once, by the complete trace
         (which alone carries the EOS stop position and the full wall time). If the time budget runs out, the
         last trace is the partial one, with ``meta.limit`` saying which limit stopped it."""
-        gen = self.generation(prompt, decoder, params, model, page)
+        yield from self._stream(self.generation(prompt, decoder, params, model, page))
+
+    def branch_stream(self, prompt: str, decoder: str, params: dict, model: str | None, branch,
+                      page: bool = False) -> Iterator[Trace]:
+        """The base run (decoded again: it is deterministic), then the branch's traces as ``stream`` gives them:
+        from the base's state after ``branch``'s step, with its forced token, under its decoder (``engine.branch``;
+        a base stopped by the budget is the last trace)."""
+        from engine.branch import branch_generation, parse_branch
+        parse_branch(branch)                      # a malformed branch is refused before the base is decoded
+        base = self.run(prompt, decoder, params, model, page)
+        if base.meta.limit:
+            yield base
+            return
+        yield from self._stream(branch_generation(self.model(model), base, branch, self.max_seconds, self.model, page))
+
+    def _stream(self, gen: Generation) -> Iterator[Trace]:
         pending = None
         try:
             for _ in gen.steps():

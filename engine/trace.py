@@ -35,12 +35,13 @@ class _BuiltinReason(IntEnum):
     THRESHOLD = 2        # confidence cleared tau
     ARGMAX = 3           # the most confident position, forced so every step makes progress
     SCHEDULE = 4         # LLaDA's per-step quota (top-k by score)
+    FORCED = 15          # committed by hand at a branch point (engine.branch)
     # 5-12 and 13 on: a decoder's own, on its card (S2D2's accept / resample / fallback, TSPD's four, EB's bound,
     # Prophet's exit, KLASS's stable slots)
 
 
-Reason = IntEnum("Reason", {**{m.name: m.value for m in _BuiltinReason},
-                             **dict(sorted(card_reasons().items(), key=lambda kv: kv[1]))}, module=__name__)
+Reason = IntEnum("Reason", dict(sorted({**{m.name: m.value for m in _BuiltinReason}, **card_reasons()}.items(),
+                                        key=lambda kv: kv[1])), module=__name__)
 Reason.__doc__ = _BuiltinReason.__doc__
 assert len(Reason) == len(_BuiltinReason) + len(card_reasons()), "a card's reason reuses a name or a code"
 

@@ -48,6 +48,8 @@ class TraceMeta:
     engine_version: str = ""
     # the decoder's own summary (Policy.summary)
     summary: dict = field(default_factory=dict)
+    # a branch of another run (engine.branch): its base, step, change and rebuild forwards
+    branch: dict | None = None
     # what the page notes about the run it shows
     run_id: str | None = None
     finished: bool = True

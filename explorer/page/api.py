@@ -29,19 +29,27 @@ def summary(trace) -> dict:
     out = {k: getattr(trace.meta, k) for k in SUMMARY_KEYS}
     out["limit"] = trace.meta.limit
     out["wall_s"] = trace.meta.wall_s
+    if trace.meta.branch is not None:
+        out["branch"] = trace.meta.branch
     return out
 
 
 def register_api(page: Page) -> None:
-    async def decode(prompt: str, spec: str, model: str = "") -> AsyncIterator[dict]:
+    async def decode(prompt: str, spec: str, model: str = "", branch: str = "") -> AsyncIterator[dict]:
         """Decode `prompt` with a decoder SPEC (the CLI's syntax, e.g. "s2d2:preset=sdar-a") on `model` (one of
         the models this server offers; default: its first); returns text, token_ids, nfe, decoder, params,
         generated_tokens, model, wall_s (engine seconds) and limit (the request limit that stopped it early, if
-        any)."""
+        any). `branch` (optional, JSON): {"step": s, "force": [position, token id], "spec": SPEC}: decode the
+        run again, then branch it after step s (the forced token, another decoder); the summary is the branch's,
+        with `branch` naming its base and step."""
         try:
             name, params = parse_spec(spec)
             chosen = page.check_model(model)
-            produce = lambda should_stop: page.service.stream(prompt, name, params, chosen, page=True)  # noqa
+            if branch:
+                produce = lambda should_stop: page.service.branch_stream(  # noqa: E731
+                    prompt, name, params, chosen, branch, page=True)
+            else:
+                produce = lambda should_stop: page.service.stream(prompt, name, params, chosen, page=True)  # noqa
             async for f in follow(produce, page.service.max_seconds, interval=0.5):
                 if f.value is None:
                     continue
