@@ -102,6 +102,12 @@ def parse_branch(value) -> tuple[Branch, str | None]:
     return Branch(step, tuple(force) if force is not None else None), spec or None
 
 
+def branch_json(how: Branch, spec: str | None) -> str:
+    """A branch as ``parse_branch`` reads it back (the page's link carries it)."""
+    return json.dumps({"step": how.step, "force": list(how.force) if how.force else None, "spec": spec},
+                      separators=(",", ":"))
+
+
 def branch_generation(adapter, base, branch, budget_s: float | None = None, load=None, page: bool = False):
     """The branch's decode (a ``Generation``) from ``base``, a finished trace of the same model: ``branch`` as
     ``parse_branch`` reads it. Without a spec the branch runs the base's decoder with the base's parameters; a spec

@@ -111,13 +111,26 @@ class DecodeService:
         """The base run (decoded again: it is deterministic), then the branch's traces as ``stream`` gives them:
         from the base's state after ``branch``'s step, with its forced token, under its decoder (``engine.branch``;
         a base stopped by the budget is the last trace)."""
-        from engine.branch import branch_generation, parse_branch
+        from engine.branch import parse_branch
         parse_branch(branch)                      # a malformed branch is refused before the base is decoded
         base = self.run(prompt, decoder, params, model, page)
         if base.meta.limit:
             yield base
             return
+        yield from self.branch_from(base, branch, model, page)
+
+    def branch_from(self, base: Trace, branch, model: str | None = None, page: bool = False) -> Iterator[Trace]:
+        """A branch of a finished run of ``model`` (the page's own trace, kept on the server), as ``stream``."""
+        from engine.branch import branch_generation
         yield from self._stream(branch_generation(self.model(model), base, branch, self.max_seconds, self.model, page))
+
+    def token_id(self, model: str | None, token: str) -> int:
+        """A token of the model's vocabulary, as its tokenizer spells it, by id (a visitor's forced token)."""
+        vocab = self.model(model).tokenizer.get_vocab()
+        if not isinstance(token, str) or token.strip() not in vocab:
+            raise UserError(f"{str(token)[:40]!r} is not a token of this model (pick a candidate or type one as the "
+                            "candidates panel spells it)")
+        return int(vocab[token.strip()])
 
     def _stream(self, gen: Generation) -> Iterator[Trace]:
         pending = None

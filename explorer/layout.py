@@ -12,7 +12,7 @@ import gradio as gr
 
 from engine import catalogue
 from explorer.glossary import GLOSSARY
-from explorer.page import compare, controls, decode_tab, masks, playback, share, sweep, tour
+from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
 from explorer.page.context import Page, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
@@ -44,10 +44,13 @@ def build_demo(page: Page) -> gr.Blocks:
                 card = tour.build_tour()
                 summary, delta, text = decode_tab.build_summary()
                 scrubber = playback.build_playback()
+                branch_here = gr.Button("⑂ Branch here: what if, from this step?", elem_id="branch-here", size="sm")
                 views = decode_tab.build_view_tabs(summary, delta, text)
-                with gr.Tabs():
+                with gr.Tabs(elem_id="more-tabs") as more:
                     with gr.Tab("Compare"):
                         compare.build_compare(page, bar[0], bar[2])
+                    with gr.Tab("Branch", id="branch"):
+                        bp = branch.build_branch()
                     with gr.Tab("Sweep"):
                         sweep_point, sweep_open = sweep.build_sweep(page, bar[2])
                     with gr.Tab("Masks"):
@@ -64,8 +67,10 @@ def build_demo(page: Page) -> gr.Blocks:
         share.wire_share(page, sh, trace_state)
         wire_views(views, trace_state)
         wire_runs(page, rp, sweep_point, sweep_open)
+        branch.wire_branch(page, bp, branch_here, trace_state, views.tab, more, "branch",
+                           dict(MODEL, show_progress="minimal"))
         wire_tour(page, rp, card)
-        wire_load(demo, page, rp)
+        wire_load(demo, page, rp, bp, more)
     hide_page_handlers(demo)
     return demo
 
@@ -147,14 +152,15 @@ def wire_tour(page, rp: RunParts, card) -> None:
                    "e.classList.remove('um-tour-target'))")
 
 
-def wire_load(demo, page, rp: RunParts) -> None:
+def wire_load(demo, page, rp: RunParts, bp, more) -> None:
     c, v = rp.controls, rp.views
-    autorun, step_from_url = gr.State(False), gr.State(None)
+    autorun, step_from_url, branch_from_url = gr.State(False), gr.State(None), gr.State(None)
 
     def load(tab_box, request: gr.Request = None):  # gradio injects the request by its annotation
         values, run = share.url_values(page, request)
         out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
-               c.decoder: values.get("decoder", gr.skip()), autorun: run, step_from_url: values.get("step")}
+               c.decoder: values.get("decoder", gr.skip()), autorun: run, step_from_url: values.get("step"),
+               branch_from_url: values.get("branch")}
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
         example = page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER)) if not run else None
         if example is not None:   # a pre-baked run, shown before any model call
@@ -170,9 +176,14 @@ def wire_load(demo, page, rp: RunParts) -> None:
                                      box, prev, session=session_of(request)):
             yield out
 
-    demo.load(load, v.tab, [autorun, step_from_url, *rp.outputs]) \
+    async def maybe_branch(tr, value):          # a link to a branch: its base run is shown, then the branch
+        async for out in branch.from_link(page, tr, value):
+            yield out
+
+    demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components],
-              rp.outputs, **model_run(rp))
+              rp.outputs, **model_run(rp)) \
+        .then(maybe_branch, [rp.trace, branch_from_url], [bp.out, *bp.figs, more], **MODEL)
 
 
 def launch_kwargs() -> dict:

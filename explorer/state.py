@@ -10,9 +10,11 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from engine import catalogue
+from engine.branch import branch_json, parse_branch
 from engine.errors import ConfigError
 
-PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos")   # pos: the selected position (the browser applies it)
+PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch")   # pos: the selected position (the browser
+#                                                                       applies it); branch: engine.branch's JSON
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
 
@@ -36,6 +38,12 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
                 out["model"] = raw
             else:
                 problems.append(f"model={raw[:40]!r} is not offered here")
+        elif key == "branch":
+            try:
+                how, spec = parse_branch(raw)
+                out["branch"] = branch_json(how, spec)
+            except ConfigError as e:
+                problems.append(f"branch: {e}"[:200])
         elif key in ("step", "pos"):
             try:
                 out[key] = min(max(int(key == "step"), int(raw)), 1_000_000)

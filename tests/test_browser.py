@@ -207,3 +207,32 @@ def test_the_revisions_tab_follows_a_selected_position(page, server):
     page.evaluate("(p) => window.__umScrub.select(p)", pos)
     page.wait_for_function("(p) => { const g = document.querySelector('#history-plot .js-plotly-plot'); return g && "
                            "g.layout.title && g.layout.title.text.includes('position ' + p); }", arg=pos, timeout=30000)
+
+
+def test_branch_here_forces_a_candidate_and_shows_both_futures(page, server):
+    """From the pre-baked story at a middle step: select a masked slot, Branch here, force one of its candidates;
+    both texts and both maps appear, the shared steps shaded."""
+    page.goto(server)
+    page.wait_for_selector("#text .um-text[data-run='example']", timeout=30000)
+    n = int(step_label(page).split("/")[1].split("·")[0])
+    mid = max(1, n // 2)
+    page.locator("#step").fill(str(mid))
+    page.locator("#text .um-mask").first.click()
+    page.wait_for_function("() => document.querySelector('#position').value !== ''", timeout=15000)
+    page.click("#branch-here")
+    page.wait_for_selector(f"#branch-where >> text=after step {mid} of {n}", timeout=15000)
+    page.wait_for_selector("#branch-where >> text=still masked", timeout=15000)
+    page.locator("#branch-force label").last.click()
+    page.click("#branch-run")
+    page.wait_for_selector(f"#branch-out >> text=Branched after step {mid}", timeout=90000)
+    assert "forced" in page.locator("#branch-out").inner_text()
+    assert page.locator("#branch-out p b", has_text="the branch").count() == 1
+    shaded = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.layout && "
+                           "(p.layout.shapes || []).some(s => s.name === 'shared prefix')).length")
+    assert shaded == 2
+    texts = page.locator("#branch-out").inner_text()
+    link = page.locator("#branch-out a").get_attribute("href")
+    assert link.startswith("?") and "branch=" in link
+    page.goto(server + link)                      # the link decodes the run again, then the branch
+    page.wait_for_selector(f"#branch-out >> text=Branched after step {mid}", timeout=90000)
+    assert page.locator("#branch-out").inner_text() == texts

@@ -151,7 +151,19 @@ def test_the_api_listing_shows_only_decode(app):
     info = json.loads(urllib.request.urlopen(url + "gradio_api/info", timeout=10).read())
     assert list(info["named_endpoints"]) == ["/decode"] and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/decode"]["parameters"]]
-    assert params == ["prompt", "spec", "model"]
+    assert params == ["prompt", "spec", "model", "branch"]
+
+
+def test_the_api_branches_a_run(app):
+    """decode with a branch: the run again, then its branch after step 1 under another decoder; the summary is the
+    branch's and names its base; a malformed branch is a one-line error."""
+    url, _ = app
+    cl = gradio_client.Client(url, verbose=False)
+    out = cl.predict(PROMPTS[0], "threshold:tau=0.9,block_size=8", "", '{"step": 1, "spec": "ar"}',
+                     api_name="/decode")
+    assert out["decoder"] == "ar" and out["branch"]["base_decoder"] == "threshold" and out["branch"]["step"] == 1
+    with pytest.raises(Exception, match="branch step must be"):
+        cl.predict(PROMPTS[0], "threshold", "", '{"step": 9999}', api_name="/decode")
 
 
 def test_cancelled_decodes_stop_and_free_the_slot(app):

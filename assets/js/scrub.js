@@ -251,5 +251,6 @@ const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) =
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
   const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; }); };
 new MutationObserver(() => { load(); bind(); follow(); hideTabs(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
-window.__umScrub = {go, select, get step() { return step; }, get run() { return run; }, textHtml, candHtml};
+window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
+  textHtml, candHtml};
 load(); bind(); follow(); hideTabs();

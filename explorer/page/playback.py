@@ -42,10 +42,10 @@ def settled(views, tr, box, evt: gr.EventData):
     nothing = {p: gr.skip() for p in views.plots.values()}
     if tr is None or not isinstance(step, int) or isinstance(step, bool) or not isinstance(ids, list):
         return nothing
-    if isinstance(box, dict):
-        box["step"] = step
-    names = {SERVER_VIEWS[i] for i in ids if isinstance(i, str) and i in SERVER_VIEWS}
     pos = pos if isinstance(pos, int) and not isinstance(pos, bool) else None
+    if isinstance(box, dict):
+        box["step"], box["pos"] = step, pos         # where "Branch here" branches from
+    names = {SERVER_VIEWS[i] for i in ids if isinstance(i, str) and i in SERVER_VIEWS}
     n = len(tr.records)
     if not names or n == 0:
         return nothing

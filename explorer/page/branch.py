@@ -1,0 +1,155 @@
+"""Branch here: from the step shown, force a token at the selected position or change the decoder from there on,
+and see the two futures side by side (``engine.branch``; the views in ``explorer.views.branch``)."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from engine.branch import Branch, branch_json, canvas_after
+from engine.errors import UserError
+from explorer.page.context import Page, shown_error
+from explorer.page.share import query_for
+from explorer.page.worker import follow, in_thread
+from explorer.views.branch import branch_maps, branch_summary
+
+WHERE = "<p class='um-branch-where'>Pick a step on the scrubber (and a position in the text), then press ⑂ Branch here.</p>"
+
+
+@dataclass
+class BranchParts:
+    point: gr.State          # {"step": s, "pos": p or None}: the branch point chosen
+    where: gr.HTML
+    force: gr.Radio          # the selected position's candidates at the step
+    token: gr.Textbox        # or any token of the vocabulary
+    spec: gr.Textbox         # the decoder from there on
+    go: gr.Button
+    out: gr.HTML
+    figs: tuple
+
+
+def build_branch() -> BranchParts:
+    gr.Markdown("What if? From a step of the run shown, force a token at a masked position, or change the decoder "
+                "from there on; the two futures are shown side by side, their shared steps shaded.")
+    point = gr.State(None)
+    where = gr.HTML(WHERE, elem_id="branch-where")
+    force = gr.Radio([], label="force this candidate at the selected position", elem_id="branch-force")
+    with gr.Row():
+        token = gr.Textbox(label="or any token of the vocabulary", max_lines=1, elem_id="branch-token")
+        spec = gr.Textbox(label="decoder from here on (SPEC; empty = the same)", max_lines=1, elem_id="branch-spec",
+                          placeholder="edit:tau=0.7")
+    go = gr.Button("Run the branch", elem_id="branch-run")
+    out = gr.HTML(elem_id="branch-out")
+    with gr.Row():
+        figs = (gr.Plot(label="this run: mask state"), gr.Plot(label="the branch: mask state"))
+    return BranchParts(point, where, force, token, spec, go, out, figs)
+
+
+def choose_point(tr, box) -> tuple:
+    """The branch point: the scrubber's step and selected position, and that position's candidates if it is still
+    masked after the step. (point, where, force radio)."""
+    if tr is None or not tr.records:
+        raise shown_error("run a decode first: a branch starts from a step of the run shown")
+    box = box if isinstance(box, dict) else {}
+    n = len(tr.records)
+    step = box.get("step") if isinstance(box.get("step"), int) else n
+    step = min(max(step, 0), n)
+    pos, m = box.get("pos"), tr.meta
+    choices, note = [], "no position selected: the branch can change the decoder"
+    if isinstance(pos, int) and m.prompt_len <= pos < m.gen_end:
+        if canvas_after(tr, step)[pos] == m.mask_token_id:
+            rec = tr.records[min(step, n - 1)]          # the forward after the branch point proposes these
+            rel = pos - int(rec.positions[0]) if len(rec.positions) else -1
+            if rec.has("topk_ids") and 0 <= rel < len(rec.positions):
+                choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({float(q):.2f})", str(int(t)))
+                           for t, q in zip(rec.field("topk_ids")[rel], rec.field("topk_p")[rel]) if t >= 0]
+            note = f"position {pos}, still masked: force one of its candidates, or type a token"
+        else:
+            note = f"position {pos} is already decoded after step {step}: select a masked one to force a token"
+    else:
+        pos = None
+    where = f"<p class='um-branch-where'>Branch after step {step} of {n}; {note}.</p>"
+    return {"step": step, "pos": pos}, where, gr.Radio(choices=choices, value=None)
+
+
+# the step and selected position the scrubber shows, read in the browser (they reach the server otherwise only
+# when a view the server draws is open)
+HERE_JS = ("(tr, box, s, p) => { const u = window.__umScrub; "
+           "return [tr, box, u ? u.step : s, u ? (u.sel === null ? -1 : u.sel) : p]; }")
+
+
+def open_branch(tr, box, step, pos, tabs_id: str):
+    """The branch panel opened at the scrubber's step and position (the browser's, else the last settled)."""
+    here = dict(box) if isinstance(box, dict) else {}
+    for key, value in (("step", step), ("pos", pos)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e9:
+            here[key] = int(value) if value >= 0 else None      # -1: no position selected
+    point, where, radio = choose_point(tr, here)
+    return point, where, radio, gr.Tabs(selected=tabs_id)
+
+
+async def run_branch(page: Page, tr, point, force_v, token_v, spec_v):
+    """Runs in a worker (``follow``), bounded by the request budget; yields (summary, map A, map B)."""
+    try:
+        if tr is None or not isinstance(point, dict):
+            raise UserError("press ⑂ Branch here first: it takes the step and position shown")
+        model = page.check_model(tr.meta.model)
+        force = None
+        if isinstance(token_v, str) and token_v.strip():
+            force = await in_thread(page.service.token_id, model, token_v)
+        elif isinstance(force_v, str) and force_v.isascii() and force_v.isdigit():
+            force = int(force_v)
+        if force is not None and point.get("pos") is None:
+            raise UserError("select a masked position in the text to force a token there")
+        spec = spec_v.strip() if isinstance(spec_v, str) and spec_v.strip() else None
+        branch = {"step": point["step"], "force": [point["pos"], force] if force is not None else None, "spec": spec}
+        produce = lambda should_stop: page.service.branch_from(tr, branch, model, page=True)  # noqa: E731
+        last = None
+        async for f in follow(produce, page.service.max_seconds):
+            last = f.value if f.value is not None else last
+            if f.final and last is not None:
+                if f.limit:
+                    gr.Warning(f.limit)
+                yield await in_thread(view, page, tr, last)
+    except UserError as e:
+        raise shown_error(str(e)) from None
+
+
+def view(page: Page, base, branch) -> tuple:
+    b = branch.meta.branch
+    link = query_for(page, base) + "&" + urlencode({"branch": branch_json(
+        Branch(b["step"], tuple(b["force"]) if b["force"] else None), b["spec"] or None)})
+    share = (f"<p class='um-branch-link'>Link to both futures: <a href='?{html.escape(link)}'>"
+             f"{html.escape('?' + link)[:160]}…</a></p>")
+    return (branch_summary(base, branch, page.verdict(base), page.verdict(branch)) + share,
+            *branch_maps(base, branch))
+
+
+async def from_link(page: Page, tr, branch_value):
+    """A link's branch (``?...&branch=...``), once its base run is shown: decoded into the Branch tab."""
+    if not branch_value or tr is None or not tr.records:
+        yield (gr.skip(),) * 4
+        return
+    how = json.loads(branch_value)                  # checked when the link was read (explorer.state)
+    point = {"step": how["step"], "pos": how["force"][0] if how.get("force") else None}
+    async for out in run_branch(page, tr, point, str(how["force"][1]) if how.get("force") else None, "",
+                                how.get("spec") or ""):
+        yield (*out, gr.Tabs(selected="branch"))
+
+
+def wire_branch(page: Page, parts: BranchParts, here: gr.Button, tr_state, box_state, tabs, tabs_id: str,
+                model_run: dict) -> None:
+    step, pos = gr.Number(visible=False), gr.Number(visible=False)
+    here.click(lambda tr, box, s, p: open_branch(tr, box, s, p, tabs_id), [tr_state, box_state, step, pos],
+               [parts.point, parts.where, parts.force, tabs], js=HERE_JS, show_progress="hidden")
+
+    async def on_branch(tr, point, force_v, token_v, spec_v):
+        async for out in run_branch(page, tr, point, force_v, token_v, spec_v):
+            yield out
+
+    parts.go.click(on_branch, [tr_state, parts.point, parts.force, parts.token, parts.spec],
+                   [parts.out, *parts.figs], **model_run)

@@ -1,0 +1,83 @@
+"""The page's "Branch here" (explorer/page/branch.py, explorer/views/branch.py), driven as gradio calls it."""
+
+import asyncio
+
+import gradio as gr
+import pytest
+
+from engine.branch import canvas_after
+from engine.service import DecodeService
+from explorer.page.branch import choose_point, run_branch
+from explorer.page.context import Page
+
+PROMPT = "Tom has a red ball . He gives it to Ann ."
+
+
+@pytest.fixture(scope="module")
+def page():
+    service = DecodeService(default_model="unmask-tasks-small", max_seconds=30)
+    return Page(service, {}, models=("unmask-tasks-small",))
+
+
+@pytest.fixture(scope="module")
+def run(page):
+    return page.service.run(PROMPT, "threshold", dict(block_size=8, tau=0.9, gen_length=32, temperature=1.0,
+                                                      seed=2), "unmask-tasks-small")
+
+
+def masked_after(tr, step):
+    m = tr.meta
+    return next(p for p in range(m.prompt_len, m.gen_end) if canvas_after(tr, step)[p] == m.mask_token_id)
+
+
+def drive(gen):
+    async def go():
+        return [out async for out in gen]
+    return asyncio.run(go())
+
+
+def test_branch_here_offers_the_selected_positions_candidates_as_tokens(run):
+    step = 2
+    pos = masked_after(run, step)
+    point, where, radio = choose_point(run, {"step": step, "pos": pos})
+    choices = radio.constructor_args["choices"]
+    assert point == {"step": step, "pos": pos} and "still masked" in where and f"after step {step}" in where
+    assert choices and all(not label.startswith("?") and value.isdigit() for label, value in choices)
+    decoded = next(p for p in range(run.meta.prompt_len, run.meta.gen_end) if canvas_after(run, step)[p]
+                   != run.meta.mask_token_id)
+    _, where, radio = choose_point(run, {"step": step, "pos": decoded})
+    assert "already decoded" in where and not radio.constructor_args["choices"]
+
+
+def test_a_forced_candidate_shows_both_futures_with_the_shared_prefix_shaded(page, run):
+    step = 2
+    pos = masked_after(run, step)
+    point, _, radio = choose_point(run, {"step": step, "pos": pos})
+    label, value = radio.constructor_args["choices"][-1]          # the least likely of the five
+    (html_, fig_a, fig_b), = drive(run_branch(page, run, point, value, "", "edit:block_size=8,tau=0.9"))
+    assert f"Branched after step {step}" in html_ and "forced" in html_ and "edit:block_size=8" in html_
+    assert "this run" in html_ and "the branch" in html_
+    for fig in (fig_a, fig_b):
+        (shade,) = [s for s in fig.layout.shapes if s.name == "shared prefix"]
+        assert shade.y0 == 0.5 and shade.y1 == step + 0.5
+
+
+def test_typed_tokens_and_missing_positions_are_one_line_errors(page, run):
+    point = {"step": 1, "pos": None}
+    with pytest.raises(gr.Error, match="select a masked position"):
+        drive(run_branch(page, run, point, "12", "", ""))
+    with pytest.raises(gr.Error, match="not a token of this model"):
+        drive(run_branch(page, run, {"step": 1, "pos": masked_after(run, 1)}, None, "<no such token>", ""))
+    with pytest.raises(gr.Error, match="run a decode first"):
+        choose_point(None, {})
+
+
+def test_the_texts_mark_where_the_futures_differ(run):
+    from engine.trace import Trace
+    from explorer.views.branch import marked_text
+    other = Trace(meta=run.meta.__class__.from_dict(run.meta.to_dict()), records=run.records)
+    p = run.meta.prompt_len
+    other.meta.final_tokens = list(run.meta.final_tokens)
+    other.meta.final_tokens[p] = run.meta.mask_token_id
+    text = marked_text(run, other)
+    assert text.count("<mark") == 1 and marked_text(run, run).count("<mark") == 0
