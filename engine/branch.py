@@ -10,11 +10,12 @@ a block's start. A forced token is committed before the branch's first forward (
 
 Where we chose:
 - A decoder's state (TSPD's trajectories, S2D2's router, LLaDA's quota schedule, Prophet's progress over the
-  decode) and the random stream start fresh at the branch point, the stream from the branch's own seed (``seed``
-  in its spec). So a greedy branch of a rule that reads only the canvas and its dial (ar, threshold, eb, edit,
-  subblock) reproduces the base run from step s + 1 on, at any step; one of a decoder with state within a block
-  (llada, s2d2, tspd, wino, klass, credit, simsd) at a block's end; a sampled branch is its own sample path,
-  reproducible from its seed (``tests/test_branch.py``).
+  decode) starts fresh at the branch point. The random stream goes on from where the run's stood after step s
+  (each record that drew from it keeps the generator's state, ``rng_state``), unless the branch's spec names
+  another seed, which starts its own. So a branch of a rule that reads only the canvas and its dial (ar,
+  threshold, eb, edit, subblock) reproduces the base run from step s + 1 on, at any step, greedy or sampled; one
+  of a decoder with state within a block (llada, s2d2, tspd, wino, klass, credit, simsd) at a block's end
+  (``tests/test_branch.py``).
 - A forced token goes to a slot still masked after step s; a revising decoder may rewrite it later.
 """
 
@@ -68,15 +69,20 @@ class Resume:
     canvas: list[int]
     force: tuple[int, int] | None
     meta: dict                                 # the branch's description in the trace (``TraceMeta.branch``)
+    seed: int = 0                              # the base run's seed
+    rng_state: object = None                   # its random stream after the step (None: not drawn from yet)
 
 
 def resume_of(base, branch: Branch, spec: str, vocab_size: int) -> Resume:
     branch.check(base, vocab_size)
     m = base.meta
+    drawn = [r.field("rng_state") for r in base.records[:branch.step] if r.has("rng_state")]
     return Resume(canvas_after(base, branch.step), branch.force,
                   dict(base_decoder=m.decoder, base_params=m.params, base_prompt=m.prompt, step=branch.step,
                        force=list(branch.force) if branch.force else None, spec=spec,
-                       fresh="the decoder's state within the block and its random stream start fresh here"))
+                       fresh="the decoder's state within the block starts fresh here; the random stream goes on "
+                             "from the run's unless the branch names another seed"),
+                  seed=m.seed, rng_state=drawn[-1] if drawn else None)
 
 
 def parse_branch(value) -> tuple[Branch, str | None]:

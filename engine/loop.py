@@ -120,6 +120,10 @@ class BlockContext:
         r = self.runner
         if r.kv_cache != "none" and r.fresh is not None:     # which K/V this forward computed, and its drift
             extra = dict(extra, kv_fresh=list(r.fresh), **({"drift": r.drift} if r.drift is not None else {}))
+        state = r.generator.get_state().numpy()
+        if not np.array_equal(state, r.rng_seen):           # this forward drew: keep where the stream stands
+            r.rng_seen = state
+            extra = dict(extra, rng_state=state.copy())
         if self._prev:
             pos, old, new = (np.concatenate(c).astype(np.int32) for c in zip(*self._prev))
             extra = dict(extra, prev_positions=pos, prev_from=old, prev_to=new)
@@ -208,6 +212,9 @@ class Generation:
             if len(resume.canvas) != self.runner.end or resume.canvas[:self.runner.P] != self.prompt_ids:
                 raise ConfigError("a branch keeps its base run's prompt and generation length")
             self.runner.tokens[:] = torch.tensor(resume.canvas, dtype=torch.long)
+            if resume.rng_state is not None and self.cfg.seed == resume.seed:    # the run's stream, continued
+                self.runner.generator.set_state(torch.from_numpy(resume.rng_state.copy()))
+                self.runner.rng_seen = resume.rng_state.copy()
         self.records: list[StepRecord] = []
         self.wall_s = 0.0
         self.stopped_at: int | None = None

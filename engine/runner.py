@@ -68,6 +68,7 @@ class Runner:
         self.cache = None                   # the exact block cache (block-causal models with use_cache)
         self.nfe = Counter()
         self.generator = make_generator(cfg.seed)
+        self.rng_seen = self.generator.get_state().numpy()      # the stream as the latest record left it
         self.prefix_causal, self.revising = prefix_causal, revising
         self.keep_block_kv = False
         self.prefix: tuple = (0, None)      # (first position, logits) of the latest forward's recomputed rows

@@ -90,6 +90,11 @@ class RevisionFields(TypedDict, total=False):
     prev_to: np.ndarray           # (k,) and after
 
 
+class RngFields(TypedDict, total=False):
+    rng_state: np.ndarray         # (5056,) uint8: the decode's random generator after this forward, on the
+    #                               forwards that drew from it (a branch continues the run's stream from here)
+
+
 class KVCacheFields(TypedDict, total=False):
     kv_fresh: list                # [first, end): positions whose K/V this forward computed (the rest: the block
     #                               start's cache); every record of a run with kv_cache prefix or dual
@@ -97,7 +102,8 @@ class KVCacheFields(TypedDict, total=False):
 
 
 # the fields every decoder may emit; each decoder's own are declared on its card (engine.cards)
-RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields}
+RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields,
+                    "rng": RngFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 

@@ -44,7 +44,7 @@ def summarise(trace) -> dict:
     for r in trace.records:
         recs.append(dict(kind=r.kind, block=r.block, committed=r.positions[r.committed].tolist(),
                          reason=r.reason.tolist(), conf=np.round(np.nan_to_num(r.confidence, nan=-1), 4).tolist(),
-                         extra=sorted(r.extra)))
+                         extra=sorted(k for k in r.extra if k != "rng_state")))   # bookkeeping, not output
     m = trace.meta
     return dict(token_ids=m.token_ids, nfe=m.nfe, nfe_by_kind=m.nfe_by_kind, records=recs)
 

@@ -31,13 +31,15 @@ def nfe_after(base, step) -> int:
 
 CANVAS_ONLY = [("ar", {}), ("threshold", dict(tau=0.7, block_size=8)), ("eb", dict(block_size=8)),
                ("edit", dict(block_size=8, tau=0.7, post_steps=0)), ("subblock", dict(block_size=8, sub_block=4)),
-               ("threshold", dict(tau=0.7, block_size=8, use_cache=False))]
+               ("threshold", dict(tau=0.7, block_size=8, use_cache=False)),
+               ("threshold", dict(tau=0.7, block_size=8, temperature=1.0, seed=4)), ("ar", dict(temperature=1.0)),
+               ("edit", dict(block_size=8, tau=0.7, post_steps=0, temperature=1.0, seed=3))]
 
 
 @pytest.mark.parametrize("name,kw", CANVAS_ONLY)
 def test_a_branch_at_any_step_with_the_same_decoder_reproduces_the_run(small, name, kw):
-    """Greedy, the rule reading only the canvas and its dial: from step s + 1 on the same tokens and the same
-    number of forwards after the rebuild, at every step s."""
+    """A rule reading only the canvas and its dial, greedy or sampled (the branch goes on with the run's random
+    stream): from step s + 1 on the same tokens and the same number of forwards after the rebuild, at every step."""
     base = Generation(small, story()[0], build_decoder(name, gen_length=32, **kw)).run()
     for s in range(len(base.records) + 1):
         br = branch(small, base, name, kw, s)
@@ -48,7 +50,8 @@ def test_a_branch_at_any_step_with_the_same_decoder_reproduces_the_run(small, na
 @pytest.mark.parametrize("name,kw", [("llada", dict(block_size=8, steps=4)), ("s2d2", dict(block_size=8)),
                                      ("tspd", dict(block_size=8)), ("wino", dict(block_size=8)),
                                      ("klass", dict(block_size=8)), ("credit", dict(block_size=8)),
-                                     ("simsd", dict(block_size=8))])
+                                     ("simsd", dict(block_size=8)), ("remdm", dict(block_size=8, steps=4)),
+                                     ("llada", dict(block_size=8, steps=4, remasking="random", temperature=1.0))])
 def test_a_branch_at_a_block_boundary_reproduces_a_decoder_with_state_in_the_block(small, name, kw):
     """Their state within a block (quotas, trajectories, the router's span, KL history) starts fresh at the
     branch point: at a block's end that is where the run's own state started fresh too."""
@@ -80,13 +83,16 @@ def test_the_rebuild_is_one_forward_over_the_prompt_and_the_finished_blocks(smal
     assert uncached.meta.branch["nfe_resume"] == 0          # nothing to rebuild: every forward runs the prefix
 
 
-def test_a_sampled_branch_is_reproducible_from_its_seed(small):
+def test_a_branch_that_names_another_seed_draws_its_own_stream(small):
     kw = dict(tau=0.7, block_size=8, temperature=1.0, seed=5)
     base = Generation(small, story()[0], build_decoder("threshold", gen_length=32, **kw)).run()
-    at0 = branch(small, base, "threshold", kw, 0)
-    assert at0.meta.token_ids == base.meta.token_ids        # from the start, the branch's stream is the run's
-    a, b = branch(small, base, "threshold", kw, 2), branch(small, base, "threshold", kw, 2)
-    assert a.meta.token_ids == b.meta.token_ids and a.meta.branch["fresh"]
+    assert any(r.has("rng_state") for r in base.records)     # sampled forwards keep where the stream stands
+    greedy = Generation(small, story()[0], build_decoder("threshold", gen_length=32, tau=0.7, block_size=8)).run()
+    assert not any(r.has("rng_state") for r in greedy.records)
+    other = [branch(small, base, "threshold", dict(kw, seed=6), 1) for _ in range(2)]
+    assert other[0].meta.token_ids == other[1].meta.token_ids                   # reproducible from its seed
+    outs = {tuple(branch(small, base, "threshold", dict(kw, seed=k), 1).meta.token_ids) for k in range(6, 10)}
+    assert len(outs) > 1                                      # and its own: other seeds, other futures
 
 
 def test_forcing_the_next_commit_equals_not_forcing_it(small):
