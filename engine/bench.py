@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine import catalogue, stats
+from engine import stats
 from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded

@@ -69,7 +69,7 @@ def build_demo(page: Page) -> gr.Blocks:
         wire_runs(page, rp, sweep_point, sweep_open)
         branch.wire_branch(page, bp, branch_here, trace_state, views.tab, more, "branch",
                            dict(MODEL, show_progress="minimal"))
-        wire_tour(page, rp, card)
+        wire_tour(page, rp, card, bp, more)
         wire_load(demo, page, rp, bp, more)
     hide_page_handlers(demo)
     return demo
@@ -131,8 +131,9 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
     sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **model_run(rp))
 
 
-def wire_tour(page, rp: RunParts, card) -> None:
-    """Each stop: its run at its step, its tab open, its text in the pinned card, its view pointed at."""
+def wire_tour(page, rp: RunParts, card, bp, more) -> None:
+    """Each stop: its run at its step, its tab open, its text in the pinned card, its view pointed at (a stop
+    with a pre-baked branch also fills the Branch tab and opens it)."""
     box, text, back, nxt, close, idx = card
     v = rp.views
 
@@ -140,10 +141,15 @@ def wire_tour(page, rp: RunParts, card) -> None:
         i, html_, ex, s, tab = tour.tour_stop(page, i)
         if isinstance(tab_box, dict):
             tab_box["tab"] = tab                      # the run is drawn in the stop's tab
-        return {idx: i, text: html_, box: gr.Column(visible=True),
-                **show_trace(page, rp, ex, s, prev, example=True, box=tab_box)}
+        out = {idx: i, text: html_, box: gr.Column(visible=True),
+               **show_trace(page, rp, ex, s, prev, example=True, box=tab_box)}
+        br = page.example_traces.get(tour.STOPS[i].branch)
+        if br is not None:
+            out.update(zip((bp.out, *bp.figs), branch.view(page, ex, br)))
+            out[more] = gr.Tabs(selected="branch")
+        return out
 
-    outs = [idx, text, box, *rp.outputs]
+    outs = [idx, text, box, *rp.outputs, bp.out, *bp.figs, more]
     for button, move in ((rp.controls.tour, lambda i: 0), (nxt, lambda i: i + 1), (back, lambda i: i - 1)):
         button.click(lambda i, b, p, move=move: show(move(i if isinstance(i, int) else -1), b, p),
                      [idx, v.tab, rp.previous], outs, show_progress="hidden").then(None, js=tour.POINT_JS)

@@ -81,3 +81,20 @@ def test_the_texts_mark_where_the_futures_differ(run):
     other.meta.final_tokens[p] = run.meta.mask_token_id
     text = marked_text(run, other)
     assert text.count("<mark") == 1 and marked_text(run, run).count("<mark") == 0
+
+
+def test_the_tour_takes_the_wheel_on_the_opening_story():
+    """The tour's what-if stop: the pre-baked branch of the opening story, at the step the stop shows, drawn in the
+    Branch tab with its forced token."""
+    from pathlib import Path
+    from engine.trace import Trace
+    from explorer.page import branch
+    from explorer.page.tour import STOPS
+    examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
+    (stop,) = [s for s in STOPS if s.branch]
+    base, br = Trace.load(examples / f"{stop.example}.npz"), Trace.load(examples / f"{stop.branch}.npz")
+    assert stop.target == "branch-out" and br.meta.branch["step"] == stop.step(base)
+    assert br.meta.branch["base_prompt"] == base.meta.prompt and br.meta.branch["force"]
+    html_, fig_a, fig_b = branch.view(Page(None, {}), base, br)
+    assert f"Branched after step {stop.step(base)}" in html_ and "forced" in html_ and "edit" in html_
+    assert "<mark" in html_                                   # the futures part somewhere

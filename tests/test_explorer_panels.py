@@ -143,9 +143,9 @@ def test_model_card_names_drafter_tasks_and_decoders():
     assert "*story* — “Tell a story about a yak.”" in card and "*arith*" in card and "~~llada~~ (needs X)" in card
 
 
-def test_the_tour_ends_on_an_edit_that_repairs_a_story():
-    """The last stop shows the pre-baked edit example at the step where a written token was rewritten, and that
-    the rewrite is what made the checker's verdict right."""
+def test_the_tours_change_of_mind_is_an_edit_that_repairs_a_story():
+    """The "change of mind" stop shows the pre-baked edit example at the step where a written token was rewritten,
+    and that the rewrite is what made the checker's verdict right."""
     from pathlib import Path
     from engine.trace import Trace
     from engine.tasks import get_task
@@ -154,8 +154,9 @@ def test_the_tour_ends_on_an_edit_that_repairs_a_story():
     from explorer.page.tour import TOUR, tour_next
     examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
     page = Page(None, {}, example_traces={n: Trace.load(examples / f"{n}.npz") for n in ("s2d2", "edit")})
-    i, text, ex, s, tab = tour_next(page, len(TOUR) - 2)
-    assert i == len(TOUR) - 1 and "change of mind" in text.lower() and ex.meta.decoder == "edit" and tab == "Decode"
+    at = [t for t, _ in TOUR].index("A change of mind")
+    i, text, ex, s, tab = tour_next(page, at - 1)
+    assert i == at and "change of mind" in text.lower() and ex.meta.decoder == "edit" and tab == "Decode"
     step, j, code, old, new = Grid.of(ex).revisions[0]
     old, new = ex.token_str(old), ex.token_str(new)
     assert s == step + 1 and code == 1 and f"<i>{old}</i>" in text and f"<i>{new}</i>" in text   # the card names them

@@ -120,6 +120,26 @@ def main(argv=None) -> None:
         tr = bake(models[args.model], decoder, params, get_task(task).problems("test", 10, seed=0), want=repaired)
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
+    if not only or "branch_edit" in only:
+        bake_branch(models.get(args.model) or load_model(args.model), out)
+
+
+def bake_branch(adapter, out: Path) -> None:
+    """The tour's what-if (assets/examples/branch_edit.npz): the opening story rewound to its middle step, the
+    first masked slot forced to its least likely candidate, and token editing decoding on from there."""
+    from engine.branch import Branch, canvas_after, resume_of
+    from engine.trace import Trace
+    base = Trace.load(out / "threshold.npz")
+    m, s = base.meta, len(base.records) // 2
+    pos = canvas_after(base, s).index(m.mask_token_id)
+    rec = base.records[s]
+    tok = int(rec.field("topk_ids")[pos - int(rec.positions[0])][-1])
+    params = {k: v for k, v in m.params.items() if k in ("block_size", "gen_length", "temperature", "seed", "tau")}
+    spec = "edit:" + ",".join(f"{k}={v}" for k, v in params.items())
+    tr = Generation(adapter, m.prompt, build_decoder("edit", **params),
+                    resume=resume_of(base, Branch(s, (pos, tok)), spec, adapter.vocab_size)).run()
+    tr.save(out / "branch_edit.npz")
+    print(f"branch_edit: after step {s}, {base.token_str(tok)!r} at {pos} -> {tr.meta.text!r}")
 
 
 def repaired(trace, prob) -> bool:

@@ -23,6 +23,7 @@ class Stop:
     tab: str                     # the view tab it opens
     target: str                  # elem_id of the view it points at
     step: Callable               # trace -> 1-based slider step
+    branch: str = ""             # a pre-baked branch of the example, shown in the Branch tab
 
 
 def s2d2_steps(trace) -> list[int]:
@@ -99,6 +100,12 @@ STOPS = (
          "purple diamond on the mask map (hover it for old → new), and in the text the old word struck through "
          "before the new one, outlined in purple. No extra forward was spent.",
          "edit", "Decode", "mask-plot", revision_step),
+    Stop("Take the wheel", "What if the model had written something else? **⑂ Branch here** (under the step "
+         "slider) rewound the opening story to this step, forced an unlikely candidate into its first masked slot, "
+         "and let token editing (`edit`) decode on from there. The Branch tab shows both futures: the texts with "
+         "the words where they part marked, and both mask maps with their shared steps shaded. Try it on any run: "
+         "force a candidate, or change the decoder from a step on.",
+         "threshold", "Decode", "branch-out", lambda trace: len(trace.records) // 2, branch="branch_edit"),
 )
 TOUR = [(s.title, s.body) for s in STOPS]
 
