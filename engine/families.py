@@ -1,4 +1,4 @@
-"""Model families: how each published checkpoint layout maps onto a stock transformers class (spec model-compat.md).
+"""Model families: how each published checkpoint layout maps onto a stock transformers class (docs/families.md).
 
     sdar / qwen3     -> Qwen3ForCausalLM, same keys, position-aligned, block-causal (exact block KV cache)
     Fast_dLLM_Qwen   -> Qwen2ForCausalLM, same keys, logits shifted right by one, block-causal, block = bd_size
@@ -30,7 +30,7 @@ def same_keys(raw: dict) -> dict:
 
 
 def llada_config(raw: dict) -> dict:
-    """LLaDA's OLMo-style config -> LlamaConfig fields (model-compat.md §5)."""
+    """LLaDA's OLMo-style config -> LlamaConfig fields (GSAI-ML's configuration_llada.py names)."""
     r = raw
     return dict(hidden_size=r["d_model"], num_hidden_layers=r["n_layers"], num_attention_heads=r["n_heads"],
                 num_key_value_heads=r.get("n_kv_heads") or r["n_heads"], intermediate_size=r["mlp_hidden_size"],

@@ -65,7 +65,7 @@ def simsd_temporal(cache_len: int, n_known: int, steps) -> np.ndarray:
 
 
 def simsd_simplified(cache_len: int, n_known: int, n: int) -> np.ndarray:
-    """The seed article's description of SimSD's mask, over the same layout as ``simsd_temporal``: reference tokens
+    """A simpler reading of SimSD's mask (an early write-up's description, kept to compare with the released one), over the same layout as ``simsd_temporal``: reference tokens
     are mutually invisible, current (mask-copy) tokens see every reference token, references never see current
     tokens; each copy sees itself. A copy sees its own slot's draft token, so acceptance is inflated: this variant
     exists to show the difference against the released rule."""

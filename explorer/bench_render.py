@@ -1,7 +1,7 @@
 """Re-render cost of every view for a stored trace, server side, and the payload the page receives.
 
     python -m explorer.bench_render assets/bench/long256.npz
-Targets (issue: explorer): every view re-rendered for a 256-token trace in <= 150 ms, payload <= 1 MB.
+Targets: every view re-rendered for a 256-token trace in <= 150 ms, payload <= 1 MB.
 Prints the median over repetitions for a scrub to a middle step, and the JSON bytes of all figures + HTML.
 """
 

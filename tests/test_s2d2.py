@@ -158,7 +158,7 @@ def test_presets_and_overrides():
 
 
 def test_always_greedy_equals_ar_on_fast_dllm_v2(tmp_path, arith):
-    """Fast-dLLM v2 (logits shifted right by one): the verifier is one token-causal forward (spec §1.5), and S2D2
+    """Fast-dLLM v2 (logits shifted right by one): the verifier is one token-causal forward, and S2D2
     with router=always and greedy acceptance is lossless against AR."""
     from engine.model import load_model
     from tests.families import write_qwen2_family

@@ -1,6 +1,6 @@
 """The benchmark tables of the README, one command each. Every ratio is measured within one run of one process.
 
-    python -m engine.experiments baselines --n 500          # AR, LLaDA, threshold (issue: foundation)
+    python -m engine.experiments baselines --n 500          # AR, LLaDA, threshold
     python -m engine.experiments s2d2 --n 500               # S2D2 routers vs AR and a tuned threshold
     python -m engine.experiments tspd --n 200               # TSPD + CE vs LLaDA and threshold, cached / not
     python -m engine.experiments uncertain --model unmask-tasks-small --n 100    # the uncertain tasks

@@ -44,7 +44,7 @@ def random_adapter(spec: dict, dtype: torch.dtype, device: torch.device, seed: i
         model = Qwen3ForCausalLM(cfg).to(dtype)
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)            # a spread of confidences, as a trained model has
-    for m in model.modules():                     # RoPE tables stay fp32 (model-compat.md §1)
+    for m in model.modules():                     # RoPE tables stay fp32 (engine/precision.py)
         if hasattr(m, "inv_freq"):
             m.inv_freq = m.inv_freq.float()
     return ModelAdapter(model=model.eval(), tokenizer=tok, name="random", model_type="sdar",

@@ -18,7 +18,7 @@ S2D2_PRESETS = {
                    estimator="entropy", beta=1.0, draft_ver=True, cache_ver=True),
     "sdar-b": dict(block_size=16, router="score", score_type="static", tau_score=0.0, cost=0.0, tau=0.85,
                    estimator="entropy", beta=1.0, draft_ver=True, cache_ver=True),
-    # the seed article's operating points
+    # two operating points from the write-up the project started from: quality (B 4, span) and speed (B 16)
     "quality": dict(block_size=4, router="span", tau_span=2, estimator="entropy", beta=0.7),
     "speed": dict(block_size=16, router="hysteresis", tau_on=1.0, tau_off=-2.0, estimator="entropy"),
 }

@@ -2,7 +2,7 @@
 
     draft -> estimate (span, α, K̂, N_hi, score) -> route -> [verify_span: verify + accept] -> fallback
 
-The fallback is SDAR's dynamic rule (spec §1.3): if this step committed fewer than its quota k_t, commit every
+The fallback is SDAR's dynamic rule (``block_diffusion_generate``): if this step committed fewer than its quota k_t, commit every
 still-masked position with confidence > τ if there are at least k_t - done of them, else the top ones.
 ``router=never`` is therefore exactly ``threshold:rule=sdar``. Parameters and presets: ``engine.catalogue``.
 """

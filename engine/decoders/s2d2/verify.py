@@ -6,7 +6,7 @@ Verify input, one forward against the read-only cache:
     mask      first half token-causal (A_L); second half sees drafts before it (A_L − I) and itself (I)
 so the second-half logit at i is exactly what the model predicts at i in block-size-1 mode.
 
-Right-shifted models (Fast-dLLM v2, spec §1.5) need no second half: one token-causal forward over the draft-filled
+Right-shifted models (Fast-dLLM v2, whose row i − 1 predicts slot i) need no second half: one token-causal forward over the draft-filled
 block, whose row i − 1 predicts slot i from the tokens before it (the runner recomputes the row before the block
 with it, so the block's first slot is verified too).
 """

@@ -45,7 +45,7 @@ CARD = Card(
         "drafter": Param(str, "", label="Drafter", help="the small drafting model; empty = the target's paired drafter "
             "(on the page only embedded models)", group="simsd", model=True),
         "mask": Param(str, "released", choices=("released", "simplified"), label="Verification mask",
-            help="released: the temporal mask of the SimSD code; simplified: the seed article's description",
+            help="released: the temporal mask of the SimSD code; simplified: each copy sees the drafts revealed before it (an early write-up's reading)",
             group="simsd"),
         "draft_steps": Param(int, 0, 0, 64, label="Drafter steps S (0 = B)", help="drafter forwards per round", step=1,
             page=(0, 32), group="simsd"),

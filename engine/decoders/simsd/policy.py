@@ -1,4 +1,4 @@
-"""SimSD: two-model speculative decoding for block diffusion (spec s2d2-simsd.md §2, the released code's rule).
+"""SimSD: two-model speculative decoding for block diffusion (the released code's rule).
 
 A round over the block's still-masked slots (always a suffix: commits are a prefix plus a bonus):
 
@@ -93,7 +93,7 @@ class SimSDPolicy(Policy):
         Exact vs approximate: a copy's logits equal a separate target forward on the block state before its step
         only for a one-layer target. With more layers the states of earlier-revealed reference tokens were
         computed in their own (earlier) block state, and copies attend to each other's states, which already
-        saw some drafts: the replay is an approximation (spec §2.5; measured in the tests)."""
+        saw some drafts: the replay is an approximation (measured in tests/test_simsd.py)."""
         r, L, n = ctx.runner, ctx.L, len(slots)
         n_known = L - n
         m = torch.from_numpy(verification_mask(self.cfg.mask, n_known, step_of[slots.numpy()]))

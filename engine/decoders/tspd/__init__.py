@@ -1,7 +1,7 @@
 """TSPD + CE: trajectory-aware parallel decoding with Confidence Extrapolation (Li et al., arXiv:2605.30753).
 
 Only the paper's abstract could be read. Everything in this package marked PROPOSED is our reconstruction
-(spec ``tspd-ce-baselines.md`` §3.3-3.9), not the paper's method; each piece can be switched off.
+(the features, the Kalman filter, the horizon rule and the controller), not the paper's method; each piece can be switched off.
 
 Terms:
 - **trajectory**: the per-step history of one masked position inside the active block (confidence, normalised

@@ -1,4 +1,4 @@
-"""[PROPOSED] Per-position trajectory state of the active block and the 14 TSPD features (spec §3.3)."""
+"""[PROPOSED] Per-position trajectory state of the active block and the 14 TSPD features."""
 
 from __future__ import annotations
 

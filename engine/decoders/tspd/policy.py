@@ -1,4 +1,4 @@
-"""TSPD + CE decoder ([PROPOSED] reconstruction, spec §3.6; see ``engine.decoders.tspd`` for the terms).
+"""TSPD + CE decoder ([PROPOSED] reconstruction; see ``engine.decoders.tspd`` for the terms).
 
 Each step is a pipeline of named stages over the block's masked positions M (state in ``TSPDBlock``, the
 step's results in ``TSPDStep``):
