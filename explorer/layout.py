@@ -72,7 +72,27 @@ def build_demo(page: Page) -> gr.Blocks:
         wire_tour(page, rp, card, bp, more)
         wire_load(demo, page, rp, bp, more)
     hide_page_handlers(demo)
+    guard_inputs(demo)
     return demo
+
+
+def guard_inputs(demo: gr.Blocks) -> None:
+    """Every component's own preprocessing refuses a value it cannot take (a slider sent None, a choice not
+    offered) with the page's one-line message and one short log line, not gradio's traceback echoing the value."""
+    for block in demo.blocks.values():
+        if isinstance(block, gr.components.Component) and not getattr(block, "_unmask_guarded", False):
+            block.preprocess = guarded(block.preprocess, getattr(block, "label", None) or type(block).__name__)
+            block._unmask_guarded = True
+
+
+def guarded(preprocess, name: str):
+    def check(value):
+        try:
+            return preprocess(value)
+        except Exception as e:                    # gradio's check of a client's value: bad input by definition
+            raise shown_error(f"{name}: not a value this control takes ({' '.join(str(e).split())[:120]})") \
+                from None
+    return check
 
 
 def hide_page_handlers(demo: gr.Blocks) -> None:

@@ -74,3 +74,19 @@ def test_browser_driven_events_never_drop_the_latest_request(demo):
     trigger mode ("once") drops it, and the view stays at the earlier step."""
     settles = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", None) == "on_settle"]
     assert settles and all(fn.trigger_mode == "always_last" for fn in settles)
+
+
+def test_a_value_a_control_cannot_take_is_a_short_message_without_a_traceback(demo):
+    """gradio's own preprocessing (a slider sent None or text, a choice not offered): the page's one-line message,
+    not printed as a traceback, the value not echoed whole."""
+    refused = 0
+    for block in demo.blocks.values():
+        if not isinstance(block, gr.components.Component):
+            continue
+        for value in NASTY + ["x" * 100_000]:
+            try:
+                block.preprocess(value)
+            except gr.Error as e:
+                assert not e.print_exception and "\n" not in str(e) and len(str(e)) <= 300, (block, str(e)[:80])
+                refused += 1
+    assert refused > 50                                   # sliders and dropdowns refused most of them
