@@ -193,23 +193,24 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
             out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
         return out
 
-    async def maybe_run(request: gr.Request, go, step_v, box, prev, prompt_v, model_v, decoder_v, *values):
+    async def maybe_run(request: gr.Request, go, step_v, branch_v, box, prev, prompt_v, model_v, decoder_v,
+                        *values):
         if not go:
             yield {rp.trace: gr.skip()}
             return
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
+        shown = None
         async for out in run_setting(page, rp, parse, prompt_v, model_v, step_v if isinstance(step_v, int) else None,
                                      box, prev, session=session_of(request)):
+            shown = out[rp.trace] if hasattr(out.get(rp.trace), "records") else shown
             yield out
-
-    async def maybe_branch(tr, value):          # a link to a branch: its base run is shown, then the branch
-        async for out in branch.from_link(page, tr, value):
-            yield out
+        if branch_v:              # a link to a branch: its base run is shown, then the branch, in the same event
+            async for out in branch.from_link(page, shown, branch_v):
+                yield dict(zip((bp.out, *bp.figs, more), out))
 
     demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, *rp.outputs]) \
-        .then(maybe_run, [autorun, step_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components],
-              rp.outputs, **model_run(rp)) \
-        .then(maybe_branch, [rp.trace, branch_from_url], [bp.out, *bp.figs, more], **MODEL)
+        .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
+                          *c.components], [*rp.outputs, bp.out, *bp.figs, more], **model_run(rp))
 
 
 def launch_kwargs() -> dict:
