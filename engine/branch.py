@@ -33,15 +33,16 @@ class Branch:
     step: int                                  # resume from the state after this step (0 = before the first)
     force: tuple[int, int] | None = None       # (absolute position, token id) committed before the first forward
 
-    def check(self, base, vocab_size: int) -> None:
-        """A one-line ConfigError unless this branch fits the base trace and the model's vocabulary."""
+    def check(self, base, vocab_size: int, canvas: list[int] | None = None) -> None:
+        """A one-line ConfigError unless this branch fits the base trace and the model's vocabulary (``canvas``:
+        the base's ``canvas_after`` this step, if the caller has it)."""
         n = len(base.records)
         if not isinstance(self.step, int) or not 0 <= self.step <= n:
             raise ConfigError(f"branch step must be in 0..{n} (the base run's forwards), not {self.step!r}")
         if self.force is None:
             return
         pos, tok = self.force
-        canvas, m = canvas_after(base, self.step), base.meta
+        canvas, m = canvas or canvas_after(base, self.step), base.meta
         if not (isinstance(pos, int) and m.prompt_len <= pos < m.gen_end):
             raise ConfigError(f"forced position must be a generated slot, {m.prompt_len}..{m.gen_end - 1}")
         if canvas[pos] != m.mask_token_id:
@@ -74,10 +75,11 @@ class Resume:
 
 
 def resume_of(base, branch: Branch, spec: str, vocab_size: int) -> Resume:
-    branch.check(base, vocab_size)
+    canvas = canvas_after(base, branch.step) if isinstance(branch.step, int) and branch.step >= 0 else None
+    branch.check(base, vocab_size, canvas)
     m = base.meta
     drawn = [r.field("rng_state") for r in base.records[:branch.step] if r.has("rng_state")]
-    return Resume(canvas_after(base, branch.step), branch.force,
+    return Resume(canvas, branch.force,
                   dict(base_decoder=m.decoder, base_params=m.params, base_prompt=m.prompt, step=branch.step,
                        force=list(branch.force) if branch.force else None, spec=spec,
                        fresh="the decoder's state within the block starts fresh here; the random stream goes on "
