@@ -80,9 +80,8 @@ def guard_inputs(demo: gr.Blocks) -> None:
     """Every component's own preprocessing refuses a value it cannot take (a slider sent None, a choice not
     offered) with the page's one-line message and one short log line, not gradio's traceback echoing the value."""
     for block in demo.blocks.values():
-        if isinstance(block, gr.components.Component) and not getattr(block, "_unmask_guarded", False):
+        if isinstance(block, gr.components.Component):
             block.preprocess = guarded(block.preprocess, getattr(block, "label", None) or type(block).__name__)
-            block._unmask_guarded = True
 
 
 def guarded(preprocess, name: str):
