@@ -1,68 +1,130 @@
 """An animated GIF of a decode for slides: the answer unmasking forward by forward, drawn with Pillow from a trace.
 
-Each frame is one forward: the step and the forward's kind on top; every generated position as a box (grey while
-masked, then coloured by the confidence it was committed with, red → green); the tokens committed at this step
-are outlined and tagged with their commit reason. The last frame is held longer.
+Each frame is one forward and shows the text view's own slots (``explorer.scrub.chips``) in the text view's colour
+code, with the same legend under them: masked, this step's draft (a faded proposal), committed at this step
+(outlined, tagged with its commit reason), committed earlier (coloured by its confidence, red → green), revised
+(old struck through → new), and a uniform canvas's noise. The last frame is held longer.
 """
 
 from __future__ import annotations
 
-import colorsys
 import io
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageColor, ImageDraw, ImageFont
 
+from explorer.grid import NEW, Grid
+from explorer.scrub import block_label, chips, hue, payload
 from explorer.views.reasons import REASONS
-from explorer.grid import MASKED, NEW, Grid
-from explorer.scrub import block_label
-from explorer.tokens import display
 
 TAGS = {code: tag for code, (_, _, tag) in REASONS.items()}   # the reason map's table, one place
-WIDTH, PAD, BOX_H, GAP = 900, 12, 26, 6
+WIDTH, PAD, BOX_H, GAP, ROW = 900, 12, 26, 6, 44
 MAX_FRAMES = 200
+# the text view's classes (assets/style.css) in Pillow's terms: (text colour, outline colour, outline width)
+STYLE = {"um-mask": ((153, 153, 153), (187, 187, 187), 1), "um-draft": ((138, 138, 138), (187, 187, 187), 1),
+         "um-noise": ((154, 154, 154), (170, 170, 170), 1), "um-new": ((20, 20, 20), (230, 85, 13), 3),
+         "um-rev": ((20, 20, 20), (122, 1, 119), 3), "um-fold": ((119, 119, 119), (204, 204, 204), 1)}
+PLAIN = ((20, 20, 20), (190, 190, 190), 1)
+LEGEND = (("um-tok um-mask", "·", "masked"), ("um-tok um-mask um-draft", "draft", "this step's proposal"),
+          ("um-tok um-new", "new", "committed now"), ("um-tok", "sure", "earlier, by confidence"),
+          ("um-tok", "unsure", ""), ("um-tok um-rev", "new", "revised"), ("um-tok um-noise", "noise", "not kept yet"))
+
+
+def load_fonts() -> tuple:
+    """(font, small font, speller): DejaVu Sans where the system has it (Greek and arrows, as the page writes
+    them), else Pillow's own font, which has neither: then the speller writes them in ASCII."""
+    try:
+        return ImageFont.truetype("DejaVuSans.ttf", 14), ImageFont.truetype("DejaVuSans.ttf", 10), str
+    except OSError:
+        return ImageFont.load_default(size=15), ImageFont.load_default(size=10), ascii_words
+
+
+def ascii_words(text: str) -> str:
+    return text.replace("→", "->").replace("τ", "tau")
 
 
 def confidence_rgb(c: float) -> tuple[int, int, int]:
-    """The page's colour scale: hue 0 (red, p = 0) to 120 (green, p = 1), light."""
-    if not np.isfinite(c):
-        return (232, 232, 232)
-    r, g, b = colorsys.hls_to_rgb(float(np.clip(c, 0, 1)) / 3, 0.82, 0.7)
-    return int(r * 255), int(g * 255), int(b * 255)
+    """The page's colour scale (``scrub.hue``): hue 0 (red, p = 0) to 120 (green, p = 1), light."""
+    return ImageColor.getrgb(hue(int(round(100 * float(np.clip(c, 0, 1)))) if np.isfinite(c) else None))
 
 
-def layout(trace, g: Grid, font) -> list[tuple[int, int, int, str]]:
-    """(x, y, width, text) of every position's box, wrapped to the frame width, from the final tokens."""
-    boxes, x, y = [], PAD, PAD + 44
-    for j in range(len(g.positions)):
-        text, _ = display(trace, g.tokens[-1][j])
-        w = max(28, int(font.getlength(text)) + 10)
-        if x + w > WIDTH - PAD:
+def style(cls: str) -> tuple:
+    """The strongest of a chip's classes (a revised token committed now is outlined as revised)."""
+    names = cls.split()
+    return next((STYLE[k] for k in ("um-rev", "um-new", "um-draft", "um-noise", "um-mask", "um-fold")
+                 if k in names), PLAIN)
+
+
+def label(c: dict) -> str:
+    text = "·" if "um-mask" in c["cls"] and "um-draft" not in c["cls"] else c["text"]
+    return f"{c['old']}→{text}" if c["old"] is not None else text
+
+
+def layout(frames: list[list[dict]], font, words) -> dict[int, tuple[int, int, int]]:
+    """(x, y, width) of every slot's box, the widest it gets in any frame, wrapped to the frame width: boxes
+    never move between frames."""
+    widest: dict[int, int] = {}
+    for row in frames:
+        for c in row:
+            widest[c["pos"]] = max(widest.get(c["pos"], 28), int(font.getlength(words(label(c)))) + 10)
+    boxes, x, y = {}, PAD, PAD + ROW
+    for pos in sorted(widest):
+        if x + widest[pos] > WIDTH - PAD:
             x, y = PAD, y + BOX_H + 18
-        boxes.append((x, y, w, text))
-        x += w + GAP
+        boxes[pos] = (x, y, widest[pos])
+        x += widest[pos] + GAP
     return boxes
 
 
-def frame(trace, g: Grid, s: int, boxes, font, small) -> Image.Image:
-    height = boxes[-1][1] + BOX_H + 30 if boxes else 80
-    img = Image.new("RGB", (WIDTH, height), "white")
-    d = ImageDraw.Draw(img)
+def chip(d: ImageDraw.ImageDraw, c: dict, x: int, y: int, w: int, font, words) -> None:
+    """One slot as the text view draws it: its background, its outline, its text (the old token struck through)."""
+    ink, edge, width = style(c["cls"])
+    d.rounded_rectangle((x, y, x + w, y + BOX_H), radius=4, fill=ImageColor.getrgb(c["bg"]), outline=edge,
+                        width=width)
+    tx = x + 5
+    if c["old"] is not None:
+        old, arrow = words(c["old"]), words("→")
+        d.text((tx, y + 5), old, fill=edge, font=font)
+        d.line((tx, y + BOX_H // 2, tx + font.getlength(old), y + BOX_H // 2), fill=edge, width=1)
+        d.text((tx + int(font.getlength(old)), y + 5), arrow, fill=edge, font=font)
+        tx += int(font.getlength(old + arrow))
+    text = words(label(c) if c["old"] is None else c["text"])
+    d.text((tx, y + 5), text, fill=ink, font=font)
+    if "um-noise" in c["cls"]:
+        d.line((tx, y + BOX_H // 2, tx + font.getlength(text), y + BOX_H // 2), fill=(200, 200, 200), width=1)
+
+
+def legend(d: ImageDraw.ImageDraw, y: int, small, words) -> None:
+    x = PAD
+    for cls, text, meaning in LEGEND:
+        bg = hue(95) if text == "sure" else hue(15) if text == "unsure" else "#ffffff" if "um-new" in cls or \
+            "um-rev" in cls else "#f3f3f3"
+        c = dict(cls=cls, text=text, bg=bg, old="old" if "um-rev" in cls else None)
+        w = int(small.getlength(words(label(c)))) + 12
+        chip(d, c, x, y, w, small, words)
+        d.text((x + w + 4, y + 7), meaning, fill=(90, 90, 90), font=small)
+        x += w + int(small.getlength(meaning)) + 16
+
+
+def frame(trace, d: dict, g: Grid, s: int, row: list[dict], boxes, fonts) -> Image.Image:
+    font, small, words = fonts
+    bottom = max(y for _, y, _ in boxes.values()) if boxes else PAD + ROW
+    img = Image.new("RGB", (WIDTH, bottom + BOX_H + 60), "white")
+    dr = ImageDraw.Draw(img)
     rec = trace.records[s]
-    d.text((PAD, PAD), f"{trace.meta.decoder} · step {s + 1} / {g.n_steps} · block {block_label(rec.block)} · {rec.kind}"
-                       f" · NFE {rec.nfe}", fill=(60, 60, 60), font=font)
+    dr.text((PAD, PAD), f"{trace.meta.decoder} · step {s + 1} / {g.n_steps} · block {block_label(rec.block)} · "
+                        f"{rec.kind} · NFE {rec.nfe}", fill=(60, 60, 60), font=font)
     prompt = trace.meta.prompt
-    d.text((PAD, PAD + 20), prompt if len(prompt) <= 110 else prompt[:107] + "…", fill=(130, 130, 130), font=small)
-    for j, (x, y, w, text) in enumerate(boxes):
-        masked = g.state[s, j] == MASKED
-        fill = (243, 243, 243) if masked else confidence_rgb(g.commit_confidence[j])
-        new = g.state[s, j] == NEW
-        d.rounded_rectangle((x, y, x + w, y + BOX_H), radius=4, fill=fill,
-                            outline=(230, 85, 13) if new else (190, 190, 190), width=3 if new else 1)
-        d.text((x + 5, y + 5), "·" if masked else text, fill=(150, 150, 150) if masked else (20, 20, 20), font=font)
-        if new:
-            tag = TAGS.get(int(g.reason[s, j]), "")
-            d.text((x + 3, y + BOX_H + 2), tag, fill=(230, 85, 13), font=small)
+    dr.text((PAD, PAD + 20), prompt if len(prompt) <= 110 else prompt[:107] + "…", fill=(130, 130, 130), font=small)
+    column = {p: j for j, p in enumerate(d["pos"])}
+    for c in row:
+        x, y, w = boxes[c["pos"]]
+        chip(dr, c, x, y, w, font, words)
+        j = column[c["pos"]]
+        if g.state[s, j] == NEW and "um-fold" not in c["cls"]:
+            dr.text((x + 3, y + BOX_H + 2), words(TAGS.get(int(g.reason[s, j]), "")), fill=(230, 85, 13),
+                    font=small)
+    legend(dr, bottom + BOX_H + 24, small, words)
     return img
 
 
@@ -72,17 +134,19 @@ def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None) ->
     fit in about half of it."""
     import time
     g = Grid.of(trace)
-    font, small = ImageFont.load_default(size=15), ImageFont.load_default(size=10)
-    boxes = layout(trace, g, font)
+    d = payload(trace, g)
+    fonts = load_fonts()
+    rows = [chips(d, s, None) for s in range(g.n_steps)]
+    boxes = layout(rows, fonts[0], fonts[2])
     t0 = time.perf_counter()
-    last = frame(trace, g, g.n_steps - 1, boxes, font, small)
+    last = frame(trace, d, g, g.n_steps - 1, rows[-1], boxes, fonts)
     most = MAX_FRAMES
     if budget_s is not None:        # encoding costs about as much again as drawing
         most = max(2, min(MAX_FRAMES, int(0.25 * budget_s / max(time.perf_counter() - t0, 1e-4))))
     steps = list(range(g.n_steps))
     if len(steps) > most:
         steps = sorted(set(np.linspace(0, g.n_steps - 1, most).astype(int).tolist()))
-    frames = [frame(trace, g, s, boxes, font, small) for s in steps[:-1]] + [last]
+    frames = [frame(trace, d, g, s, rows[s], boxes, fonts) for s in steps[:-1]] + [last]
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
                    duration=[ms_per_frame] * (len(frames) - 1) + [2500], optimize=False)

@@ -104,3 +104,32 @@ def test_decode_gif_has_one_frame_per_forward(trace):
     last = np.array(img.convert("RGB"))
     assert not np.array_equal(first, last)                        # the answer unmasks between frames
     assert confidence_rgb(1.0)[1] > confidence_rgb(1.0)[0] and confidence_rgb(0.0)[0] > confidence_rgb(0.0)[1]
+
+
+def test_the_gif_draws_the_text_views_states_in_its_colours():
+    """A frame holds the revised outline exactly when the text view shows a revised slot at that step, and every
+    frame draws the legend, whose revised sample is the one purple box of a frame without revisions."""
+    import io
+    from pathlib import Path
+
+    from PIL import Image
+
+    from engine.trace import Trace
+    from explorer.gif import STYLE, decode_gif
+    from explorer.scrub import chips, payload
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "edit.npz")
+    d = payload(tr)
+    img = Image.open(io.BytesIO(decode_gif(tr)))
+    purple = np.array(STYLE["um-rev"][1])
+
+    def purple_pixels(s):
+        img.seek(s)
+        px = np.array(img.convert("RGB")).reshape(-1, 3).astype(int)
+        return int((np.abs(px - purple).sum(1) < 30).sum())
+
+    revised = [s for s in range(d["n"]) if any("um-rev" in c["cls"] for c in chips(d, s, None))]
+    plain = [s for s in range(d["n"]) if s not in revised]
+    assert revised and plain
+    legend_only = max(purple_pixels(s) for s in plain)
+    assert legend_only > 0                                          # the legend's sample
+    assert all(purple_pixels(s) > legend_only for s in revised)     # and the slots themselves

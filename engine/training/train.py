@@ -114,11 +114,25 @@ def collate_2l(rows: list[tuple], pad_id: int):
     return tokens, pos, allowed[:, None], target  # mask (n, 1, T, T)
 
 
-def masked_loss(model, tokens, pos, mask, target):
+def selected_logits(model, tokens, pos, mask, target):
     hidden = model.model(input_ids=tokens, attention_mask=mask, position_ids=pos).last_hidden_state  # (n, T, H)
-    sel = target != -100
-    logits = model.lm_head(hidden[sel])  # (m, V)
-    return F.cross_entropy(logits, target[sel]), logits.argmax(-1) == target[sel]
+    return model.lm_head(hidden[target != -100])  # (m, V)
+
+
+def masked_loss(model, tokens, pos, mask, target):
+    logits = selected_logits(model, tokens, pos, mask, target)
+    sel = target[target != -100]
+    return F.cross_entropy(logits, sel), logits.argmax(-1) == sel
+
+
+def distilled_loss(model, teacher, alpha: float, tokens, pos, mask, target):
+    """(1 - alpha) CE(clean token) + alpha KL(teacher || student) on the same noisy slots: a drafter is paid for
+    agreeing with its target (SimSD accepts a draft the target would write), not for being right on its own."""
+    logits = selected_logits(model, tokens, pos, mask, target)
+    with torch.no_grad():
+        t_logp = F.log_softmax(selected_logits(teacher, tokens, pos, mask, target), -1)  # (m, V)
+    kl = F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean")
+    return (1 - alpha) * F.cross_entropy(logits, target[target != -100]) + alpha * kl
 
 
 @torch.no_grad()
@@ -198,6 +212,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     "in a few percent of rows otherwise, too little signal to learn it in a continued run")
     ap.add_argument("--weights", default="", help="a mix task's shares, e.g. arith=0.2,story=0.3,picks=0.5 "
                     "(default: the task's own)")
+    ap.add_argument("--teacher", default="", help="distil from this model directory (same tokenizer): the loss "
+                    "mixes the clean token's cross-entropy with KL(teacher || student) on the same noisy slots")
+    ap.add_argument("--distill", type=float, default=0.0, help="weight of the KL term (0 = cross-entropy only)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=300, help="steps between held-out evaluations")
@@ -239,6 +256,15 @@ def word_ids(tok) -> list[int]:
     return [i for i in range(len(tok)) if i not in special]
 
 
+def load_teacher(path: str, tok):
+    """The distillation teacher, frozen: an SDAR-format model of this repository with the task's vocabulary."""
+    from engine.model import load_model
+    teacher = load_model(path, device="cpu").model.eval()
+    if teacher.config.vocab_size != len(tok):
+        raise SystemExit(f"--teacher {path}: vocabulary {teacher.config.vocab_size}, the task's {len(tok)}")
+    return teacher.requires_grad_(False)
+
+
 def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[float, int]:
     """One optimiser step on the step's batch (a function of the step: exact resume); returns (loss, B)."""
     rng = random.Random(f"{args.seed}/{step}")
@@ -246,7 +272,9 @@ def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[
     edit = (args.edit_frac, args.keep_frac, word_ids(tok)) if args.edit_frac > 0 else None
     rows = [build_2l_sample(*encode(tok, draw(task, rng, args.focus)), B, tok.mask_token_id, tok.pad_token_id,
                             rng, edit) for _ in range(args.batch)]
-    loss, _ = masked_loss(model, *collate_2l(rows, tok.pad_token_id))
+    batch = collate_2l(rows, tok.pad_token_id)
+    teacher = getattr(args, "teacher_model", None)
+    loss = distilled_loss(model, teacher, args.distill, *batch) if teacher is not None else masked_loss(model, *batch)[0]
     optimise(model, opt, loss, lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup))
     return loss.item(), B
 
@@ -300,6 +328,8 @@ def write_records(log, recs: list[dict]) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     out, task, tok, model, opt, step, elapsed, val, log = open_run(args, setup)
+    if args.teacher:
+        args.teacher_model = load_teacher(args.teacher, tok)
     n_params = sum(p.numel() for p in model.parameters())
     t0, ema, last_save, window = time.time() - elapsed, None, time.time(), []
     save = lambda: torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,  # noqa: E731
@@ -326,7 +356,8 @@ def main(argv=None) -> None:
     meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX,
                 seed=args.seed, edit_frac=args.edit_frac, keep_frac=args.keep_frac if args.edit_frac else 0.0,
-                focus=args.focus, weights=args.weights or None)
+                focus=args.focus, weights=args.weights or None, teacher=args.teacher or None,
+                distill=args.distill)
     save_model(model, tok, out / "model", meta)
     print(f"saved {out / 'model'} after {step} steps, {elapsed:.0f}s", flush=True)
 

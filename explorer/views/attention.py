@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.views.heatmaps import empty_figure
+
 
 def nearest_masked_record(trace, step: int | None):
     s = len(trace.records) - 1 if step is None else step
@@ -27,9 +29,7 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
     i = nearest_masked_record(trace, step)
     fig = go.Figure()
     if i is None:
-        fig.add_annotation(text="this decoder records no per-step masks", showarrow=False, x=0.5, y=0.5,
-                           xref="paper", yref="paper")
-        return fig.update_layout(height=260, template="unmask")
+        return empty_figure("no attention mask recorded by this step")
     r = trace.records[i]
     m = np.asarray(r.field("attn_mask")).astype(int)
     lo = int(r.positions[0])

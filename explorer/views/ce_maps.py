@@ -1,7 +1,8 @@
 """CE heatmaps over step x position: forecast lower bound at the horizon, the horizon, the trajectory class.
 
-How to read: LCB is shown as a probability (sigmoid of ẑ − κσ_h at each position's own horizon); cells at or
-above τ are where look-ahead may commit. The horizon grows with decoded left context and shrinks with the
+How to read: the first panel is the LCB, the forecast's lower confidence bound ẑ − κσ_h (the Kalman filter's
+forecast logit minus κ standard deviations, at each position's own horizon h), shown as a probability; cells at
+or above τ are where look-ahead may commit. The horizon grows with decoded left context and shrinks with the
 filter's uncertainty. Classes: converging, oscillatory (vetoed from early commits), stalled, stable-high.
 """
 
@@ -30,8 +31,7 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
     klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
     # short titles: the class legend goes below the plots, where it cannot run into the horizon's title
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("lower bound ẑ − κσ at the horizon, as p", "horizon h (forwards ahead)",
-                                        "trajectory class"))
+                        subplot_titles=("LCB at h (p)", "horizon h", "class"))
     y = np.arange(1, g.n_steps + 1)
     fig.add_trace(go.Heatmap(z=lcb, x=g.positions, y=y, zmin=0, zmax=NO_VALUE, colorscale=percent_scale(),
                              showscale=False, hovertemplate="pos %{x} · step %{y}<br>LCB %{z}%<extra></extra>"), 1, 1)

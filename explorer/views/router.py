@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.views.heatmaps import cursor, hline
+from explorer.views.heatmaps import cursor, empty_figure, hline
 
 
 def router_rows(trace) -> list[tuple[int, dict]]:
@@ -23,11 +23,9 @@ def router_rows(trace) -> list[tuple[int, dict]]:
 
 def router_timeline(trace, step: int | None = None, grid=None, selected: int | None = None) -> go.Figure:
     rows = router_rows(trace)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
     if not rows:
-        fig.add_annotation(text="no router decisions in this trace (not an S2D2 run)", showarrow=False,
-                           x=0.5, y=0.5, xref="paper", yref="paper")
-        return fig.update_layout(height=260, template="unmask")
+        return empty_figure("no router decisions in this run: its decoder verifies without a router")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
     x = np.array([s + 1 for s, _ in rows])   # 1-based steps, as on the slider
     score = np.array([d["score"] if d["score"] is not None and math.isfinite(d["score"]) else np.nan
                       for _, d in rows])
@@ -63,10 +61,11 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
                                      marker=dict(symbol="diamond", color=colour, size=6)), 2, 1)
     shapes += cursor(step, axis="x")
     title = f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})"
-    # the legend sits above the panels, clear of the step axis's title below them
-    fig.update_layout(shapes=shapes, height=460, template="unmask", barmode="group",
-                      margin=dict(l=60, r=10, t=84, b=46), title=dict(text=title, x=0.01, y=0.98, font=dict(size=14)),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
+    # the legend sits above the panels, clear of the step axis's title below them, and carries the router's name
+    # as its own title line: a figure title would sit where a phone wraps the legend to three lines
+    fig.update_layout(shapes=shapes, height=460, template="unmask", barmode="group", margin=dict(l=60, r=10, t=30, b=46),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom",
+                                  title=dict(text=f"<b>{title}</b>", side="top")))
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_yaxes(title_text="score s", row=1, col=1)
     fig.update_yaxes(title_text="tokens", row=2, col=1)

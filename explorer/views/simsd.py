@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine.trace import Verdict
-from explorer.views.heatmaps import vline
+from explorer.views.heatmaps import empty_figure, vline
 
 COLOURS = {Verdict.ACCEPTED: ("accepted", "#31a354"), Verdict.RESAMPLED: ("rejected → bonus", "#de2d26"),
            Verdict.PENDING: ("behind a rejection", "#fec44f")}
@@ -21,12 +21,10 @@ COLOURS = {Verdict.ACCEPTED: ("accepted", "#31a354"), Verdict.RESAMPLED: ("rejec
 
 def simsd_rounds(trace, step: int | None = None, grid=None, selected: int | None = None) -> go.Figure:
     rounds = [(s, r) for s, r in enumerate(trace.records) if r.kind == "verify" and r.has("step_of")]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.08,
-                        subplot_titles=("reveal step vs verdict, per round", "tokens kept per round"))
     if not rounds:
-        fig.add_annotation(text="SimSD records appear here", showarrow=False, x=0.5, y=0.5, xref="paper",
-                           yref="paper")
-        return fig.update_layout(height=260, template="unmask")
+        return empty_figure("no SimSD round in this run")
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.08,
+                        subplot_titles=("reveal step × verdict", "tokens kept"))
     for code, (name, colour) in COLOURS.items():
         xs, ys, text = [], [], []
         for k, (s, r) in enumerate(rounds):

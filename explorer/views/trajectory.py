@@ -1,9 +1,10 @@
 """Per-token confidence trajectories with the Kalman forecast fan (TSPD + CE, PROPOSED reconstruction).
 
 How to read: each line is one position's top-1 confidence while it was masked, step by step. At the chosen step
-the fan shows CE's forecast of that position's confidence over the horizon: the mean and the band ± κσ,
-mapped back from logits to probabilities. The dashed line is τ: CE commits early when the band's lower edge
-clears it at the position's horizon.
+the fan shows CE's forecast of that position's confidence over the next forwards: the dotted mean and the shaded
+90 % band (± 1.64σ, σ the Kalman filter's forecast spread), mapped back from logits to probabilities. The triangle
+is the LCB (lower confidence bound ẑ − κσ, with the run's κ) at the position's horizon h; the dashed line is τ:
+CE commits early when that triangle clears it. With κ = 0 the triangle sits on the mean.
 """
 
 from __future__ import annotations
@@ -57,14 +58,15 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
         fig.add_annotation(text=f"No trajectory yet: {which} had not been scored while masked by step {s + 1}.",
                            showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(shapes=[hline(tau, color="#444", dash="dash", width=1)] + cursor(s, axis="x"), height=360,
-                      template="unmask", margin=dict(l=50, r=10, t=36, b=30),
+                      template="unmask", margin=dict(l=50, r=10, t=36, b=44),
                       yaxis=dict(range=[0, 1.02], title="confidence"),
-                      xaxis=dict(title="step", rangemode="tozero"),
+                      xaxis=dict(title=dict(text="step", standoff=6)),
                       title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
                                  font=dict(size=14)))
     return fig
 
 
+BAND_Z = 1.645       # the fan: a two-sided 90 % band of the forecast
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
@@ -78,11 +80,13 @@ def add_fan(fig: go.Figure, rec, pos: int, s: int, y_now: float, colour: str) ->
         return
     kappa = float(rec.field("kappa", 1.64))
     hs = s + 1 + np.arange(1, len(mean) + 1)
-    fig.add_trace(go.Scatter(x=np.r_[hs, hs[::-1]], y=np.r_[_sigmoid(mean + kappa * std),
-                                                           _sigmoid(mean - kappa * std)[::-1]],
+    start = y_now if not np.isnan(y_now) else _sigmoid(mean[0])
+    # the band is the forecast's own 90 % spread, whatever κ the rule uses (with κ = 0 a ± κσ band would vanish);
+    # it opens from the confidence now
+    fig.add_trace(go.Scatter(x=np.r_[s + 1, hs, hs[::-1], s + 1],
+                             y=np.r_[start, _sigmoid(mean + BAND_Z * std), _sigmoid(mean - BAND_Z * std)[::-1], start],
                              fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0),
                              hoverinfo="skip", showlegend=False))
-    start = y_now if not np.isnan(y_now) else _sigmoid(mean[0])
     fig.add_trace(go.Scatter(x=np.r_[s + 1, hs], y=np.r_[start, _sigmoid(mean)], mode="lines",
                              line=dict(color=colour, dash="dot"), showlegend=False,
                              hovertemplate="forecast step %{x}: %{y:.3f}<extra></extra>"))

@@ -1,0 +1,54 @@
+"""No text of a figure runs into another (``explorer.bench_figures``): the overlap rule on hand-built boxes, then
+every view of every pre-baked example drawn in Chromium at the page's desktop and phone widths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from explorer import bench_figures as bf
+
+
+def box(group, x0, y0, x1, y1):
+    return dict(group=group, text=group, corners=[[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
+
+
+def rotated(group, cx, cy, length=40.0, thick=10.0, deg=-60.0):
+    """A label of the given size turned by ``deg`` about its centre, as Plotly turns tick labels."""
+    import math
+    a = math.radians(deg)
+    u, v = (math.cos(a), math.sin(a)), (-math.sin(a), math.cos(a))
+    return dict(group=group, text=group, corners=[[cx + su * u[0] * length / 2 + sv * v[0] * thick / 2,
+                                                   cy + su * u[1] * length / 2 + sv * v[1] * thick / 2]
+                                                  for su, sv in ((-1, -1), (1, -1), (1, 1), (-1, 1))])
+
+
+def test_overlapping_boxes_of_two_labels_collide_and_touching_ones_do_not():
+    assert bf.collisions([box("title 0", 0, 0, 50, 12), box("legend 0", 40, 5, 90, 17)])
+    assert not bf.collisions([box("title 0", 0, 0, 50, 12), box("legend 0", 49, 0, 90, 12)])   # 1 px: slack
+    assert not bf.collisions([box("title 0", 0, 0, 50, 12), box("title 0", 10, 0, 60, 12)])    # one label's parts
+
+
+def test_turned_tick_labels_side_by_side_do_not_collide_though_their_upright_boxes_would():
+    a, b = rotated("tick x", 100, 100), rotated("tick x", 118, 100)
+    upright = [[min(c[0] for c in r["corners"]), max(c[0] for c in r["corners"])] for r in (a, b)]
+    assert upright[0][1] > upright[1][0] + 5                  # the axis-aligned boxes overlap by far
+    assert not bf.collisions([a, b])
+    assert bf.collisions([a, rotated("tick x", 104, 100)])    # two labels on top of each other do
+
+
+def test_the_overlap_depth_is_the_smallest_projection_overlap():
+    assert bf.depth(box("a", 0, 0, 10, 10)["corners"], box("b", 7, 0, 20, 10)["corners"]) == pytest.approx(3)
+    assert bf.depth(box("a", 0, 0, 10, 10)["corners"], box("b", 12, 0, 20, 10)["corners"]) < 0
+
+
+@pytest.mark.browser
+def test_no_figure_of_any_pre_baked_example_has_colliding_text():
+    pytest.importorskip("playwright.sync_api")
+    from explorer.bench_ux import CHROMIUM
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed")
+    res = bf.measure()
+    assert res["examples"] == len(list(bf.EXAMPLES.glob("*.npz"))) and res["figures"] > 200
+    assert res["desktop"] == [] and res["phone"] == [], (res["desktop"][:3], res["phone"][:3])
