@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 
 from engine.model import load_model
@@ -39,3 +40,23 @@ def test_training_smoke(tmp_path):
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 70
     assert torch.load(out / "ckpt.pt", weights_only=True)["step"] == 70
+
+
+def test_distilled_loss_is_the_kl_to_the_teacher_mixed_with_the_cross_entropy():
+    import random
+
+    import torch.nn.functional as F
+    from transformers import Qwen3ForCausalLM
+
+    from engine.training.train import distilled_loss, masked_loss, model_config, selected_logits
+    special = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    student, teacher = (Qwen3ForCausalLM(model_config(40, 1, 64, special)).eval() for _ in range(2))
+    ids = [1, 10, 11, 12, 13, 14, 15, 2]
+    batch = collate_2l([build_2l_sample(ids, 3, 2, mask_id=3, pad_id=0, rng=random.Random(0))], 0)
+    ce = masked_loss(student, *batch)[0]
+    assert torch.allclose(distilled_loss(student, teacher, 0.0, *batch), ce)
+    assert float(distilled_loss(student, student, 1.0, *batch)) == pytest.approx(0.0, abs=1e-6)   # KL(p || p)
+    s, t = selected_logits(student, *batch), selected_logits(teacher, *batch)
+    kl = (F.softmax(t, -1) * (F.log_softmax(t, -1) - F.log_softmax(s, -1))).sum(-1).mean()
+    assert float(distilled_loss(student, teacher, 0.5, *batch)) == pytest.approx(float(0.5 * ce + 0.5 * kl), rel=1e-5)
