@@ -85,9 +85,6 @@ def _index_cards() -> None:
 _index_cards()
 
 
-# the decoders whose commit rule is "every masked slot with confidence ≥ τ" (the page previews a τ drag on them)
-THRESHOLD_RULE = ("threshold", "subblock", "edit")
-
 
 def menu_label(name: str) -> str:
     group, words = MENU[name]

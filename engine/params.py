@@ -125,3 +125,6 @@ class Decoder:
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial); none
     #                                                    for decoders without a block size (dream, uniform)
     resources: tuple = ()                              # what it needs besides the target (engine.resources)
+    preview: str = ""                                  # the dial whose drag the page previews cell by cell: "tau"
+    #                                                    (commits every slot with confidence ≥ τ) or
+    #                                                    "entropy_bound" (EB's records give the γ each slot needs)

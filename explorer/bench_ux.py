@@ -104,24 +104,24 @@ def tour(pg) -> list[dict]:
     return out
 
 
-TUNE = """async () => { const r = document.querySelector('#tau input[type=range]'), out = [];
-  const frame = () => new Promise((res) => requestAnimationFrame(() => res()));
-  for (let i = 0; i < 11; i++) { const t = performance.now(); r.value = (0.9 - 0.08 * i).toFixed(2);
+TUNE = """async ([dial, v0, dv, sym]) => { const r = document.querySelector('#' + dial + ' input[type=range]');
+  const frame = () => new Promise((res) => requestAnimationFrame(() => res())), out = [];
+  for (let i = 0; i < 11; i++) { const t = performance.now(); r.value = (v0 + dv * i).toFixed(2);
     r.dispatchEvent(new Event('input', {bubbles: true})); await frame(); out.push(performance.now() - t); }
   const gd = document.querySelector('#conf-plot .js-plotly-plot');
-  const marks = gd.data.find((t) => t.name === 'would clear τ');
+  const marks = gd.data.find((t) => t.name === 'would pass ' + sym);
   return [out, document.getElementById('tune-note').textContent, marks ? marks.x.length : -1]; }"""
 
 
-def tune_by_eye(pg) -> dict:
-    """Drag τ over the opening example (input events, no release): the overlay's latency per event, its note and
-    its marks, and how many requests the page sent meanwhile."""
+def tune_by_eye(pg, dial: str = "tau", v0: float = 0.9, dv: float = -0.08, sym: str = "τ") -> dict:
+    """Drag a dial (τ over the opening example by default; input events, no release) from v0 in 10 steps of dv:
+    the overlay's latency per event, its note and its marks, and how many requests the page sent meanwhile."""
     import statistics
     sent = []
     listener = lambda r: sent.append(r.url)  # noqa: E731
     pg.wait_for_selector("#conf-plot .js-plotly-plot", timeout=60_000)   # drawn after the text on a busy machine
     pg.on("request", listener)
-    times, note, marks = pg.evaluate(TUNE)
+    times, note, marks = pg.evaluate(TUNE, [dial, v0, dv, sym])
     pg.remove_listener("request", listener)
     return dict(median_ms=statistics.median(times), max_ms=max(times), note=note, marks=marks, requests=len(sent))
 

@@ -62,12 +62,26 @@ def _build(trace, g: Grid) -> dict:
             topk[int(r.positions[i]) - g.P].append(
                 [s, [sid(t) for t in ids[i]], [int(round(float(p) * 1000)) for p in ps[i]]])
     ids = sorted(strings, key=strings.get)
-    return dict(v=VERSION, n=g.n_steps, P=g.P, pos=[int(p) for p in g.positions],
+    return dict(v=VERSION, need=bound_needed(trace, g), n=g.n_steps, P=g.P, pos=[int(p) for p in g.positions],
                 prompt=str(trace.meta.prompt), tok=tok, cand=cand, topk=topk,
                 new=[[int(s) for s in np.flatnonzero(g.committed[:, j])] for j in range(n_cols)],
                 cstep=[int(s) for s in g.commit_step], cconf=[hundredths(c) for c in g.commit_confidence],
                 rec=[[int(r.block), str(r.kind)] for r in trace.records], stop=stop_column(trace, g),
                 disp=[list(display(trace, t)) for t in ids], raw=[trace.token_str(t) for t in ids])
+
+
+def bound_needed(trace, g: Grid) -> list:
+    """EB's runs: per column, [step, hundredths of the γ the slot needed to be committed at that step] (the bound's
+    left side at its rank, ``eb_bound[eb_order]``): a γ drag commits exactly the cells whose need is ≤ γ. Empty
+    lists for other decoders."""
+    need = [[] for _ in range(g.end - g.P)]
+    for s, r in enumerate(trace.records):
+        if not r.has("eb_order"):
+            continue
+        rank, bound = r.field("eb_order"), r.field("eb_bound")
+        for i in np.flatnonzero((rank >= 0) & (r.positions >= g.P) & (r.positions < g.end)):
+            need[int(r.positions[i]) - g.P].append([s, hundredths(float(bound[rank[i]]))])
+    return need
 
 
 def stop_column(trace, g: Grid) -> int:

@@ -88,6 +88,15 @@ def test_dragging_tau_previews_the_cells_that_would_clear_it_without_a_request(p
     assert res["requests"] == 0 and res["median_ms"] < 100, res
 
 
+def test_dragging_ebs_gamma_previews_the_cells_that_would_fit_under_the_bound(page, server):
+    ux.opened(page, server, "?decoder=eb&block_size=8&gen_length=32&entropy_bound=0.1&temperature=1")
+    page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run !== 'example'", timeout=120_000)
+    assert page.evaluate("() => window.__umScrub.run.tune") == "entropy_bound"
+    res = ux.tune_by_eye(page, dial="entropy_bound", v0=0.1, dv=0.3, sym="γ")
+    assert res["marks"] > 0 and "fit under the bound" in res["note"] and "at γ 3.10" in res["note"], res
+    assert res["requests"] == 0 and res["median_ms"] < 100, res
+
+
 def test_colour_bars_keep_their_gradient_after_scrubbing(page, server):
     """Plotly fills a colour bar with url(<page address>#id); the scrubber moves the address bar, which would leave
     the bar empty. After 10 scrubs and a slider drag every gradient reference is local and resolves."""

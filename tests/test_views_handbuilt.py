@@ -133,3 +133,24 @@ def test_the_gif_draws_the_text_views_states_in_its_colours():
     legend_only = max(purple_pixels(s) for s in plain)
     assert legend_only > 0                                          # the legend's sample
     assert all(purple_pixels(s) > legend_only for s in revised)     # and the slots themselves
+
+
+def test_ebs_needed_gamma_is_the_bounds_left_side_at_each_slots_rank():
+    """A γ drag previews EB by the γ each slot needed: its rank's Σ H − max H. At the run's own γ exactly the
+    committed cells pass."""
+    from pathlib import Path
+
+    from engine.trace import Trace
+    from explorer.scrub import payload
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "eb.npz")
+    d = payload(tr)
+    gamma = 100 * float(tr.meta.params["entropy_bound"])
+    cells = [(j, s, h) for j, col in enumerate(d["need"]) for s, h in col]
+    assert cells
+    for j, s, h in cells:
+        assert (h <= gamma) == (s in d["new"][j]), (j, s, h)
+    r = next(r for r in tr.records if r.has("eb_order"))
+    rank, bound = r.field("eb_order"), r.field("eb_bound")
+    i = int(np.flatnonzero(rank == 1)[0])                  # the second-lowest entropy: the bound is the first's H
+    assert bound[1] == pytest.approx(np.sort(r.field("entropy_nats")[rank >= 0])[0], abs=1e-6)
+    assert any(e == [0, round(100 * float(bound[1]))] for e in d["need"][int(r.positions[i]) - d["P"]])

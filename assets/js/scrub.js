@@ -188,32 +188,37 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
 }
 
-// tune by eye: while τ is dragged, the confidence map of the run shown marks the cells that would clear the new
-// value at the step they were scored (the per-step confidences are already here; no server call)
+// tune by eye: while a dial is dragged (τ of the threshold family, EB's γ), the confidence map of the run shown
+// marks the cells that would pass the new value at the step they were scored (the per-step confidences, or the γ
+// each EB slot needed, are already here; no server call)
 const tuneNote = q('.um-tune');
+const DIALS = {
+  tau: {sym: 'τ', cells: () => run.cand, pass: (h, k) => h >= k, words: 'clear the bar'},
+  entropy_bound: {sym: 'γ', cells: () => run.need, pass: (h, k) => h <= k, words: 'fit under the bound'}};
 function tune(v) {
-  const gd = plotOf('conf-plot');
-  if (!run || !run.tune || !gd || !gd.data || !window.Plotly || isNaN(v)) return;
-  const k = Math.round(v * 100), labels = gd.data[0].x, xs = [], ys = [];
+  const gd = plotOf('conf-plot'), dial = run && DIALS[run.tune];
+  if (!dial || !gd || !gd.data || !window.Plotly || isNaN(v)) return;
+  const k = Math.round(v * 100), labels = gd.data[0].x, xs = [], ys = [], name = `would pass ${dial.sym}`;
   let lo = Infinity, hi = -Infinity, fewer = 0;
-  run.cand.forEach((c, j) => c.forEach(([s, , h]) => {
+  dial.cells().forEach((c, j) => c.forEach((e) => {
+    const s = e[0], h = e[e.length - 1];
     if (h === null) return;
     const now = run.new[j].includes(s);
-    if (h >= k && !now) { xs.push(labels[j]); ys.push(s + 1); lo = Math.min(lo, s); hi = Math.max(hi, s); }
-    if (now && h < k) fewer += 1;
+    if (dial.pass(h, k) && !now) { xs.push(labels[j]); ys.push(s + 1); lo = Math.min(lo, s); hi = Math.max(hi, s); }
+    if (now && !dial.pass(h, k)) fewer += 1;
   }));
-  const i = gd.data.findIndex((t) => t.name === 'would clear τ');
-  if (i < 0) window.Plotly.addTraces(gd, {type: 'scatter', mode: 'markers', name: 'would clear τ', x: xs, y: ys,
+  const i = gd.data.findIndex((t) => t.name === name);
+  if (i < 0) window.Plotly.addTraces(gd, {type: 'scatter', mode: 'markers', name, x: xs, y: ys,
     hoverinfo: 'skip', showlegend: false, marker: {symbol: 'square-open', size: 10, color: '#ff00ff', line: {width: 2}}});
   else window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
-  tuneNote.textContent = `at τ ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} clear the bar` +
-    (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
+  tuneNote.textContent = `at ${dial.sym} ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} ` +
+    dial.words + (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
     (fewer ? `, and ${fewer} of its commits would not` : '') + ' (magenta squares on the confidence map). ' +
     'After the first extra commit the real run diverges: release the slider to decode it.';
 }
 document.addEventListener('input', (e) => {
-  const box = e.target.closest && e.target.closest('#tau');
-  if (box && run && run.tune === 'tau') tune(parseFloat(e.target.value));
+  const box = e.target.closest && run && run.tune && e.target.closest('#' + run.tune);
+  if (box) tune(parseFloat(e.target.value));
 });
 
 q('.um-prev').addEventListener('click', () => { stop(); go(step - 1); });

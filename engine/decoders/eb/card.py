@@ -20,7 +20,8 @@ class EBFields(TypedDict):
 CARD = Card(
     decoder=Decoder("eb",
         "**EB** entropy-bounded: commit the lowest-entropy masked slots while Σ H − max H ≤ γ, a bound on "
-        "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound"),
+        "their mutual dependence.", COMMON + ("entropy_bound",), knob="entropy_bound", title="EB: entropy bound",
+        preview="entropy_bound"),
     menu=('Baseline', 'entropy bound γ (EB sampler)'), rank=3,
     records={"draft": EBFields},
     reasons={

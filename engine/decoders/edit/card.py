@@ -12,7 +12,7 @@ CARD = Card(
         "rewrite a written token of the block when the model prefers another with p > τ_edit; a finished block "
         "is checked again in the next block's first forward (ours), and edit-only forwards per block are "
         "optional.", COMMON + ("tau", "tau_edit", "post_steps", "check_next"),
-        knob="tau", title="Token editing (joint threshold)", revises=True),
+        knob="tau", title="Token editing (joint threshold)", revises=True, preview="tau"),
     menu=('Changes its mind', 'token editing: rewrite written tokens'), rank=0,
     params={
         "tau_edit": Param(float, 0.7, 0.0, 1.0, label="τ_edit (token-to-token)",

@@ -15,7 +15,7 @@ CARD = Card(
         overrides={"top_p": dict(default=0.95, help="nucleus of the tempered distribution (Fast-dLLM v2: 0.95)")},
         rules=((lambda v: v["block_size"] % v["sub_block"] == 0,
         "block_size must be a multiple of sub_block"),),
-        needs=("block_causal",), knob="tau", title="Sub-block (Fast-dLLM v2)"),
+        needs=("block_causal",), knob="tau", title="Sub-block (Fast-dLLM v2)", preview="tau"),
     menu=("Family's own sampler", "Fast-dLLM v2's sub-blocks"), rank=1,
     params={
         "sub_block": Param(int, 8, 1, 64, label="sub-block size",

@@ -9,7 +9,7 @@ from engine.params import COMMON, Decoder, Param
 CARD = Card(
     decoder=Decoder("threshold",
         "**Threshold** (Fast-dLLM): commit every masked token with confidence ≥ τ, at least one "
-        "per step.", COMMON + ("tau", "rule", "steps"), knob="tau", title="Threshold rule"),
+        "per step.", COMMON + ("tau", "rule", "steps"), knob="tau", title="Threshold rule", preview="tau"),
     menu=('Baseline', 'confidence threshold τ (Fast-dLLM)'), rank=0,
     params={
         "rule": Param(str, "fastdllm", choices=("fastdllm", "sdar"), label="Threshold rule",
