@@ -151,6 +151,20 @@ class DecodeService:
             pass
         return last
 
+    def sweep_problem(self, task: str, spec: str, outcomes: str, index: int) -> tuple[str, str, dict]:
+        """(prompt, decoder, params) that decode problem ``index`` of a sweep's row exactly as the sweep did: the
+        task's test problem, and the setting with the seed the bench gave that problem (``problem_seed``). Only a
+        problem the row counted wrong can be asked for."""
+        from engine.bench import problem_seed
+        from engine.tasks import get_task
+        if not isinstance(outcomes, str) or not isinstance(index, int) or not 0 <= index < len(outcomes) \
+                or outcomes[index] != "0" or len(outcomes) > MAX_SWEEP_PROBLEMS:
+            raise UserError("choose one of the setting's wrong answers")
+        name, params = parse_spec(spec)
+        cfg = build_decoder(name, page=True, **params).cfg
+        prob = get_task(task).problems("test", index + 1, seed=0)[index]
+        return prob.prompt, name, {**params, "seed": problem_seed(cfg.seed, 0, index)}
+
     def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
               page: bool = True, should_stop=None) -> list[dict]:
         """The rows of ``sweep_stream`` once every setting has run (or the sweep stopped)."""

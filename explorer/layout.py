@@ -11,16 +11,16 @@ from pathlib import Path
 import gradio as gr
 
 from engine import catalogue
+from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page.context import Page, shown_error
+from explorer.page.context import STATE_TTL_S, Page, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
 MODEL = dict(concurrency_id="model", concurrency_limit=1)
-STATE_TTL_S = 20 * 60
 SESSIONS = 256
 
 
@@ -52,7 +52,7 @@ def build_demo(page: Page) -> gr.Blocks:
                     with gr.Tab("Branch", id="branch"):
                         bp = branch.build_branch()
                     with gr.Tab("Sweep"):
-                        sweep_point, sweep_open = sweep.build_sweep(page, bar[2])
+                        sw = sweep.build_sweep(page, bar[2])
                     with gr.Tab("Masks"):
                         masks.build_masks()
                     with gr.Tab("Glossary"):
@@ -66,7 +66,7 @@ def build_demo(page: Page) -> gr.Blocks:
         playback.wire_playback(scrubber, views, trace_state)
         share.wire_share(page, sh, trace_state)
         wire_views(views, trace_state)
-        wire_runs(page, rp, sweep_point, sweep_open)
+        wire_runs(page, rp, sw)
         branch.wire_branch(page, bp, branch_here, trace_state, views.tab, more, "branch",
                            dict(MODEL, show_progress="minimal"))
         wire_tour(page, rp, card, bp, more)
@@ -121,7 +121,7 @@ def session_of(request) -> str | None:
     return getattr(request, "session_hash", None) or None
 
 
-def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
+def wire_runs(page, rp: RunParts, sw) -> None:
     c, v = rp.controls, rp.views
 
     async def on_run(request: gr.Request, box, prev, prompt_v, model_v, decoder_v, *values):
@@ -147,7 +147,23 @@ def wire_runs(page, rp: RunParts, sweep_point, sweep_open) -> None:
                                      session=session_of(request)):
             yield out
 
-    sweep_open.click(open_point, [v.tab, rp.previous, sweep_point, c.prompt, c.model], rp.outputs, **model_run(rp))
+    sw.open.click(open_point, [v.tab, rp.previous, sw.point, c.prompt, c.model], rp.outputs, **model_run(rp))
+
+    async def open_wrong(request: gr.Request, box, prev, result, spec, index, model_v):
+        """A wrong answer of a sweep's setting, decoded as the sweep decoded it (its problem, its seed)."""
+        row = next((r for r in (result or {}).get("rows", []) if r.get("spec") == spec), None)
+        if row is None:
+            raise shown_error("run a sweep and choose a setting first")
+        try:
+            prompt, name, params = page.service.sweep_problem(result["task"], spec, row["outcomes"], index)
+        except UserError as e:
+            raise shown_error(str(e)) from None
+        async for out in run_setting(page, rp, lambda: (name, params), prompt, model_v, None, box, prev,
+                                     session=session_of(request)):
+            yield out
+
+    sw.open_wrong.click(open_wrong, [v.tab, rp.previous, sw.result, sw.point, sw.wrong, c.model], rp.outputs,
+                        **model_run(rp))
 
 
 def wire_tour(page, rp: RunParts, card, bp, more) -> None:

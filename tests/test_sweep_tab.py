@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from engine.errors import UserError
 from engine.service import DecodeService
 from explorer.page.context import Page
-from explorer.page.sweep import run_sweep
+from explorer.page.sweep import run_sweep, wrong_answers
 
 
 def test_the_sweep_streams_a_row_per_finished_setting(sdar_dir):
@@ -17,9 +20,37 @@ def test_the_sweep_streams_a_row_per_finished_setting(sdar_dir):
         return [out async for out in run_sweep(page, str(sdar_dir), "threshold", "0.5,0.9", "4", "", "arith", 6,
                                                0.0, progress=lambda *a, **k: None)]
     outs = asyncio.run(collect())
-    tables = [t for _, t, _ in outs if isinstance(t, str)]
+    tables = [t for _, t, _, _ in outs if isinstance(t, str)]
     assert len(tables) >= 2 and tables[0] != tables[-1]           # the table grew while the sweep ran
-    final_fig, final_table, points = outs[-1]
+    final_fig, final_table, points, result = outs[-1]
     assert all(s in final_table for s in ("ar", "threshold:tau=0.5,block_size=4", "threshold:tau=0.9,block_size=4"))
     assert [c[0] if isinstance(c, tuple) else c for c in points["choices"]] == [
         "ar", "threshold:tau=0.5,block_size=4", "threshold:tau=0.9,block_size=4"]
+    assert result["task"] == "arith" and [r["spec"] for r in result["rows"]] == [c[1] if isinstance(c, tuple) else c
+                                                                                for c in points["choices"]]
+
+
+def test_a_wrong_answer_of_a_sweep_opens_as_the_run_the_sweep_decoded():
+    """Sampled picks (T = 1, B 16, τ 0.3) lose problems; each wrong answer listed decodes again, from the problem
+    and the seed the sweep gave it, to the same wrong text; a right one cannot be asked for."""
+    from engine.tasks import get_task
+    service = DecodeService(default_model="unmask-tasks-small", max_seconds=120)
+    page = Page(service, {}, models=("unmask-tasks-small",))
+
+    async def collect():
+        return [out async for out in run_sweep(page, "unmask-tasks-small", "threshold", "0.3", "16", "", "picks", 20,
+                                               1.0, progress=lambda *a, **k: None)]
+    *_, result = asyncio.run(collect())[-1]
+    spec = "threshold:tau=0.3,block_size=16,temperature=1"
+    choices = wrong_answers(result, spec)["choices"]
+    row = next(r for r in result["rows"] if r["spec"] == spec)
+    assert len(choices) == row["outcomes"].count("0") >= 1
+    problems = get_task("picks").problems("test", 20, seed=0)
+    for label, i in choices[:3]:
+        prompt, name, params = service.sweep_problem("picks", spec, row["outcomes"], i)
+        assert prompt == problems[i].prompt and label.startswith(f"#{i + 1}:")
+        tr = service.run(prompt, name, params)
+        assert not get_task("picks").check(tr.meta.text, problems[i]), tr.meta.text
+    right = row["outcomes"].index("1")
+    with pytest.raises(UserError):
+        service.sweep_problem("picks", spec, row["outcomes"], right)

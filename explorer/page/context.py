@@ -16,6 +16,9 @@ from engine.tasks import TASKS, Problem, get_task
 log = logging.getLogger("unmask")
 
 
+# a session's page state (runs, a sweep's rows) is let go after this long without an update
+STATE_TTL_S = 20 * 60
+
 def shown_error(e: Exception | str) -> gr.Error:
     """What a visitor's bad input becomes: a one-line pop-up, HTML-escaped (gradio renders pop-up text as HTML, and
     the text may be the visitor's own), logged at INFO without a traceback (it is not a bug)."""

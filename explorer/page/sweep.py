@@ -1,16 +1,19 @@
 """Sweep: a grid of settings on held-out problems, accuracy against TPF and tokens/s with the Pareto frontier;
-any point opens as a run on the prompt above. Each setting decodes its problems eight at a time (batched forwards)
+any point opens as a run on the prompt above, and any of a setting's wrong answers opens as the run the sweep
+decoded (its problem, its seed): sweep τ, see where accuracy drops, open the problems it lost. Each setting decodes its problems eight at a time (batched forwards)
 and its row appears as soon as it finishes. Stop really stops: the sweep checks it between problems."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import gradio as gr
 
 from engine import catalogue
 from engine.errors import UserError
-from explorer.page.context import Page, shown_error, slider_number
+from engine.tasks import get_task
+from explorer.page.context import STATE_TTL_S, Page, shown_error, slider_number
 from explorer.page.worker import follow
 from explorer.views.sweep import sweep_figure, sweep_table
 
@@ -21,8 +24,17 @@ RIVAL_SPECS = ("threshold:tau=0.9", "tspd:", "prophet:gap_scale=1.5", "klass:", 
 KNOBS = {d.name: d.knob for d in catalogue.DECODERS.values() if d.knob}   # the parameter each decoder's sweep varies
 
 
-def build_sweep(page: Page, model):
-    """Returns (point dropdown, open button) for the page to wire to its main views."""
+@dataclass
+class SweepParts:
+    point: gr.Dropdown       # a setting of the last sweep
+    open: gr.Button          # ... decoded on the prompt above
+    wrong: gr.Dropdown       # one of that setting's wrong answers (the problem's index)
+    open_wrong: gr.Button    # ... decoded as the sweep decoded it
+    result: gr.State         # {"task": name, "rows": the sweep's rows}
+
+
+def build_sweep(page: Page, model) -> SweepParts:
+    """The Sweep tab; the page wires its open buttons to the main views."""
     gr.Markdown("A grid of settings on held-out problems: accuracy against speed, with the Pareto frontier.")
     with gr.Row():
         decoder = gr.Dropdown([*KNOBS, "llada", VERSUS, RIVALS], value="threshold", label="decoder",
@@ -45,12 +57,34 @@ def build_sweep(page: Page, model):
     fig = gr.Plot(label="accuracy vs speed")
     table = gr.HTML(elem_id="sweep-table")
     with gr.Row():
-        point = gr.Dropdown([], label="open a setting on the prompt above", scale=4)
+        point = gr.Dropdown([], label="a setting: open it on the prompt above", scale=4, elem_id="sweep-point")
         open_btn = gr.Button("Open", scale=1)
+    with gr.Row():
+        wrong = gr.Dropdown([], label="its wrong answers", scale=4, elem_id="sweep-wrong")
+        open_wrong = gr.Button("Open this problem", scale=1, elem_id="sweep-open-wrong")
+    result = gr.State(None, time_to_live=STATE_TTL_S)
     evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n, temp],
-                       [fig, table, point], concurrency_id="model", concurrency_limit=1, api_name="sweep")
+                       [fig, table, point, result], concurrency_id="model", concurrency_limit=1, api_name="sweep")
     stop_btn.click(None, None, None, cancels=[evt])
-    return point, open_btn
+    point.change(wrong_answers, [result, point], wrong)
+    return SweepParts(point, open_btn, wrong, open_wrong, result)
+
+
+def wrong_answers(result, spec):
+    """The chosen setting's wrong answers as (label, problem index), in the sweep's problem order."""
+    row = next((r for r in (result or {}).get("rows", []) if r.get("spec") == spec), None)
+    if row is None:
+        return gr.update(choices=[], value=None, label="its wrong answers")
+    problems = get_task(result["task"]).problems("test", len(row["outcomes"]), seed=0)
+    choices = [(f"#{i + 1}: {short(p.prompt)}", i) for i, (o, p) in enumerate(zip(row["outcomes"], problems))
+               if o == "0"]
+    return gr.update(choices=choices, value=None,
+                     label=f"its wrong answers: {len(choices)} of {len(row['outcomes'])} problems")
+
+
+def short(prompt: str, limit: int = 90) -> str:
+    body = prompt.removeprefix("Q : ").removesuffix(" A :")
+    return body if len(body) <= limit else body[:limit - 1] + "…"
 
 
 UNCERTAIN = ("story", "picks")
@@ -108,16 +142,17 @@ async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v
             yield from page.service.sweep_stream(specs, n, model=model, task=task, should_stop=should_stop,
                                                  progress=lambda i, total: box.update(done=i, total=total))
 
-        rows, shown = None, None
+        rows, shown, kept = None, None, {"task": task, "rows": []}
         async for f in follow(produce, None, heartbeat=True):   # the service bounds the sweep's own time
             rows = f.value
             if not f.final:
                 progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} decodes")
                 fresh = rows is not None and rows is not shown    # a setting finished: its row joins the plot
                 shown = rows
-                yield (sweep_figure(rows), sweep_table(rows), gr.skip()) if fresh else (gr.skip(),) * 3
+                yield (sweep_figure(rows), sweep_table(rows), gr.skip(), gr.skip()) if fresh else (gr.skip(),) * 4
     except UserError as e:
         raise shown_error(str(e)) from None
     if not rows:
         raise shown_error("the sweep stopped before any problem finished")
-    yield sweep_figure(rows), sweep_table(rows), gr.update(choices=[r["spec"] for r in rows], value=None)
+    kept["rows"] = [dict(spec=r["spec"], outcomes=r["outcomes"]) for r in rows]
+    yield (sweep_figure(rows), sweep_table(rows), gr.update(choices=[r["spec"] for r in rows], value=None), kept)
