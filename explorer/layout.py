@@ -15,12 +15,13 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page.context import STATE_TTL_S, Page, shown_error
+from explorer.page import fair
+from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
-MODEL = dict(concurrency_id="model", concurrency_limit=1)
+MODEL = dict(concurrency_id="model", concurrency_limit=fair.CAPACITY)   # the gate lets one at a time run
 SESSIONS = 256
 
 
@@ -126,8 +127,8 @@ def wire_runs(page, rp: RunParts, sw) -> None:
 
     async def on_run(request: gr.Request, box, prev, prompt_v, model_v, decoder_v, *values):
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
-        async for out in run_setting(page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False,
-                                     session=session_of(request)):
+        async for out in fairly(page, "run", request, run_setting(
+                page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False, session=session_of(request))):
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
@@ -143,8 +144,8 @@ def wire_runs(page, rp: RunParts, sw) -> None:
         """A sweep setting, decoded on the current prompt into the main views."""
         if not spec or not isinstance(spec, str):
             raise shown_error("choose a setting first")
-        async for out in run_setting(page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev,
-                                     session=session_of(request)):
+        async for out in fairly(page, "run", request, run_setting(
+                page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev, session=session_of(request))):
             yield out
 
     sw.open.click(open_point, [v.tab, rp.previous, sw.point, c.prompt, c.model], rp.outputs, **model_run(rp))
@@ -158,8 +159,8 @@ def wire_runs(page, rp: RunParts, sw) -> None:
             prompt, name, params = page.service.sweep_problem(result["task"], spec, row["outcomes"], index)
         except UserError as e:
             raise shown_error(str(e)) from None
-        async for out in run_setting(page, rp, lambda: (name, params), prompt, model_v, None, box, prev,
-                                     session=session_of(request)):
+        async for out in fairly(page, "run", request, run_setting(
+                page, rp, lambda: (name, params), prompt, model_v, None, box, prev, session=session_of(request))):
             yield out
 
     sw.open_wrong.click(open_wrong, [v.tab, rp.previous, sw.result, sw.point, sw.wrong, c.model], rp.outputs,
@@ -214,14 +215,20 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
             yield {rp.trace: gr.skip()}
             return
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
-        shown = None
-        async for out in run_setting(page, rp, parse, prompt_v, model_v, step_v if isinstance(step_v, int) else None,
-                                     box, prev, session=session_of(request)):
-            shown = out[rp.trace] if hasattr(out.get(rp.trace), "records") else shown
+
+        async def linked():
+            shown = None
+            async for out in run_setting(page, rp, parse, prompt_v, model_v,
+                                         step_v if isinstance(step_v, int) else None, box, prev,
+                                         session=session_of(request)):
+                shown = out[rp.trace] if hasattr(out.get(rp.trace), "records") else shown
+                yield out
+            if branch_v:          # a link to a branch: its base run is shown, then the branch, in the same event
+                async for out in branch.from_link(page, shown, branch_v):
+                    yield dict(zip((bp.out, *bp.figs, more), out))
+
+        async for out in fairly(page, "run", request, linked()):
             yield out
-        if branch_v:              # a link to a branch: its base run is shown, then the branch, in the same event
-            async for out in branch.from_link(page, shown, branch_v):
-                yield dict(zip((bp.out, *bp.figs, more), out))
 
     demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,

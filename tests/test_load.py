@@ -185,3 +185,30 @@ def test_cancelled_decodes_stop_and_free_the_slot(app):
     t0 = time.perf_counter()
     out = cl.predict(PROMPTS[1], "threshold:tau=0.9,block_size=8", api_name="/decode")
     assert out["text"] and time.perf_counter() - t0 < 10
+
+
+def test_a_flooding_session_cannot_hold_the_queue(tmp_path):
+    """One client submits 20 heavy decodes at a 3 s budget: all but one running and one waiting are refused at
+    once with the page's message, and a second visitor's decode is served within 6 s (round robin: it waits for
+    the running one only). Bounded: 20 + 1 calls, loopback, 60 s."""
+    heavy = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
+    with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
+        flood = gradio_client.Client(url, verbose=False)
+        jobs = [flood.submit(PROMPTS[0], heavy, api_name="/decode") for _ in range(20)]
+        deadline = time.time() + 30
+        while not any(j.status().code.name == "PROCESSING" for j in jobs) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        out = gradio_client.Client(url, verbose=False).predict(PROMPTS[1], "threshold:tau=0.9,block_size=8",
+                                                              api_name="/decode")
+        waited = time.perf_counter() - t0
+        refused = 0
+        for j in jobs:
+            try:
+                j.result(timeout=30)
+            except Exception as e:     # the refusals: the gate's one-line message
+                refused += "running and one waiting" in str(e)
+        print(f"second visitor served in {waited:.2f} s; {refused} of 20 flood calls refused")
+        assert out["text"] and waited < 6.0
+        assert refused == 18

@@ -18,7 +18,9 @@ import gradio as gr
 
 from engine.errors import UserError
 from engine.spec import parse_spec
+from explorer.page import fair
 from explorer.page.context import Page
+from explorer.page.fair import Busy
 from explorer.page.worker import follow
 
 SUMMARY_KEYS = ("text", "token_ids", "nfe", "decoder", "params", "generated_tokens", "model")
@@ -35,7 +37,8 @@ def summary(trace) -> dict:
 
 
 def register_api(page: Page) -> None:
-    async def decode(prompt: str, spec: str, model: str = "", branch: str = "") -> AsyncIterator[dict]:
+    async def decode(prompt: str, spec: str, model: str = "", branch: str = "",
+                     request: gr.Request = None) -> AsyncIterator[dict]:
         """Decode `prompt` with a decoder SPEC (the CLI's syntax, e.g. "s2d2:preset=sdar-a") on `model` (one of
         the models this server offers; default: its first); returns text, token_ids, nfe, decoder, params,
         generated_tokens, model, wall_s (engine seconds) and limit (the request limit that stopped it early, if
@@ -50,13 +53,14 @@ def register_api(page: Page) -> None:
                     prompt, name, params, chosen, branch, page=True)
             else:
                 produce = lambda should_stop: page.service.stream(prompt, name, params, chosen, page=True)  # noqa
-            async for f in follow(produce, page.service.max_seconds, interval=0.5):
-                if f.value is None:
-                    continue
-                if f.limit:
-                    f.value.meta.limit = f.limit
-                yield summary(f.value)
-        except UserError as e:
+            async with page.gate.slot("decode", request):
+                async for f in follow(produce, page.service.max_seconds, interval=0.5):
+                    if f.value is None:
+                        continue
+                    if f.limit:
+                        f.value.meta.limit = f.limit
+                    yield summary(f.value)
+        except (UserError, Busy) as e:
             raise gr.Error(str(e), print_exception=False) from None   # a client reads it as text: not escaped
 
-    gr.api(decode, api_name="decode", concurrency_id="model", concurrency_limit=1)
+    gr.api(decode, api_name="decode", concurrency_id="model", concurrency_limit=fair.CAPACITY)

@@ -12,7 +12,7 @@ import gradio as gr
 
 from engine.branch import Branch, branch_json, canvas_after
 from engine.errors import UserError
-from explorer.page.context import Page, shown_error
+from explorer.page.context import Page, fairly, shown_error
 from explorer.page.share import query_for
 from explorer.page.worker import follow, in_thread
 from explorer.views.branch import branch_maps, branch_summary
@@ -147,8 +147,8 @@ def wire_branch(page: Page, parts: BranchParts, here: gr.Button, tr_state, box_s
     here.click(lambda tr, box, s, p: open_branch(tr, box, s, p, tabs_id), [tr_state, box_state, step, pos],
                [parts.point, parts.where, parts.force, tabs], js=HERE_JS, show_progress="hidden")
 
-    async def on_branch(tr, point, force_v, token_v, spec_v):
-        async for out in run_branch(page, tr, point, force_v, token_v, spec_v):
+    async def on_branch(request: gr.Request, tr, point, force_v, token_v, spec_v):
+        async for out in fairly(page, "branch", request, run_branch(page, tr, point, force_v, token_v, spec_v)):
             yield out
 
     parts.go.click(on_branch, [tr_state, parts.point, parts.force, parts.token, parts.spec],

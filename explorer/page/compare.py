@@ -9,7 +9,8 @@ import gradio as gr
 from engine.errors import UserError
 from engine.spec import parse_spec
 from explorer.grid import Grid
-from explorer.page.context import Page, shown_error
+from explorer.page import fair
+from explorer.page.context import Page, fairly, shown_error
 from explorer.page.worker import follow, in_thread
 from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
@@ -28,7 +29,7 @@ def build_compare(page: Page, prompt, model) -> None:
     with gr.Row():
         fig_a, fig_b = gr.Plot(label="A: mask state"), gr.Plot(label="B: mask state")
     evt = go_btn.click(partial(run_compare, page), [prompt, model, spec_a, spec_b], [out, fig_a, fig_b],
-                       concurrency_id="model", concurrency_limit=1, api_name="compare")
+                       concurrency_id="model", concurrency_limit=fair.CAPACITY, api_name="compare")
     stop_btn.click(None, None, None, cancels=[evt])
 
 
@@ -46,8 +47,14 @@ def both(page: Page, prompt, model, specs):
             yield tuple(last)
 
 
-async def run_compare(page: Page, prompt, model, a: str, b: str):
-    """Runs in a worker (``follow``): the newest pair a few times a second, stopped with the request."""
+async def run_compare(page: Page, prompt, model, a: str, b: str, request: gr.Request = None):
+    """Runs in a worker (``follow``) once the gate lets it: the newest pair a few times a second, stopped with
+    the request."""
+    async for out in fairly(page, "compare", request, compared(page, prompt, model, a, b)):
+        yield out
+
+
+async def compared(page: Page, prompt, model, a: str, b: str):
     try:
         model = page.check_model(model)
         specs = [parse_spec(spec) for spec in (a, b)]

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from engine.errors import UserError
+from explorer.page.fair import Busy, FairGate
 from engine.tasks import TASKS, Problem, get_task
 
 log = logging.getLogger("unmask")
@@ -69,6 +70,7 @@ class Page:
     export_dir: object = None                         # ExportDir (explorer.export_dir) or None
     models: tuple[str, ...] = ()                      # the models a visitor may pick (the operator's list)
     model_infos: dict = field(default_factory=dict)   # name -> service.model_info()
+    gate: FairGate = field(default_factory=FairGate)  # the model's fair share among visitors (explorer.page.fair)
 
     @property
     def default_model(self) -> str:
@@ -105,3 +107,14 @@ class Page:
         if not isinstance(model, str) or model not in self.models:
             raise UserError(f"model {str(model)[:60]!r} is not offered here")
         return model
+
+
+async def fairly(page: Page, kind: str, request, outputs):
+    """The outputs of a request that runs the model, once the gate lets it (``explorer.page.fair``); a visitor
+    beyond its share gets the page's one-line message."""
+    try:
+        async with page.gate.slot(kind, request):
+            async for out in outputs:
+                yield out
+    except Busy as e:
+        raise shown_error(str(e)) from None

@@ -13,7 +13,8 @@ import gradio as gr
 from engine import catalogue
 from engine.errors import UserError
 from engine.tasks import get_task
-from explorer.page.context import STATE_TTL_S, Page, shown_error, slider_number
+from explorer.page import fair
+from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error, slider_number
 from explorer.page.worker import follow
 from explorer.views.sweep import sweep_figure, sweep_table
 
@@ -64,7 +65,8 @@ def build_sweep(page: Page, model) -> SweepParts:
         open_wrong = gr.Button("Open this problem", scale=1, elem_id="sweep-open-wrong")
     result = gr.State(None, time_to_live=STATE_TTL_S)
     evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n, temp],
-                       [fig, table, point, result], concurrency_id="model", concurrency_limit=1, api_name="sweep")
+                       [fig, table, point, result], concurrency_id="model", concurrency_limit=fair.CAPACITY,
+                       api_name="sweep")
     stop_btn.click(None, None, None, cancels=[evt])
     point.change(wrong_answers, [result, point], wrong)
     return SweepParts(point, open_btn, wrong, open_wrong, result)
@@ -125,9 +127,16 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float =
     return ar + [f"{dec}:{KNOBS[dec]}={t},block_size={b}{tail}" for b in b_v for t in tau_v]
 
 
-async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v=0.0, progress=gr.Progress()):
-    """The sweep runs in a worker (``follow``) that reports progress; Stop, ``/cancel`` or a visitor leaving stops
-    it at the next decode, and the request ends only once it has."""
+async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v=0.0, request: gr.Request = None,
+                    progress=gr.Progress()):
+    """The sweep runs, once the gate lets it, in a worker (``follow``) that reports progress; Stop, ``/cancel`` or
+    a visitor leaving stops it at the next decode, and the request ends only once it has."""
+    async for out in fairly(page, "sweep", request, swept(page, model, dec, tau_s, b_s, extra, task, n_v, temp_v,
+                                                          progress)):
+        yield out
+
+
+async def swept(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v, progress):
     try:
         slider_number(temp_v, "the temperature", 0, 2)            # a finite number, or the user's error
         temperature = round(min(max(float(temp_v), 0.0), 1.5), 1)

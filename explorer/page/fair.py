@@ -1,0 +1,111 @@
+"""Fair use of the one model among the visitors of a public Space.
+
+Every request that runs the model (a run of the page, Compare, Sweep, the ``decode`` API) passes the gate. A
+visitor may hold at most one running and one waiting request of each kind: per session (gradio's session hash), and
+per client address as gradio reports it, with a larger cap there (``UNMASK_PER_ADDRESS``, default 16: behind a
+proxy or a NAT many visitors share one address). Further requests are refused at once with a one-line message.
+
+The model serves one request at a time. When it frees, the next is the longest-waiting request of a visitor other
+than the one just served (round robin), so a second visitor waits about one request's budget behind a flooding
+one, never behind its whole queue. The page's model events admit many requests into their handlers at once
+(``CAPACITY``): the gate, not gradio's queue, decides who waits, and a flood is refused in milliseconds instead of
+filling the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+CAPACITY = 64             # model requests admitted into their handlers at once (the gate queues them)
+PER_SESSION = 2           # one running and one waiting, per kind
+BUSY = ("you already have a {kind} running and one waiting: wait for them to finish, or press Stop")
+
+
+def per_address() -> int:
+    try:
+        return max(PER_SESSION, int(os.environ.get("UNMASK_PER_ADDRESS", "16")))
+    except ValueError:
+        return 16
+
+
+def who(keys: tuple):
+    """The visitor behind a request's keys, whatever its kind: its session, else its address."""
+    return next(((k[1], k[2]) for k in keys if k[1] == "session"), next(((k[1], k[2]) for k in keys), None))
+
+
+class Busy(Exception):
+    """A visitor asked for more than its share; the message is for the page."""
+
+
+@dataclass
+class _Waiter:
+    keys: tuple
+    future: asyncio.Future
+
+
+@dataclass
+class FairGate:
+    per_address: int = field(default_factory=per_address)
+    held: Counter = field(default_factory=Counter)       # key -> requests of that visitor running or waiting
+    waiting: list = field(default_factory=list)          # _Waiter, in arrival order
+    busy: bool = False
+    served: tuple = ()                                   # the keys of the request served last
+
+    def keys(self, kind: str, request) -> tuple:
+        """(kind, "session", hash) and (kind, "address", host) of the request, those it has."""
+        session = getattr(request, "session_hash", None)
+        host = getattr(getattr(request, "client", None), "host", None)
+        return tuple(k for k in ((kind, "session", session), (kind, "address", host)) if k[2])
+
+    def cap(self, key: tuple) -> int:
+        return PER_SESSION if key[1] == "session" else self.per_address
+
+    @asynccontextmanager
+    async def slot(self, kind: str, request):
+        """Hold the model for one request of this visitor, after those before it (``Busy`` beyond its share)."""
+        keys = self.keys(kind, request)
+        if any(self.held[k] >= self.cap(k) for k in keys):
+            raise Busy(BUSY.format(kind=kind))
+        self.held.update(keys)
+        try:
+            await self._acquire(keys)
+            try:
+                yield
+            finally:
+                self._release()
+        finally:
+            self.held.subtract(keys)
+            self.held += Counter()                       # drop the keys at zero
+
+    async def _acquire(self, keys: tuple) -> None:
+        if not self.busy and not self.waiting:
+            self.busy, self.served = True, keys
+            return
+        waiter = _Waiter(keys, asyncio.get_running_loop().create_future())
+        self.waiting.append(waiter)
+        try:
+            await waiter.future
+        except asyncio.CancelledError:                   # the visitor left while waiting
+            if waiter in self.waiting:
+                self.waiting.remove(waiter)
+            elif waiter.future.done() and not waiter.future.cancelled():
+                self._release()                          # handed the model just now: pass it on
+            raise
+
+    def _release(self) -> None:
+        """Hand the model to the first waiter of another visitor than the one just served, else the first."""
+        if not self.waiting:
+            self.busy = False
+            return
+        live = [w for w in self.waiting if not w.future.done()]      # a cancelled waiter leaves on its own
+        if not live:
+            self.busy = False
+            return
+        other = next((w for w in live if who(w.keys) != who(self.served)), live[0])
+        self.waiting.remove(other)
+        self.served = other.keys
+        other.future.set_result(True)
