@@ -80,7 +80,7 @@ def _cmd_generate(args) -> None:
 def _cmd_bench(args) -> None:
     from engine.bench import format_table, run_bench
     from engine.model import load_model
-    from engine.tasks import get_task, load_task_file
+    from engine.tasks import get_task, load_task_file, with_task_length
 
     if not 1 <= args.n <= 100000:
         raise ConfigError("--n must be in 1..100000")
@@ -99,15 +99,6 @@ def _cmd_bench(args) -> None:
         print(json.dumps(rows))
     else:
         print(format_table(rows))
-
-
-def with_task_length(spec: str, task) -> str:
-    """A data task's card names the generation length its answers need (GSM8K 256): a SPEC without its own
-    gen_length gets it."""
-    want = getattr(task, "card", {}).get("gen_length")
-    if not want or "gen_length=" in spec:
-        return spec
-    return f"{spec}{',' if ':' in spec else ':'}gen_length={want}"
 
 
 def _cmd_tasks(args) -> None:

@@ -54,3 +54,32 @@ def test_a_wrong_answer_of_a_sweep_opens_as_the_run_the_sweep_decoded():
     right = row["outcomes"].index("1")
     with pytest.raises(UserError):
         service.sweep_problem("picks", spec, row["outcomes"], right)
+
+
+def test_a_data_task_sweeps_on_a_real_tokenizer_and_lists_its_wrong_answers(tmp_path):
+    """GSM8K on a tiny random LLaDA checkpoint (a real tokenizer): the card's generation length joins every
+    setting, the wrong answers are GSM8K's problems, and one opens as its run; on an embedded model (a closed
+    vocabulary) the page refuses GSM8K with the reason."""
+    from engine.tasks import get_task
+    from tests.families import write_llada
+    path, _ = write_llada(tmp_path / "llada")
+    service = DecodeService(default_model=str(path), max_seconds=120)
+    page = Page(service, {}, models=(str(path), "unmask-tasks-small"),
+                model_infos={str(path): service.model_info(str(path)),
+                             "unmask-tasks-small": service.model_info("unmask-tasks-small")})
+
+    async def collect(model, task):
+        return [out async for out in run_sweep(page, model, "threshold", "0.9", "32", "", task, 2, 0.0,
+                                               progress=lambda *a, **k: None)]
+    *_, result = asyncio.run(collect(str(path), "gsm8k"))[-1]
+    assert result["task"] == "gsm8k" and all("gen_length=256" in r["spec"] or r["spec"].startswith("ar")
+                                             for r in result["rows"])
+    spec = next(r["spec"] for r in result["rows"] if r["spec"].startswith("threshold"))
+    choices = wrong_answers(result, spec)["choices"]
+    problems = get_task("gsm8k").problems("test", 2)
+    assert choices and all(problems[i].prompt.startswith("Question: ") for _, i in choices)
+    row = next(r for r in result["rows"] if r["spec"] == spec)
+    prompt, name, params = service.sweep_problem("gsm8k", spec, row["outcomes"], choices[0][1])
+    assert prompt == problems[choices[0][1]].prompt and params["gen_length"] == "256"
+    with pytest.raises(Exception, match="needs a model with a real tokenizer"):
+        asyncio.run(collect("unmask-tasks-small", "gsm8k"))

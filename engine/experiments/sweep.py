@@ -68,6 +68,8 @@ def merge(specs: list[str], parts: list[tuple[str, dict]], n: int) -> list[dict]
 
 def sweep(model: str, task: str, n: int, specs: list[str], shard: int = 50, batch: int = 8, seed: int = 0,
           ray_address: str | None = None, gpus_per_shard: float = 0.0, threads: int = 1) -> list[dict]:
+    from engine.tasks import get_task, with_task_length
+    specs = [with_task_length(s, get_task(task)) for s in specs]    # a data task's card: its generation length
     jobs = shards(specs, n, shard)
     if ray_address is None:
         parts = [(spec, run_shard(model, task, spec, lo, hi, seed, batch, threads)) for spec, lo, hi in jobs]

@@ -46,3 +46,12 @@ def task_tokenizer(task: TaskBase):
     model's order, so every tasks model shares its ids as a prefix (the tasks model starts from its weights)."""
     from engine.tokenizer import build_tokenizer  # needs transformers; the task code itself stays light
     return build_tokenizer(ArithTask().vocabulary(), extend=task.vocabulary())
+
+
+def with_task_length(spec: str, task) -> str:
+    """A data task's card names the generation length its answers need (GSM8K 256): a SPEC without its own
+    gen_length gets it."""
+    want = getattr(task, "card", {}).get("gen_length")
+    if not want or "gen_length=" in spec:
+        return spec
+    return f"{spec}{',' if ':' in spec else ':'}gen_length={want}"

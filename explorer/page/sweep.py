@@ -12,13 +12,15 @@ import gradio as gr
 
 from engine import catalogue
 from engine.errors import UserError
-from engine.tasks import get_task
+from engine.tasks import TASKS as SYNTHETIC
+from engine.tasks import get_task, with_task_length
 from explorer.page import fair
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error, slider_number
 from explorer.page.worker import follow
 from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
+DATA = ("gsm8k", "math500")   # the shipped data tasks the page may grade (HumanEval's tests never run here)
 VERSUS = "tspd vs threshold"
 RIVALS = "tspd vs rivals"   # TSPD + CE beside Prophet, KLASS, credit and the threshold rule, at each block size
 RIVAL_SPECS = ("threshold:tau=0.9", "tspd:", "prophet:gap_scale=1.5", "klass:", "credit:tau=0.9")
@@ -45,8 +47,10 @@ def build_sweep(page: Page, model) -> SweepParts:
         taus = gr.Textbox("0.5,0.7,0.9", label="dial values (τ, γ, η, ...)")
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
-        task = gr.Dropdown(list(TASKS), value="arith", label="task")
-        n = gr.Slider(10, 200, value=50, step=10, label="problems",
+        task = gr.Dropdown([*TASKS, *DATA], value="arith", label="task", elem_id="sweep-task",
+                           info="gsm8k and math500 need a model with a real tokenizer (UNMASK_MODELS); HumanEval's "
+                                "tests are never run on the page (python -m engine bench --allow-code-execution)")
+        n = gr.Slider(10, 200, value=50, step=10, label="problems", elem_id="sweep-n",
                       info="each setting on the same problems; the bars are 95 % intervals")
         temp = gr.Slider(0, 1.5, value=0, step=0.1, label="temperature T", elem_id="sweep-temperature",
                          info="every setting, AR included, samples at T (a seed per problem)")
@@ -102,6 +106,16 @@ def uncertain_hint(task):
     return gr.skip(), ""
 
 
+def check_task(page: Page, model: str, task) -> None:
+    """A synthetic task on any model; a data task only on a model with a real tokenizer (an embedded model's
+    closed vocabulary cannot write a GSM8K problem)."""
+    if task not in (*TASKS, *DATA):
+        raise UserError(f"task must be one of {', '.join((*TASKS, *DATA))}")
+    if task in DATA and (page.model_infos.get(model) or {}).get("task") in SYNTHETIC:
+        raise UserError(f"{task} needs a model with a real tokenizer: {model} knows only its own synthetic tasks "
+                        "(an operator adds checkpoints with UNMASK_MODELS)")
+
+
 def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float = 0.0) -> list[str]:
     if not all(isinstance(v, str) for v in (tau_s, b_s, extra)):
         raise UserError("τ values, block sizes and other keys are text")
@@ -140,11 +154,11 @@ async def swept(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v, pr
     try:
         slider_number(temp_v, "the temperature", 0, 2)            # a finite number, or the user's error
         temperature = round(min(max(float(temp_v), 0.0), 1.5), 1)
-        specs = sweep_specs(dec, tau_s, b_s, extra, temperature)
-        if task not in TASKS:
-            raise UserError(f"task must be one of {', '.join(TASKS)}")
+        model = page.check_model(model)
+        check_task(page, model, task)
+        specs = [with_task_length(s, get_task(task)) for s in sweep_specs(dec, tau_s, b_s, extra, temperature)]
         # not clamped: the service refuses a count outside its limits with its own message
-        model, n = page.check_model(model), slider_number(n_v, "the number of problems", -2**31, 2**31)
+        n = slider_number(n_v, "the number of problems", -2**31, 2**31)
         box = {"done": 0, "total": 1}
 
         def produce(should_stop):
