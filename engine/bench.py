@@ -95,7 +95,8 @@ def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget
         return None
     own = type(policy)(dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index)))
     try:
-        g = Generation(adapter, prob.prompt, own, budget_s=budget_s, should_stop=should_stop, load=load)
+        prompt = prob.prompt if getattr(prob, "chat", True) else adapter.encode_prompt(prob.prompt, chat=False)
+        g = Generation(adapter, prompt, own, budget_s=budget_s, should_stop=should_stop, load=load)
         return (yield from g.requests())
     except BudgetExceeded:
         return None

@@ -11,8 +11,8 @@ finds third-party models only once they are imported; ``import engine.lmeval`` d
 ``generate_until`` decodes every request with the decoder SPEC, batched through the bench's scheduler (up to
 ``batch_size`` decodes per round), each with its own seed (the bench's ``problem_seed`` of the request's index),
 then cuts the text at the first of the request's ``until`` strings. A SPEC without ``gen_length`` decodes the
-request's ``max_gen_toks`` (default 256), rounded up to whole blocks. A chat model gets the context as one user
-message through its tokenizer's template, as the bench does (so leave lm_eval's ``--apply_chat_template`` off).
+request's ``max_gen_toks`` (default 256), rounded up to whole blocks. The context is encoded as plain text, as
+lm_eval's own models do; ``--apply_chat_template`` renders it with the checkpoint's chat template first.
 
 Each logged sample carries the run's numbers in its request's generation arguments
 (``arguments.gen_args_0.arg_1.unmask`` in lm_eval's samples file: NFE, NFE in the papers' count, tokens, TPF, seconds and, with
@@ -80,6 +80,18 @@ class UnmaskLM(LM):
         self.seed, self.trace_dir = int(seed), Path(trace_dir) if trace_dir else None
         self.load = cached_loader(self.adapter.device)
 
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.adapter.tokenizer, "name_or_path", "unmask")).replace("/", "__")
+
+    def chat_template(self, chat_template=False) -> str | None:
+        return getattr(self.adapter.tokenizer, "chat_template", None)
+
+    def apply_chat_template(self, chat_history: list[dict], add_generation_prompt: bool = True) -> str:
+        """--apply_chat_template: the conversation rendered by the checkpoint's own template."""
+        return self.adapter.tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                         add_generation_prompt=add_generation_prompt)
+
     def loglikelihood(self, requests):
         raise NotImplementedError(LOGLIKELIHOOD)
 
@@ -100,7 +112,7 @@ class UnmaskLM(LM):
         for i, req in enumerate(requests):
             context, gen_kwargs = req.args
             policy = self.policy_for(gen_kwargs)
-            prob = SimpleNamespace(prompt=context)
+            prob = SimpleNamespace(prompt=context, chat=False)      # lm_eval's text as it is
             jobs.append(lambda p=prob, pol=policy, i=i: decode_problem(self.adapter, p, pol, pol.cfg, self.seed, i,
                                                                       None, None, self.load))
         out: list[str] = [""] * len(requests)

@@ -140,15 +140,16 @@ class ModelAdapter:
         """(q, V) rows as the model returns them -> slot j's logits at row j (a shifted model reads them at j - 1)."""
         return torch.cat([logits[:1], logits[:-1]], 0) if self.logit_shift else logits
 
-    def encode_prompt(self, text: str) -> list[int]:
-        """Prompt text -> ids with the model's own format (task template, or the tokenizer's chat template)."""
+    def encode_prompt(self, text: str, chat: bool = True) -> list[int]:
+        """Prompt text -> ids with the model's own format (task template, or the tokenizer's chat template; with
+        ``chat`` False, a chat model's tokenizer takes the text plainly)."""
         tok = self.tokenizer
         if self.prompt_template is not None:
             body = text.strip()
             if not body.startswith("Q :") and not body.startswith("Q:"):
                 body = self.prompt_template.format(body)
             return [tok.bos_token_id] + tok(body, add_special_tokens=False).input_ids
-        if getattr(tok, "chat_template", None):
+        if chat and getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                           tokenize=True)
             return list(ids["input_ids"] if hasattr(ids, "keys") else ids)   # a BatchEncoding on 5.x

@@ -143,3 +143,30 @@ def test_bench_runs_gsm8k_and_a_folder_end_to_end_on_a_tiny_checkpoint(tmp_path)
         for key in ("accuracy", "accuracy_ci95", "nfe", "tpf", "tokens_per_s", "n", "n_prompts", "outcomes"):
             assert key in row
         assert row["n"] == (3 if task == "gsm8k" else 1)
+
+
+def test_a_plain_card_keeps_a_chat_models_prompt_out_of_its_template(tmp_path):
+    """"chat": false in a card: the bench encodes the prompt as plain text even for a model with a chat template;
+    by default (true) the template wraps it."""
+    from engine.bench import decode_problem
+    from engine.decoders import build_decoder
+    from engine.model import load_model
+    from engine.scheduler import Scheduler
+    from engine.tasks.data import DataTask
+    from tests.families import write_llada
+    path, _ = write_llada(tmp_path / "llada")
+    adapter = load_model(str(path), device="cpu")
+    assert adapter.tokenizer.chat_template
+    plain, chat = (DataTask(own_task(tmp_path / name, chat=flag)).problems("test", 1)[0]
+                   for name, flag in (("plain", False), ("chat", True)))
+    policy = build_decoder("ar", gen_length=4)
+
+    def decoded(prob):
+        ((_, trace, _),) = Scheduler([lambda: decode_problem(adapter, prob, policy, policy.cfg, 0, 0, None)],
+                                     1).events()
+        return trace
+    assert decoded(plain).meta.prompt_ids == adapter.tokenizer(plain.prompt).input_ids
+    assert decoded(chat).meta.prompt_ids == adapter.encode_prompt(chat.prompt) != adapter.tokenizer(
+        chat.prompt).input_ids
+    with pytest.raises(ConfigError):
+        DataTask(own_task(tmp_path / "bad", chat="yes"))

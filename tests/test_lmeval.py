@@ -68,6 +68,8 @@ def test_log_likelihood_requests_are_refused_with_the_reason(tmp_path):
     lm = UnmaskLM(pretrained=str(model), decoder="threshold:tau=0.9,block_size=4")
     with pytest.raises(NotImplementedError, match="Monte-Carlo"):
         lm.loglikelihood([])
+    rendered = lm.apply_chat_template([{"role": "user", "content": "What is 2 plus 2?"}])   # --apply_chat_template
+    assert "What is 2 plus 2?" in rendered and rendered != "What is 2 plus 2?"
 
 
 def test_a_bad_spec_fails_before_any_request(tmp_path):

@@ -13,6 +13,7 @@ class Problem:
     solution: str      # one reference answer (open-ended tasks accept many others)
     answer: object     # what the checker needs: the number, or the prompt's constraints
     task: str = "arith"
+    chat: bool = True  # a chat model gets the prompt through its chat template; False: as plain text
 
     @property
     def text(self) -> str:

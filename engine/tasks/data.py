@@ -8,8 +8,8 @@ for code, ``test`` and ``entry_point``. The card:
      "template": "Question: {prompt}\\nAnswer:", "stop": ["Question:"], "gen_length": 256, "source": {…}}
 
 The prompt is ``shots`` worked examples (``template`` + answer, a blank line between) and then the problem in the
-same template. A model with a chat template gets that text as one user message (``ModelAdapter.encode_prompt``);
-any other model gets it as plain text. The generation is cut at the first stop string, then graded
+same template. A model with a chat template gets that text as one user message (``ModelAdapter.encode_prompt``)
+unless the card says ``"chat": false``; any other model gets it as plain text. The generation is cut at the first stop string, then graded
 (``engine.tasks.graders``; ``code`` runs only through ``engine.tasks.sandbox``, from the command line, when asked).
 The shipped tasks live under ``assets/tasks/``; a file of one's own is named on the command line only.
 """
@@ -77,6 +77,7 @@ class DataTask(TaskBase):
         c = self.card
         try:
             ok = (isinstance(c.get("template", "{prompt}"), str) and isinstance(c.get("shots", 0), int)
+                  and isinstance(c.get("chat", True), bool)
                   and all(isinstance(s, str) for s in c.get("stop", []))
                   and all(isinstance(s.get("prompt"), str) and isinstance(s.get("answer"), str)
                           for s in c.get("few_shot", [])))
@@ -85,7 +86,7 @@ class DataTask(TaskBase):
             ok = False
         if not ok:
             raise ConfigError(f"{self.name}: card.json needs a template with {{prompt}} only, an integer shots, "
-                              "stop strings and few_shot entries with prompt and answer")
+                              "chat true or false, stop strings and few_shot entries with prompt and answer")
 
     def prompt_of(self, question: str) -> str:
         template = self.card.get("template", "{prompt}")
@@ -98,7 +99,8 @@ class DataTask(TaskBase):
         rows = [r for r in self.rows if r.get("split", "test") == split]
         if n > len(rows):
             raise ConfigError(f"{self.name} has {len(rows)} {split} problems; asked for {n}")
-        return [Problem(self.prompt_of(r["prompt"]), r["answer"], r, self.name) for r in rows[:n]]
+        chat = self.card.get("chat", True)
+        return [Problem(self.prompt_of(r["prompt"]), r["answer"], r, self.name, chat) for r in rows[:n]]
 
     def cut(self, text: str) -> str:
         """The generation up to its first stop string."""
