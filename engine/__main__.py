@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from engine import catalogue
 from engine.errors import ConfigError, UserError
@@ -93,12 +94,31 @@ def _cmd_bench(args) -> None:
     adapter = load_model(model, device=args.device, allow_download=args.allow_download or None)
     from engine.progress import progress
     prog = None if args.json else progress(f"bench {task}")
-    rows = run_bench(adapter, task, args.n, [with_task_length(s, get_task(task)) for s in args.decoder or ["ar"]],
-                     seed=args.seed, progress=prog, batch=args.batch)
+    specs = [with_task_length(s, get_task(task)) for s in args.decoder or ["ar"]]
+    keep = trace_keeper(args.traces, get_task(task), specs) if args.traces else None
+    rows = run_bench(adapter, task, args.n, specs, seed=args.seed, progress=prog, batch=args.batch, on_trace=keep)
     if args.json:
         print(json.dumps(rows))
     else:
         print(format_table(rows))
+
+
+def trace_keeper(folder: str, task, specs: list[str]):
+    """``on_trace`` for ``bench --traces``: each decode's trace saved, and a line of problems.jsonl per setting
+    and problem (spec, index, id, verdict, correct, text, trace): from a number back to the runs."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "problems.jsonl").open("w", encoding="utf-8")
+
+    def keep(spec, i, prob, trace):
+        path = out / f"{specs.index(spec)}-{i}.npz"
+        trace.save(path)
+        verdict = task.verdict(trace.meta.text, prob)
+        ident = prob.answer.get("id") if isinstance(prob.answer, dict) else None     # a data task's row id
+        log.write(json.dumps(dict(spec=spec, index=i, id=ident, verdict=verdict, correct=task.check(
+            trace.meta.text, prob), text=trace.meta.text, trace=str(path))) + "\n")
+        log.flush()
+    return keep
 
 
 def _cmd_tasks(args) -> None:
@@ -151,6 +171,9 @@ def build_parser() -> OneLineParser:
     b.add_argument("--batch", type=int, default=1, help="decodes per round of the scheduler: their forwards run as "
                    "one batched forward (uniform's canvas forwards run one by one); the rows equal --batch 1's")
     b.add_argument("--json", action="store_true")
+    b.add_argument("--traces", help="a folder: every decode's trace (.npz) and problems.jsonl, one line per setting "
+                   "and problem with its verdict, its text and its trace's path (open a trace with "
+                   "engine.trace.Trace.load, or explorer.export)")
     b.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
     b.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")
     t = sub.add_parser("tasks", help="the task families, their example problems and models")

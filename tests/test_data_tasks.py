@@ -143,6 +143,16 @@ def test_bench_runs_gsm8k_and_a_folder_end_to_end_on_a_tiny_checkpoint(tmp_path)
         for key in ("accuracy", "accuracy_ci95", "nfe", "tpf", "tokens_per_s", "n", "n_prompts", "outcomes"):
             assert key in row
         assert row["n"] == (3 if task == "gsm8k" else 1)
+    traces = tmp_path / "traces"                    # --traces: per problem its verdict, text and trace
+    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--task", "gsm8k", "--n", "2", "--model", str(path),
+                          "--decoder", "threshold:tau=0.9,block_size=8,gen_length=16", "--json", "--traces",
+                          str(traces)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    lines = [json.loads(x) for x in (traces / "problems.jsonl").read_text().splitlines()]
+    assert [x["index"] for x in lines] == [0, 1] and all(Path(x["trace"]).is_file() for x in lines)
+    assert "".join("1" if x["correct"] else "0" for x in lines) == row["outcomes"]
+    assert all(x["id"] and x["verdict"] for x in lines)
 
 
 def test_a_plain_card_keeps_a_chat_models_prompt_out_of_its_template(tmp_path):
