@@ -59,7 +59,7 @@ def test_rss_stays_flat_over_200_cached_runs(tmp_path):
     assert after <= 1.10 * before
 
 
-def test_a_heavy_run_holds_its_slot_no_longer_than_the_budget_plus_two_seconds(tmp_path):
+def test_a_heavy_run_ends_within_its_budget_plus_half_a_second(tmp_path):
     import time
     service = DecodeService(default_model="tiny", max_seconds=2)
     page = Page(service, {}, export_dir=ExportDir(str(tmp_path)), models=("tiny",))
@@ -70,4 +70,4 @@ def test_a_heavy_run_holds_its_slot_no_longer_than_the_budget_plus_two_seconds(t
     took = time.perf_counter() - t0
     trace = final(outs, Trace)                        # the run shown once it ends
     print(f"heavy run: {took:.2f} s at a 2 s budget, {len(trace.records)} forwards")
-    assert took <= 2 + 2 and "time budget" in trace.meta.limit and len(trace.records) < 256
+    assert took <= 2 + 0.5 and "time budget" in trace.meta.limit and len(trace.records) < 256

@@ -49,6 +49,7 @@ class Views:
                 self.tab_group]
 
 
+FINAL_RESERVE_S = 0.3   # at least this much of a run's budget is kept for drawing it once it stops
 # one colour code for the text view's slots (the same classes the text uses)
 LEGEND = ("<div class='um-legend'>"
           "<span class='um-tok um-mask'>\u25a2</span>masked"
@@ -190,8 +191,11 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                     yield out
                 return
         produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
-        k = 0
-        async for f in follow(produce, page.service.max_seconds, started=t0):
+        k, drawn = 0, {"s": 0.0}
+        # the final drawing (every view of the tab, the scrubber's data, the export) must fit in the budget too:
+        # reserve three times the newest frame's drawing, at least FINAL_RESERVE_S
+        reserve = lambda: min(max(FINAL_RESERVE_S, 3 * drawn["s"]), page.service.max_seconds / 2)  # noqa: E731
+        async for f in follow(produce, page.service.max_seconds, started=t0, reserve=reserve):
             last = f.value
             if last is None:
                 continue
@@ -199,8 +203,10 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             if f.limit:
                 last.meta.limit = f.limit
             if not f.final:
-                yield last, await in_thread(frame, page, v, last, visible(box), k)
-                k += 1
+                t_frame = time.monotonic()
+                parts = await in_thread(frame, page, v, last, visible(box), k)
+                drawn["s"], k = time.monotonic() - t_frame, k + 1
+                yield last, parts
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
     if last is not None:

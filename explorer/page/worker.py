@@ -29,16 +29,17 @@ class Followed:
 
 
 def wall_limit(budget_s: float, elapsed_s: float) -> str:
-    return (f"stopped after {elapsed_s:.1f} s: the time budget of {budget_s:g} s per request was reached "
-            f"(wall time, rendering included; UNMASK_MAX_SECONDS)")
+    return (f"stopped after {elapsed_s:.1f} s, to end within the time budget of {budget_s:g} s per request "
+            f"(wall time, drawing included; UNMASK_MAX_SECONDS)")
 
 
 async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: float | None,
-                 interval: float = INTERVAL_S, heartbeat: bool = False,
-                 started: float | None = None) -> AsyncIterator[Followed]:
+                 interval: float = INTERVAL_S, heartbeat: bool = False, started: float | None = None,
+                 reserve: Callable[[], float] = lambda: 0.0) -> AsyncIterator[Followed]:
     """See the module's docstring. ``heartbeat``: also yield (the newest value, possibly None) on every tick
     without a new value, for handlers that report progress kept elsewhere. ``started``: when the request began
-    (``time.monotonic()``), if it did work before this (a cache read)."""
+    (``time.monotonic()``), if it did work before this (a cache read). ``reserve()``: seconds the caller still needs
+    after the last value (its final drawing): the worker is stopped that much before the budget ends."""
     stop, box, lock = threading.Event(), {"value": None, "fresh": False, "error": None}, threading.Lock()
 
     def work():
@@ -56,8 +57,9 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
     limit = None
     try:
         while not worker.done():
-            await asyncio.wait({worker}, timeout=interval)
-            if budget_s is not None and limit is None and time.monotonic() - t0 > budget_s:
+            left = budget_s - reserve() - (time.monotonic() - t0) if budget_s is not None else interval
+            await asyncio.wait({worker}, timeout=min(interval, max(left, 0.01)))   # wake at the deadline
+            if budget_s is not None and limit is None and time.monotonic() - t0 > budget_s - reserve():
                 limit = wall_limit(budget_s, time.monotonic() - t0)
                 stop.set()
             with lock:
