@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import stats
+from engine.bench_row import BenchRow
 from engine.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded
@@ -260,7 +261,7 @@ def two_model_costs(a: Counter, done: int) -> dict:
 def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes: list[bool], n_prompts: int,
         asked: int) -> dict:
     done = len(outcomes)
-    out = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts, stopped_early=done < asked,
+    out = BenchRow(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts, stopped_early=done < asked,
                seeds="per problem: problem_seed(spec seed, run seed, index)",
                accuracy=a["correct"] / done, accuracy_ci95=list(stats.wilson(a["correct"], done)),
                outcomes="".join("1" if o else "0" for o in outcomes),
@@ -277,13 +278,14 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                turned_right=a["turned_right"], turned_wrong=a["turned_wrong"],
                turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
                turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
-    out.update(two_model_costs(a, done))    # a SimSD row's tpf counts target-equivalent forwards
+    for k, v in two_model_costs(a, done).items():    # a SimSD row's tpf counts target-equivalent forwards
+        setattr(out, k, v)
     if a["drift_n"]:                        # kv_cache with measure_drift: the mean max |Δ logit| per forward
-        out["drift_mean"] = a["drift_sum"] / a["drift_n"]
+        out.drift_mean = a["drift_sum"] / a["drift_n"]
     if a["canvases"]:                       # uniform: denoising steps per canvas, share renoised per step
-        out.update(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
-                   renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
-    return out
+        out.denoise_steps_per_canvas = a["denoise_steps"] / a["canvases"]
+        out.renoised_share = a["renoised"] / max(1, a["canvas_slots"])
+    return out.to_json()
 
 
 def with_speedup(rows: list[dict]) -> list[dict]:

@@ -53,3 +53,16 @@ def test_progress_on_a_pipe_is_plain_lines(capsys):
     err = capsys.readouterr().err
     assert "\r" not in err and err.count("\n") == 2                 # the first call and the end, nothing between
     assert err.splitlines()[-1].startswith("bench story: 20/20 problems")
+
+
+def test_a_bench_row_is_a_typed_record_and_its_json_round_trips(sdar_dir):
+    """Every key of a row is a declared field of BenchRow; the optional ones appear only where they apply."""
+    from dataclasses import fields
+
+    from engine.bench import run_bench
+    from engine.bench_row import BenchRow
+    from engine.model import load_model
+    (r,) = run_bench(load_model(str(sdar_dir), device="cpu"), "arith", 2, ["threshold:tau=0.9,block_size=4"])
+    declared = {f.name for f in fields(BenchRow)}
+    assert set(r) <= declared and not set(r) & {"target_forwards", "drift_mean", "renoised_share"}
+    assert BenchRow.from_json(r).to_json() == r

@@ -1,0 +1,65 @@
+"""One bench row: a setting's counts over its problems, typed (``BenchRow``), written out as the JSON the CLI, the
+experiments, the Sweep and the README's tables read (``to_json``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass
+class BenchRow:
+    decoder: str
+    spec: str
+    params: dict
+    n: int                          # problems decoded
+    n_prompts: int                  # distinct prompts among them
+    stopped_early: bool             # a budget or Stop ended the run before every problem asked
+    seeds: str                      # how each problem's seed is made
+    accuracy: float
+    accuracy_ci95: list             # 95 % Wilson interval
+    outcomes: str                   # "1"/"0" per problem, in order: the paired tests read it
+    nfe: float                      # forwards per problem
+    nfe_paper: float                # ... in the papers' count
+    tpf: float                      # tokens per forward (SimSD: per target-equivalent forward)
+    tpf_paper: float
+    tokens_per_s: float
+    nfe_by_kind: dict               # forwards per problem by record kind
+    accepted_tokens: float          # per problem (speculative decoders)
+    wall_s: float                   # decode seconds, summed over problems
+    confident_share: float          # share of masked-slot confidences >= 0.9 over all draft forwards
+    reject_rate: float | None       # verifier rejections per verified token (None: nothing verified)
+    per_task: dict                  # accuracy per task of a mix
+    per_task_ci95: dict
+    verdicts: dict                  # the task checker's verdicts, counted
+    tokens_per_sample: float
+    edits_per_sample: float         # revisions per problem (decoders that change their mind)
+    revised_problems: int
+    turned_right: int
+    turned_wrong: int
+    turned_right_share: float
+    turned_wrong_share: float
+    speedup: float = 1.0            # tokens/s against the first row of its bench (``bench.with_speedup``)
+    # present only where they apply (left out of the JSON otherwise)
+    target_forwards: float | None = None      # SimSD: forwards per problem of the target ...
+    draft_forwards: float | None = None       # ... and of the drafter
+    time_ratio: float | None = None           # the drafter/target forward-time ratio measured in the run
+    param_ratio: float | None = None
+    target_equiv_nfe: float | None = None     # target forwards + time_ratio × drafter forwards, per problem
+    cost_model: str | None = None
+    acceptance_rate: float | None = None
+    drift_mean: float | None = None           # kv_cache with measure_drift: mean max |Δ logit| per forward
+    denoise_steps_per_canvas: float | None = None   # uniform
+    renoised_share: float | None = None
+
+    OPTIONAL = ("target_forwards", "draft_forwards", "time_ratio", "param_ratio", "target_equiv_nfe", "cost_model",
+                "acceptance_rate", "drift_mean", "denoise_steps_per_canvas", "renoised_share")
+
+    def to_json(self) -> dict:
+        """The row as a JSON-able dict, without the optional fields that do not apply."""
+        return {k: v for k, v in asdict(self).items() if not (k in self.OPTIONAL and v is None)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "BenchRow":
+        """A row read back (later keys added by a consumer, such as a paired comparison, are left out)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
