@@ -45,7 +45,7 @@ def build_demo(page: Page) -> gr.Blocks:
                 card = tour.build_tour()
                 summary, delta, text = decode_tab.build_summary()
                 scrubber = playback.build_playback()
-                branch_here = gr.Button("⑂ Branch here: what if, from this step?", elem_id="branch-here", size="sm")
+                branch_here = gr.Button("Branch here: what if, from this step?", elem_id="branch-here", size="sm")
                 views = decode_tab.build_view_tabs(summary, delta, text)
                 with gr.Tabs(elem_id="more-tabs") as more:
                     with gr.Tab("Compare"):

@@ -17,7 +17,7 @@ from explorer.page.share import query_for
 from explorer.page.worker import follow, in_thread
 from explorer.views.branch import branch_maps, branch_summary
 
-WHERE = "<p class='um-branch-where'>Pick a step on the scrubber (and a position in the text), then press ⑂ Branch here.</p>"
+WHERE = "<p class='um-branch-where'>Pick a step on the scrubber (and a position in the text), then press Branch here.</p>"
 
 
 @dataclass
@@ -96,7 +96,7 @@ async def run_branch(page: Page, tr, point, force_v, token_v, spec_v):
     """Runs in a worker (``follow``), bounded by the request budget; yields (summary, map A, map B)."""
     try:
         if tr is None or not isinstance(point, dict):
-            raise UserError("press ⑂ Branch here first: it takes the step and position shown")
+            raise UserError("press Branch here first: it takes the step and position shown")
         model = page.check_model(tr.meta.model)
         force = None
         if isinstance(token_v, str) and token_v.strip():

@@ -100,7 +100,7 @@ STOPS = (
          "purple diamond on the mask map (hover it for old → new), and in the text the old word struck through "
          "before the new one, outlined in purple. No extra forward was spent.",
          "edit", "Decode", "mask-plot", revision_step),
-    Stop("Take the wheel", "What if the model had written something else? **⑂ Branch here** (under the step "
+    Stop("Take the wheel", "What if the model had written something else? **Branch here** (under the step "
          "slider) rewound the opening story to this step, forced an unlikely candidate into its first masked slot, "
          "and let token editing (`edit`) decode on from there. The Branch tab shows both futures: the texts with "
          "the words where they part marked, and both mask maps with their shared steps shaded. Try it on any run: "
