@@ -5,6 +5,7 @@
     python -m engine.experiments tspd --n 200               # TSPD + CE vs LLaDA and threshold, cached / not
     python -m engine.experiments uncertain --model unmask-tasks-small --n 100    # the uncertain tasks
     python -m engine.experiments simsd --model unmask-tasks-small --n 100        # SimSD vs the target alone
+    python -m engine.experiments drafter --model unmask-tasks-small --tasks arith,story --n 200   # the drafter pays?
     python -m engine.experiments tspd-pareto --n 500 --blocks 16                 # TSPD vs threshold fronts
     python -m engine.experiments revising --model unmask-tasks-small --tasks story,picks --n 200   # edit, wino, ...
     python -m engine.experiments sweep --settings FILE --task arith --n 200 [--batch 8] [--ray auto]  # any grid
@@ -200,9 +201,31 @@ def simsd(adapter, n: int, tasks=("arith", "story", "picks"), blocks=(4, 8)) -> 
     return out
 
 
+def drafter(adapter, n: int, tasks=("arith", "story"), blocks=(4, 8)) -> dict:
+    """The paired drafter against the target's static one-per-step decoding: SimSD with the static reveal rule
+    (S = B drafter forwards a round) and the dynamic one (every draft above τ 0.9 at once); TPF counts drafter
+    forwards at the drafter/target forward-time ratio measured in the same run."""
+    out = {}
+    for task in tasks:
+        for B in blocks:
+            specs = [f"llada:block_size={B},steps={B}", f"simsd:block_size={B}",
+                     f"simsd:block_size={B},reveal=dynamic,tau=0.9"]
+            rows = enrich(run_bench(adapter, task, n, specs, progress=progress(task)))
+            for r in rows:
+                r["vs_static"] = r["tpf"] / rows[0]["tpf"]
+            print(f"\n### {task}, B = {B}\n")
+            print(header(rows))
+            print(md_table(rows, COLS + [("vs_static", "TPF × static", ".2f"), ("acceptance_rate", "acceptance", ".3f"),
+                                         ("time_ratio", "drafter/target time", ".3f"),
+                                         ("draft_forwards", "draft fwd", ".2f")]))
+            out[f"{task}_B{B}"] = rows
+    return out
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "tspd-pareto", "revising",
+    ap.add_argument("which", choices=("baselines", "s2d2", "tspd", "uncertain", "simsd", "drafter", "tspd-pareto",
+                                      "revising",
                                       *TOOLS))
     ap.add_argument("--tasks", default="arith,story,picks", help="uncertain/simsd: the tasks to run; tspd-pareto: "
                     "the first")
@@ -252,9 +275,10 @@ def main(argv=None) -> None:
         res = baselines(adapter, args.n)
     elif args.which == "s2d2":
         res = s2d2(adapter, args.n, args.n_val, **({"blocks": blocks} if blocks else {}))
-    elif args.which in ("uncertain", "simsd", "revising"):
-        res = dict(uncertain=uncertain, simsd=simsd, revising=revising)[args.which](
-            adapter, args.n, tasks=tuple(args.tasks.split(",")))
+    elif args.which in ("uncertain", "simsd", "revising", "drafter"):
+        res = dict(uncertain=uncertain, simsd=simsd, revising=revising, drafter=drafter)[args.which](
+            adapter, args.n, tasks=tuple(args.tasks.split(",")), **({"blocks": blocks} if blocks and
+                                                                      args.which == "drafter" else {}))
     else:
         res = tspd(adapter, args.n, **({"blocks": blocks} if blocks else {}),
                    gens=tuple(int(g) for g in args.gens.split(",")),
@@ -263,7 +287,8 @@ def main(argv=None) -> None:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     meta = dict(which=args.which, n=args.n, model=adapter.name, revision=adapter.info.get("revision"),
                 seconds=round(time.time() - t0, 1))
-    name = args.which if args.which not in ("uncertain", "simsd", "revising") else f"{args.which}_{args.tasks.replace(',', '_')}"
+    name = args.which if args.which not in ("uncertain", "simsd", "revising", "drafter") else \
+        f"{args.which}_{args.tasks.replace(',', '_')}"
     Path(args.out, f"{name}.json").write_text(json.dumps(dict(meta=meta, results=res), indent=1,
                                                                default=str))
     print(f"\n({meta['seconds']} s; saved {args.out}/{name}.json)")
