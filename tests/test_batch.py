@@ -24,7 +24,8 @@ def same_records(a, b) -> None:
     for r1, r2 in zip(a.records, b.records):
         assert r1.kind == r2.kind and (r1.tokens_after == r2.tokens_after).all() and (r1.reason == r2.reason).all()
         for f in FLOATS:      # a projection over more rows may sum in another order: the last bits may differ
-            np.testing.assert_allclose(getattr(r1, f), getattr(r2, f), atol=1e-5, equal_nan=True)
+            # (float32 at p ≈ 0.6: up to ~2e-5 seen with the 2 × 96 drafter; tokens and reasons stay exact)
+            np.testing.assert_allclose(getattr(r1, f), getattr(r2, f), atol=5e-5, equal_nan=True)
 
 
 @pytest.mark.parametrize("spec", SPECS)
