@@ -261,7 +261,8 @@ def two_model_costs(a: Counter, done: int) -> dict:
 def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes: list[bool], n_prompts: int,
         asked: int) -> dict:
     done = len(outcomes)
-    out = BenchRow(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts, stopped_early=done < asked,
+    out = BenchRow(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
+               stopped_early=done < asked,
                seeds="per problem: problem_seed(spec seed, run seed, index)",
                accuracy=a["correct"] / done, accuracy_ci95=list(stats.wilson(a["correct"], done)),
                outcomes="".join("1" if o else "0" for o in outcomes),

@@ -15,8 +15,8 @@ request's ``max_gen_toks`` (default 256), rounded up to whole blocks. The contex
 lm_eval's own models do; ``--apply_chat_template`` renders it with the checkpoint's chat template first.
 
 Each logged sample carries the run's numbers in its request's generation arguments
-(``arguments.gen_args_0.arg_1.unmask`` in lm_eval's samples file: NFE, NFE in the papers' count, tokens, TPF, seconds and, with
-``trace_dir=DIR``, the path of the decode's trace, which ``python app.py`` cannot open but
+(``arguments.gen_args_0.arg_1.unmask`` in lm_eval's samples file: NFE, NFE in the papers' count, tokens, TPF,
+seconds and, with ``trace_dir=DIR``, the path of the decode's trace, which ``python app.py`` cannot open but
 ``engine.trace.Trace.load`` and the explorer's export tools can).
 
 Log-likelihood requests (multiple-choice tasks) are refused: a diffusion model has no left-to-right likelihood;

@@ -215,7 +215,8 @@ def drafter(adapter, n: int, tasks=("arith", "story"), blocks=(4, 8)) -> dict:
                 r["vs_static"] = r["tpf"] / rows[0]["tpf"]
             print(f"\n### {task}, B = {B}\n")
             print(header(rows))
-            print(md_table(rows, COLS + [("vs_static", "TPF × static", ".2f"), ("acceptance_rate", "acceptance", ".3f"),
+            print(md_table(rows, COLS + [("vs_static", "TPF × static", ".2f"),
+                                         ("acceptance_rate", "acceptance", ".3f"),
                                          ("time_ratio", "drafter/target time", ".3f"),
                                          ("draft_forwards", "draft fwd", ".2f")]))
             out[f"{task}_B{B}"] = rows

@@ -9,7 +9,8 @@ for code, ``test`` and ``entry_point``. The card:
 
 The prompt is ``shots`` worked examples (``template`` + answer, a blank line between) and then the problem in the
 same template. A model with a chat template gets that text as one user message (``ModelAdapter.encode_prompt``)
-unless the card says ``"chat": false``; any other model gets it as plain text. The generation is cut at the first stop string, then graded
+unless the card says ``"chat": false``; any other model gets it as plain text. The generation is cut at the first
+stop string, then graded
 (``engine.tasks.graders``; ``code`` runs only through ``engine.tasks.sandbox``, from the command line, when asked).
 The shipped tasks live under ``assets/tasks/``; a file of one's own is named on the command line only.
 """

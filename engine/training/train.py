@@ -274,7 +274,8 @@ def train_step(args, model, opt, tok, task, step: int, elapsed: float) -> tuple[
                             rng, edit) for _ in range(args.batch)]
     batch = collate_2l(rows, tok.pad_token_id)
     teacher = getattr(args, "teacher_model", None)
-    loss = distilled_loss(model, teacher, args.distill, *batch) if teacher is not None else masked_loss(model, *batch)[0]
+    loss = (distilled_loss(model, teacher, args.distill, *batch) if teacher is not None
+            else masked_loss(model, *batch)[0])
     optimise(model, opt, loss, lr_at(elapsed / (args.minutes * 60), step, args.lr, args.warmup))
     return loss.item(), B
 

@@ -17,7 +17,8 @@ from explorer.page.share import query_for
 from explorer.page.worker import follow, in_thread
 from explorer.views.branch import branch_maps, branch_summary
 
-WHERE = "<p class='um-branch-where'>Pick a step on the scrubber (and a position in the text), then press Branch here.</p>"
+WHERE = ("<p class='um-branch-where'>Pick a step on the scrubber (and a position in the text), then press "
+         "Branch here.</p>")
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Sweep: a grid of settings on held-out problems, accuracy against TPF and tokens/s with the Pareto frontier;
 any point opens as a run on the prompt above, and any of a setting's wrong answers opens as the run the sweep
-decoded (its problem, its seed): sweep τ, see where accuracy drops, open the problems it lost. Each setting decodes its problems eight at a time (batched forwards)
-and its row appears as soon as it finishes. Stop really stops: the sweep checks it between problems."""
+decoded (its problem, its seed): sweep τ, see where accuracy drops, open the problems it lost. Each setting
+decodes its problems eight at a time (batched forwards) and its row appears as soon as it finishes. Stop really
+stops: the sweep checks it between problems."""
 
 from __future__ import annotations
 
