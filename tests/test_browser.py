@@ -209,6 +209,38 @@ def test_the_revisions_tab_follows_a_selected_position(page, server):
                            "g.layout.title && g.layout.title.text.includes('position ' + p); }", arg=pos, timeout=30000)
 
 
+def test_a_late_stale_ask_never_overwrites_the_selected_position(page, server):
+    """The scrubber's first ask (no position) is held on the wire while the position is selected; the second ask
+    is drawn, and the first, released afterwards, leaves it in place (asks are numbered; gradio's "always_last"
+    would have replayed the first ask's data)."""
+    page.goto(server + "?decoder=wino&block_size=4&gen_length=16&tau_wide=0.3&tau_narrow=0.9")
+    wait_run_done(page)
+    held = []
+
+    def hold_first_ask(route):
+        body = route.request.post_data or ""
+        if '"views"' in body and not held:
+            held.append(route)        # answered below, after the newer ask
+        else:
+            route.continue_()
+    page.route("**/gradio_api/queue/join*", hold_first_ask)
+    page.get_by_role("tab", name="Revisions").click()      # the tab's views: the first ask, without a position
+    page.wait_for_selector("#wino-plot .js-plotly-plot", timeout=30000)
+    deadline = 0
+    while not held and deadline < 100:
+        page.wait_for_timeout(100)
+        deadline += 1
+    assert held, "the tab's ask was never sent"
+    pos = page.evaluate("() => window.__umScrub.run.pos[1]")
+    page.evaluate("(p) => window.__umScrub.select(p)", pos)
+    has_pos = ("(p) => { const g = document.querySelector('#history-plot .js-plotly-plot'); return g && "
+               "g.layout.title && g.layout.title.text.includes('position ' + p); }")
+    page.wait_for_function(has_pos, arg=pos, timeout=30000)
+    held[0].continue_()
+    page.wait_for_timeout(1500)       # the stale ask's answer (an empty history) would land within this
+    assert page.evaluate(has_pos, pos)
+
+
 def test_branch_here_forces_a_candidate_and_shows_both_futures(page, server):
     """From the pre-baked story at a middle step: select a masked slot, Branch here, force one of its candidates;
     both texts and both maps appear, the shared steps shaded."""

@@ -158,10 +158,13 @@ function draw() {
   settle = setTimeout(askServer, 200);
 }
 
+// every ask is sent (gradio's "always_last" replays the first deferred ask's data, not the last's) and numbered:
+// the server draws an ask only if it is newer than the last it drew, so a late stale one never overwrites
+let asked = 0;
 function askServer() {      // the visible views the server draws itself, at the settled step
   if (!run) return;         // a new run began streaming since
   const ids = run.server.filter((id) => visible(plotOf(id)) || visible(document.getElementById(id)));
-  if (ids.length) trigger('submit', {step, pos: sel, views: ids});
+  if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
 }
 
 function go(s) { if (run) { step = Math.min(Math.max(1, s | 0), run.n); draw(); } }

@@ -33,6 +33,16 @@ def build_playback() -> gr.HTML:
     return gr.HTML(SCRUBBER, elem_id="scrubber", js_on_load=js("scrub.js"))
 
 
+def stale(box: dict, seq) -> bool:
+    """Whether an ask is older than one already drawn (asks may arrive out of order); remembers the newest."""
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        return False
+    if seq <= box.get("seq", -1):
+        return True
+    box["seq"] = seq
+    return False
+
+
 def settled(views, tr, box, evt: gr.EventData):
     """The step settled in the browser: remember it (a tab opened later draws there) and draw the visible views
     the browser cannot move itself. The event's data comes from the browser, so every field is checked."""
@@ -44,6 +54,8 @@ def settled(views, tr, box, evt: gr.EventData):
         return nothing
     pos = pos if isinstance(pos, int) and not isinstance(pos, bool) else None
     if isinstance(box, dict):
+        if stale(box, data.get("seq")):
+            return nothing
         box["step"], box["pos"] = step, pos         # where "Branch here" branches from
     names = {SERVER_VIEWS[i] for i in ids if isinstance(i, str) and i in SERVER_VIEWS}
     n = len(tr.records)
@@ -57,7 +69,7 @@ def wire_playback(scrubber: gr.HTML, views, trace_state) -> None:
     def on_settle(tr, box, evt: gr.EventData):   # gradio passes the event's data by this annotation
         return settled(views, tr, box, evt)
 
-    # always_last: a step or position settled while the last one is still drawing is drawn after it (gradio's
-    # default, "once", drops it, and the view would stay at the earlier step)
+    # multiple: every settled step is drawn, in order of its number (``stale``). gradio's default, "once", drops
+    # an ask made while the last is drawing; "always_last" replays the first deferred ask's data, not the last's
     scrubber.submit(on_settle, [trace_state, views.tab], list(views.plots.values()), show_progress="hidden",
-                    trigger_mode="always_last")
+                    trigger_mode="multiple")
