@@ -4,7 +4,8 @@
 Honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT; UNMASK_MODELS adds models a visitor may pick (comma-separated
 local directories or cached hub ids, chosen by the operator); UNMASK_MAX_SECONDS bounds each request's engine time
 (default 60); UNMASK_QUEUE caps waiting requests (default 32); UNMASK_CACHE_DIR moves the trace cache
-(default ~/.cache/unmask); UNMASK_THREADS sets torch's threads (on a shared CPU, 1 avoids thread oversubscription).
+(default ~/.cache/unmask); UNMASK_SESSION_IDLE_S lets sessions go after that long unused (default 600);
+UNMASK_THREADS sets torch's threads (on a shared CPU, 1 avoids thread oversubscription).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from engine.trace import Trace
 from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page, offered_names
+from explorer.page.sessions import start_sweeper
 from explorer.store import TraceStore
 
 TASKS_MODEL = "unmask-tasks-small"
@@ -90,6 +92,7 @@ def create_app():
 
 if __name__ == "__main__":
     demo = create_app()
+    start_sweeper(demo)       # sessions unheard from for UNMASK_SESSION_IDLE_S are let go
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
     demo.queue(default_concurrency_limit=4, max_size=int(os.environ.get("UNMASK_QUEUE", "32"))).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

@@ -71,9 +71,14 @@ def test_every_registered_handler_answers_nasty_input_with_a_user_error(demo):
 
 def test_browser_driven_events_never_drop_the_latest_request(demo):
     """A step or position settled while the previous one is still drawing must be drawn after it: gradio's default
-    trigger mode ("once") drops it, and the view stays at the earlier step."""
+    trigger mode ("once") drops it and "always_last" replays the first deferred ask's data, so every ask is sent
+    ("multiple") and numbered, and the server skips an ask older than one it has drawn."""
+    from explorer.page.playback import stale
     settles = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", None) == "on_settle"]
-    assert settles and all(fn.trigger_mode == "always_last" for fn in settles)
+    assert settles and all(fn.trigger_mode == "multiple" for fn in settles)
+    box = {}
+    assert [stale(box, n) for n in (1, 3, 2, 3, 4)] == [False, False, True, True, False]
+    assert not stale(box, None) and not stale(box, True) and box["seq"] == 4   # unnumbered asks are drawn
 
 
 def test_a_value_a_control_cannot_take_is_a_short_message_without_a_traceback(demo):
