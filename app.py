@@ -20,7 +20,6 @@ from engine.trace import Trace
 from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page, offered_names
-from explorer.page.sessions import start_sweeper
 from explorer.store import TraceStore
 
 TASKS_MODEL = "unmask-tasks-small"
@@ -92,7 +91,6 @@ def create_app():
 
 if __name__ == "__main__":
     demo = create_app()
-    start_sweeper(demo)       # sessions unheard from for UNMASK_SESSION_IDLE_S are let go
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
     demo.queue(default_concurrency_limit=4, max_size=int(os.environ.get("UNMASK_QUEUE", "32"))).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

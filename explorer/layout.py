@@ -15,14 +15,13 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import fair
+from explorer.page import fair, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
 MODEL = dict(concurrency_id="model", concurrency_limit=fair.CAPACITY)   # the gate lets one at a time run
-SESSIONS = 256
 
 
 def model_run(rp: RunParts) -> dict:
@@ -237,6 +236,7 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
 
 def launch_kwargs() -> dict:
     """The page has no upload control: an upload above a few kB is refused (gradio answers 413). At most
-    SESSIONS sessions keep their state (the oldest are dropped): ~12 MiB for one that ran a Run, so ~3 GiB."""
+    UNMASK_SESSIONS (default 256) sessions keep their state (the oldest are dropped): ~12 MiB for one that ran a Run, so ~3 GiB; a
+    session unused for UNMASK_SESSION_IDLE_S is let go sooner (``explorer.page.sessions``)."""
     return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
-                state_session_capacity=SESSIONS)
+                state_session_capacity=sessions.capacity(), app_kwargs={"lifespan": sessions.lifespan()})

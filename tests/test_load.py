@@ -212,3 +212,17 @@ def test_a_flooding_session_cannot_hold_the_queue(tmp_path):
         print(f"second visitor served in {waited:.2f} s; {refused} of 20 flood calls refused")
         assert out["text"] and waited < 6.0
         assert refused == 18
+
+
+def test_memory_stays_flat_under_new_sessions_and_repeated_runs():
+    """Over raw HTTP (no heartbeat), as the issue's probe: 160 new sessions past a cap of 40 each make one cheap
+    call, then one session repeats the page's Run 60 times. Before the fixes: +0.36 MiB per session without a
+    cap, +0.6 MiB per Run (gradio's stray copies of updated controls, ``explorer.page.sessions.prune_strays``).
+    Bounded: 220 calls, loopback, about two minutes."""
+    from explorer.bench_memory import growth, run
+    res = run(160, 60, UNMASK_SESSIONS="40")
+    s, r = res["sessions"], res["runs"]
+    print(f"sessions {s[0]:.0f} -> {s[-1]:.0f} MiB (last 80: {growth(s):+.1f}); "
+          f"runs {r[0]:.0f} -> {r[-1]:.0f} MiB (last 30: {growth(r):+.1f})")
+    assert growth(s) <= 10.0
+    assert growth(r) <= 6.0
