@@ -4,7 +4,7 @@ gradio keeps a session's state (its copy of the page's configuration and every `
 heartbeat stops, and a raw-HTTP client has no heartbeat: without this, a script opening sessions could keep them
 all until the capacity cap evicts the oldest. A sweeper task drops every session no event has used for
 ``UNMASK_SESSION_IDLE_S`` seconds (default 600). A visitor back after that sees their page as it was (scrubbing
-runs in the browser); what needs the server's copy of the run asks them to run it again. The same task
+runs in the browser); Branch, which needs the server's copy of the run, asks for a run first. The same task
 drops what gradio leaves behind in a session at each Run (``prune_strays``).
 """
 
