@@ -267,7 +267,7 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
     if a["canvases"]:                        # uniform: denoising steps per canvas, share renoised per step
         extra.update(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
                      renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
-    return BenchRow(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
+    fields = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
                     stopped_early=done < asked,
                     seeds="per problem: problem_seed(spec seed, run seed, index)",
                     accuracy=a["correct"] / done, accuracy_ci95=list(stats.wilson(a["correct"], done)),
@@ -284,7 +284,8 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                     edits_per_sample=a["revisions"] / done, revised_problems=a["revised_problems"],
                     turned_right=a["turned_right"], turned_wrong=a["turned_wrong"],
                     turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
-                    turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]), **extra).to_json()
+                    turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
+    return BenchRow(**{**fields, **extra}).to_json()       # a SimSD row's tpf replaces the one-model tpf
 
 
 

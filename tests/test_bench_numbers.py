@@ -66,3 +66,14 @@ def test_a_bench_row_is_a_typed_record_and_its_json_round_trips(sdar_dir):
     declared = {f.name for f in fields(BenchRow)}
     assert set(r) <= declared and not set(r) & {"target_forwards", "drift_mean", "renoised_share"}
     assert BenchRow.from_json(r).to_json() == r
+
+
+def test_a_simsd_row_counts_tokens_per_target_equivalent_forward():
+    """SimSD's row: TPF is tokens per (target forwards + time ratio × drafter forwards), not per forward of
+    either model (the row once failed to build: two values for tpf)."""
+    (r,) = run_bench(load_model("unmask-tasks-small", device="cpu"), "arith", 2, ["simsd:block_size=4"])
+    tokens = r["tokens_per_sample"] * r["n"]
+    equiv = r["target_forwards"] + r["time_ratio"] * r["draft_forwards"]
+    assert r["target_equiv_nfe"] == pytest.approx(equiv)
+    assert r["tpf"] == pytest.approx(tokens / (equiv * r["n"]))
+    assert 0 < r["time_ratio"] < 1 and r["acceptance_rate"] > 0
