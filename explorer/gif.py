@@ -43,11 +43,6 @@ def ascii_words(text: str) -> str:
     return text.replace("→", "->").replace("τ", "tau")
 
 
-def confidence_rgb(c: float) -> tuple[int, int, int]:
-    """The page's colour scale (``scrub.hue``): hue 0 (red, p = 0) to 120 (green, p = 1), light."""
-    return ImageColor.getrgb(hue(int(round(100 * float(np.clip(c, 0, 1)))) if np.isfinite(c) else None))
-
-
 def style(cls: str) -> tuple:
     """The strongest of a chip's classes (a revised token committed now is outlined as revised)."""
     names = cls.split()

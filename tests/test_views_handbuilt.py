@@ -94,7 +94,10 @@ def test_decode_gif_has_one_frame_per_forward(trace):
 
     from PIL import Image
 
-    from explorer.gif import confidence_rgb, decode_gif
+    from PIL import ImageColor
+
+    from explorer.gif import decode_gif
+    from explorer.scrub import hue
     data = decode_gif(trace)
     img = Image.open(io.BytesIO(data))
     assert data[:6] == b"GIF89a" and img.n_frames == len(trace.records)
@@ -103,7 +106,8 @@ def test_decode_gif_has_one_frame_per_forward(trace):
     img.seek(img.n_frames - 1)
     last = np.array(img.convert("RGB"))
     assert not np.array_equal(first, last)                        # the answer unmasks between frames
-    assert confidence_rgb(1.0)[1] > confidence_rgb(1.0)[0] and confidence_rgb(0.0)[0] > confidence_rgb(0.0)[1]
+    sure, unsure = ImageColor.getrgb(hue(100)), ImageColor.getrgb(hue(0))      # the page's scale: green to red
+    assert sure[1] > sure[0] and unsure[0] > unsure[1]
 
 
 def test_the_gif_draws_the_text_views_states_in_its_colours():
