@@ -236,7 +236,7 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
 
 def launch_kwargs() -> dict:
     """The page has no upload control: an upload above a few kB is refused (gradio answers 413). At most
-    UNMASK_SESSIONS (default 256) sessions keep their state (the oldest are dropped): ~12 MiB for one that ran a Run, so ~3 GiB; a
-    session unused for UNMASK_SESSION_IDLE_S is let go sooner (``explorer.page.sessions``)."""
+    UNMASK_SESSIONS (default 256) sessions keep their state (the oldest are dropped): ~12 MiB for one that ran
+    a Run, so ~3 GiB; a session unused for UNMASK_SESSION_IDLE_S is let go sooner (``explorer.page.sessions``)."""
     return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
                 state_session_capacity=sessions.capacity(), app_kwargs={"lifespan": sessions.lifespan()})

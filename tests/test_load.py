@@ -255,6 +255,7 @@ def test_hostile_values_over_http_get_a_message_a_short_log_and_no_traceback(tmp
                     silent.append(f"{d.get('api_name')}({str(value)[:20]!r})")
         grown = log.stat().st_size - before
         text = log.read_text()
-    print(f"{calls} hostile calls over {len(deps)} events: {len(silent)} silent errors, {grown / calls:.0f} B of log each")
+    print(f"{calls} hostile calls over {len(deps)} events: {len(silent)} silent errors, "
+          f"{grown / calls:.0f} B of log each")
     assert calls >= 100 and not silent, silent[:10]
     assert "Traceback" not in text and grown <= 1024 * calls
