@@ -34,14 +34,6 @@ except ImportError:
         return fn
 
 
-def shown(prompt: str) -> str:
-    """A task prompt as a person would type it ("Q : ... A :" is added back by the model's prompt template)."""
-    body = prompt.removeprefix("Q : ").removesuffix(" A :")
-    for mark in (" .", " ?", " ,"):
-        body = body.replace(mark, mark[1:])
-    return body
-
-
 def examples_for(task_name: str, n: int = 10) -> list:
     """Held-out problems of the model's task (a mix: a few of each task)."""
     task = get_task(task_name)
@@ -50,7 +42,7 @@ def examples_for(task_name: str, n: int = 10) -> list:
         if hasattr(task, "weights") else []
     parts = [get_task(t) for t in names] or [task]
     per = max(1, n // len(parts))
-    return [(shown(p.prompt), p) for t in parts for p in t.problems("test", per, seed=0)]
+    return [(p.typed, p) for t in parts for p in t.problems("test", per, seed=0)]
 
 
 def chat_examples() -> list:

@@ -72,3 +72,9 @@ def test_training_can_draw_constrained_prompts():
     mix, rng = get_task("mix"), random.Random(1)
     drawn = [draw(mix, rng, 1.0) for _ in range(50)]
     assert all(mix.constrained(p) for p in drawn) and {p.task for p in drawn} == {"story", "picks"}
+
+
+def test_a_problem_is_typed_as_a_person_would_type_it():
+    from engine.tasks import Problem
+    p = Problem("Q : Ann has 3 pens , 2 red . How many pens ? A :", "5", 5)
+    assert p.typed == "Ann has 3 pens, 2 red. How many pens?"

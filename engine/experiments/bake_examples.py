@@ -52,13 +52,6 @@ STORIES = ("s2d2", "simsd", "tspd", "edit", "wino", "remdm", "eb",
            *(n for n, c in cards().items() if c.example and c.example.task == "story"))
 
 
-def shown(prompt: str) -> str:
-    body = prompt.removeprefix("Q : ").removesuffix(" A :")
-    for mark in (" .", " ?", " ,"):
-        body = body.replace(mark, mark[1:])
-    return body
-
-
 def wanted(name: str, trace, adapter=None, prob=None) -> bool:
     """Whether a trace shows what this decoder's example is for."""
     if name == "edit":
@@ -81,10 +74,10 @@ def bake(adapter, name: str, params: dict, problems: list, seeds: int = 12, want
     want = want or (lambda tr, prob: wanted(name, tr, adapter, prob))
     for seed in range(seeds):
         for prob in problems:
-            tr = Generation(adapter, shown(prob.prompt), build_decoder(name, gen_length=64, seed=seed, **params)).run()
+            tr = Generation(adapter, prob.typed, build_decoder(name, gen_length=64, seed=seed, **params)).run()
             if want(tr, prob):
                 return tr
-    return Generation(adapter, shown(problems[0].prompt), build_decoder(name, gen_length=64, **params)).run()
+    return Generation(adapter, problems[0].typed, build_decoder(name, gen_length=64, **params)).run()
 
 
 def main(argv=None) -> None:

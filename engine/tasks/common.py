@@ -19,6 +19,14 @@ class Problem:
     def text(self) -> str:
         return f"{self.prompt} {self.solution}"
 
+    @property
+    def typed(self) -> str:
+        """The prompt as a person would type it (the model's prompt template adds "Q : ... A :" back)."""
+        body = self.prompt.removeprefix("Q : ").removesuffix(" A :")
+        for mark in (" .", " ?", " ,"):
+            body = body.replace(mark, mark[1:])
+        return body
+
 
 def split_of(prompt: str) -> str:
     """Hash split: 80 % train, 10 % val, 10 % test, fixed forever for a given prompt text."""
