@@ -93,3 +93,14 @@ def test_bench_counts_denoising_steps_and_renoised_share(dg):
     assert row["denoise_steps_per_canvas"] == len(steps) / 3            # one canvas of 8 per problem
     assert row["renoised_share"] == sum((~r.committed).sum() for r in steps) / (8 * len(steps))
     assert row["nfe_paper"] == len(steps) / 3 and row["nfe"] == row["nfe_paper"] + 1
+
+
+def test_the_uniform_trainer_resumes_from_its_checkpoint(tmp_path):
+    """Re-running the same command continues: step and consumed time come back from ckpt.pt (shared with
+    engine.training.train's resume). In one process too: the generation defaults were mutated by the first run."""
+    from engine.training import train_uniform
+    args = ["--out", str(tmp_path), "--task", "arith", "--minutes", "5", "--eval-every", "1000", "--batch", "2"]
+    train_uniform.main(args + ["--max-steps", "2"])
+    train_uniform.main(args + ["--max-steps", "3"])
+    state = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert int(state["step"]) == 3 and (tmp_path / "model" / "config.json").exists()

@@ -229,16 +229,36 @@ def setup(args, tok):
     torch.manual_seed(args.seed)
     model = Qwen3ForCausalLM(model_config(len(tok), args.layers, args.hidden, special))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    ckpt = Path(args.out) / "ckpt.pt"
-    if ckpt.exists():  # resume: weights, optimiser, step and consumed wall time (the schedule depends on it)
-        state = torch.load(ckpt, weights_only=True)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        print(f"resumed at step {int(state['step'])}, {float(state['elapsed']):.0f}s", flush=True)
-        return model, opt, int(state["step"]), float(state["elapsed"])
+    if (at := resume(model, opt, Path(args.out))) is not None:
+        return model, opt, *at
     if args.init:
         init_from(model, tok, args.init)
     return model, opt, 0, 0.0
+
+
+def resume(model, opt, out: Path) -> tuple[int, float] | None:
+    """(step, consumed wall time) from the run's checkpoint, weights and optimiser loaded; None without one (the
+    cosine schedule depends on the consumed time, so it comes back too)."""
+    ckpt = out / "ckpt.pt"
+    if not ckpt.exists():
+        return None
+    state = torch.load(ckpt, weights_only=True)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    print(f"resumed at step {int(state['step'])}, {float(state['elapsed']):.0f}s", flush=True)
+    return int(state["step"]), float(state["elapsed"])
+
+
+def checkpoint(model, opt, step: int, elapsed: float, out: Path) -> None:
+    torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step, elapsed=elapsed), out / "ckpt.pt")
+
+
+def checkpoint_every(last: float, model, opt, step: int, elapsed: float, out: Path, every_s: float = 300.0) -> float:
+    """A checkpoint once `every_s` has passed since the last (at `last`); returns the last checkpoint's time."""
+    if time.time() - last <= every_s:
+        return last
+    checkpoint(model, opt, step, elapsed, out)
+    return time.time()
 
 
 def draw(task, rng: random.Random, focus: float):
@@ -333,8 +353,6 @@ def main(argv=None) -> None:
         args.teacher_model = load_teacher(args.teacher, tok)
     n_params = sum(p.numel() for p in model.parameters())
     t0, ema, last_save, window = time.time() - elapsed, None, time.time(), []
-    save = lambda: torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,  # noqa: E731
-                                   elapsed=elapsed), out / "ckpt.pt")
     model.train()
     while (elapsed := time.time() - t0) <= args.minutes * 60 and not (args.max_steps and step >= args.max_steps):
         loss, B = train_step(args, model, opt, tok, task, step, elapsed)
@@ -349,10 +367,8 @@ def main(argv=None) -> None:
         if step % args.eval_every == 0:
             recs.append(evaluate(model, tok, val, task, step, time.time() - t0))
         write_records(log, recs)
-        if time.time() - last_save > 300:
-            save()
-            last_save = time.time()
-    save()
+        last_save = checkpoint_every(last_save, model, opt, step, elapsed, out)
+    checkpoint(model, opt, step, elapsed, out)
     model.eval()
     meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, block_mix=BLOCK_MIX,

@@ -21,6 +21,7 @@ of step s is a function of (seed, s). The exported model lands in <out>/model.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import time
@@ -32,7 +33,7 @@ from transformers import (DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion,
                           DynamicCache)
 
 from engine.tasks.common import split_of
-from engine.training.train import lr_at, open_run, optimise, write_records
+from engine.training.train import checkpoint, checkpoint_every, lr_at, open_run, optimise, resume, write_records
 
 # the decoder's defaults for this model (its generation_config.json); DiffusionGemma's own are 48 / 0.1 / 0.4 / 0.8
 GENERATION = dict(max_denoising_steps=24, t_min=0.4, t_max=0.8, stability_threshold=1, confidence_threshold=0.005,
@@ -125,15 +126,10 @@ def setup(args, tok):
     torch.manual_seed(args.seed)
     model = DiffusionGemmaForBlockDiffusion(model_config(tok, args.layers, args.hidden, args.canvas))
     model.generation_config = model.generation_config.from_dict(
-        dict(GENERATION, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+        dict(copy.deepcopy(GENERATION), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    ckpt = Path(args.out) / "ckpt.pt"
-    if ckpt.exists():
-        state = torch.load(ckpt, weights_only=True)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        print(f"resumed at step {int(state['step'])}, {float(state['elapsed']):.0f}s", flush=True)
-        return model, opt, int(state["step"]), float(state["elapsed"])
+    if (at := resume(model, opt, Path(args.out))) is not None:
+        return model, opt, *at
     if args.init:
         # through the stock loader: the file keeps the encoder/decoder weights once (tied), the state dict twice
         model.load_state_dict(DiffusionGemmaForBlockDiffusion.from_pretrained(args.init).state_dict(), strict=True)
@@ -179,8 +175,6 @@ def main(argv=None) -> None:
     out, task, tok, model, opt, step, elapsed, val, log = open_run(args, setup)
     n_params = sum(p.numel() for p in model.parameters())
     t0, last_save, window = time.time() - elapsed, time.time(), []
-    save = lambda: torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,  # noqa: E731
-                                   elapsed=elapsed), out / "ckpt.pt")
     model.train()
     while (elapsed := time.time() - t0) <= args.minutes * 60 and not (args.max_steps and step >= args.max_steps):
         loss, acc = loss_of(model, batch_of(tok, task, args, step))
@@ -189,18 +183,18 @@ def main(argv=None) -> None:
         window.append((loss.item(), acc))
         recs = []
         if step % args.log_every == 0:
-            recs.append(dict(step=step, wall_s=round(elapsed, 1), loss=round(sum(w[0] for w in window) / len(window), 4),
+            recs.append(dict(step=step, wall_s=round(elapsed, 1),
+                             loss=round(sum(w[0] for w in window) / len(window), 4),
                              token_acc=round(sum(w[1] for w in window) / len(window), 3)))
             window.clear()
         if step % args.eval_every == 0:
             recs.append(dict(step=step, val_acc=evaluate(model, tok, val, task, args.seed), n=len(val)))
         write_records(log, recs)
-        if time.time() - last_save > 300:
-            save()
-            last_save = time.time()
-    save()
+        last_save = checkpoint_every(last_save, model, opt, step, elapsed, out)
+    checkpoint(model, opt, step, elapsed, out)
     model.eval()
-    meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, canvas=args.canvas, params=n_params,
+    meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, canvas=args.canvas,
+                params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, sc=args.sc, seed=args.seed,
                 objective="uniform noise (t ~ U(0,1], random ids), self-conditioning")
     export(model, tok, out / "model", meta)
