@@ -42,3 +42,19 @@ def test_last_use_times_of_sessions_the_cap_evicted_are_dropped():
     h.session_data.pop("a")                 # as the capacity cap does, leaving its time behind
     let_go_idle(h, 600, now)
     assert set(h.time_last_used) == {"b"}
+
+
+def test_stray_copies_of_updated_controls_are_dropped_and_the_page_s_own_kept():
+    """As gradio 6 leaves them: an updated control's new instance filed under its own id as well."""
+    from explorer.page.sessions import prune_strays
+    h, _ = holder_with({"a": 1})
+    state = h.session_data["a"]
+    page_ids = set(state.blocks_config.blocks)
+    box = next(b for b in state.blocks_config.blocks.values() if isinstance(b, gr.Textbox))
+    copy = gr.Textbox(render=False)                      # the copy gradio makes for an update
+    state.blocks_config.blocks[box._id] = copy
+    state.blocks_config.blocks[copy._id] = copy          # ... and files again under the copy's id
+    state.config_values[copy._id] = {"props": {}}
+    assert prune_strays(h, page_ids) == 1
+    assert set(state.blocks_config.blocks) == page_ids and copy._id not in state.config_values
+    assert state.blocks_config.blocks[box._id] is copy   # the update itself stays
