@@ -66,7 +66,7 @@ def growth(series: list[float]) -> float:
 
 
 def run(sessions: int, runs: int, **env) -> dict:
-    with running_app(Path(tempfile.mkdtemp()), **env) as (url, proc):
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
         cfg = json.load(urllib.request.urlopen(url + "config"))
         out = {"start": rss_mib(proc.pid)}
         if sessions:
