@@ -268,25 +268,24 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
         extra.update(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
                      renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
     fields = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
-                    stopped_early=done < asked,
-                    seeds="per problem: problem_seed(spec seed, run seed, index)",
-                    accuracy=a["correct"] / done, accuracy_ci95=list(stats.wilson(a["correct"], done)),
-                    outcomes="".join("1" if o else "0" for o in outcomes),
-                    nfe=a["nfe"] / done, nfe_paper=a["nfe_paper"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
-                    tpf_paper=a["tokens"] / max(1, a["nfe_paper"]), tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
-                    nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_") and k != "nfe_paper"},
-                    accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
-                    confident_share=a["confident"] / max(1, a["masked_conf"]),
-                    reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
-                    per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
-                    per_task_ci95={t: list(stats.wilson(sum(v), len(v))) for t, v in sorted(per_task.items())},
-                    verdicts=dict(verdicts), tokens_per_sample=a["tokens"] / done,
-                    edits_per_sample=a["revisions"] / done, revised_problems=a["revised_problems"],
-                    turned_right=a["turned_right"], turned_wrong=a["turned_wrong"],
-                    turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
-                    turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
+                  stopped_early=done < asked,
+                  seeds="per problem: problem_seed(spec seed, run seed, index)",
+                  accuracy=a["correct"] / done, accuracy_ci95=list(stats.wilson(a["correct"], done)),
+                  outcomes="".join("1" if o else "0" for o in outcomes),
+                  nfe=a["nfe"] / done, nfe_paper=a["nfe_paper"] / done, tpf=a["tokens"] / max(1, a["nfe"]),
+                  tpf_paper=a["tokens"] / max(1, a["nfe_paper"]), tokens_per_s=a["tokens"] / max(a["wall"], 1e-9),
+                  nfe_by_kind={k[4:]: v / done for k, v in a.items() if k.startswith("nfe_") and k != "nfe_paper"},
+                  accepted_tokens=a["accepted_tokens"] / done, wall_s=a["wall"],
+                  confident_share=a["confident"] / max(1, a["masked_conf"]),
+                  reject_rate=a["rejected"] / a["verified"] if a["verified"] else None,
+                  per_task={t: sum(v) / len(v) for t, v in sorted(per_task.items())},
+                  per_task_ci95={t: list(stats.wilson(sum(v), len(v))) for t, v in sorted(per_task.items())},
+                  verdicts=dict(verdicts), tokens_per_sample=a["tokens"] / done,
+                  edits_per_sample=a["revisions"] / done, revised_problems=a["revised_problems"],
+                  turned_right=a["turned_right"], turned_wrong=a["turned_wrong"],
+                  turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
+                  turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
     return BenchRow(**{**fields, **extra}).to_json()       # a SimSD row's tpf replaces the one-model tpf
-
 
 
 def with_speedup(rows: list[dict]) -> list[dict]:

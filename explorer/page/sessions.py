@@ -81,9 +81,10 @@ def lifespan(idle_s: float | None = None):
     every_s = min(SWEEP_EVERY_S, idle / 2)
 
     async def sweep_forever(app):
+        known = set(app.get_blocks().blocks)          # the page's components: fixed once it serves (no gr.render)
         while True:
             await asyncio.sleep(every_s)
-            sweep_once(app.state_holder, set(app.get_blocks().blocks), idle)
+            sweep_once(app.state_holder, known, idle)
 
     @contextlib.asynccontextmanager
     async def run(app):
