@@ -60,6 +60,7 @@ class Card:
     records: dict[str, type] = field(default_factory=dict)  # record kind ("draft") -> TypedDict of its fields
     views: tuple[ViewEntry, ...] = ()
     shows: tuple[str, ...] = ()          # record fields whose presence shows the views' tab for a run
+    hides: tuple[str, ...] = ()          # tabs such a run hides (their views do not fit it)
     tab_note: str = ""                   # the note above that tab
     glossary: tuple[tuple[str, str], ...] = ()              # (term, meaning) rows of the glossary
     example: Example | None = None

@@ -185,3 +185,24 @@ def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
     drawn = {name for name, plot in v.plots.items() if plot in out}
     assert drawn == {x.name for x in in_tab("Revisions") if x.scrub != "server"} and drawn
     assert {"history", "eb"}.isdisjoint(drawn)
+
+
+# the tabs each pre-baked example shows: the core tabs by their rules, a decoder's tab from its card's fields, and
+# the canvas hiding the mask-slot tabs (engine.cards.Card.hides)
+EXAMPLE_TABS = {"ar": [], "llada": [], "threshold": [], "branch_edit": [], "eb": ["Revisions"],
+                "edit": ["Revisions"], "remdm": ["Revisions"], "wino": ["Revisions"], "s2d2": ["S2D2"],
+                "s2d2_picks": ["S2D2"], "simsd": ["S2D2", "SimSD"], "tspd": ["TSPD + CE"], "credit": ["Credit"],
+                "klass": ["KLASS"], "prophet": ["Prophet"]}
+
+
+def test_each_example_shows_the_tabs_its_cards_declare():
+    from pathlib import Path
+
+    from engine.trace import Trace
+    from explorer import registry
+    root = Path(__file__).resolve().parents[1] / "assets" / "examples"
+    for name, tabs in EXAMPLE_TABS.items():
+        assert registry.tabs_shown(Trace.load(root / f"{name}.npz")) == ["Decode", *tabs], name
+    assert registry.tabs_shown(Trace.load(root / "uniform.npz")) == ["Canvas"]
+    assert registry.TABS[0] == "Decode" and registry.TABS[-1] == "KV cache"
+    assert {"verifier", "router", "attn"} == registry.names_in("S2D2")    # S2D2's card brings its three views

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card
+from engine.cards import Card, ViewEntry
 from engine.params import COMMON, Decoder, Param
 
 
@@ -35,4 +35,7 @@ CARD = Card(
             help="timesteps linspace(1, eps, steps + 1)", step=0.001, group="dream"),
     },
     records={"draft": DreamFields},
+    views=(ViewEntry("dream", "Dream: the step's ranking", "Revisions", "explorer.views.dream:ranking",
+                     "explorer.views.dream", "server"),),
+    shows=("dream_score",),
 )

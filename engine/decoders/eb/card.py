@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card, ReasonEntry
+from engine.cards import Card, ReasonEntry, ViewEntry
 from engine.params import COMMON, Decoder
 
 
@@ -24,6 +24,9 @@ CARD = Card(
         preview="entropy_bound"),
     menu=('Baseline', 'entropy bound γ (EB sampler)'), rank=3,
     records={"draft": EBFields},
+    views=(ViewEntry("eb", "EB: sorted entropies and the bound", "Revisions", "explorer.views.revise:eb_prefix",
+                     scrub="server"),),
+    shows=("eb_order",),
     reasons={
         "ENTROPY_BOUND": ReasonEntry(12, "EB entropy bound", "#8c6d31", "eb"),   # within the entropy bound's prefix
     },

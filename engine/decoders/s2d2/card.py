@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card, ReasonEntry
+from engine.cards import Card, ReasonEntry, ViewEntry
 from engine.params import COMMON, Decoder, Param
 
 
@@ -92,6 +92,13 @@ CARD = Card(
             group="s2d2"),
     },
     records={"draft": S2D2DraftFields, "verify": S2D2VerifyFields},
+    views=(ViewEntry("verifier", "Verifier map", "S2D2", "explorer.views.verifier:verifier_map",
+                     "explorer.views.verifier"),
+           ViewEntry("router", "Router timeline", "S2D2", "explorer.views.router:router_timeline",
+                     "explorer.views.router"),
+           ViewEntry("attn", "Attention mask of the step", "S2D2", "explorer.views.attention:attention_mask",
+                     "explorer.views.attention", "server")),
+    shows=("attn_mask",),                # SimSD's rounds carry their temporal mask too
     reasons={
         "ACCEPT": ReasonEntry(5, "S2D2 accept", "#31a354", "acc"),   # draft token accepted by the verifier
         "RESAMPLE": ReasonEntry(6, "S2D2 resample", "#de2d26", "res"),

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card
+from engine.cards import Card, ViewEntry
 from engine.params import COMMON, Decoder, Param
 
 
@@ -53,4 +53,8 @@ CARD = Card(
             help="static: top-k per step; dynamic: every c > τ if at least k", group="simsd"),
     },
     records={"draft": SimSDDraftFields, "verify": SimSDVerifyFields},
+    views=(ViewEntry("simsd", "Reveal order and verdicts", "SimSD", "explorer.views.simsd:simsd_rounds",
+                     "explorer.views.simsd", "server"),),
+    shows=("step_of",),
+    tab_note="The round's temporal mask is the attention view in the S2D2 tab.",
 )

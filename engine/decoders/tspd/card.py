@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card, ReasonEntry
+from engine.cards import Card, ReasonEntry, ViewEntry
 from engine.params import COMMON, Decoder, Param
 
 
@@ -75,6 +75,13 @@ CARD = Card(
             page=(0.0, 5.0), group="tspd"),
     },
     records={"draft": TSPDDraftFields},
+    views=(ViewEntry("traj", "Trajectories and forecast fan", "TSPD + CE", "explorer.views.trajectory:trajectories",
+                     "explorer.views.trajectory", "server"),
+           ViewEntry("ce", "Forecast LCB, horizon, class", "TSPD + CE", "explorer.views.ce_maps:ce_maps",
+                     "explorer.views.ce_maps")),
+    shows=("horizon",),
+    tab_note="*PROPOSED: our reconstruction of TSPD + CE. The horizon rule's inputs and the feature families come "
+             "from the paper; the formulas are ours.*",
     reasons={
         "TSPD": ReasonEntry(8, "TSPD controller", "#756bb1", "ctl"),   # the controller said converged
         "CE_LOOKAHEAD": ReasonEntry(9, "CE look-ahead", "#e6550d", "CE"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.cards import Card
+from engine.cards import Card, ViewEntry
 from engine.decoders.eb.card import EBFields
 from engine.params import Decoder, Param
 
@@ -48,4 +48,14 @@ CARD = Card(
             step=0.001, page=(0.0, 1.0), group="uniform"),
     },
     records={"draft": UniformFields},
+    views=(ViewEntry("canvas", "The canvas, step by step", "Canvas", "explorer.views.canvas:canvas_map"),
+           ViewEntry("stopping", "Stopping test", "Canvas", "explorer.views.canvas:stopping"),
+           ViewEntry("canvas_eb", "Sorted entropies and the bound", "Canvas", "explorer.views.revise:eb_prefix",
+                     scrub="server"),
+           ViewEntry("canvas_history", "Token history of the selected position", "Canvas",
+                     "explorer.views.revise:token_history", "explorer.views.canvas", "server")),
+    shows=("denoised",),
+    hides=("Decode", "Revisions"),       # a canvas has no [MASK] slots: its own maps show the commits
+    tab_note="The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every step keeps "
+             "the lowest-entropy samples within the bound γ, renoising the rest.",
 )

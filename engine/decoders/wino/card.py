@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from engine.cards import Card
+from engine.cards import Card, ViewEntry
 from engine.params import COMMON, Decoder, Param
 
 
@@ -26,4 +26,7 @@ CARD = Card(
             "below τ_narrow", step=0.01, group="wino"),
     },
     records={"draft": WinoFields},
+    views=(ViewEntry("wino", "WINO: drafted vs re-masked", "Revisions", "explorer.views.revise:wino_counts",
+                     "explorer.views.revise"),),
+    shows=("drafted",),
 )
