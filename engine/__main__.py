@@ -94,7 +94,7 @@ def _cmd_bench(args) -> None:
     adapter = load_model(model, device=args.device, allow_download=args.allow_download or None)
     from engine.progress import progress
     prog = None if args.json else progress(f"bench {task}")
-    specs = [with_task_length(s, get_task(task)) for s in args.decoder or ["ar"]]
+    specs = [with_task_length(s, get_task(task)) for s in args.decoder or [catalogue.BASELINE_DECODER]]
     keep = trace_keeper(args.traces, get_task(task), specs) if args.traces else None
     rows = run_bench(adapter, task, args.n, specs, seed=args.seed, progress=prog, batch=args.batch, on_trace=keep)
     if args.json:
@@ -151,7 +151,7 @@ def build_parser() -> OneLineParser:
     g.add_argument("--model", help="an embedded model name ('tiny'), a local directory, or a cached hub id "
                                    "(default: the model that knows --task)")
     g.add_argument("--task", default="arith", help="picks the default model and prompt format")
-    g.add_argument("--decoder", default="threshold", help=" | ".join(catalogue.DECODERS))
+    g.add_argument("--decoder", default=catalogue.DEFAULT_DECODER, help=" | ".join(catalogue.DECODERS))
     add_decoder_flags(g)
     g.add_argument("--json", action="store_true")
     g.add_argument("--trace-out", help="save the step trace (.npz)")

@@ -7,7 +7,8 @@ scan, so adding such a decoder touches only its folder, its view module and its 
 - the catalogue's decoders, parameters and menu (``engine.catalogue``; the Sweep's dial is ``Decoder.knob``);
 - the commit-reason codes and the record contracts (``engine.trace``);
 - the page's views and tabs (``explorer.registry``) and the reasons' colours (``explorer.views.reasons``);
-- the glossary (``explorer.glossary``) and the pre-baked examples (``engine.experiments.bake_examples``).
+- the glossary (``explorer.glossary``), the pre-baked examples (``engine.experiments.bake_examples``) and the
+  Sweep's presets (``explorer.page.sweep``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ class Example:
 
 
 @dataclass(frozen=True)
+class SweepPreset:
+    """A grid of the page's Sweep a decoder brings besides its dial: each template is a SPEC in which ``{t}`` takes
+    every dial value and ``{b}`` the block size; every setting then gets its block size and the visitor's keys."""
+    name: str
+    templates: tuple[str, ...]
+    words: str                           # what it varies, in the decoder menu's words
+
+
+@dataclass(frozen=True)
 class Card:
     decoder: Decoder
     menu: tuple[str, str]                                   # (group, plain words) in the page's decoder menu
@@ -64,6 +74,7 @@ class Card:
     tab_note: str = ""                   # the note above that tab
     glossary: tuple[tuple[str, str], ...] = ()              # (term, meaning) rows of the glossary
     example: Example | None = None
+    sweeps: tuple[SweepPreset, ...] = ()
 
 
 @lru_cache(maxsize=None)

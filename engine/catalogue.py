@@ -15,6 +15,7 @@ from engine.errors import ConfigError
 from engine.params import COMMON, Decoder, Param  # noqa: F401  (re-exported: catalogue.COMMON, .Param, .Decoder)
 
 DEFAULT_DECODER = "threshold"  # the decoder a page, a CLI call or a SPEC without a name gets
+BASELINE_DECODER = "ar"        # the quality bar every bench and sweep decodes beside the settings
 MAX_PROMPT_CHARS = 2000        # characters of prompt text, everywhere (page, URL, API, CLI)
 SEED_MAX = 2**31 - 1
 

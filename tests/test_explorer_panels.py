@@ -50,8 +50,8 @@ def test_pareto_and_sweep_figure():
 
 
 def test_sweep_draws_one_front_per_decoder_and_tspd_vs_threshold_specs():
-    from explorer.page.sweep import VERSUS, sweep_specs
-    specs = sweep_specs(VERSUS, "0.9,0.99", "16", "")
+    from explorer.page.sweep import sweep_specs
+    specs = sweep_specs("tspd vs threshold", "0.9,0.99", "16", "")
     assert specs[0] == "ar"             # the AR baseline, the quality bar of every sweep
     specs = specs[1:]
     assert specs == ["threshold:tau=0.9,block_size=16", "threshold:tau=0.99,block_size=16",
@@ -66,8 +66,8 @@ def test_sweep_draws_one_front_per_decoder_and_tspd_vs_threshold_specs():
 
 def test_sweep_rivals_preset_puts_tspd_beside_each_rival_at_every_block_size():
     from engine.decoders import parse_spec
-    from explorer.page.sweep import RIVALS, sweep_specs
-    specs = sweep_specs(RIVALS, "0.9", "8,16", "", 1.0)
+    from explorer.page.sweep import sweep_specs
+    specs = sweep_specs("tspd vs rivals", "0.9", "8,16", "", 1.0)
     assert specs[0] == "ar:temperature=1" and len(specs) == 11
     names = [parse_spec(s) for s in specs[1:]]
     assert [n for n, _ in names[:5]] == ["threshold", "tspd", "prophet", "klass", "credit"]

@@ -12,6 +12,7 @@ from functools import partial
 import gradio as gr
 
 from engine import catalogue
+from engine.cards import SweepPreset, cards
 from engine.errors import UserError
 from engine.tasks import TASKS as SYNTHETIC
 from engine.tasks import get_task, with_task_length
@@ -22,10 +23,10 @@ from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
 DATA = ("gsm8k", "math500")   # the shipped data tasks the page may grade (HumanEval's tests never run here)
-VERSUS = "tspd vs threshold"
-RIVALS = "tspd vs rivals"   # TSPD + CE beside Prophet, KLASS, credit and the threshold rule, at each block size
-RIVAL_SPECS = ("threshold:tau=0.9", "tspd:", "prophet:gap_scale=1.5", "klass:", "credit:tau=0.9")
-KNOBS = {d.name: d.knob for d in catalogue.DECODERS.values() if d.knob}   # the parameter each decoder's sweep varies
+# every grid the Sweep offers: each decoder's dial (Decoder.knob), then the presets the decoders' cards bring
+PRESETS = {**{d.name: SweepPreset(d.name, (f"{d.name}:{d.knob}={{t}}",), d.knob)
+              for d in catalogue.DECODERS.values() if d.knob},
+           **{s.name: s for c in cards().values() for s in c.sweeps}}
 
 
 @dataclass
@@ -41,10 +42,8 @@ def build_sweep(page: Page, model) -> SweepParts:
     """The Sweep tab; the page wires its open buttons to the main views."""
     gr.Markdown("A grid of settings on held-out problems: accuracy against speed, with the Pareto frontier.")
     with gr.Row():
-        decoder = gr.Dropdown([*KNOBS, "llada", VERSUS, RIVALS], value="threshold", label="decoder",
-                              info=f"each decoder's dial: {', '.join(f'{d} {k}' for d, k in KNOBS.items())}; llada: "
-                                   f"steps = B; {VERSUS}: the threshold rule's τ and TSPD's controller τ_s; {RIVALS}: "
-                                   "each at its default (Prophet's gap scale 1.5), no dial")
+        decoder = gr.Dropdown([*PRESETS], value=catalogue.DEFAULT_DECODER, label="decoder",
+                              info="; ".join(f"{s.name}: {s.words}" for s in PRESETS.values()))
         taus = gr.Textbox("0.5,0.7,0.9", label="dial values (τ, γ, η, ...)")
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
@@ -128,18 +127,12 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float =
     tail = f",{extra.strip()}" if extra.strip() else ""
     if temperature:
         tail += f",temperature={temperature:g}"
-    ar = [f"ar:temperature={temperature:g}" if temperature else "ar"]   # the quality bar, at the same T
-    if dec == "llada":
-        return ar + [f"llada:steps={b},block_size={b}{tail}" for b in b_v]
-    if dec == VERSUS:   # both fronts on the same problems
-        return ar + [f"{d}:{k}={t},block_size={b}{tail}" for d, k in (("threshold", "tau"), ("tspd", "tau_s"))
-                     for b in b_v for t in tau_v]
-    if dec == RIVALS:
-        return ar + [f"{name}:{dial + ',' if dial else ''}block_size={b}{tail}"
-                     for b in b_v for name, dial in (s.split(":") for s in RIVAL_SPECS)]
-    if dec not in KNOBS:
-        raise UserError(f"decoder must be one of {', '.join([*KNOBS, 'llada', VERSUS, RIVALS])}")
-    return ar + [f"{dec}:{KNOBS[dec]}={t},block_size={b}{tail}" for b in b_v for t in tau_v]
+    bar = catalogue.BASELINE_DECODER       # the quality bar, at the same T
+    if dec not in PRESETS:
+        raise UserError(f"decoder must be one of {', '.join(PRESETS)}")
+    return [f"{bar}:temperature={temperature:g}" if temperature else bar] + [
+        f"{one}{',' if ':' in one else ':'}block_size={b}{tail}" for b in b_v for template in PRESETS[dec].templates
+        for one in dict.fromkeys(template.format(t=t, b=b) for t in tau_v)]
 
 
 async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v=0.0, request: gr.Request = None,

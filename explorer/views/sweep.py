@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine import stats
+from engine.catalogue import BASELINE_DECODER
 
 
 def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -57,12 +58,12 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     for k, fam in enumerate(families):
         sub = [r for r in rows if r.get("decoder", "") == fam]
         acc, labels = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub]
-        colour = AR_COLOUR if fam == "ar" else COLOURS[k % 4]
+        colour = AR_COLOUR if fam == BASELINE_DECODER else COLOURS[k % 4]
         ci = np.array([interval(r) for r in sub])                                        # (n, 2)
         bars = dict(type="data", symmetric=False, array=ci[:, 1] - acc, arrayminus=acc - ci[:, 0], thickness=1)
         for col, key in ((1, "tpf"), (2, "tokens_per_s")):
             x = np.array([r[key] for r in sub])
-            on_front = set(pareto(x, acc).tolist()) if fam != "ar" else set(range(len(sub)))
+            on_front = set(pareto(x, acc).tolist()) if fam != BASELINE_DECODER else set(range(len(sub)))
             # only the frontier's points carry a label (the rest pile up): every point has its hover
             fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels,
                                      text=[short_label(t) if i in on_front else "" for i, t in enumerate(labels)],
@@ -71,7 +72,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
                                      name=fam or "setting", legendgroup=fam, showlegend=len(families) > 1 and col == 1,
                                      hovertemplate="%{customdata}<br>" + key + " %{x:.2f}<br>acc %{y:.3f}"
                                                    "<extra></extra>"), 1, col)
-            if fam == "ar":
+            if fam == BASELINE_DECODER:   # the bar: its points, no frontier
                 continue
             front = pareto(x, acc)
             fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color=colour, shape="hv"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.cards import Card
+from engine.cards import Card, SweepPreset
 from engine.params import COMMON, Decoder, Param
 
 
@@ -15,4 +15,5 @@ CARD = Card(
         "remasking": Param(str, "low_confidence", choices=("low_confidence", "random"), label="Remasking (LLaDA)",
             help="which tokens a step keeps", group="llada"),
     },
+    sweeps=(SweepPreset("llada", ("llada:steps={b}",), "steps = B"),),
 )

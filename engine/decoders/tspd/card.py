@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card, ReasonEntry, ViewEntry
+from engine.cards import Card, ReasonEntry, SweepPreset, ViewEntry
 from engine.params import COMMON, Decoder, Param
 
 
@@ -80,6 +80,11 @@ CARD = Card(
            ViewEntry("ce", "Forecast LCB, horizon, class", "TSPD + CE", "explorer.views.ce_maps:ce_maps",
                      "explorer.views.ce_maps")),
     shows=("horizon",),
+    sweeps=(SweepPreset("tspd vs threshold", ("threshold:tau={t}", "tspd:tau_s={t}"),
+                        "the threshold rule's τ and TSPD's controller τ_s on the same problems"),
+            SweepPreset("tspd vs rivals", ("threshold:tau=0.9", "tspd", "prophet:gap_scale=1.5", "klass",
+                                           "credit:tau=0.9"),   # TSPD + CE beside the trajectory-aware rivals
+                        "each at its default (Prophet's gap scale 1.5), no dial")),
     tab_note="*PROPOSED: our reconstruction of TSPD + CE. The horizon rule's inputs and the feature families come "
              "from the paper; the formulas are ours.*",
     reasons={
