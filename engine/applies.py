@@ -1,30 +1,29 @@
-"""Which decoders apply to which models: each decoder's catalogue ``needs`` against what the model offers."""
+"""Which decoders apply to which models: each decoder's catalogue ``needs`` against what the model offers
+(``ModelAdapter.offers``)."""
 
 from __future__ import annotations
 
 from engine import catalogue
 from engine.errors import ConfigError
 
+# each need a decoder may have, and the refusal when a model lacks it ({d}: the decoder, {m}: the model)
+REFUSALS = {
+    "mask_slots": "{d} fills [MASK] slots; {m} denoises a canvas of random tokens: use the uniform decoder",
+    "canvas": "{d} denoises a uniform-noise canvas; {m} is a masked-diffusion model",
+    "block_causal": "{d} needs a block-causal model; {m} attends bidirectionally over the whole canvas",
+    "full": "{d} decodes the whole answer as one block of a full-attention model (Dream, LLaDA); {m} is not one",
+    "no_shift": "{d} needs a position-aligned model; {m} predicts each token from the position before it",
+}
+
 
 def why_not(decoder: str, adapter) -> str | None:
-    """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does."""
+    """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does. Every decoder that
+    does not denoise a canvas fills [MASK] slots."""
     needs = catalogue.decoder(decoder).needs
-    if adapter.attention == "canvas" and "canvas" not in needs:
-        return (f"{decoder} fills [MASK] slots; {adapter.name} ({adapter.model_type}) denoises a canvas of random "
-                "tokens: use the uniform decoder")
-    for need in needs:
-        if need == "canvas" and adapter.attention != "canvas":
-            return (f"{decoder} denoises a uniform-noise canvas; {adapter.name} ({adapter.model_type}) is a "
-                    "masked-diffusion model")
-        if need == "block_causal" and adapter.attention != "block_causal":
-            return (f"{decoder} needs a block-causal model; {adapter.name} ({adapter.model_type}) attends "
-                    "bidirectionally over the whole canvas")
-        if need == "full" and adapter.attention != "full":
-            return (f"{decoder} decodes the whole answer as one block of a full-attention model (Dream, LLaDA); "
-                    f"{adapter.name} ({adapter.model_type}) is not one")
-        if need == "no_shift" and adapter.logit_shift:
-            return (f"{decoder} needs a position-aligned model; {adapter.name} ({adapter.model_type}) predicts "
-                    "each token from the position before it")
+    offered = adapter.offers()
+    for need in (() if "canvas" in needs else ("mask_slots",)) + tuple(needs):
+        if need not in offered:
+            return REFUSALS[need].format(d=decoder, m=f"{adapter.name} ({adapter.model_type})")
     return None
 
 

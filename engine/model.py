@@ -116,6 +116,21 @@ class ModelAdapter:
     def vocab_size(self) -> int:
         return self.model.config.get_text_config().vocab_size
 
+    def offers(self) -> frozenset[str]:
+        """What a decoder's ``needs`` (engine.applies) may ask of this model: its attention kind, [MASK] slots to
+        fill, and position-aligned logits."""
+        return frozenset({self.attention, "mask_slots"} | ({"no_shift"} if not self.logit_shift else set()))
+
+    @classmethod
+    def mask_id_of(cls, raw: dict, tok):
+        """The checkpoint's [MASK] id (config.json, else the tokenizer's); None if it has none."""
+        return raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
+
+    @classmethod
+    def meta_of(cls, path: Path) -> dict:
+        """What this kind of model reads from its checkpoint besides the weights (nothing for a masked model)."""
+        return {}
+
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.model.config)
 
@@ -173,11 +188,24 @@ class ModelAdapter:
 
 @dataclass
 class CanvasAdapter(ModelAdapter):
-    """DiffusionGemma (``attention == "canvas"``): ``encode`` runs the encoder over uncached tokens into the cache
+    """DiffusionGemma (a family of attention kind ``canvas``): ``encode`` runs the encoder over uncached tokens into the cache
     (the prompt, then each finished canvas); ``denoise`` runs the decoder over a canvas against that cache. The
     masks come from the model's own builders, called as its ``generate`` calls them, so the logits are the ones
     ``generate`` sees. ``info["generation"]``: the checkpoint's generation-config defaults."""
     ragged = False                       # its forwards run alone (engine.scheduler.Call)
+
+    def offers(self) -> frozenset[str]:
+        return frozenset({"canvas"} | ({"no_shift"} if not self.logit_shift else set()))   # no [MASK] slots
+
+    @classmethod
+    def mask_id_of(cls, raw: dict, tok):
+        """A canvas model has no [MASK]: the id (its pad, unless named) only marks slots not yet generated."""
+        mask_id = super().mask_id_of(raw, tok)
+        return mask_id if isinstance(mask_id, int) else tok.pad_token_id
+
+    @classmethod
+    def meta_of(cls, path: Path) -> dict:
+        return {"generation": generation_defaults(path)}
 
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.model.config.get_text_config(decoder=True))
@@ -213,6 +241,9 @@ class CanvasAdapter(ModelAdapter):
         out = self.model(decoder_input_ids=x, self_conditioning_logits=sc, decoder_attention_mask=masks_,
                          cache=cache, decoder_position_ids=pos)
         return out.logits[0]
+
+
+ADAPTERS = {"canvas": CanvasAdapter}    # a family's attention kind -> its adapter class (the rest: ModelAdapter)
 
 
 def generation_defaults(path: Path) -> dict:
@@ -313,17 +344,13 @@ def load_model(name_or_path: str | None = None, device: str | None = None, attn_
             f"{k} {sorted(map(str, info[k]))[:4]}" for k in loose))
     precision.apply(model, fam.name, dtype, attn_impl)     # the reference's fp32 islands (engine/precision.py)
     model.to(dev).eval()
-    mask_id = raw.get("mask_token_id", getattr(tok, "mask_token_id", None))
-    if fam.attention == "canvas" and not isinstance(mask_id, int):
-        mask_id = tok.pad_token_id     # a canvas model has no [MASK]: the id only marks slots not yet generated
+    cls = ADAPTERS.get(fam.attention, ModelAdapter)
+    mask_id = cls.mask_id_of(raw, tok)
     if not isinstance(mask_id, int):
         raise ModelLoadError(f"{path.name}: no integer mask_token_id in config.json or tokenizer")
     stop_ids = stop_ids_of(path, raw, tok)
     meta = dict(raw.get("unmask") or {}) if isinstance(raw.get("unmask"), (dict, type(None))) else {}
-    meta["revision"] = fingerprint(path)
-    if fam.attention == "canvas":
-        meta["generation"] = generation_defaults(path)
-    cls = CanvasAdapter if fam.attention == "canvas" else ModelAdapter
+    meta.update(revision=fingerprint(path), **cls.meta_of(path))
     return cls(model=model, tokenizer=tok, name=path.name, model_type=raw["model_type"],
                         mask_token_id=mask_id, logit_shift=fam.logit_shift, attention=fam.attention,
                         block_size=raw.get(fam.block_key), stop_ids=stop_ids, attn_impl=attn_impl, device=dev,

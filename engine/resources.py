@@ -20,7 +20,7 @@ def drafter(target, cfg, load: Callable[[str], object]):
     tv, dv = target.tokenizer.get_vocab(), d.tokenizer.get_vocab()
     if any(dv.get(w) != i for w, i in tv.items()) or d.mask_token_id != target.mask_token_id:
         raise ConfigError(f"drafter {d.name} does not share {target.name}'s token ids")
-    if d.attention != "block_causal" or d.logit_shift:
+    if not {"block_causal", "no_shift"} <= d.offers():
         raise ConfigError(f"drafter {d.name} must be a block-causal, position-aligned model")
     return d
 

@@ -252,3 +252,24 @@ def test_shifted_model_with_a_first_block_at_position_zero(models):
     plain = Generation(a, ids, build_decoder("threshold", tau=0.5, block_size=B, gen_length=40, stop_at_eos=False,
                                              use_cache=False)).run()
     assert cached.generated_ids == plain.generated_ids
+
+
+def test_each_need_refuses_a_model_that_lacks_it_with_its_reason():
+    """engine.applies against what each model kind offers (ModelAdapter.offers / CanvasAdapter.offers)."""
+    from types import SimpleNamespace
+
+    from engine.applies import why_not
+    from engine.model import CanvasAdapter, ModelAdapter
+
+    def model(kind, shift=0, cls=ModelAdapter):
+        ns = SimpleNamespace(name="m", model_type=kind, attention=kind, logit_shift=shift)
+        ns.offers = lambda: cls.offers(ns)
+        return ns
+    sdar, llada, dream = model("block_causal"), model("full"), model("full", shift=1)
+    gemma = model("canvas", cls=CanvasAdapter)
+    assert why_not("threshold", sdar) is None and why_not("threshold", dream) is None
+    assert "fills [MASK] slots" in why_not("threshold", gemma) and why_not("uniform", gemma) is None
+    assert "uniform-noise canvas" in why_not("uniform", sdar)
+    assert "block-causal" in why_not("s2d2", llada) and why_not("s2d2", sdar) is None
+    assert "full-attention" in why_not("dream", sdar) and why_not("dream", dream) is None
+    assert "position-aligned" in why_not("simsd", model("block_causal", shift=1))
