@@ -7,6 +7,7 @@ entries on its card (``engine.cards``); the others are written here. ``page`` na
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 
@@ -167,3 +168,23 @@ def config_class(name: str) -> type:
         f"    {k}: {p.type.__name__} = {p.default!r}  {p.interval() if p.lo is not None and p.type is not bool else ''}"
         f"  {p.label} — {p.help}" for k, p in params_of(name).items())
     return cls
+
+
+def settle(cfg, source: str, **values):
+    """A copy of a validated config with the values a model decides (a canvas length, a checkpoint's generation
+    defaults). A value of a parameter the decoder takes is checked as a visitor's would be (its range, the
+    decoder's rules), and a bad one is the model's error (``source`` names where it came from); a common parameter
+    the decoder does not take (its block size) is the decoder's to set. The original config is left as it was."""
+    spec, out = params_of(cfg.decoder_name), copy.copy(cfg)
+    try:
+        for k, v in values.items():
+            if k in spec:
+                v = spec[k].coerce(v)
+                spec[k].check(v)
+            setattr(out, k, v)
+        for ok, msg in decoder(cfg.decoder_name).rules:
+            if not ok(out.params()):
+                raise ConfigError(msg)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    return out

@@ -170,9 +170,11 @@ class Policy:
         """Whether the runner keeps each block forward's K/V of the block (Fast-dLLM v2's block cache)."""
         return False
 
-    def fit(self, adapter) -> None:
-        """Called once per generation, before the canvas is made: settle what the model decides (the uniform
-        decoder's canvas length and generation-config defaults)."""
+    def settle(self, adapter):
+        """Called once per generation, before the canvas is made: the config to decode with once the model has
+        decided what it decides (``catalogue.settle``: the uniform decoder's canvas length and generation-config
+        defaults, Dream's one block). Default: the validated config as it is."""
+        return self.cfg
 
     def start(self, runner: Runner) -> None:
         """Called once per generation (routers with state across blocks reset here)."""
@@ -203,7 +205,7 @@ class Generation:
             raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
                               f"exceeds the model's {max_pos} positions")
         check_applies(policy.name, adapter)
-        policy.fit(adapter)
+        self.cfg = policy.cfg = policy.settle(adapter)
         self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
                                   revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
         policy.resources = resolve(policy, adapter, load)

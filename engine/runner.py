@@ -34,7 +34,7 @@ from engine import masks
 from engine.cache import BlockCache, SpliceCache
 from engine.sampling import TokenStats, make_generator, token_stats
 from engine.errors import ConfigError
-from engine.scheduler import Forward, Sampling
+from engine.scheduler import Call, Forward, Sampling
 
 
 @dataclass
@@ -323,8 +323,29 @@ class FullRunner(Runner):
 
 
 class CanvasRunner(Runner):
-    """DiffusionGemma's encoder/decoder: the uniform decoder runs its forwards as its own requests (``Call``)."""
+    """DiffusionGemma's encoder/decoder. Its forwards are requests of their own (``Call``: the masks come from the
+    model's own builders, one canvas at a time): ``encode`` adds the tokens before a canvas to the encoder's
+    cache, ``denoise`` runs the decoder over a canvas against it."""
     cache_name = "encoder KV cache (exact)"
+
+    def __init__(self, adapter, prompt_ids: list[int], cfg, **flags):
+        super().__init__(adapter, prompt_ids, cfg, **flags)
+        self.cache = adapter.new_cache()     # the encoder's K/V of positions [0, encoded)
+        self.encoded = 0
+
+    def encode(self, lo: int):
+        """One encoder forward over the positions not yet in the cache, up to ``lo`` (the prompt, then each
+        finished canvas)."""
+        self.cache = yield Call(self.adapter.encode, (self.tokens[self.encoded:lo], self.encoded, self.cache))
+        self.encoded = lo
+        self.nfe["encode"] += 1
+
+    def denoise(self, canvas: torch.Tensor, lo: int, conditioning: torch.Tensor | None):
+        """One decoder forward over a canvas (C,) at ``lo``, self-conditioned on the previous step's tempered
+        logits (C, V) or None -> logits (C, V) float32."""
+        logits = yield Call(self.adapter.denoise, (canvas, lo, self.cache, conditioning))
+        self.nfe["draft"] += 1
+        return logits
 
     def _unfinished(self, gen: list[int], records) -> list[int]:
         """Any id may be generated on a canvas (there is no [MASK]): the canvases made."""

@@ -67,6 +67,9 @@ class ScriptedAdapter:
     def new_cache(self):
         raise AssertionError("the scripted adapter runs without cache")
 
+    def offers(self):
+        return frozenset({"block_causal", "mask_slots", "no_shift"})
+
     def encode_prompt(self, text):
         return [1, 10, 11, 12]
 

@@ -104,3 +104,18 @@ def test_the_uniform_trainer_resumes_from_its_checkpoint(tmp_path):
     train_uniform.main(args + ["--max-steps", "3"])
     state = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     assert int(state["step"]) == 3 and (tmp_path / "model" / "config.json").exists()
+
+
+def test_the_model_settles_a_copy_of_the_config_and_a_bad_generation_config_is_its_error(tmp_path):
+    """catalogue.settle: the checkpoint's values fill the parameters left at 0 in a new config, checked against the
+    catalogue's ranges; the validated config the visitor's values made stays as it was."""
+    a = load_model(str(write_diffusion_gemma(tmp_path / "ok", generation=CONFIGS["unstable"])))
+    policy = build_decoder("uniform", gen_length=20)
+    given = policy.cfg
+    settled = policy.settle(a)
+    assert (given.max_denoising_steps, given.t_max, given.block_size, given.gen_length) == (0, 0.0, 8, 20)
+    assert (settled.t_min, settled.t_max, settled.block_size, settled.gen_length) == (0.2, 1.5, 8, 24)
+    assert settled.stability_threshold == 0 and settled.max_denoising_steps > 0
+    bad = load_model(str(write_diffusion_gemma(tmp_path / "bad", generation=dict(t_max=9.0))))   # t_max ≤ 5
+    with pytest.raises(ConfigError, match="generation config: t_max must be in"):
+        Generation(bad, bad.encode_prompt("what is 1 + 2 ?"), build_decoder("uniform"))

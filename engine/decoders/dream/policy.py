@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
+from engine.catalogue import config_class, settle
 from engine.loop import BlockContext, Policy
 from engine.sampling import TokenStats
 from engine.trace import Reason
@@ -61,8 +61,8 @@ class DreamPolicy(Policy):
     name = "dream"
     config_cls = config_class("dream")
 
-    def fit(self, adapter) -> None:
-        self.cfg.block_size = self.cfg.gen_length                   # the whole answer is one block, as Dream's
+    def settle(self, adapter):
+        return settle(self.cfg, "dream", block_size=self.cfg.gen_length)   # the whole answer is one block
 
     def run_block(self, ctx: BlockContext):
         c, r = self.cfg, ctx.runner

@@ -26,11 +26,10 @@ import math
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
+from engine.catalogue import config_class, settle
 from engine.errors import ConfigError
 from engine.loop import BlockContext, Policy
 from engine.sampling import TokenStats
-from engine.scheduler import Call
 
 
 def accept_canvas(entropy: torch.Tensor, gamma: float):
@@ -71,30 +70,23 @@ class UniformPolicy(Policy):
     config_cls = config_class("uniform")
     settles_per_block = True
 
-    def fit(self, adapter) -> None:
+    def settle(self, adapter):
         """The canvas length and, for every parameter left at 0 (−1), the checkpoint's generation config."""
         c, g = self.cfg, adapter.info["generation"]
         C = int(adapter.block_size or 0)
         if C <= 0:
             raise ConfigError(f"{adapter.name} has no canvas_length")
-        c.block_size, c.gen_length = C, -(-c.gen_length // C) * C              # whole canvases, as generate makes
-        c.max_denoising_steps = c.max_denoising_steps or int(g["max_denoising_steps"])
-        c.entropy_bound = c.entropy_bound or float(g["entropy_bound"])
-        c.t_min, c.t_max = c.t_min or float(g["t_min"]), c.t_max or float(g["t_max"])
+        given = dict(max_denoising_steps=c.max_denoising_steps, entropy_bound=c.entropy_bound, t_min=c.t_min,
+                     t_max=c.t_max, confidence_threshold=c.confidence_threshold)
+        model = {k: g[k] for k, v in given.items() if not v}                     # 0 = the model's
         if c.stability_threshold < 0:
-            c.stability_threshold = int(g["stability_threshold"])
-        c.confidence_threshold = c.confidence_threshold or float(g["confidence_threshold"])
-        if c.t_max <= c.t_min:
-            raise ConfigError(f"t_max ({c.t_max:g}) must be greater than t_min ({c.t_min:g})")
-
-    def start(self, runner) -> None:
-        self.cache, self.encoded = runner.adapter.new_cache(), 0
+            model["stability_threshold"] = g["stability_threshold"]
+        return settle(c, f"{adapter.name}'s generation config", **model, block_size=C,
+                      gen_length=-(-c.gen_length // C) * C)                      # whole canvases, as generate makes
 
     def run_block(self, ctx: BlockContext):
         r, a, c = ctx.runner, ctx.runner.adapter, self.cfg
-        self.cache = yield Call(a.encode, (r.tokens[self.encoded:ctx.lo], self.encoded, self.cache))
-        self.encoded = ctx.lo
-        r.nfe["encode"] += 1
+        yield from r.encode(ctx.lo)
         V = a.vocab_size
         canvas = torch.randint(0, V, (1, ctx.L), generator=r.generator)[0]    # (C,) the reference's initial draw
         ctx.rewrite(canvas, torch.zeros(ctx.L, dtype=torch.bool))
@@ -102,8 +94,7 @@ class UniformPolicy(Policy):
         stop = StableAndConfident(c.stability_threshold, c.confidence_threshold, ctx.L)
         N, sc = c.max_denoising_steps, None
         for n in range(N, 0, -1):
-            raw = yield Call(a.denoise, (canvas, ctx.lo, self.cache, sc))     # (C, V) float32
-            r.nfe["draft"] += 1
+            raw = yield from r.denoise(canvas, ctx.lo, sc)                     # (C, V) float32
             temperature = c.t_min + (c.t_max - c.t_min) * (torch.tensor(n, dtype=torch.int32) / N)
             logits = raw / temperature.to(raw.device)
             probs = torch.softmax(logits, dim=-1, dtype=torch.float32).cpu()
