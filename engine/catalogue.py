@@ -148,7 +148,7 @@ class ConfigBase:
     """What every generated config dataclass has: ``params()``. Values are validated once, by ``validate`` in
     ``engine.decoders.build_decoder``, before a config is made. A common parameter the decoder does not take (the
     uniform decoder has no temperature and no block cache) is a field fixed at its catalogue default, not set by
-    anyone but the decoder's own ``fit``; any other name is an AttributeError."""
+    anyone but the decoder's own ``settle`` (``settle`` below); any other name is an AttributeError."""
     decoder_name = ""
 
     def params(self) -> dict:

@@ -1,7 +1,9 @@
 """Re-render cost of every view for a stored trace, server side, and the payload the page receives.
 
-    python -m explorer.bench_render assets/bench/long256.npz
-Targets: every view re-rendered for a 256-token trace in <= 150 ms, payload <= 1 MB.
+    python -m engine generate --model unmask-tasks-small --prompt "Tell a story about a yak named Finn." \
+        --decoder ar --gen-length 256 --no-eos-stop --trace-out long.npz        # a 256-forward trace
+    python -m explorer.bench_render long.npz
+The figures (and what the page sends: only the visible tab's views) are in docs/results.md.
 Prints the median over repetitions for a scrub to a middle step, and the JSON bytes of all figures + HTML.
 """
 
@@ -35,7 +37,11 @@ def main(argv=None) -> None:
     ap.add_argument("trace")
     ap.add_argument("--reps", type=int, default=15)
     args = ap.parse_args(argv)
-    print(json.dumps(measure(Trace.load(args.trace), args.reps), indent=1))
+    try:
+        trace = Trace.load(args.trace)
+    except (OSError, ValueError) as e:
+        ap.error(f"cannot read the trace {args.trace}: {e}")        # exit status 2, one line
+    print(json.dumps(measure(trace, args.reps), indent=1))
 
 
 if __name__ == "__main__":
