@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.model import DEFAULT_MODEL, embedded_models
-from engine.service import DecodeService, budget_from_env
+from engine.models.model import DEFAULT_MODEL, embedded_models
+from engine.harness.service import DecodeService, budget_from_env
 from engine.tasks import TASKS, get_task
-from engine.trace import Trace
+from engine.records.trace import Trace
 from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page, offered_names

@@ -1,6 +1,7 @@
 """Command line: ``python -m engine generate|bench|tasks|train``. A stable contract: other tools parse ``--json``.
 
-Decoder flags are made from the parameter catalogue (``engine.catalogue``): every parameter is ``--name-with-dashes``
+Decoder flags are made from the parameter catalogue (``engine.decoders.catalogue``): every parameter is
+``--name-with-dashes``
 (booleans ``--X / --no-X``), and ``bench`` takes the same keys in SPEC strings.
 """
 
@@ -11,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine import catalogue
+from engine.decoders import catalogue
 from engine.errors import ConfigError, UserError
 
 # a decoder's own parameters are the group named after it: the CLI titles it as the catalogue does
@@ -47,9 +48,9 @@ def decoder_values(args) -> dict:
 
 def _cmd_generate(args) -> None:
     from engine.decoders import build_decoder
-    from engine.loop import Generation
-    from engine.model import load_model
-    from engine.service import check_prompt
+    from engine.runtime.loop import Generation
+    from engine.models.model import load_model
+    from engine.harness.service import check_prompt
     from engine.tasks import get_task
 
     prompt = check_prompt(args.prompt)
@@ -57,8 +58,8 @@ def _cmd_generate(args) -> None:
     adapter = load_model(args.model or get_task(args.task).model, device=args.device,
                          allow_download=args.allow_download or None)
     tr = Generation(adapter, prompt, policy).run()
-    if args.branch:                            # the run again from its state after a step (engine.branch)
-        from engine.branch import branch_generation
+    if args.branch:                            # the run again from its state after a step (engine.runtime.branch)
+        from engine.runtime.branch import branch_generation
         tr = branch_generation(adapter, tr, args.branch).run()
     if args.trace_out:
         tr.save(args.trace_out)
@@ -79,8 +80,8 @@ def _cmd_generate(args) -> None:
 
 
 def _cmd_bench(args) -> None:
-    from engine.bench import format_table, run_bench
-    from engine.model import load_model
+    from engine.harness.bench import format_table, run_bench
+    from engine.models.model import load_model
     from engine.tasks import get_task, load_task_file, with_task_length
 
     if not 1 <= args.n <= 100000:
@@ -92,7 +93,7 @@ def _cmd_bench(args) -> None:
     if model is None:
         raise ConfigError(f"--model is needed for {task}: no embedded model knows it (a local checkpoint's path)")
     adapter = load_model(model, device=args.device, allow_download=args.allow_download or None)
-    from engine.progress import progress
+    from engine.harness.progress import progress
     prog = None if args.json else progress(f"bench {task}")
     specs = [with_task_length(s, get_task(task)) for s in args.decoder or [catalogue.BASELINE_DECODER]]
     keep = trace_keeper(args.traces, get_task(task), specs) if args.traces else None
@@ -173,12 +174,12 @@ def build_parser() -> OneLineParser:
     b.add_argument("--json", action="store_true")
     b.add_argument("--traces", help="a folder: every decode's trace (.npz) and problems.jsonl, one line per setting "
                    "and problem with its verdict, its text and its trace's path (open a trace with "
-                   "engine.trace.Trace.load, or explorer.export)")
+                   "engine.records.trace.Trace.load, or explorer.export)")
     b.add_argument("--device", help="cuda | mps | cpu (default: the best available)")
     b.add_argument("--allow-download", action="store_true", help="let a hub id download (else: local cache only)")
     t = sub.add_parser("tasks", help="the task families, their example problems and models")
     t.add_argument("--json", action="store_true")
-    sub.add_parser("train", help="train an embedded model (see python -m engine.training.train --help)",
+    sub.add_parser("train", help="train an embedded model (see python -m tools.training.train --help)",
                    add_help=False)
     return ap
 
@@ -187,7 +188,7 @@ def main(argv=None) -> int:
     ap = build_parser()
     args, rest = ap.parse_known_args(argv)
     if args.cmd == "train":
-        from engine.training.train import main as train_main
+        from tools.training.train import main as train_main
         train_main(rest)
         return 0
     if rest:

@@ -1,6 +1,6 @@
 """Controls <-> URL query parameters, so a link reproduces a run: ``?decoder=s2d2&tau=0.85&block_size=4&prompt=...``.
 
-The keys are the catalogue's parameter names (``engine.catalogue``). Values are parsed by each parameter's type
+The keys are the catalogue's parameter names (``engine.decoders.catalogue``). Values are parsed by each parameter's type
 and clamped to its page range; unknown keys, unparsable or non-finite values are ignored and reported (as plain
 text: the page escapes it), never fatal.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from engine import catalogue
-from engine.branch import branch_json, parse_branch
+from engine.decoders import catalogue
+from engine.runtime.branch import branch_json, parse_branch
 from engine.errors import ConfigError
 
-PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch")   # pos: the selected position (the browser
-#                                                                       applies it); branch: engine.branch's JSON
+# pos: the selected position (the browser applies it); branch: engine.runtime.branch's JSON
+PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch")
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
 

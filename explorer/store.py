@@ -28,7 +28,7 @@ from pathlib import Path
 
 import diskcache
 
-from engine.trace import Trace, TraceFormatError
+from engine.records.trace import Trace, TraceFormatError
 
 log = logging.getLogger(__name__)
 MAX_VALUE = 64 * 2**20          # bytes of one stored value (a long trace's npz is a few MiB)

@@ -11,8 +11,8 @@ import torch
 from transformers import Qwen3ForCausalLM
 
 from engine.tasks import get_task
-from engine.tokenizer import build_tokenizer
-from engine.training.train import model_config
+from engine.models.tokenizer import build_tokenizer
+from tools.training.train import model_config
 
 torch.set_num_threads(1)  # CI has 2 cores; oversubscribed threads make tiny models crawl
 
@@ -42,7 +42,7 @@ def sdar_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def adapter(sdar_dir):
-    from engine.model import load_model
+    from engine.models.model import load_model
     return load_model(str(sdar_dir), device="cpu")
 
 
@@ -96,7 +96,7 @@ class ScriptedAdapter:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-from explorer.local_app import free_port, running_app  # noqa: E402,F401  (the tests' app fixture)
+from tools.local_app import free_port, running_app  # noqa: E402,F401  (the tests' app fixture)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def browser():
     """Debian's Chromium through Playwright (the browser test modules skip themselves where either is missing)."""
     from playwright.sync_api import sync_playwright
 
-    from explorer.bench_ux import launch
+    from tools.page.bench_ux import launch
     with sync_playwright() as p:
         b = launch(p)
         yield b

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from engine.tasks import get_task
-from engine.tokenizer import build_tokenizer
+from engine.models.tokenizer import build_tokenizer
 
 CHAT = ("{% for m in messages %}{{ 'Q : ' + m['content'] }}{% endfor %}{% if add_generation_prompt %} A :"
         "{% endif %}")
@@ -54,7 +54,7 @@ def write_qwen2_family(path, model_type: str, seed: int = 0):
     return path
 
 
-# LlamaForCausalLM name -> LLaDA's published name, written out independently of engine.families.LLADA_KEYS so the
+# LlamaForCausalLM name -> LLaDA's published name, written out independently of engine.models.families.LLADA_KEYS so the
 # test checks that table instead of restating it
 TO_OLMO = [(r"^model\.embed_tokens\.", "model.transformer.wte."),
            (r"^model\.layers\.(\d+)\.input_layernorm\.", r"model.transformer.blocks.\1.attn_norm."),

@@ -51,8 +51,8 @@ def summarise(trace) -> dict:
 
 def decode_all() -> dict:
     from engine.decoders import build_decoder, parse_spec
-    from engine.loop import Generation
-    from engine.model import load_model
+    from engine.runtime.loop import Generation
+    from engine.models.model import load_model
     from engine.tasks import get_task
     models = {"tiny": load_model("tiny", device="cpu")}
     prompts = [p.prompt for p in get_task("arith").problems("test", 3, seed=7)]
@@ -76,7 +76,7 @@ def dream_model():
     """A seeded random Dream-style checkpoint (the same weights on every machine: tests/families.py)."""
     import tempfile
 
-    from engine.model import load_model
+    from engine.models.model import load_model
     from tests.families import write_qwen2_family
     path = write_qwen2_family(Path(tempfile.mkdtemp()) / "dream", "Dream", seed=0)
     return load_model(str(path), device="cpu")

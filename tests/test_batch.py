@@ -1,5 +1,5 @@
-"""Batched decoding across problems (engine.scheduler, engine.batch): every problem's tokens, NFE and records equal
-its batch-1 decode."""
+"""Batched decoding across problems (engine.runtime.scheduler, engine.runtime.batch): every problem's tokens, NFE and
+records equal its batch-1 decode."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import torch
 import pytest
 
-from engine.bench import run_bench
-from engine.scheduler import Forward, Scheduler, run_batched
+from engine.harness.bench import run_bench
+from engine.runtime.scheduler import Forward, Scheduler, run_batched
 from engine.decoders import build_decoder
-from engine.loop import Generation
+from engine.runtime.loop import Generation
 from engine.tasks import get_task
 
 SPECS = ["ar", "llada:block_size=4,steps=2", "threshold:tau=0.5,block_size=4", "tspd:block_size=4,controller=heuristic",
@@ -30,7 +30,7 @@ def same_records(a, b) -> None:
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_batched_decodes_equal_batch_one(adapter, spec):
-    from engine.spec import parse_spec
+    from engine.decoders.spec import parse_spec
     name, params = parse_spec(spec)
     probs = get_task("arith").problems("test", 6, seed=1)
     make = [lambda p=p, i=i: Generation(adapter, p.prompt, build_decoder(name, seed=i, gen_length=24, **params))
@@ -68,11 +68,11 @@ def test_a_failing_decode_raises_after_the_others(adapter):
 
 
 def test_batching_experiment_reports_equal_rows(adapter):
-    from engine.experiments.batching import batching, report
+    from tools.experiments.batching import batching, report
     rows = batching(adapter, "arith", 6, "threshold:tau=0.5,block_size=4", sizes=(1, 3), repeats=2)
     assert [r["same_rows"] for r in rows] == [True, True] and "| 3 |" in report(rows)
     assert rows[0]["vs_batch_1"] == 1.0 and rows[1]["vs_batch_1_range"][0] <= rows[1]["vs_batch_1"]
-    from engine.experiments.batching import page_sweep
+    from tools.experiments.batching import page_sweep
     sw = page_sweep(adapter, "arith", 3, specs=["ar", "threshold:tau=0.5,block_size=4"], sizes=(1, 3),
                     repeats=2)
     assert [r["same_rows"] for r in sw] == [True, True] and sw[0]["decodes"] == 6
@@ -96,8 +96,8 @@ def _requests(adapter, shapes, seed=0):
 @pytest.mark.parametrize("forward", ["packed", "padded", "ragged"])
 def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_path, family, forward):
     """Mixed shapes (a prefill beside steps with caches); a shifted model (Fast-dLLM v2) and a full-attention one."""
-    from engine import batch
-    from engine.model import load_model
+    from engine.runtime import batch
+    from engine.models.model import load_model
     from tests.families import write_llada, write_qwen2_family
     path = write_qwen2_family(tmp_path / "m", "Fast_dLLM_Qwen") if family == "fastdllm" else \
         write_llada(tmp_path / "m")[0] if family == "llada" else None
@@ -105,7 +105,7 @@ def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_p
     shapes = [(8, 12), (16, 12), (30, 0), (8, 5)]
     together, alone = _requests(model, shapes), _requests(model, shapes)
     if forward == "ragged":
-        from engine import ragged
+        from engine.runtime import ragged
         assert ragged.installed(model)
     outs = getattr(batch if forward != "ragged" else ragged, f"{forward}_forward")(model, together)
     for r, o, a in zip(together, outs, alone):
@@ -116,7 +116,7 @@ def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_p
 
 
 def test_layout_is_ragged_on_a_cpu_and_else_follows_the_cost_of_padding_against_attention(adapter):
-    from engine.batch import cheaper_layout, layout
+    from engine.runtime.batch import cheaper_layout, layout
     beside_steps = [(30, 0), (4, 40), (4, 40), (4, 40)]           # a prefill beside steps: padding would dominate
     assert layout(adapter, _requests(adapter, beside_steps)) == "ragged"
     assert cheaper_layout(adapter, _requests(adapter, beside_steps)) == "packed"
@@ -178,8 +178,8 @@ def test_a_batched_runs_time_shares_add_up_to_its_wall_time(adapter):
 
 def test_an_eager_attention_model_keeps_the_packed_and_padded_layouts(sdar_dir):
     """Eager attention is each modeling file's own (not in transformers' registry): nothing to wrap."""
-    from engine.batch import layout
-    from engine.model import load_model
+    from engine.runtime.batch import layout
+    from engine.models.model import load_model
     eager = load_model(str(sdar_dir), device="cpu", attn_impl="eager")
     assert layout(eager, _requests(eager, [(8, 12), (30, 0)])) == "packed"
     assert eager.model.config._attn_implementation == "eager"
@@ -196,9 +196,9 @@ def test_an_eager_attention_model_keeps_the_packed_and_padded_layouts(sdar_dir):
 def test_the_drafter_and_canvas_requests_batch_too(model, spec):
     """SimSD's drafter forwards batch with the other decodes' (requests grouped by model); the uniform canvas's
     encoder and decoder forwards run alone inside the round. Either way each decode equals its batch-1 decode."""
-    from engine.model import load_model
-    from engine.resources import cached_loader
-    from engine.spec import parse_spec
+    from engine.models.model import load_model
+    from engine.runtime.resources import cached_loader
+    from engine.decoders.spec import parse_spec
     a, load = load_model(model, device="cpu"), cached_loader("cpu")
     name, params = parse_spec(spec)
     make = [lambda p=p, i=i: Generation(a, p.prompt, build_decoder(name, seed=i, gen_length=16, **params), load=load)

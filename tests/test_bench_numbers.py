@@ -3,9 +3,9 @@ and NFE counted as the papers count it."""
 
 import pytest
 
-from engine import stats
-from engine.bench import problem_seed, run_bench
-from engine.model import load_model
+from engine.harness import stats
+from engine.harness.bench import problem_seed, run_bench
+from engine.models.model import load_model
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_problem_seed_is_fixed_and_spreads():
 
 
 def test_progress_on_a_pipe_is_plain_lines(capsys):
-    from engine.progress import progress
+    from engine.harness.progress import progress
     tick = progress("bench story", every_s=3600)
     for i in range(1, 21):
         tick(i, 20)
@@ -59,9 +59,9 @@ def test_a_bench_row_is_a_typed_record_and_its_json_round_trips(sdar_dir):
     """Every key of a row is a declared field of BenchRow; the optional ones appear only where they apply."""
     from dataclasses import fields
 
-    from engine.bench import run_bench
-    from engine.bench_row import BenchRow
-    from engine.model import load_model
+    from engine.harness.bench import run_bench
+    from engine.harness.bench_row import BenchRow
+    from engine.models.model import load_model
     (r,) = run_bench(load_model(str(sdar_dir), device="cpu"), "arith", 2, ["threshold:tau=0.9,block_size=4"])
     declared = {f.name for f in fields(BenchRow)}
     assert set(r) <= declared and not set(r) & {"target_forwards", "drift_mean", "renoised_share"}

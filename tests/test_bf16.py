@@ -1,4 +1,4 @@
-"""bf16 as the references compute it (engine/precision.py): LLaDA against a direct computation from its published
+"""bf16 as the references compute it (engine/models/precision.py): LLaDA against a direct computation from its published
 weights with the reference's fp32 islands (RMSNorm and RoPE in fp32), and the families whose reference is their
 stock transformers class against that class's own forward, all in bf16 on CPU."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.model import load_model
+from engine.models.model import load_model
 from tests.families import write_llada, write_qwen2_family
 
 BF = torch.bfloat16

@@ -1,14 +1,14 @@
-"""Branching a decode (engine.branch): resume from the state after step s, force a token, change the decoder."""
+"""Branching a decode (engine.runtime.branch): resume from the state after step s, force a token, change the decoder."""
 
 import pytest
 
-from engine.branch import Branch, branch_generation, canvas_after, parse_branch, resume_of
+from engine.runtime.branch import Branch, branch_generation, canvas_after, parse_branch, resume_of
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from engine.tasks import get_task
-from engine.trace import Reason
+from engine.records.trace import Reason
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_a_branch_at_a_block_boundary_reproduces_a_decoder_with_state_in_the_blo
 
 
 def test_the_rebuild_is_one_forward_over_the_prompt_and_the_finished_blocks(small, monkeypatch):
-    from engine import scheduler
+    from engine.runtime import scheduler
     kw = dict(tau=0.7, block_size=8)
     base = Generation(small, story()[0], build_decoder("threshold", gen_length=32, **kw)).run()
     s = next(i + 1 for i, r in enumerate(base.records) if r.block >= 1)       # inside the second block
@@ -137,7 +137,7 @@ def test_a_revising_decoder_may_rewrite_a_forced_token_and_its_history_shows_it(
 
 
 def test_another_decoder_from_the_branch_point_through_the_service():
-    from engine.service import DecodeService
+    from engine.harness.service import DecodeService
     s = DecodeService(default_model="unmask-tasks-small", max_seconds=30)
     prompt, params = story()[0], dict(block_size=8, tau=0.7, gen_length=32)
     *_, tr = s.branch_stream(prompt, "threshold", params, None, '{"step": 1, "spec": "edit:block_size=8,tau=0.5"}')

@@ -5,8 +5,8 @@ import asyncio
 import gradio as gr
 import pytest
 
-from engine.branch import canvas_after
-from engine.service import DecodeService
+from engine.runtime.branch import canvas_after
+from engine.harness.service import DecodeService
 from explorer.page.branch import choose_point, run_branch
 from explorer.page.context import Page
 
@@ -73,7 +73,7 @@ def test_typed_tokens_and_missing_positions_are_one_line_errors(page, run):
 
 
 def test_the_texts_mark_where_the_futures_differ(run):
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.views.branch import marked_text
     other = Trace(meta=run.meta.__class__.from_dict(run.meta.to_dict()), records=run.records)
     p = run.meta.prompt_len
@@ -87,7 +87,7 @@ def test_the_tour_takes_the_wheel_on_the_opening_story():
     """The tour's what-if stop: the pre-baked branch of the opening story, at the step the stop shows, drawn in the
     Branch tab with its forced token."""
     from pathlib import Path
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.page import branch
     from explorer.page.tour import STOPS
     examples = Path(__file__).resolve().parent.parent / "assets" / "examples"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.bench_ux import CHROMIUM
+from tools.page.bench_ux import CHROMIUM
 from tests.conftest import running_app
 
 pytestmark = pytest.mark.browser

@@ -1,4 +1,4 @@
-"""What a newcomer meets, in a real Chromium (the measurements of ``explorer.bench_ux``): the run in the first
+"""What a newcomer meets, in a real Chromium (the measurements of ``tools.page.bench_ux``): the run in the first
 viewport, only the controls the decoder reads, a tour whose text and view are on screen together, and a shared
 link that keeps the selected position."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import bench_ux as ux
+from tools.page import bench_ux as ux
 
 pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -31,7 +31,7 @@ def test_the_run_is_in_the_first_viewport_and_only_read_controls_show(page, serv
     assert all(ux.first_view(page).values()), ux.first_view(page)
     shown = ux.controls(page)
     assert len(shown) <= 15, shown
-    from engine import catalogue
+    from engine.decoders import catalogue
     params = {k for k in shown if k in catalogue.PARAMS}
     assert params <= set(catalogue.params_of("threshold")), params
     ux.choose_decoder(page, "s2d2")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.service import DecodeService
+from engine.harness.service import DecodeService
 
 PROMPT = "Ann has 3 apples . She buys 5 more . How many apples does she have now ?"
 

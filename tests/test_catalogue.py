@@ -7,11 +7,11 @@ from urllib.parse import parse_qsl
 import gradio as gr
 import pytest
 
-from engine import catalogue
+from engine.decoders import catalogue
 from engine.__main__ import build_parser
 from engine.decoders import DECODERS, build_decoder
 from engine.errors import ConfigError
-from engine.spec import parse_spec
+from engine.decoders.spec import parse_spec
 from explorer.page.controls import build_controls, decoder_params
 from explorer.page.context import Page
 from explorer.state import parse_query, to_query
@@ -114,7 +114,7 @@ def test_presets_and_names_are_defined_once():
 
 
 def test_numbers_take_ascii_digits_only():
-    from engine.catalogue import PARAMS
+    from engine.decoders.catalogue import PARAMS
     from engine.errors import ConfigError
     for raw in ("٠.٩", "९", "0x1", "1_0"):
         with pytest.raises(ConfigError):

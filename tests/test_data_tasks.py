@@ -118,7 +118,7 @@ def test_a_malformed_card_is_a_one_line_error(tmp_path, card):
 
 
 def test_a_chat_model_gets_the_prompt_as_one_user_message(tmp_path):
-    from engine.model import load_model
+    from engine.models.model import load_model
     from tests.families import write_llada
     path, _ = write_llada(tmp_path / "llada")
     adapter = load_model(str(path), device="cpu")
@@ -158,10 +158,10 @@ def test_bench_runs_gsm8k_and_a_folder_end_to_end_on_a_tiny_checkpoint(tmp_path)
 def test_a_plain_card_keeps_a_chat_models_prompt_out_of_its_template(tmp_path):
     """"chat": false in a card: the bench encodes the prompt as plain text even for a model with a chat template;
     by default (true) the template wraps it."""
-    from engine.bench import decode_problem
+    from engine.harness.bench import decode_problem
     from engine.decoders import build_decoder
-    from engine.model import load_model
-    from engine.scheduler import Scheduler
+    from engine.models.model import load_model
+    from engine.runtime.scheduler import Scheduler
     from engine.tasks.data import DataTask
     from tests.families import write_llada
     path, _ = write_llada(tmp_path / "llada")

@@ -7,9 +7,9 @@ import torch
 from engine.decoders import build_decoder, parse_spec
 from engine.decoders.schedule import transfer_schedule
 from engine.decoders.threshold.policy import dynamic_commit, threshold_commit
-from engine.loop import ConfigError, Generation
-from engine.sampling import make_generator, token_stats
-from engine.trace import Reason
+from engine.runtime.loop import ConfigError, Generation
+from engine.runtime.sampling import make_generator, token_stats
+from engine.records.trace import Reason
 
 
 def test_threshold_tau_one_commits_exactly_the_argmax():

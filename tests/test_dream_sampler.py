@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from tests.families import write_qwen2_family
 
 PROMPT = "Ann has 3 apples . She buys 5 more ."

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.trace import Trace
+from engine.runtime.loop import Generation
+from engine.records.trace import Trace
 from explorer.grid import MASKED, NEW, Grid
 from explorer.views import heatmaps
 from explorer.views.summary import render_summary

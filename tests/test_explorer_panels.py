@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from engine import masks
+from engine.runtime import masks
 from engine.decoders import build_decoder
-from engine.loop import Generation
+from engine.runtime.loop import Generation
 from explorer.export import to_csv, to_json
 from explorer.state import parse_query, to_query
 from explorer.views.compare import compare_summary
@@ -104,7 +104,7 @@ def test_previous_delta(adapter):
 
 
 def test_sweep_points_carry_wilson_bars_labels_and_the_table_intervals():
-    from engine.stats import wilson
+    from engine.harness.stats import wilson
     from explorer.views.sweep import sweep_figure, sweep_table
     rows = [dict(spec="ar", decoder="ar", accuracy=1.0, tpf=1.0, tokens_per_s=100.0, nfe=20.0, n=50, n_prompts=50,
                  accuracy_ci95=list(wilson(50, 50))),
@@ -123,7 +123,7 @@ def test_sweep_points_carry_wilson_bars_labels_and_the_table_intervals():
 def test_offered_models_get_short_names_and_resolve(sdar_dir):
     """A model offered by path appears by its directory's name (never the server's path), and the service loads
     it by that name."""
-    from engine.service import DecodeService
+    from engine.harness.service import DecodeService
     from explorer.page.context import offered_names
     names = offered_names([str(sdar_dir), "org/model-x", str(sdar_dir)])
     assert names == {sdar_dir.name: str(sdar_dir), "org/model-x": "org/model-x", f"{sdar_dir.name}-2": str(sdar_dir)}
@@ -147,7 +147,7 @@ def test_the_tours_change_of_mind_is_an_edit_that_repairs_a_story():
     """The "change of mind" stop shows the pre-baked edit example at the step where a written token was rewritten,
     and that the rewrite is what made the checker's verdict right."""
     from pathlib import Path
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from engine.tasks import get_task
     from explorer.grid import Grid
     from explorer.page.context import Page
@@ -175,7 +175,7 @@ def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
     from pathlib import Path
 
     import gradio as gr
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.page import decode_tab
     from explorer.registry import in_tab
     tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "edit.npz")
@@ -188,7 +188,7 @@ def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
 
 
 # the tabs each pre-baked example shows: the core tabs by their rules, a decoder's tab from its card's fields, and
-# the canvas hiding the mask-slot tabs (engine.cards.Card.hides)
+# the canvas hiding the mask-slot tabs (engine.decoders.cards.Card.hides)
 EXAMPLE_TABS = {"ar": [], "llada": [], "threshold": [], "branch_edit": [], "eb": ["Revisions"],
                 "edit": ["Revisions"], "remdm": ["Revisions"], "wino": ["Revisions"], "s2d2": ["S2D2"],
                 "s2d2_picks": ["S2D2"], "simsd": ["S2D2", "SimSD"], "tspd": ["TSPD + CE"], "credit": ["Credit"],
@@ -198,7 +198,7 @@ EXAMPLE_TABS = {"ar": [], "llada": [], "threshold": [], "branch_edit": [], "eb":
 def test_each_example_shows_the_tabs_its_cards_declare():
     from pathlib import Path
 
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer import registry
     root = Path(__file__).resolve().parents[1] / "assets" / "examples"
     for name, tabs in EXAMPLE_TABS.items():

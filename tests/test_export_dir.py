@@ -9,7 +9,7 @@ from explorer.export_dir import ExportDir, sweep_leftovers
 
 def test_folder_is_private_capped_and_removed(tmp_path, adapter):
     from engine.decoders import build_decoder
-    from engine.loop import Generation
+    from engine.runtime.loop import Generation
     d = ExportDir(str(tmp_path), cap_bytes=10_000)
     assert d.path.name.startswith(f"unmask-export-{os.getpid()}-") and d.path.stat().st_mode & 0o777 == 0o700
     for k, prompt in enumerate(["Ann has 3 pens . How many pens does she have now ?",
@@ -46,7 +46,7 @@ def test_the_gif_is_made_once_per_trace_and_fits_its_budget(tmp_path):
 
     from PIL import Image
 
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.export_dir import ExportDir
     from explorer.gif import decode_gif
     tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "s2d2.npz")

@@ -9,8 +9,8 @@ from safetensors.torch import load_file, save_file
 
 from engine.decoders import build_decoder
 from engine.errors import ConfigError, ModelLoadError
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from tests.families import write_llada, write_qwen2_family
 
 PROMPT = "Ann has 3 apples . She buys 5 more ."
@@ -146,7 +146,7 @@ def test_applicable_decoders_run_and_others_are_refused(models, family):
 
 def test_picker_offers_only_the_operators_models(dirs, tmp_path):
     from engine.errors import UserError
-    from engine.service import DecodeService
+    from engine.harness.service import DecodeService
     from explorer.page.context import Page
     from explorer.page.controls import model_summary
     service = DecodeService(default_model=str(dirs["dream"]), max_seconds=10)
@@ -255,11 +255,11 @@ def test_shifted_model_with_a_first_block_at_position_zero(models):
 
 
 def test_each_need_refuses_a_model_that_lacks_it_with_its_reason():
-    """engine.applies against what each model kind offers (ModelAdapter.offers / CanvasAdapter.offers)."""
+    """engine.decoders.applies against what each model kind offers (ModelAdapter.offers / CanvasAdapter.offers)."""
     from types import SimpleNamespace
 
-    from engine.applies import why_not
-    from engine.model import CanvasAdapter, ModelAdapter
+    from engine.decoders.applies import why_not
+    from engine.models.model import CanvasAdapter, ModelAdapter
 
     def model(kind, shift=0, cls=ModelAdapter):
         ns = SimpleNamespace(name="m", model_type=kind, attention=kind, logit_shift=shift)

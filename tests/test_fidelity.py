@@ -6,11 +6,11 @@ import torch
 
 from engine.decoders import build_decoder
 from engine.decoders.schedule import block_schedule
-from engine.loop import Generation
+from engine.runtime.loop import Generation
 from engine.decoders.s2d2.estimators import alpha
 from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.decoders.s2d2.verify import accept_stochastic
-from engine.sampling import transformed_probs
+from engine.runtime.sampling import transformed_probs
 from tests.conftest import ScriptedAdapter
 
 
@@ -92,7 +92,7 @@ def test_a_draft_the_drafter_gave_zero_probability():
 
 
 def test_mrs_with_a_greedy_drafter_says_it_is_biased():
-    from engine.model import load_model
+    from engine.models.model import load_model
     target = load_model("unmask-tasks-small", device="cpu")
     prompt = "Q : Name two different fruits . A :"
     mrs = Generation(target, prompt, build_decoder("simsd", acceptance="mrs", block_size=4, gen_length=8)).run()

@@ -1,4 +1,4 @@
-"""No text of a figure runs into another (``explorer.bench_figures``): the overlap rule on hand-built boxes, then
+"""No text of a figure runs into another (``tools.page.bench_figures``): the overlap rule on hand-built boxes, then
 every view of every pre-baked example drawn in Chromium at the page's desktop and phone widths."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import bench_figures as bf
+from tools.page import bench_figures as bf
 
 
 def box(group, x0, y0, x1, y1):
@@ -46,7 +46,7 @@ def test_the_overlap_depth_is_the_smallest_projection_overlap():
 @pytest.mark.browser
 def test_no_figure_of_any_pre_baked_example_has_colliding_text():
     pytest.importorskip("playwright.sync_api")
-    from explorer.bench_ux import CHROMIUM
+    from tools.page.bench_ux import CHROMIUM
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed")
     res = bf.measure()

@@ -9,10 +9,10 @@ import torch
 
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from tests.families import StaleKV, write_llada, write_qwen2_family
-from engine.scheduler import drive
+from engine.runtime.scheduler import drive
 
 PROMPT = "Ann has 3 apples . She buys 5 more ."
 
@@ -100,7 +100,7 @@ def test_shifted_model_reads_the_row_before_the_block(full_models, kv):
     block's first later forward (nothing committed since the full forward) the block's logits equal the full
     forward's, the first slot's included."""
     a = full_models["dream"]
-    from engine.runner import make_runner
+    from engine.runtime.runner import make_runner
     pol = build_decoder("llada", block_size=4, steps=4, gen_length=8, kv_cache=kv)
     r = make_runner(a, a.encode_prompt(PROMPT), pol.cfg)
     lo = r.P
@@ -111,7 +111,7 @@ def test_shifted_model_reads_the_row_before_the_block(full_models, kv):
 
 
 def test_kv_cache_experiment_runs_every_mode_at_every_length():
-    from engine.experiments import kvcache
+    from tools.experiments import kvcache
     a = kvcache.llada_shaped(hidden=64, layers=1)
     rows = kvcache.run(a, gens=(32,), block=16, steps=4)
     assert [r["kv_cache"] for r in rows] == ["none", "prefix", "dual"] and {r["nfe"] for r in rows} == {8}
@@ -119,7 +119,7 @@ def test_kv_cache_experiment_runs_every_mode_at_every_length():
 
 
 def test_bench_reports_the_mean_drift(full_models):
-    from engine.bench import run_bench
+    from engine.harness.bench import run_bench
     rows = run_bench(full_models["llada"], "arith", 2, ["llada:block_size=4,steps=4,gen_length=8,kv_cache=dual,"
                                                         "measure_drift=1", "llada:block_size=4,steps=4,gen_length=8"])
     assert rows[0]["drift_mean"] > 0 and "drift_mean" not in rows[1]

@@ -1,5 +1,5 @@
-"""Unmask as an lm-eval model (``engine.lmeval``): a local YAML task over a local JSONL file runs through lm_eval's
-own command line on a tiny random LLaDA checkpoint; the logged samples carry each decode's numbers and trace.
+"""Unmask as an lm-eval model (``engine.harness.lmeval``): a local YAML task over a local JSONL file runs through
+lm_eval's own command line on a tiny random LLaDA checkpoint; the logged samples carry each decode's numbers and trace.
 Skipped where the eval extra (requirements-eval.txt) is not installed."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_lm_eval_runs_a_local_task_through_unmask_and_logs_nfe_per_sample(tmp_pa
     from tests.families import write_llada
     model, _ = write_llada(tmp_path / "llada")
     tasks, out, traces = write_task(tmp_path / "tasks"), tmp_path / "out", tmp_path / "traces"
-    args = [sys.executable, "-m", "engine.lmeval", "--model", "unmask", "--model_args",
+    args = [sys.executable, "-m", "engine.harness.lmeval", "--model", "unmask", "--model_args",
             f"pretrained={model},decoder=threshold:tau=0.9,block_size=4,trace_dir={traces}", "--batch_size", "2",
             "--tasks", "unmask_tiny", "--include_path", str(tasks), "--log_samples", "--output_path", str(out)]
     # lm_eval splits --model_args at commas: block_size=4 arrives as an argument of its own and joins the SPEC
@@ -62,7 +62,7 @@ def test_lm_eval_runs_a_local_task_through_unmask_and_logs_nfe_per_sample(tmp_pa
 
 
 def test_log_likelihood_requests_are_refused_with_the_reason(tmp_path):
-    from engine.lmeval import UnmaskLM
+    from engine.harness.lmeval import UnmaskLM
     from tests.families import write_llada
     model, _ = write_llada(tmp_path / "llada")
     lm = UnmaskLM(pretrained=str(model), decoder="threshold:tau=0.9,block_size=4")
@@ -74,7 +74,7 @@ def test_log_likelihood_requests_are_refused_with_the_reason(tmp_path):
 
 def test_a_bad_spec_fails_before_any_request(tmp_path):
     from engine.errors import ConfigError
-    from engine.lmeval import UnmaskLM
+    from engine.harness.lmeval import UnmaskLM
     from tests.families import write_llada
     model, _ = write_llada(tmp_path / "llada")
     with pytest.raises(ConfigError):

@@ -17,8 +17,8 @@ import urllib.request
 import pytest
 
 from engine.decoders import build_decoder, parse_spec
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from tests.conftest import running_app
 
 pytestmark = pytest.mark.load
@@ -220,7 +220,7 @@ def test_memory_stays_flat_under_new_sessions_and_repeated_runs():
     +0.6 MiB per Run (gradio's stray copies of updated controls, ``explorer.page.sessions.prune_strays``), so about
     +20 MiB over the last 35 Runs.
     Bounded: 190 calls, loopback, about a minute."""
-    from explorer.bench_memory import growth, run
+    from tools.page.bench_memory import growth, run
     res = run(120, 70, UNMASK_SESSIONS="30")
     s, r = res["sessions"], res["runs"]
     print(f"sessions {s[0]:.0f} -> {s[-1]:.0f} MiB (last 60: {growth(s):+.1f}); "
@@ -235,7 +235,7 @@ HOSTILE = [None, 1e308, [1, 2], {"a": 1}, "<img src=x onerror=alert(1)>", "../..
 def test_hostile_values_over_http_get_a_message_a_short_log_and_no_traceback(tmp_path):
     """Every page event (one per handler), each input sent the same hostile value, over raw HTTP as a script would
     send them: no error without a message, no traceback in the server's log, at most 1 KB of log per call."""
-    from explorer.bench_memory import call
+    from tools.page.bench_memory import call
     with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
         cfg = json.load(urllib.request.urlopen(url + "config"))
         seen, deps = set(), []

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from engine import masks
-from engine.cache import BlockCache
+from engine.runtime import masks
+from engine.runtime.cache import BlockCache
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.runner import make_runner
-from engine.scheduler import drive
+from engine.runtime.loop import Generation
+from engine.runtime.runner import make_runner
+from engine.runtime.scheduler import drive
 
 
 def test_block_causal_pattern():

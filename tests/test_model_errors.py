@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from engine.errors import ModelLoadError
-from engine.model import load_model
+from engine.models.model import load_model
 
 
 def _config(d, **changes):

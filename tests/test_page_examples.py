@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import catalogue
-from engine.trace import Trace
+from engine.decoders import catalogue
+from engine.records.trace import Trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"
 
@@ -24,8 +24,8 @@ def test_every_candidate_of_a_prebaked_example_has_its_string(path):
 def test_a_decode_carries_the_strings_of_its_top5():
     """The candidates panel needs the string of every top-5 id, not only of committed tokens."""
     from engine.decoders import build_decoder
-    from engine.loop import Generation
-    from engine.model import load_model
+    from engine.runtime.loop import Generation
+    from engine.models.model import load_model
     tr = Generation(load_model("unmask-tasks-small"), "Tell a story about a shy fox named Leo.",
                     build_decoder("threshold", temperature=1.0, gen_length=32)).run()
     top = {int(t) for r in tr.records if r.field("topk_ids") is not None for t in r.field("topk_ids").ravel()}
@@ -37,8 +37,8 @@ def test_the_opening_examples_dial_changes_its_outcome():
     """The page opens on the threshold example; moving τ to the other end of its page range changes the text,
     or NFE by at least a quarter."""
     from engine.decoders import build_decoder
-    from engine.loop import Generation
-    from engine.model import load_model
+    from engine.runtime.loop import Generation
+    from engine.models.model import load_model
     opener = Trace.load(EXAMPLES / "threshold.npz")
     params = dict(opener.meta.params)
     lo, _ = catalogue.PARAMS["tau"].page

@@ -4,8 +4,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from engine.experiments.pareto import LookaheadTally, pareto_front, targets
-from engine.experiments.svg import scatter_svg
+from tools.experiments.pareto import LookaheadTally, pareto_front, targets
+from tools.experiments.svg import scatter_svg
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -52,9 +52,9 @@ def test_scatter_svg_draws_every_point_and_escapes_labels():
 def test_lookahead_counts_come_from_the_bench_own_traces(adapter, monkeypatch):
     """Each (setting, problem) is decoded once: the look-ahead counts read the bench's traces, and the reference
     is the bench's own LLaDA row."""
-    from engine import loop
-    from engine.bench import run_bench
-    from engine.training.collect import lookahead_counts
+    from engine.runtime import loop
+    from engine.harness.bench import run_bench
+    from tools.training.collect import lookahead_counts
     calls = []
     real = loop.Generation.requests
     monkeypatch.setattr(loop.Generation, "requests", lambda self: calls.append(1) or real(self))

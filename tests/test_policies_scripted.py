@@ -3,8 +3,8 @@
 import numpy as np
 
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.trace import Reason, Verdict
+from engine.runtime.loop import Generation
+from engine.records.trace import Reason, Verdict
 from tests.conftest import ScriptedAdapter
 
 PROMPT = [1, 10, 11, 12, 13, 14, 15, 16]           # 8 tokens: the block of 8 after it is fully masked

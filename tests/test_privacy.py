@@ -2,7 +2,7 @@
 prompt's run is served from the cache to the session that ran it, never to another (no timing or content tells B
 that A ran it). A shared link still reproduces its run: it decodes again, deterministically."""
 
-from engine.service import DecodeService
+from engine.harness.service import DecodeService
 from engine.tasks import get_task
 from explorer.export_dir import ExportDir
 from explorer.page.context import Page
@@ -23,7 +23,7 @@ def counting_page(tmp_path, examples=None):
 
 
 def test_a_free_text_prompt_is_cached_for_its_session_only(tmp_path):
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     page, calls = counting_page(tmp_path)
     a1 = final(page_run(page, "A", FREE, decoder="threshold", block_size=4, gen_length=16)(), Trace)
     a2 = final(page_run(page, "A", FREE, decoder="threshold", block_size=4, gen_length=16)(), Trace)
@@ -34,7 +34,7 @@ def test_a_free_text_prompt_is_cached_for_its_session_only(tmp_path):
 
 
 def test_the_pages_own_prompts_are_shared(tmp_path):
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     prob = get_task("arith").problems("test", 1)[0]
     page, calls = counting_page(tmp_path, {"tiny": [(prob.prompt, prob)]})
     for session in ("A", "B"):

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.trace import Reason, Revision
+from engine.runtime.loop import Generation
+from engine.records.trace import Reason, Revision
 from tests.conftest import ScriptedAdapter
 
 PROMPT = [1, 10, 11, 12, 13, 14, 15, 16]           # 8 tokens: the block of 8 after it is fully masked
@@ -133,7 +133,7 @@ def test_remdm_never_refills_a_slot_in_the_forward_that_remasked_it(remask):
 
 def test_remdm_remasks_with_the_seeded_draw():
     """Forward 1 of 4 (σ = 0.5 for both tokens written at forward 0): the re-masked set is the draws below σ."""
-    from engine.sampling import make_generator
+    from engine.runtime.sampling import make_generator
     conf = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
     tr = run(lambda t: [(20 + k, conf[k]) for k in range(8)], name="remdm", steps=4, eta=0.5, seed=11)
     g = make_generator(11)                                       # the decode's only random draws are ReMDM's

@@ -16,8 +16,8 @@ from engine.decoders import build_decoder
 from engine.decoders.credit.policy import add_credit, credit_commit, fuse
 from engine.decoders.klass.policy import kl_step, pick, ready_slots
 from engine.decoders.prophet.policy import logit_gap, phase_bar
-from engine.loop import Generation
-from engine.trace import Reason
+from engine.runtime.loop import Generation
+from engine.records.trace import Reason
 from explorer import registry
 from tests.conftest import ScriptedAdapter
 

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from engine import masks
+from engine.runtime import masks
 from engine.decoders import build_decoder
 from engine.decoders.s2d2.policy import first_span
-from engine.loop import Generation
-from engine.runner import make_runner
+from engine.runtime.loop import Generation
+from engine.runtime.runner import make_runner
 from engine.decoders.s2d2.estimators import alpha, expected_accepted
 from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.decoders.s2d2.verify import accept_stochastic, verify_logits
-from engine.sampling import make_generator
-from engine.scheduler import drive
+from engine.runtime.sampling import make_generator
+from engine.runtime.scheduler import drive
 
 EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "models" / "unmask-arith-tiny"
 
@@ -61,7 +61,7 @@ def test_always_greedy_equals_ar_random_model(adapter, arith):
 
 @pytest.mark.skipif(not (EMBEDDED / "model.safetensors").exists(), reason="embedded model not built")
 def test_always_greedy_equals_ar_embedded_model(arith):
-    from engine.model import load_model
+    from engine.models.model import load_model
     _equal_to_ar(load_model("tiny", device="cpu"), [p.prompt for p in arith.problems("test", 20, seed=0)], 48)
 
 
@@ -160,7 +160,7 @@ def test_presets_and_overrides():
 def test_always_greedy_equals_ar_on_fast_dllm_v2(tmp_path, arith):
     """Fast-dLLM v2 (logits shifted right by one): the verifier is one token-causal forward, and S2D2
     with router=always and greedy acceptance is lossless against AR."""
-    from engine.model import load_model
+    from engine.models.model import load_model
     from tests.families import write_qwen2_family
     v2 = load_model(str(write_qwen2_family(tmp_path / "v2", "Fast_dLLM_Qwen")), device="cpu")
     assert v2.logit_shift == 1

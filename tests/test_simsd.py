@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from engine import masks
+from engine.runtime import masks
 from engine.decoders import build_decoder
 from engine.decoders.simsd.policy import verification_mask
-from engine.loop import Generation, Tail
-from engine.runner import make_runner
-from engine.model import load_model
+from engine.runtime.loop import Generation, Tail
+from engine.runtime.runner import make_runner
+from engine.models.model import load_model
 from engine.decoders.s2d2.verify import accept_stochastic
 from tests.conftest import write_sdar_checkpoint
-from engine.scheduler import drive
+from engine.runtime.scheduler import drive
 
 PROMPT = "Ann has 3 apples . She buys 5 more . How many apples does she have now ?"
 
@@ -108,7 +108,7 @@ def test_simsd_is_refused_without_a_drafter_and_on_full_attention(adapter):
 
 
 def test_simsd_views_from_the_trace(two_layer):
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.views.attention import attention_mask
     from explorer.views.simsd import simsd_rounds
     tr = Generation(two_layer, PROMPT, build_decoder("simsd", drafter=str(two_layer.path), block_size=4,
@@ -128,7 +128,7 @@ def test_simsd_views_from_the_trace(two_layer):
 
 def test_the_service_resolves_the_drafter_from_its_own_model_cache(one_layer, two_layer):
     """A decoder never loads a model: SimSD's drafter comes from whoever owns the models (here the service)."""
-    from engine.service import DecodeService
+    from engine.harness.service import DecodeService
     svc = DecodeService(default_model=str(two_layer.path))
     for _ in range(2):
         svc.run("Ann has 3 pens . How many pens does she have now ?", "simsd",

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from engine.service import DecodeService
+from engine.harness.service import DecodeService
 from explorer.export_dir import ExportDir
 from explorer.page.context import Page
-from engine.trace import Trace
+from engine.records.trace import Trace
 from explorer.layout import build_demo
 from explorer.store import TraceStore
 

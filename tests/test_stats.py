@@ -1,10 +1,10 @@
-"""engine.stats against values computed by hand (and published tables)."""
+"""engine.harness.stats against values computed by hand (and published tables)."""
 
 import math
 
 import pytest
 
-from engine import stats
+from engine.harness import stats
 
 
 @pytest.mark.parametrize("k,n,lo,hi", [

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from engine.decoders import build_decoder
-from engine.loop import Generation
+from engine.runtime.loop import Generation
 from explorer.store import TraceStore, canonical_key
 
 

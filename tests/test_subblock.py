@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from engine import masks
+from engine.runtime import masks
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from tests.families import StaleKV, write_qwen2_family
 
 

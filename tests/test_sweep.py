@@ -1,12 +1,12 @@
-"""The sharded sweep (engine.experiments.sweep): merged shards equal one local bench; on Ray when it is installed."""
+"""The sharded sweep (tools.experiments.sweep): merged shards equal one local bench; on Ray when it is installed."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.bench import run_bench
-from engine.experiments import sweep
-from engine.model import load_model
+from engine.harness.bench import run_bench
+from tools.experiments import sweep
+from engine.models.model import load_model
 
 SPECS = ["threshold:tau=0.5,block_size=4", "ar"]
 TIMING = ("wall_s", "tokens_per_s", "speedup")

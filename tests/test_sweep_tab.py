@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from engine.errors import UserError
-from engine.service import DecodeService
+from engine.harness.service import DecodeService
 from explorer.page.context import Page
 from explorer.page.sweep import run_sweep, wrong_answers
 

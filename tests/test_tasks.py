@@ -1,5 +1,5 @@
 from engine.tasks.arith import extract_answer, split_of
-from engine.tokenizer import build_tokenizer
+from engine.models.tokenizer import build_tokenizer
 
 
 def test_problems_deterministic_and_in_range(arith):
@@ -68,7 +68,7 @@ def test_training_can_draw_constrained_prompts():
     import random
 
     from engine.tasks import get_task
-    from engine.training.train import draw
+    from tools.training.train import draw
     mix, rng = get_task("mix"), random.Random(1)
     drawn = [draw(mix, rng, 1.0) for _ in range(50)]
     assert all(mix.constrained(p) for p in drawn) and {p.task for p in drawn} == {"story", "picks"}

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.trace import Trace, TraceFormatError
+from engine.runtime.loop import Generation
+from engine.records.trace import Trace, TraceFormatError
 
 
 def test_trace_roundtrip(adapter, tmp_path):

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from engine.model import load_model
-from engine.training.train import build_2l_sample, collate_2l, main
+from engine.models.model import load_model
+from tools.training.train import build_2l_sample, collate_2l, main
 
 
 def test_2l_mask_layout():
@@ -48,7 +48,7 @@ def test_distilled_loss_is_the_kl_to_the_teacher_mixed_with_the_cross_entropy():
     import torch.nn.functional as F
     from transformers import Qwen3ForCausalLM
 
-    from engine.training.train import distilled_loss, masked_loss, model_config, selected_logits
+    from tools.training.train import distilled_loss, masked_loss, model_config, selected_logits
     special = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
     torch.manual_seed(0)
     student, teacher = (Qwen3ForCausalLM(model_config(40, 1, 64, special)).eval() for _ in range(2))

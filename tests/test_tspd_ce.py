@@ -7,8 +7,8 @@ import torch
 from engine.decoders.tspd.controller import MLP, MLPController
 from engine.decoders.tspd.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.trace import Reason
+from engine.runtime.loop import Generation
+from engine.records.trace import Reason
 from tests.conftest import ScriptedAdapter
 
 
@@ -76,9 +76,9 @@ def test_controller_deterministic_and_roundtrip(tmp_path):
 
 
 def test_tspd_on_model_and_scripts_on_small_trace_set(adapter, arith, tmp_path):
-    from engine.training.collect import controller_rows, reference_split, z_series
-    from engine.training.fit_ce import fit
-    from engine.training.train_controller import train
+    from tools.training.collect import controller_rows, reference_split, z_series
+    from tools.training.fit_ce import fit
+    from tools.training.train_controller import train
 
     traces = reference_split(adapter, arith, "train", 6, gen_length=16).refs
     rows = controller_rows(traces)

@@ -8,11 +8,11 @@ import pytest
 
 from engine.decoders.tspd.kalman import KalmanParams, TrendFilter
 from engine.decoders import build_decoder
-from engine.loop import Generation
-from engine.model import load_model
-from engine.training.collect import controller_rows, reference_split, rollouts
-from engine.training.fit_ce import calibrate, coverage
-from engine.training.train_controller import GRID, answer_point, main, operating_threshold
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
+from tools.training.collect import controller_rows, reference_split, rollouts
+from tools.training.fit_ce import calibrate, coverage
+from tools.training.train_controller import GRID, answer_point, main, operating_threshold
 from tests.conftest import write_sdar_checkpoint
 
 

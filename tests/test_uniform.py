@@ -8,8 +8,8 @@ import torch
 
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
-from engine.loop import Generation
-from engine.model import load_model
+from engine.runtime.loop import Generation
+from engine.models.model import load_model
 from tests.families import write_diffusion_gemma
 
 # generation configs: DiffusionGemma's defaults, a permissive bound that stops early, no stability requirement
@@ -85,7 +85,7 @@ def test_uniform_is_refused_on_masked_models(adapter):
 
 
 def test_bench_counts_denoising_steps_and_renoised_share(dg):
-    from engine.bench import run_bench
+    from engine.harness.bench import run_bench
     (row,) = run_bench(dg, "arith", 3, ["uniform:gen_length=8"])
     traces = []
     run_bench(dg, "arith", 3, ["uniform:gen_length=8"], on_trace=lambda *a: traces.append(a[-1]))
@@ -97,8 +97,8 @@ def test_bench_counts_denoising_steps_and_renoised_share(dg):
 
 def test_the_uniform_trainer_resumes_from_its_checkpoint(tmp_path):
     """Re-running the same command continues: step and consumed time come back from ckpt.pt (shared with
-    engine.training.train's resume). In one process too: the generation defaults were mutated by the first run."""
-    from engine.training import train_uniform
+    tools.training.train's resume). In one process too: the generation defaults were mutated by the first run."""
+    from tools.training import train_uniform
     args = ["--out", str(tmp_path), "--task", "arith", "--minutes", "5", "--eval-every", "1000", "--batch", "2"]
     train_uniform.main(args + ["--max-steps", "2"])
     train_uniform.main(args + ["--max-steps", "3"])

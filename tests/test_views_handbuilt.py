@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.trace import Reason, StepRecord, Trace
+from engine.records.trace import Reason, StepRecord, Trace
 from explorer.grid import DECODED, MASKED, NEW, Grid
 from explorer.render import render_all
 from explorer.registry import VIEWS
@@ -118,7 +118,7 @@ def test_the_gif_draws_the_text_views_states_in_its_colours():
 
     from PIL import Image
 
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.gif import STYLE, decode_gif
     from explorer.scrub import chips, payload
     tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "edit.npz")
@@ -144,7 +144,7 @@ def test_ebs_needed_gamma_is_the_bounds_left_side_at_each_slots_rank():
     committed cells pass."""
     from pathlib import Path
 
-    from engine.trace import Trace
+    from engine.records.trace import Trace
     from explorer.scrub import payload
     tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "eb.npz")
     d = payload(tr)

@@ -44,7 +44,7 @@ def load_task_file(name_or_folder: str, allow_code: bool = False) -> str:
 def task_tokenizer(task: TaskBase):
     """The closed-vocabulary tokenizer for a task. Arithmetic's words come first, in the embedded arithmetic
     model's order, so every tasks model shares its ids as a prefix (the tasks model starts from its weights)."""
-    from engine.tokenizer import build_tokenizer  # needs transformers; the task code itself stays light
+    from engine.models.tokenizer import build_tokenizer  # needs transformers; the task code itself stays light
     return build_tokenizer(ArithTask().vocabulary(), extend=task.vocabulary())
 
 

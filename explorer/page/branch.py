@@ -1,5 +1,5 @@
 """Branch here: from the step shown, force a token at the selected position or change the decoder from there on,
-and see the two futures side by side (``engine.branch``; the views in ``explorer.views.branch``)."""
+and see the two futures side by side (``engine.runtime.branch``; the views in ``explorer.views.branch``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from engine.branch import Branch, branch_json, canvas_after
+from engine.runtime.branch import Branch, branch_json, canvas_after
 from engine.errors import UserError
 from explorer.page.context import Page, fairly, shown_error
 from explorer.page.share import query_for

@@ -11,8 +11,8 @@ from functools import partial
 
 import gradio as gr
 
-from engine import catalogue
-from engine.cards import SweepPreset, cards
+from engine.decoders import catalogue
+from engine.decoders.cards import SweepPreset, cards
 from engine.errors import UserError
 from engine.tasks import TASKS as SYNTHETIC
 from engine.tasks import get_task, with_task_length

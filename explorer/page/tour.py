@@ -156,7 +156,7 @@ def tour_stop(page: Page, i) -> tuple:
     ex = page.example_traces.get(stop.example)
     if ex is None:
         raise shown_error(f"the tour needs the pre-baked {stop.example} example "
-                          "(python -m engine.experiments.bake_examples)")
+                          "(python -m tools.experiments.bake_examples)")
     return i, card_html(i, stop, ex), ex, stop.step(ex), stop.tab
 
 

@@ -1,4 +1,4 @@
-"""Two futures of one decode: the run shown and a branch of it (``engine.branch``), from the same step.
+"""Two futures of one decode: the run shown and a branch of it (``engine.runtime.branch``), from the same step.
 
 How to read: both texts, with the tokens where the branch ended up different marked; both mask-state maps on one
 step axis, their shared prefix (the steps up to the branch point, which the branch did not run again) shaded
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from engine.trace import Trace
+from engine.records.trace import Trace
 from explorer.grid import Grid
 from explorer.views import heatmaps
 

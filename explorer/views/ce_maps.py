@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.trace import TrajectoryClass
+from engine.records.trace import TrajectoryClass
 from explorer.grid import Grid
 from explorer.views.heatmaps import (MISSING_CODE, NO_VALUE, categorical_missing_scale, colour_bar, cursor,
                                       percent_scale, quantize, rows_height)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.cards import cards
-from engine.trace import Reason
+from engine.decoders.cards import cards
+from engine.records.trace import Reason
 from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import step_position_figure

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.trace import Verdict
+from engine.records.trace import Verdict
 from explorer.views.heatmaps import empty_figure, vline
 
 COLOURS = {Verdict.ACCEPTED: ("accepted", "#31a354"), Verdict.RESAMPLED: ("rejected → bonus", "#de2d26"),

@@ -15,8 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine import stats
-from engine.catalogue import BASELINE_DECODER
+from engine.harness import stats
+from engine.decoders.catalogue import BASELINE_DECODER
 
 
 def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:

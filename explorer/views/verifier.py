@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.trace import Reason, Verdict
+from engine.records.trace import Reason, Verdict
 from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import step_position_figure

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.catalogue import config_class
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.decoders.catalogue import config_class
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 
 class ARPolicy(Policy):

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import token_p
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 TIE = 1e-5   # dInfer's slack below the best confidence
 

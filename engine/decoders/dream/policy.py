@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.catalogue import config_class, settle
-from engine.loop import BlockContext, Policy
-from engine.sampling import TokenStats
-from engine.trace import Reason
+from engine.decoders.catalogue import config_class, settle
+from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.sampling import TokenStats
+from engine.records.trace import Reason
 
 
 def filtered(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""EB's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
+"""EB's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card, ReasonEntry, ViewEntry
-from engine.params import COMMON, Decoder
+from engine.decoders.cards import Card, ReasonEntry, ViewEntry
+from engine.decoders.params import COMMON, Decoder
 
 
 class EBFields(TypedDict):

@@ -14,9 +14,9 @@ import math
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.decoders.catalogue import config_class
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 
 def entropy_bound_prefix(entropy: torch.Tensor, masked: torch.Tensor, gamma: float):

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import token_p
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason, Revision
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason, Revision
 
 
 def edit_candidates(ctx: BlockContext, st, tau_edit: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 EPS = 1e-12   # the reference's guard inside both logs
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import masked_topk, transfer_schedule
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 
 class LLaDAPolicy(Policy):

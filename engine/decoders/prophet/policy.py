@@ -23,10 +23,10 @@ import math
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import masked_topk, transfer_schedule
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 PHASES = (0.33, 0.67)   # progress at which the bar moves from early to mid, and from mid to late
 

@@ -1,9 +1,9 @@
-"""ReMDM's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
+"""ReMDM's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
 
 from __future__ import annotations
 
-from engine.cards import Card
-from engine.params import COMMON, Decoder, Param
+from engine.decoders.cards import Card
+from engine.decoders.params import COMMON, Decoder, Param
 
 
 CARD = Card(

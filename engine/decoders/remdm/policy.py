@@ -23,10 +23,10 @@ import math
 
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import masked_topk
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason, Revision
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason, Revision
 
 
 def sigma_max(j: int, steps: int) -> float:

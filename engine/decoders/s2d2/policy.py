@@ -4,7 +4,7 @@
 
 The fallback is SDAR's dynamic rule (``block_diffusion_generate``): if this step committed fewer than its quota k_t, commit every
 still-masked position with confidence > τ if there are at least k_t - done of them, else the top ones.
-``router=never`` is therefore exactly ``threshold:rule=sdar``. Parameters and presets: ``engine.catalogue``.
+``router=never`` is therefore exactly ``threshold:rule=sdar``. Parameters and presets: ``engine.decoders.catalogue``.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engine import masks
-from engine.catalogue import config_class
+from engine.runtime import masks
+from engine.decoders.catalogue import config_class
 from engine.decoders.s2d2.card import S2D2_PRESETS
 from engine.decoders.schedule import block_schedule, quota_at
 from engine.decoders.threshold.policy import dynamic_commit
-from engine.loop import BlockContext, Policy
+from engine.runtime.loop import BlockContext, Policy
 from engine.decoders.s2d2.estimators import alpha, expected_accepted, normalised_entropy
 from engine.decoders.s2d2.routers import RouterInputs, make_router
 from engine.decoders.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
-from engine.sampling import TokenStats, transformed_probs
-from engine.trace import Reason, Verdict
+from engine.runtime.sampling import TokenStats, transformed_probs
+from engine.records.trace import Reason, Verdict
 from engine.decoders.s2d2.card import S2D2DraftFields, S2D2VerifyFields
 
 

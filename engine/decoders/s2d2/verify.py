@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from engine import masks
-from engine.loop import Tail
+from engine.runtime import masks
+from engine.runtime.loop import Tail
 
 
 def verify_logits(runner, lo: int, hi: int, filled: torch.Tensor) -> torch.Tensor:

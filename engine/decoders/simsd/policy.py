@@ -20,15 +20,15 @@ import math
 import numpy as np
 import torch
 
-from engine import masks
-from engine.catalogue import config_class
+from engine.runtime import masks
+from engine.decoders.catalogue import config_class
 from engine.decoders.s2d2.policy import verdict_arrays
 from engine.decoders.schedule import masked_topk
 from engine.decoders.threshold.policy import dynamic_commit
-from engine.loop import BlockContext, Policy, Runner, Tail
+from engine.runtime.loop import BlockContext, Policy, Runner, Tail
 from engine.decoders.s2d2.verify import accept_greedy, accept_stochastic
-from engine.sampling import token_stats, transformed_probs
-from engine.trace import Reason
+from engine.runtime.sampling import token_stats, transformed_probs
+from engine.records.trace import Reason
 from engine.decoders.simsd.card import SimSDDraftFields, SimSDVerifyFields
 
 def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
@@ -55,7 +55,7 @@ class SimSDPolicy(Policy):
     config_cls = config_class("simsd")
 
     def start(self, runner: Runner) -> None:
-        self.drafter = self.resources["drafter"]           # resolved by the caller (engine.resources)
+        self.drafter = self.resources["drafter"]           # resolved by the caller (engine.runtime.resources)
         self.small = runner.sharing(self.drafter)           # the drafter writes and counts on this decode's canvas
         self.V = runner.adapter.vocab_size                  # the drafter's extra ids are never proposed
         self.accepted = self.verified = 0

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.catalogue import config_class
-from engine.loop import BlockContext, Policy
-from engine.sampling import TokenStats, token_stats
-from engine.trace import Reason
+from engine.decoders.catalogue import config_class
+from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.sampling import TokenStats, token_stats
+from engine.records.trace import Reason
 
 
 def sub_block_commit(conf: torch.Tensor, masked: torch.Tensor, lo: int, hi: int, tau: float):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import block_schedule, masked_topk, quota_at
-from engine.loop import BlockContext, Policy
-from engine.trace import Reason
+from engine.runtime.loop import BlockContext, Policy
+from engine.records.trace import Reason
 
 
 def threshold_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:

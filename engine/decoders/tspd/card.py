@@ -1,4 +1,4 @@
-"""TSPD + CE (PROPOSED)'s card (torch-free): what the decoder adds besides its rule (engine.cards)."""
+"""TSPD + CE (PROPOSED)'s card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.cards import Card, ReasonEntry, SweepPreset, ViewEntry
-from engine.params import COMMON, Decoder, Param
+from engine.decoders.cards import Card, ReasonEntry, SweepPreset, ViewEntry
+from engine.decoders.params import COMMON, Decoder, Param
 
 
 class TSPDDraftFields(TypedDict):

@@ -1,6 +1,6 @@
 """[PROPOSED] TSPD controller: is a masked position's current candidate already its final token?
 
-``MLPController``: 14 -> 32 -> 32 -> 1 (ReLU, sigmoid), trained by ``python -m engine.training.train_controller`` on
+``MLPController``: 14 -> 32 -> 32 -> 1 (ReLU, sigmoid), trained by ``python -m tools.training.train_controller`` on
 the trajectories TSPD itself sees (parallel decoding, DAgger), labelled by a conservative reference decode;
 shipped as safetensors + a JSON card holding the operating threshold chosen for a per-answer error budget on a
 validation split.

@@ -6,7 +6,7 @@ h-step forecast of the level: mean λ + hν, variance
     σ_h² = P_λλ + 2h P_λν + h² P_νν + h q_λ + q_ν h(h−1)(2h−1)/6
 The prior P0 of a new (or flipped) position is ``p0 · diag(1, 0.25)``. Scaling q_λ, q_ν, R and p0 by one factor
 leaves the Kalman gain and the forecast mean unchanged and scales every σ_h by its square root: that factor is
-what ``engine.training.fit_ce.calibrate`` tunes so the lower bound covers what it promises.
+what ``tools.training.fit_ce.calibrate`` tunes so the lower bound covers what it promises.
 """
 
 from __future__ import annotations

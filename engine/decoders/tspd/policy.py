@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.catalogue import config_class
+from engine.decoders.catalogue import config_class
 from engine.decoders.tspd.controller import CARD_FILE, MLPController, heuristic_fix
 from engine.decoders.tspd.features import F, Trajectories
 from engine.decoders.tspd.kalman import KalmanParams, TrendFilter, logit
 from engine.errors import ConfigError
-from engine.loop import BlockContext, Policy
-from engine.sampling import TokenStats
-from engine.trace import Reason, TrajectoryClass
+from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.sampling import TokenStats
+from engine.records.trace import Reason, TrajectoryClass
 from engine.decoders.tspd.card import TSPDDraftFields
 
 CE_FILE = "ce.json"

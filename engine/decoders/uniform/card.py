@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.cards import Card, ViewEntry
+from engine.decoders.cards import Card, ViewEntry
 from engine.decoders.eb.card import EBFields
-from engine.params import Decoder, Param
+from engine.decoders.params import Decoder, Param
 
 
 class UniformFields(EBFields):     # with EB's acceptance of the canvas

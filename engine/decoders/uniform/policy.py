@@ -26,10 +26,10 @@ import math
 import numpy as np
 import torch
 
-from engine.catalogue import config_class, settle
+from engine.decoders.catalogue import config_class, settle
 from engine.errors import ConfigError
-from engine.loop import BlockContext, Policy
-from engine.sampling import TokenStats
+from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.sampling import TokenStats
 
 
 def accept_canvas(entropy: torch.Tensor, gamma: float):

@@ -1,11 +1,11 @@
-"""WINO's card (torch-free): what the decoder adds besides its rule (engine.cards)."""
+"""WINO's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
 
 from __future__ import annotations
 
 from typing import TypedDict
 
-from engine.cards import Card, ViewEntry
-from engine.params import COMMON, Decoder, Param
+from engine.decoders.cards import Card, ViewEntry
+from engine.decoders.params import COMMON, Decoder, Param
 
 
 class WinoFields(TypedDict):

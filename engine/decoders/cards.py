@@ -1,0 +1,95 @@
+"""Decoder cards: everything a decoder in its own folder adds besides its rule, as one torch-free object.
+
+A decoder folder ``engine/decoders/<name>/`` holds ``policy.py`` (its ``Policy`` over the block loop; torch) and
+``card.py`` (``CARD``, a ``Card``; torch-free). Every index the rest of Unmask reads is built from the cards by one
+scan, so adding such a decoder touches only its folder, its view module and its tests:
+
+- the catalogue's decoders, parameters and menu (``engine.decoders.catalogue``; the Sweep's dial is ``Decoder.knob``);
+- the commit-reason codes and the record contracts (``engine.records.trace``);
+- the page's views and tabs (``explorer.registry``) and the reasons' colours (``explorer.views.reasons``);
+- the glossary (``explorer.glossary``), the pre-baked examples (``tools.experiments.bake_examples``) and the
+  Sweep's presets (``explorer.page.sweep``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from engine.decoders.params import Decoder, Param
+
+
+@dataclass(frozen=True)
+class ReasonEntry:
+    """A commit reason the decoder adds: its code in ``StepRecord.reason`` (stable: traces on disk hold it), its
+    label and colour on the commit-reason map, and its short tag in the GIF."""
+    code: int
+    label: str
+    colour: str
+    tag: str
+
+
+@dataclass(frozen=True)
+class ViewEntry:
+    """A view of the page, as ``explorer.registry.View`` takes it; ``render`` and ``doc`` are named, not imported,
+    so the engine stays free of the page: ``"explorer.views.<module>:<function>"`` and the module whose docstring
+    is the "how to read this" ("" = none)."""
+    name: str
+    label: str
+    tab: str
+    render: str
+    doc: str = ""
+    scrub: str = "cursor"
+
+
+@dataclass(frozen=True)
+class Example:
+    """The pre-baked example of the decoder (assets/examples/<name>.npz): its setting and the held-out task."""
+    setting: dict
+    task: str = "story"
+
+
+@dataclass(frozen=True)
+class SweepPreset:
+    """A grid of the page's Sweep a decoder brings besides its dial: each template is a SPEC in which ``{t}`` takes
+    every dial value and ``{b}`` the block size; every setting then gets its block size and the visitor's keys."""
+    name: str
+    templates: tuple[str, ...]
+    words: str                           # what it varies, in the decoder menu's words
+
+
+@dataclass(frozen=True)
+class Card:
+    decoder: Decoder
+    menu: tuple[str, str]                                   # (group, plain words) in the page's decoder menu
+    rank: int = 0                                           # its place in its menu group
+    params: dict[str, Param] = field(default_factory=dict)  # the parameters only this decoder reads
+    reasons: dict[str, ReasonEntry] = field(default_factory=dict)   # Reason member name -> entry
+    records: dict[str, type] = field(default_factory=dict)  # record kind ("draft") -> TypedDict of its fields
+    views: tuple[ViewEntry, ...] = ()
+    shows: tuple[str, ...] = ()          # record fields whose presence shows the views' tab for a run
+    hides: tuple[str, ...] = ()          # tabs such a run hides (their views do not fit it)
+    tab_note: str = ""                   # the note above that tab
+    glossary: tuple[tuple[str, str], ...] = ()              # (term, meaning) rows of the glossary
+    example: Example | None = None
+    sweeps: tuple[SweepPreset, ...] = ()
+
+
+@lru_cache(maxsize=None)
+def cards() -> dict[str, Card]:
+    """Every decoder folder's card, by decoder name (imported once; the folders' ``card.py`` are torch-free)."""
+    import engine.decoders as pkg
+    found = {}
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if m.ispkg:
+            card = importlib.import_module(f"{pkg.__name__}.{m.name}.card").CARD
+            assert card.decoder.name == m.name, f"the card in {m.name}/ names {card.decoder.name}"
+            found[m.name] = card
+    return found
+
+
+def card_reasons() -> dict[str, int]:
+    """Every card's commit reasons: member name -> code."""
+    return {k: r.code for c in cards().values() for k, r in c.reasons.items()}

@@ -1,0 +1,155 @@
+"""Unmask as an lm-evaluation-harness model (optional extra: ``pip install -r requirements-eval.txt``).
+
+    python -m engine.harness.lmeval --model unmask \\
+        --model_args pretrained=/srv/models/LLaDA-8B-Instruct,decoder="threshold:tau=0.9,block_size=32",batch_size=8 \\
+        --tasks gsm8k --log_samples --output_path results/lm_eval
+
+takes lm_eval's own flags: it registers the ``unmask`` model, then runs lm_eval's command line (lm-eval 0.4.13
+finds third-party models only once they are imported; ``import engine.harness.lmeval`` does the same for
+``lm_eval.simple_evaluate``).
+
+``generate_until`` decodes every request with the decoder SPEC, batched through the bench's scheduler (up to
+``batch_size`` decodes per round), each with its own seed (the bench's ``problem_seed`` of the request's index),
+then cuts the text at the first of the request's ``until`` strings. A SPEC without ``gen_length`` decodes the
+request's ``max_gen_toks`` (default 256), rounded up to whole blocks. The context is encoded as plain text, as
+lm_eval's own models do; ``--apply_chat_template`` renders it with the checkpoint's chat template first.
+
+Each logged sample carries the run's numbers in its request's generation arguments
+(``arguments.gen_args_0.arg_1.unmask`` in lm_eval's samples file: NFE, NFE in the papers' count, tokens, TPF,
+seconds and, with ``trace_dir=DIR``, the path of the decode's trace, which ``python app.py`` cannot open but
+``engine.records.trace.Trace.load`` and the explorer's export tools can).
+
+Log-likelihood requests (multiple-choice tasks) are refused: a diffusion model has no left-to-right likelihood;
+LLaDA's evaluation estimates it by Monte-Carlo over masking ratios, which Unmask does not implement.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+
+from engine.harness.bench import decode_problem
+from engine.decoders import build_decoder
+from engine.errors import ConfigError
+from engine.models.model import load_model
+from engine.runtime.resources import cached_loader
+from engine.runtime.scheduler import Scheduler
+from engine.decoders.spec import parse_spec
+
+LOGLIKELIHOOD = ("unmask: log-likelihood requests are not supported: a diffusion model has no left-to-right "
+                 "likelihood (LLaDA estimates one by Monte-Carlo over masking ratios); use generate_until tasks")
+
+
+def spec_of(decoder: str, keys: dict) -> tuple[str, dict]:
+    """(name, params) of the SPEC. lm_eval splits --model_args at every comma, so the SPEC's later keys arrive as
+    arguments of their own (``decoder=threshold:tau=0.9,block_size=32`` gives block_size=32 beside it): those
+    are the SPEC's; any other name is an error."""
+    from engine.decoders import catalogue
+    name, params = parse_spec(decoder)
+    unknown = sorted(k for k in keys if k not in catalogue.PARAMS)
+    if unknown:
+        raise ConfigError(f"unmask: unknown model argument(s) {', '.join(unknown)}: expected pretrained, decoder, "
+                          "batch_size, device, seed, trace_dir or a parameter of the decoder SPEC")
+    return name, {**params, **{k: str(v) for k, v in keys.items()}}
+
+
+def usable(device: str | None) -> str | None:
+    """lm_eval's command line asks for "cuda" unless told otherwise: without CUDA, the engine's own choice."""
+    import torch
+    if device and str(device).startswith("cuda") and not torch.cuda.is_available():
+        print(f"unmask: {device} is not available here; decoding on the engine's default device", file=sys.stderr)
+        return None
+    return device
+
+
+@register_model("unmask")
+class UnmaskLM(LM):
+    def __init__(self, pretrained: str, decoder: str = "threshold:tau=0.9,block_size=32", batch_size=8,
+                 max_batch_size=None, device: str | None = None, seed: int = 0, trace_dir: str = "",
+                 **spec_keys) -> None:
+        super().__init__()
+        self.name, self.params = spec_of(str(decoder), spec_keys)
+        build_decoder(self.name, **self.params)          # a bad SPEC fails here, before the model loads
+        self.adapter = load_model(str(pretrained), device=usable(device))
+        self.batch = max(1, int(batch_size)) if str(batch_size).isdigit() else 8
+        self.seed, self.trace_dir = int(seed), Path(trace_dir) if trace_dir else None
+        self.load = cached_loader(self.adapter.device)
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.adapter.tokenizer, "name_or_path", "unmask")).replace("/", "__")
+
+    def chat_template(self, chat_template=False) -> str | None:
+        return getattr(self.adapter.tokenizer, "chat_template", None)
+
+    def apply_chat_template(self, chat_history: list[dict], add_generation_prompt: bool = True) -> str:
+        """--apply_chat_template: the conversation rendered by the checkpoint's own template."""
+        return self.adapter.tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                         add_generation_prompt=add_generation_prompt)
+
+    def loglikelihood(self, requests):
+        raise NotImplementedError(LOGLIKELIHOOD)
+
+    def loglikelihood_rolling(self, requests):
+        raise NotImplementedError(LOGLIKELIHOOD)
+
+    def policy_for(self, gen_kwargs: dict):
+        """The SPEC's policy; without a gen_length in it, the request's max_gen_toks in whole blocks."""
+        params = dict(self.params)
+        if "gen_length" not in params:
+            block = int(params.get("block_size", build_decoder(self.name, **params).cfg.block_size))
+            want = int(gen_kwargs.get("max_gen_toks", 256))
+            params["gen_length"] = str(block * math.ceil(want / block))
+        return build_decoder(self.name, **params)
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        jobs = []
+        for i, req in enumerate(requests):
+            context, gen_kwargs = req.args
+            policy = self.policy_for(gen_kwargs)
+            prob = SimpleNamespace(prompt=context, chat=False)      # lm_eval's text as it is
+            jobs.append(lambda p=prob, pol=policy, i=i: decode_problem(self.adapter, p, pol, pol.cfg, self.seed, i,
+                                                                      None, None, self.load))
+        out: list[str] = [""] * len(requests)
+        for i, trace, seconds in Scheduler(jobs, self.batch).events():
+            out[i] = self.record(requests[i], i, trace, seconds)
+        return out
+
+    def record(self, req, i: int, trace, seconds: float) -> str:
+        """The request's answer, cut at its first stop string; its numbers go into its generation arguments."""
+        _, gen_kwargs = req.args
+        text = trace.meta.text
+        for stop in gen_kwargs.get("until", []) or []:
+            if stop and stop in text:
+                text = text[:text.index(stop)]
+        stats = dict(nfe=trace.nfe, nfe_paper=trace.nfe_paper, tokens=trace.meta.generated_tokens,
+                     tpf=trace.meta.generated_tokens / max(1, trace.nfe), seconds=round(seconds, 4),
+                     decoder=self.name, seed=trace.meta.seed)
+        if self.trace_dir is not None:
+            self.trace_dir.mkdir(parents=True, exist_ok=True)
+            path = self.trace_dir / f"{req.task_name or 'task'}-{req.doc_id}-{i}.npz"
+            trace.save(path)
+            stats["trace"] = str(path)
+        if isinstance(gen_kwargs, dict):
+            gen_kwargs["unmask"] = stats
+        return text
+
+
+def main(argv=None) -> None:
+    from lm_eval.__main__ import cli_evaluate
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    try:
+        cli_evaluate()
+    except ConfigError as e:                      # a bad SPEC or model argument: one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""A decode service for front ends: loads models once (thread-safe), validates user input, streams traces.
+
+Everything a UI needs from the engine goes through here, so the UI never touches torch. Errors a user can cause
+(empty or oversized prompt, unknown model, bad parameter) raise ``UserError`` (``engine.errors``) with a message
+meant for display. Every request's work is bounded by ``max_seconds`` of engine time (``UNMASK_MAX_SECONDS``,
+default 60): a decode stops between forwards and a sweep between problems, keeping what finished.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Iterator
+
+import torch
+
+from engine.decoders import catalogue
+from engine.harness.bench_stream import bench_stream
+from engine.decoders.catalogue import MAX_PROMPT_CHARS
+from engine.decoders import build_decoder, parse_spec
+from engine.errors import BudgetExceeded, UserError
+from engine.runtime.loop import Generation, why_not
+from engine.models.model import load_model
+from engine.records.trace import Trace
+
+MAX_SWEEP_SETTINGS = 48
+MAX_SWEEP_PROBLEMS = 200
+SWEEP_BATCH = 8            # problems a sweep decodes at once (engine.runtime.batch)
+
+
+def budget_from_env() -> float:
+    raw = os.environ.get("UNMASK_MAX_SECONDS", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"UNMASK_MAX_SECONDS={raw!r} is not a number") from None
+    if not 0 < value < 1e6:
+        raise SystemExit("UNMASK_MAX_SECONDS must be in (0, 1e6)")
+    return value
+
+
+def check_prompt(prompt) -> str:
+    if not isinstance(prompt, str):
+        raise UserError("The prompt must be text.")
+    text = prompt.strip()
+    if not text:
+        raise UserError("The prompt is empty: type a question or pick an example.")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise UserError(f"The prompt has {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError("The prompt contains characters that are not valid text (lone surrogates).") from None
+    return text
+
+
+class DecodeService:
+    def __init__(self, default_model: str = "tiny", device: str | None = None, threads: int | None = None,
+                 max_seconds: float | None = None, aliases: dict[str, str] | None = None):
+        self.default_model, self.device = default_model, device
+        self.aliases = dict(aliases or {})     # the short name a page offers -> the operator's path or hub id
+        self.max_seconds = max_seconds if max_seconds is not None else budget_from_env()
+        self._models: dict[str, object] = {}
+        self._lock = threading.Lock()
+        if threads:
+            torch.set_num_threads(threads)
+
+    def model(self, name: str | None = None):
+        key = name or self.default_model
+        key = self.aliases.get(key, key)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = load_model(key, device=self.device)
+            return self._models[key]
+
+    def model_id(self, name: str | None = None) -> str:
+        """Model name plus a content fingerprint (weights and side files): part of every trace cache key."""
+        a = self.model(name)
+        return f"{a.name}@{a.info.get('revision', '?')}"
+
+    check_prompt = staticmethod(check_prompt)
+
+    def model_info(self, name: str | None = None) -> dict:
+        """What the page's model picker shows: family, size, device, and which decoders apply (or why not)."""
+        a = self.model(name)
+        return dict(name=a.name, family=a.model_type, params=sum(p.numel() for p in a.model.parameters()),
+                    device=str(a.device), dtype=str(a.dtype).removeprefix("torch."), attention=a.attention,
+                    logit_shift=a.logit_shift, block_size=a.block_size, task=a.info.get("task"),
+                    drafter=a.info.get("drafter"), note=a.info.get("note"),
+                    note_short=a.info.get("note_short"),
+                    decoders={d: why_not(d, a) for d in catalogue.DECODERS})
+
+    def generation(self, prompt: str, decoder: str, params: dict, model: str | None = None,
+                   page: bool = False) -> Generation:
+        text = check_prompt(prompt)
+        policy = build_decoder(decoder, page=page, **params)
+        return Generation(self.model(model), text, policy, budget_s=self.max_seconds, load=self.model)
+
+    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None,
+               page: bool = False) -> Iterator[Trace]:
+        """Yield a partial trace after each forward; the last one yielded is the complete trace.
+
+        Each partial is held back one forward, so the final forward is reported once, by the complete trace
+        (which alone carries the EOS stop position and the full wall time). If the time budget runs out, the
+        last trace is the partial one, with ``meta.limit`` saying which limit stopped it."""
+        yield from self._stream(self.generation(prompt, decoder, params, model, page))
+
+    def branch_stream(self, prompt: str, decoder: str, params: dict, model: str | None, branch,
+                      page: bool = False) -> Iterator[Trace]:
+        """The base run (decoded again: it is deterministic), then the branch's traces as ``stream`` gives them:
+        from the base's state after ``branch``'s step, with its forced token, under its decoder
+        (``engine.runtime.branch``;
+        a base stopped by the budget is the last trace)."""
+        from engine.runtime.branch import parse_branch
+        parse_branch(branch)                      # a malformed branch is refused before the base is decoded
+        base = self.run(prompt, decoder, params, model, page)
+        if base.meta.limit:
+            yield base
+            return
+        yield from self.branch_from(base, branch, model, page)
+
+    def branch_from(self, base: Trace, branch, model: str | None = None, page: bool = False) -> Iterator[Trace]:
+        """A branch of a finished run of ``model`` (the page's own trace, kept on the server), as ``stream``."""
+        from engine.runtime.branch import branch_generation
+        yield from self._stream(branch_generation(self.model(model), base, branch, self.max_seconds, self.model, page))
+
+    def token_id(self, model: str | None, token: str) -> int:
+        """A token of the model's vocabulary, as its tokenizer spells it, by id (a visitor's forced token)."""
+        vocab = self.model(model).tokenizer.get_vocab()
+        if not isinstance(token, str) or token.strip() not in vocab:
+            raise UserError(f"{str(token)[:40]!r} is not a token of this model (pick a candidate or type one as the "
+                            "candidates panel spells it)")
+        return int(vocab[token.strip()])
+
+    def _stream(self, gen: Generation) -> Iterator[Trace]:
+        pending = None
+        try:
+            for _ in gen.steps():
+                if pending is not None:
+                    yield pending
+                pending = gen.trace()
+        except BudgetExceeded as e:
+            e.partial.meta.limit = str(e)
+            yield e.partial
+            return
+        yield gen.trace()
+
+    def run(self, prompt: str, decoder: str, params: dict, model: str | None = None, page: bool = False) -> Trace:
+        last = None
+        for last in self.stream(prompt, decoder, params, model, page):
+            pass
+        return last
+
+    def sweep_problem(self, task: str, spec: str, outcomes: str, index: int) -> tuple[str, str, dict]:
+        """(prompt, decoder, params) that decode problem ``index`` of a sweep's row exactly as the sweep did: the
+        task's test problem, and the setting with the seed the bench gave that problem (``problem_seed``). Only a
+        problem the row counted wrong can be asked for."""
+        from engine.harness.bench import problem_seed
+        from engine.tasks import get_task
+        if not isinstance(outcomes, str) or not isinstance(index, int) or not 0 <= index < len(outcomes) \
+                or outcomes[index] != "0" or len(outcomes) > MAX_SWEEP_PROBLEMS:
+            raise UserError("choose one of the setting's wrong answers")
+        name, params = parse_spec(spec)
+        cfg = build_decoder(name, page=True, **params).cfg
+        prob = get_task(task).problems("test", index + 1, seed=0)[index]
+        return prob.prompt, name, {**params, "seed": problem_seed(cfg.seed, 0, index)}
+
+    def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
+              page: bool = True, should_stop=None) -> list[dict]:
+        """The rows of ``sweep_stream`` once every setting has run (or the sweep stopped)."""
+        rows: list[dict] = []
+        for rows in self.sweep_stream(specs, n, progress, model, task, page, should_stop):
+            pass
+        return rows
+
+    def sweep_stream(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
+                     page: bool = True, should_stop=None) -> Iterator[list[dict]]:
+        """Accuracy / NFE / TPF / tokens/s of each SPEC on the same n held-out problems (engine.harness.bench_stream:
+        the settings queued one after another in one batched run, SWEEP_BATCH problems per forward), yielding the rows
+        so far as each setting finishes. Stops between forwards when the time budget is spent or ``should_stop()``
+        says so; a stopped setting's row counts the problems that finished before its first unfinished one."""
+        if not isinstance(n, int) or not 1 <= n <= MAX_SWEEP_PROBLEMS:
+            raise UserError(f"the number of problems must be in 1..{MAX_SWEEP_PROBLEMS}")
+        if not specs or len(specs) > MAX_SWEEP_SETTINGS:
+            raise UserError(f"a sweep takes 1..{MAX_SWEEP_SETTINGS} settings")
+        for spec in specs:  # validate every setting before any work, with the page's limits
+            name, params = parse_spec(spec)
+            build_decoder(name, page=page, **params)
+        deadline = time.monotonic() + self.max_seconds
+        stop = lambda: time.monotonic() > deadline or bool(should_stop and should_stop())  # noqa: E731
+        yield from bench_stream(self.model(model), task, n, specs, progress=progress, should_stop=stop,
+                                budget_s=self.max_seconds, load=self.model, batch=SWEEP_BATCH)

@@ -1,0 +1,277 @@
+"""Step records and traces: what a decode did, forward by forward, stored as arrays + JSON (never pickle).
+
+A ``StepRecord`` describes one model forward: which block, which positions the forward scored, the tokens before
+and after it, what was committed and why, and per position the candidate, its confidence, margin and normalised
+entropy. Decoders add their own fields in ``extra`` (arrays of per-position values, or JSON-able scalars/dicts)
+without changing the loop. A ``Trace`` is the list of records plus run metadata; it saves to a single ``.npz``
+whose JSON metadata sits in a unicode array, so ``np.load(..., allow_pickle=False)`` reads all of it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import TypedDict
+
+import numpy as np
+
+from engine.decoders.cards import card_reasons, cards
+from engine.records.trace_meta import TraceMeta
+
+TRACE_FORMAT = 1
+
+
+class TraceFormatError(ValueError):
+    """Bytes that are not a trace of this format (truncated, garbage, another version)."""
+
+
+class _BuiltinReason(IntEnum):
+    """Why a position was committed at a step (0 = not committed); decoders in their own folders add theirs."""
+    NONE = 0
+    AR = 1               # block size 1: the only masked position
+    THRESHOLD = 2        # confidence cleared tau
+    ARGMAX = 3           # the most confident position, forced so every step makes progress
+    SCHEDULE = 4         # LLaDA's per-step quota (top-k by score)
+    FORCED = 15          # committed by hand at a branch point (engine.runtime.branch)
+    # 5-12 and 13 on: a decoder's own, on its card (S2D2's accept / resample / fallback, TSPD's four, EB's bound,
+    # Prophet's exit, KLASS's stable slots)
+
+
+Reason = IntEnum("Reason", dict(sorted({**{m.name: m.value for m in _BuiltinReason}, **card_reasons()}.items(),
+                                        key=lambda kv: kv[1])), module=__name__)
+Reason.__doc__ = _BuiltinReason.__doc__
+assert len(Reason) == len(_BuiltinReason) + len(card_reasons()), "a card's reason reuses a name or a code"
+
+
+class Verdict(IntEnum):
+    """S2D2 verify outcome per position of a verify record."""
+    UNTOUCHED = 0        # outside the verified span
+    ACCEPTED = 1
+    RESAMPLED = 2        # first rejection: a token drawn from the residual
+    FALLBACK = 3         # committed by the base rule after verification
+    PENDING = 4          # in the span, behind the rejection: waits for the next step
+
+
+class Revision(IntEnum):
+    """How a revising decoder changed a token it had already written (0 = unchanged)."""
+    NONE = 0
+    EDIT = 1             # rewritten: the model now prefers another token (LLaDA2.1's token-to-token edit)
+    REMASK = 2           # returned to [MASK] for a later step to fill again (ReMDM)
+    WINO_REJECT = 3      # WINO: drafted at the wide threshold, not confirmed at the narrow one, re-masked
+
+
+MAX_INFLATED = 128 * 2**20    # a trace's arrays, uncompressed (a 1 024-forward run with every view is ~20 MiB)
+
+
+class TrajectoryClass(IntEnum):
+    """TSPD + CE's class of a masked position's trajectory ([PROPOSED]); -1 in a record = not masked."""
+    NONE = 0
+    CONVERGING = 1
+    OSCILLATORY = 2
+    STALLED = 3
+    STABLE_HIGH = 4
+
+
+# ---- the record contract: every key a decoder may put in ``StepRecord.extra``, declared once -------------------
+class CandidateFields(TypedDict, total=False):
+    topk_ids: np.ndarray          # (L, 5) int32: the top-5 candidates per position (every draft forward)
+    topk_p: np.ndarray            # (L, 5) float32: their probabilities
+
+
+class RevisionFields(TypedDict, total=False):
+    revised: np.ndarray           # (L,) Revision codes of this forward's changes to written tokens (0 = none)
+    revised_from: np.ndarray      # (L,) the token before the change (-1 where unchanged)
+    edit_p: np.ndarray            # (L,) p of the model's preferred token at every written slot (NaN elsewhere)
+    prev_positions: np.ndarray    # (k,) absolute positions of the previous block edited in this forward
+    prev_from: np.ndarray         # (k,) their tokens before
+    prev_to: np.ndarray           # (k,) and after
+
+
+class RngFields(TypedDict, total=False):
+    rng_state: np.ndarray         # (5056,) uint8: the decode's random generator after this forward, on the
+    #                               forwards that drew from it (a branch continues the run's stream from here)
+
+
+class KVCacheFields(TypedDict, total=False):
+    kv_fresh: list                # [first, end): positions whose K/V this forward computed (the rest: the block
+    #                               start's cache); every record of a run with kv_cache prefix or dual
+    drift: float                  # max |Δ logit| of the block's rows against an uncached forward (measure_drift)
+
+
+# the fields every decoder may emit; each decoder's own are declared on its card (engine.decoders.cards)
+RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields,
+                    "rng": RngFields}
+RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
+EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
+
+ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",
+                "margin", "entropy")
+SCALAR_FIELDS = ("block", "step_in_block", "kind", "nfe", "wall_ms")
+
+
+@dataclass
+class StepRecord:
+    block: int
+    step_in_block: int
+    kind: str                    # "draft" | "verify" | "commit"
+    positions: np.ndarray        # (q,) absolute positions scored by this forward
+    tokens_before: np.ndarray    # (q,)
+    tokens_after: np.ndarray     # (q,)
+    committed: np.ndarray        # (q,) bool, committed at this step
+    reason: np.ndarray           # (q,) Reason codes
+    candidate: np.ndarray        # (q,)
+    confidence: np.ndarray       # (q,)
+    margin: np.ndarray           # (q,)
+    entropy: np.ndarray          # (q,)
+    nfe: int                     # cumulative forwards after this one
+    wall_ms: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_committed(self) -> int:
+        return int(self.committed.sum())
+
+    def field(self, name: str, default=None):
+        """A decoder-specific value of this record (``RECORD_CONTRACTS``); ``default`` if this decoder or forward
+        has none. An undeclared name is a bug, not a missing value."""
+        if name not in EXTRA_FIELDS:
+            raise KeyError(f"{name!r} is not a declared record field")
+        return self.extra.get(name, default)
+
+    def has(self, name: str) -> bool:
+        return self.field(name) is not None
+
+
+@dataclass
+class Trace:
+    meta: TraceMeta           # a dict is taken as the fields it names (tests and old callers)
+    records: list[StepRecord]
+
+    def __post_init__(self):
+        if not isinstance(self.meta, TraceMeta):
+            self.meta = TraceMeta.from_dict(dict(self.meta))
+
+    # ---- summary -------------------------------------------------------------------------------------------
+    @property
+    def nfe(self) -> int:
+        return self.records[-1].nfe if self.records else 0
+
+    @property
+    def nfe_paper(self) -> int:
+        """Forwards as the papers count them (``Generation.nfe_paper``); traces older than the field: ``nfe``."""
+        return int(self.meta.nfe_paper if self.meta.nfe_paper is not None else self.nfe)
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return list(self.meta.token_ids)
+
+    @property
+    def tpf(self) -> float:
+        return len(self.generated_ids) / max(1, self.nfe)
+
+    def revisions(self) -> list[tuple[int, int, int, int, int]]:
+        """(record index, absolute position, Revision code, old token, new token) of every change a revising
+        decoder made to a written token, in order: the current block's (``revised``) and the previous block's
+        (``prev_positions``, always edits)."""
+        out = []
+        for s, r in enumerate(self.records):
+            if r.has("prev_positions"):
+                out += [(s, int(p), int(Revision.EDIT), int(a), int(b))
+                        for p, a, b in zip(r.field("prev_positions"), r.field("prev_from"), r.field("prev_to"))]
+            if r.has("revised"):
+                codes, old = r.field("revised"), r.field("revised_from")
+                out += [(s, int(r.positions[i]), int(codes[i]), int(old[i]), int(r.tokens_after[i]))
+                        for i in np.flatnonzero(codes)]
+        return out
+
+    def token_str(self, tid: int) -> str:
+        return self.meta.vocab.get(str(int(tid)), "?")
+
+    # ---- storage -------------------------------------------------------------------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        arrays: dict[str, np.ndarray] = {}
+        per_step = []
+        extra_keys = sorted({k for r in self.records for k, v in r.extra.items() if isinstance(v, np.ndarray)})
+        for name in ARRAY_FIELDS + tuple(f"x.{k}" for k in extra_keys):
+            chunks = []
+            for r in self.records:
+                v = getattr(r, name) if not name.startswith("x.") else r.extra.get(name[2:])
+                # extras are stored flat (shapes go to JSON), so their trailing dims may differ step to step
+                chunks.append(None if v is None else np.asarray(v).ravel() if name.startswith("x.") else np.asarray(v))
+            like = next((c for c in chunks if c is not None), np.zeros(0))
+            chunks = [c if c is not None else np.zeros((0,) + like.shape[1:], like.dtype) for c in chunks]
+            arrays[name] = np.concatenate(chunks, 0) if chunks else like
+            arrays[name + ".off"] = np.cumsum([0] + [len(c) for c in chunks]).astype(np.int64)
+        for r in self.records:
+            d = {k: getattr(r, k) for k in SCALAR_FIELDS}
+            d["extra"] = {k: v for k, v in r.extra.items() if not isinstance(v, np.ndarray)}
+            d["shapes"] = {k: list(v.shape) for k, v in r.extra.items() if isinstance(v, np.ndarray)}
+            per_step.append(d)
+        meta = dict(self.meta.to_dict(), format=TRACE_FORMAT, steps=per_step)
+        arrays["__meta__"] = np.array(json.dumps(meta, default=_json_default))
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "Trace":
+        meta = json.loads(str(arrays["__meta__"]))
+        if meta.get("format") != TRACE_FORMAT:
+            raise TraceFormatError(f"unsupported trace format {meta.get('format')!r}")
+        steps = meta.pop("steps")
+        meta.pop("format")
+        cols = {}
+        for name in arrays.keys():
+            if name == "__meta__" or name.endswith(".off"):
+                continue
+            data, off = arrays[name], arrays[name + ".off"]
+            if len(off) != len(steps) + 1:
+                raise TraceFormatError(f"trace array {name!r} does not match {len(steps)} steps")
+            cols[name] = [data[off[i]:off[i + 1]] for i in range(len(steps))]
+        records = []
+        for i, s in enumerate(steps):
+            extra = dict(s["extra"])
+            shapes = s.get("shapes", {})
+            extra.update({k[2:]: v[i].reshape(shapes[k[2:]]) for k, v in cols.items()
+                          if k.startswith("x.") and k[2:] in shapes})
+            records.append(StepRecord(block=s["block"], step_in_block=s["step_in_block"], kind=s["kind"],
+                                      nfe=s["nfe"], wall_ms=s["wall_ms"], extra=extra,
+                                      **{f: cols[f][i] for f in ARRAY_FIELDS}))
+        return cls(meta=TraceMeta.from_dict(meta), records=records)
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **self.to_arrays())
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, max_inflated: int = MAX_INFLATED) -> "Trace":
+        import zipfile
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:   # a forged npz may inflate far past its own size
+                if sum(i.file_size for i in zf.infolist()) > max_inflated:
+                    raise TraceFormatError(f"not a trace: its arrays inflate past {max_inflated >> 20} MiB")
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                return cls.from_arrays({k: z[k] for k in z.files})
+        except TraceFormatError:
+            raise
+        except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError, TypeError, IndexError) as e:
+            raise TraceFormatError(f"not a trace: {type(e).__name__}: {e}") from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.to_bytes())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        return cls.from_bytes(Path(path).read_bytes())
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")

@@ -1,0 +1,119 @@
+"""The layouts of one batched forward: the requests of a round (``engine.runtime.scheduler``) that run on one model.
+
+    ragged   the queries side by side in one row of sum(q) tokens; attention per decode, on its own cache, which
+             is neither copied nor padded (``engine.runtime.ragged``): on a CPU, always (a CPU runs a few small
+             attention calls as fast as one large one)
+    packed   the same row, but one attention over all caches side by side, each query masked to its own cache
+             and queries: on an accelerator, when attention is cheap beside the projections (short contexts)
+    padded   one row per decode, right-padded to the longest query and cache, padding masked out: on an
+             accelerator, when attention dominates (long canvases); pad queries attend to themselves
+
+``layout`` picks one; it is an argument of the forward, not a setting of the model. Each request gets its own
+logit rows back (as ``adapter.forward`` gives them) and its cache grows by its own new K/V only.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from engine.runtime import ragged
+
+
+def cache_len(cache) -> int:
+    return cache.get_seq_length() if cache is not None else 0
+
+
+def layout(adapter, reqs: list) -> str:
+    """'ragged' on a CPU (a per-decode attention costs a few small calls, which a CPU runs as fast as one large
+    one); elsewhere 'packed' or 'padded', whichever costs fewer estimated multiply-adds: a token through the
+    projections costs about 12·h² per layer, a (query, key) pair of attention about 4·h (h = hidden width)."""
+    if torch.device(adapter.device).type == "cpu" and ragged.installed(adapter):
+        return "ragged"
+    return cheaper_layout(adapter, reqs)
+
+
+def cheaper_layout(adapter, reqs: list) -> str:
+    q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
+    pair = 1.0 / (3 * adapter.model.config.get_text_config().hidden_size)     # a pair's cost in tokens
+    Q, C = max(q), max(c)
+    padded = len(reqs) * Q * (1 + (C + Q) * pair)
+    packed = sum(q) * (1 + (sum(c) + sum(q)) * pair)
+    return "packed" if packed <= padded else "padded"
+
+
+def _grow(r, cache: DynamicCache, row: int, a: int) -> None:
+    """The request's cache takes the K/V the forward computed for its queries (row ``row``, from ``a``)."""
+    if r.cache is not None:
+        for ell, layer in enumerate(cache.layers):
+            new = slice(a, a + len(r.ids))
+            r.cache.update(layer.keys[row:row + 1, :, new], layer.values[row:row + 1, :, new], ell)
+
+
+def packed_forward(adapter, reqs: list) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one row of sum(q) tokens."""
+    q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
+    Q, C = sum(q), sum(c)
+    qo, co = [sum(q[:i]) for i in range(len(reqs))], [sum(c[:i]) for i in range(len(reqs))]
+    mask = torch.zeros((Q, C + Q), dtype=torch.bool)
+    for i, r in enumerate(reqs):
+        m, rows = torch.as_tensor(r.mask, dtype=torch.bool), slice(qo[i], qo[i] + q[i])
+        mask[rows, co[i]:co[i] + c[i]], mask[rows, C + qo[i]:C + qo[i] + q[i]] = m[:, :c[i]], m[:, c[i]:]
+    with_kv = [r.cache for r in reqs if cache_len(r.cache)]
+    cache = DynamicCache(ddp_cache_data=[
+        (torch.cat([x.layers[ell].keys for x in with_kv], 2), torch.cat([x.layers[ell].values for x in with_kv], 2))
+        for ell in range(len(with_kv[0].layers))]) if with_kv else adapter.new_cache()     # (1, H, C, D)
+    ids, pos = torch.cat([r.ids for r in reqs])[None], torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
+    logits = adapter.run(ids, mask[None], pos, cache)[0]                                        # (Q, V)
+    for i, r in enumerate(reqs):
+        _grow(r, cache, 0, C + qo[i])
+    return [adapter.own_rows(logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
+
+
+def _padded_cache(adapter, reqs: list, C: int) -> DynamicCache:
+    """One cache holding every request's K/V at [0, c_i), zeros up to C."""
+    with_kv = [r.cache for r in reqs if cache_len(r.cache)]
+    if not with_kv:
+        return adapter.new_cache()
+    layers = []
+    for ell in range(len(with_kv[0].layers)):
+        k0 = with_kv[0].layers[ell].keys                                                       # (1, H, c, D)
+        K, V = (k0.new_zeros((len(reqs), k0.shape[1], C, k0.shape[3])) for _ in range(2))
+        for i, r in enumerate(reqs):
+            if (n := cache_len(r.cache)):
+                K[i, :, :n], V[i, :, :n] = r.cache.layers[ell].keys[0], r.cache.layers[ell].values[0]
+        layers.append((K, V))
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def padded_forward(adapter, reqs: list) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one padded row each."""
+    q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
+    B, Q, C = len(reqs), max(q), max(c)
+    ids = torch.full((B, Q), adapter.tokenizer.pad_token_id or 0, dtype=torch.long)
+    pos = torch.zeros((B, Q), dtype=torch.long)
+    mask = torch.zeros((B, Q, C + Q), dtype=torch.bool)
+    for i, r in enumerate(reqs):
+        m = torch.as_tensor(r.mask, dtype=torch.bool)
+        ids[i, :q[i]], pos[i, :q[i]] = r.ids, r.pos
+        mask[i, :q[i], :c[i]], mask[i, :q[i], C:C + q[i]] = m[:, :c[i]], m[:, c[i]:]
+        pad = torch.arange(q[i], Q)
+        mask[i, pad, C + pad] = True
+    cache = _padded_cache(adapter, reqs, C)
+    logits = adapter.run(ids, mask, pos, cache)                                                 # (B, Q, V)
+    for i, r in enumerate(reqs):
+        _grow(r, cache, i, C)
+    return [adapter.own_rows(logits[i, :q[i]]) for i in range(B)]
+
+
+def batchable(reqs: list) -> bool:
+    """Plain dynamic caches only (a sliding-window layer would need its own layout): else one by one."""
+    return all(r.cache is None or all(type(layer) is DynamicLayer for layer in r.cache.layers) for r in reqs)
+
+
+def run_forwards(adapter, reqs: list) -> list[torch.Tensor]:
+    if len(reqs) == 1 or not batchable(reqs):
+        return [adapter.forward(r.ids, r.mask, r.pos, r.cache) for r in reqs]
+    forward = {"ragged": ragged.ragged_forward, "packed": packed_forward, "padded": padded_forward}
+    return forward[layout(adapter, reqs)](adapter, reqs)

@@ -1,0 +1,354 @@
+"""The shared block loop. A decoder is a policy over it; every model forward yields one ``StepRecord``.
+
+``Generation`` walks the blocks; a ``Policy`` drives each one through a ``BlockContext`` (commit, revise, emit a
+record); the ``Runner`` (``engine/runtime/runner.py``) owns the canvas, the cache and the forwards.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from engine.decoders.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
+from engine.runtime.resources import resolve
+from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
+from engine.errors import BudgetExceeded, ConfigError
+from engine.runtime.sampling import TOP_K, TokenStats
+from engine.runtime.scheduler import drive, run_round
+from engine.records.trace_meta import TraceMeta
+from engine.records.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace
+
+
+class BlockContext:
+    """What a policy sees of one block: its positions, the runner, and helpers to commit and emit records."""
+
+    def __init__(self, runner: Runner, index: int, lo: int, hi: int):
+        self.runner, self.index, self.lo, self.hi = runner, index, lo, hi
+        self.L = hi - lo
+        self.step = 0
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        self._before = self.runner.tokens[self.lo:self.hi].clone()
+        self._reason = torch.zeros(self.L, dtype=torch.int8)
+        self._revised = torch.zeros(self.L, dtype=torch.int8)
+        self._prev: list = []          # this forward's edits to the previous block: (positions, old, new)
+        self._t0 = time.perf_counter()
+
+    @property
+    def tokens(self) -> torch.Tensor:
+        return self.runner.tokens[self.lo:self.hi]
+
+    @property
+    def reasons(self) -> np.ndarray:
+        """(L,) Reason codes of what this forward has committed so far (0 = not committed)."""
+        return self._reason.numpy().copy()
+
+    @property
+    def masked(self) -> torch.Tensor:
+        """(L,) bool: still-masked positions of the block (the prompt tail is never masked)."""
+        return self.runner.masked(self.lo, self.hi)
+
+    def draft(self, block_mask: torch.Tensor | None = None):
+        """The block's draft forward: ``logits (L, V), stats = yield from ctx.draft()`` (the scheduler runs it
+        with the round's other forwards and computes the statistics of all their rows at once)."""
+        return (yield from self.runner.draft("draft", self.lo, self.hi, block_mask=block_mask))
+
+    def commit(self, rel: torch.Tensor, tokens: torch.Tensor, reason: Reason) -> None:
+        """Write tokens at block-relative indices; only masked slots (``revise`` changes a written one)."""
+        rel = torch.as_tensor(rel, dtype=torch.long).reshape(-1)
+        if len(rel) == 0:
+            return
+        assert self.masked[rel].all(), "commit to an already decoded position"
+        self.runner.tokens[self.lo + rel] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        self._reason[rel] = int(reason)
+
+    @property
+    def written(self) -> torch.Tensor:
+        """(L,) bool: slots of this block the decoder has written (decoded, not the prompt's tail)."""
+        return ~self.masked & (torch.arange(self.lo, self.hi) >= self.runner.P)
+
+    def revise(self, rel: torch.Tensor, tokens: torch.Tensor | None, why: Revision) -> None:
+        """Rewrite written slots of the current block (``tokens``), or return them to [MASK] (``tokens`` None).
+        Only a decoder that declares ``revises`` may; only the current block, so the exact block cache stays
+        exact (a block's K/V are kept only once the next block starts)."""
+        assert self.runner.revising, "this decoder does not revise: committed tokens are final"
+        rel = torch.as_tensor(rel, dtype=torch.long).reshape(-1)
+        if len(rel) == 0:
+            return
+        assert self.written[rel].all(), "revise only written slots of the current block"
+        new = torch.full((len(rel),), self.runner.adapter.mask_token_id, dtype=torch.long) if tokens is None \
+            else torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        self.runner.tokens[self.lo + rel] = new
+        self._revised[rel] = int(why)
+        self._reason[rel] = 0
+
+    def rewrite(self, tokens: torch.Tensor, accepted: torch.Tensor) -> None:
+        """Replace the whole block (a uniform-noise canvas, rewritten at every step); ``accepted`` (L,) bool marks
+        the slots this step kept from the model (the rest are fresh noise). Nothing here is final until the
+        block ends."""
+        self.runner.tokens[self.lo:self.hi] = tokens
+        self._reason[:] = 0
+        self._reason[accepted] = int(Reason.ENTROPY_BOUND)
+
+    def revise_previous(self, positions: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Rewrite written tokens of the finished block just before this one (absolute positions), seen in this
+        block's first forward, which recomputed that block. Its cached K/V are dropped, so the next forward
+        recomputes it with the new tokens and the cache stays exact."""
+        assert self.runner.revising, "this decoder does not revise: committed tokens are final"
+        positions = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
+        if len(positions) == 0:
+            return
+        assert ((positions < self.lo) & (positions >= self.runner.P)).all(), "only written tokens before the block"
+        old = self.runner.tokens[positions].clone()
+        self.runner.tokens[positions] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        B = self.runner.cfg.block_size
+        self.runner.uncache_from(int(positions.min()) // B * B)   # the block-causal cache holds whole blocks
+        self._prev.append((positions.numpy(), old.numpy(), self.runner.tokens[positions].numpy()))
+
+    def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
+        """Close the current forward: build its record and start a new one. ``extra`` keys must be declared in
+        ``engine.records.trace.RECORD_CONTRACTS``."""
+        assert set(extra) <= EXTRA_FIELDS, f"undeclared record fields: {set(extra) - EXTRA_FIELDS}"
+        after = self.tokens.clone()
+        if self._revised.any():
+            extra = dict(extra, revised=self._revised.numpy().copy(),
+                         revised_from=np.where(self._revised.numpy() > 0, self._before.numpy(), -1).astype(np.int32))
+        r = self.runner
+        if r.kv_cache != "none" and r.fresh is not None:     # which K/V this forward computed, and its drift
+            extra = dict(extra, kv_fresh=list(r.fresh), **({"drift": r.drift} if r.drift is not None else {}))
+        state = r.generator.get_state().numpy()
+        if not np.array_equal(state, r.rng_seen):           # this forward drew: keep where the stream stands
+            r.rng_seen = state
+            extra = dict(extra, rng_state=state.copy())
+        if self._prev:
+            pos, old, new = (np.concatenate(c).astype(np.int32) for c in zip(*self._prev))
+            extra = dict(extra, prev_positions=pos, prev_from=old, prev_to=new)
+        L = self.L
+        if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
+            ids, p = (stats.top_ids, stats.top_p) if stats.top_ids is not None else \
+                torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)
+            extra = dict(extra, topk_ids=ids.numpy().astype(np.int32), topk_p=p.numpy().astype(np.float32))
+        rec = StepRecord(
+            block=self.index, step_in_block=self.step, kind=kind,
+            positions=np.arange(self.lo, self.hi, dtype=np.int32),
+            tokens_before=self._before.numpy().astype(np.int32), tokens_after=after.numpy().astype(np.int32),
+            committed=(self._reason > 0).numpy(), reason=self._reason.numpy().copy(),
+            candidate=(stats.candidate.numpy().astype(np.int32) if stats else np.full(L, -1, np.int32)),
+            confidence=(stats.confidence.numpy() if stats else np.full(L, np.nan, np.float32)),
+            margin=(stats.margin.numpy() if stats else np.full(L, np.nan, np.float32)),
+            entropy=(stats.entropy.numpy() if stats else np.full(L, np.nan, np.float32)),
+            nfe=self.runner.total_nfe, wall_ms=(time.perf_counter() - self._t0) * 1e3, extra=extra)
+        self.step += 1
+        self._snapshot()
+        return rec
+
+
+class Policy:
+    """A decoder: ``run_block`` drives one block to completion, yielding a record per forward. Its config class
+    is made from the parameter catalogue (``engine.decoders.catalogue.config_class``). ``revises``: it may rewrite or
+    re-mask tokens it wrote in the current block (``BlockContext.revise``); the others commit once."""
+    name = "base"
+    config_cls: type
+    revises = False
+    settles_per_block = False   # the block holds noise until it ends: [EOS] is looked for only then (uniform)
+
+    def __init__(self, cfg):
+        self.cfg = cfg                  # validated once, by engine.decoders.build_decoder (the only constructor)
+        self.resources: dict = {}       # set by Generation (engine.runtime.resources)
+
+    @property
+    def prefix_causal(self) -> bool:
+        """Whether committed K/V is computed token-causally instead of block-causally."""
+        return False
+
+    @property
+    def keeps_block_kv(self) -> bool:
+        """Whether the runner keeps each block forward's K/V of the block (Fast-dLLM v2's block cache)."""
+        return False
+
+    def settle(self, adapter):
+        """Called once per generation, before the canvas is made: the config to decode with once the model has
+        decided what it decides (``catalogue.settle``: the uniform decoder's canvas length and generation-config
+        defaults, Dream's one block). Default: the validated config as it is."""
+        return self.cfg
+
+    def start(self, runner: Runner) -> None:
+        """Called once per generation (routers with state across blocks reset here)."""
+
+    def run_block(self, ctx: BlockContext) -> Iterator[StepRecord]:
+        raise NotImplementedError
+
+    def summary(self, runner: Runner) -> dict:
+        """Decoder-specific run totals added to the trace metadata."""
+        return {}
+
+
+class Generation:
+    """One decode of one prompt. Iterate ``steps()`` for live records; ``trace()`` afterwards."""
+
+    def __init__(self, adapter, prompt: str | list[int], policy: Policy, budget_s: float | None = None,
+                 should_stop=None, load=None, resume=None):
+        """budget_s: engine seconds this decode may take; should_stop(): whether the request was cancelled. Both
+        are checked between forwards and raise ``BudgetExceeded`` with the partial trace. load(name): how the
+        policy's resources (a drafter) are loaded (the caller's model cache; default: load them). resume: the state
+        of a base run after one of its steps (``engine.runtime.branch``), decoded on from there."""
+        self.adapter, self.policy, self.cfg = adapter, policy, policy.cfg
+        self.budget_s, self.should_stop = budget_s, should_stop
+        self.prompt_text = prompt if isinstance(prompt, str) else adapter.decode(prompt)
+        self.prompt_ids = adapter.encode_prompt(prompt) if isinstance(prompt, str) else list(prompt)
+        max_pos = getattr(adapter.model.config, "max_position_embeddings", 1 << 30)
+        if len(self.prompt_ids) + self.cfg.gen_length > max_pos:
+            raise ConfigError(f"prompt ({len(self.prompt_ids)} tokens) + gen_length ({self.cfg.gen_length}) "
+                              f"exceeds the model's {max_pos} positions")
+        check_applies(policy.name, adapter)
+        self.cfg = policy.cfg = policy.settle(adapter)
+        self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
+                                  revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
+        policy.resources = resolve(policy, adapter, load)
+        self.resume = resume
+        if resume is not None:
+            if len(resume.canvas) != self.runner.end or resume.canvas[:self.runner.P] != self.prompt_ids:
+                raise ConfigError("a branch keeps its base run's prompt and generation length")
+            self.runner.tokens[:] = torch.tensor(resume.canvas, dtype=torch.long)
+            if resume.rng_state is not None and self.cfg.seed == resume.seed:    # the run's stream, continued
+                self.runner.generator.set_state(torch.from_numpy(resume.rng_state.copy()))
+                self.runner.rng_seen = resume.rng_state.copy()
+        self.records: list[StepRecord] = []
+        self.wall_s = 0.0
+        self.stopped_at: int | None = None
+
+    def steps(self) -> Iterator[StepRecord]:
+        """Records as they happen, this decode alone in the scheduler's loop (``engine.runtime.scheduler``).
+        ``wall_s`` and
+        each record's ``wall_ms`` count only the engine's own time, not the time a consumer (the app rendering
+        figures) holds the generator between records."""
+        decode, result = self.decode(), None
+        while True:
+            try:
+                item = decode.send(result)
+            except StopIteration:
+                return
+            if isinstance(item, StepRecord):
+                result = None
+                yield item
+            else:
+                result = run_round([item])[0]
+
+    def requests(self):
+        """The decode as the scheduler drives it among others: it yields only its requests (records are kept in
+        ``records``) and returns its trace."""
+        decode, result = self.decode(), None
+        while True:
+            try:
+                item = decode.send(result)
+            except StopIteration:
+                return self.trace()
+            result = None if isinstance(item, StepRecord) else (yield item)
+
+    def decode(self):
+        """The decode: yields its forward requests (``engine.runtime.scheduler``) and its records, in order."""
+        r, B = self.runner, self.cfg.block_size
+        self._clock = time.perf_counter()
+        self.policy.start(r)
+        first_lo = r.first_block(B)
+        start = first_lo if self.resume is None else (yield from self._resumed(first_lo, B))
+        if self.resume is None and not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
+            yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
+            self._clock = time.perf_counter()
+        for lo in range(start, r.end, B):
+            ctx = BlockContext(r, (lo - first_lo) // B, lo, min(lo + B, r.end))
+            yield from self._block(ctx)
+            if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
+                self.stopped_at = e
+                break
+            if not self.cfg.fuse_commit and ctx.hi < r.end and (yield from r.store(ctx.hi)):
+                yield self._record(ctx.emit("commit", None))
+                self._clock = time.perf_counter()
+        self.wall_s += time.perf_counter() - self._clock
+
+    def _resumed(self, first_lo: int, B: int):
+        """A branch's start: the forced token committed (record kind "force"); then the first block (on this
+        decoder's grid) that still holds a [MASK], with the cache of everything before it rebuilt in one forward
+        (kind "resume"). Returns that block's start."""
+        r = self.runner
+        if self.resume.force is not None:
+            pos, tok = self.resume.force
+            b = first_lo + (pos - first_lo) // B * B
+            ctx = BlockContext(r, (b - first_lo) // B, b, min(b + B, r.end))
+            ctx.commit(torch.tensor([pos - b]), torch.tensor([tok]), Reason.FORCED)
+            yield self._record(ctx.emit("force", None))
+        lo = next((a for a in range(first_lo, r.end, B) if r.masked(a, min(a + B, r.end)).any()), r.end)
+        if (yield from r.store(lo, "resume")):
+            yield self._record(BlockContext(r, -1, lo, lo).emit("resume", None))
+        self._clock = time.perf_counter()
+        return lo
+
+    def _block(self, ctx: BlockContext):
+        """One block under the policy: its requests go to the scheduler, which sends back their results."""
+        block, result = self.policy.run_block(ctx), None
+        while True:
+            try:
+                item = block.send(result)
+            except StopIteration:
+                return
+            if not isinstance(item, StepRecord):       # a forward request
+                result = yield item
+                continue
+            result = None
+            yield self._record(item)
+            self._clock = ctx._t0 = time.perf_counter()
+            if self.cfg.stop_at_eos and not self.policy.settles_per_block and self.runner.finished_at() is not None:
+                block.close()
+                return
+
+    def _record(self, rec: StepRecord) -> StepRecord:
+        """Keep a record, add the engine time since the clock was last reset, and enforce the time budget
+        (the caller resets the clock when the consumer hands control back)."""
+        self.records.append(rec)
+        self.wall_s += time.perf_counter() - self._clock
+        if self.budget_s is not None and self.wall_s > self.budget_s:
+            raise BudgetExceeded(f"stopped after {len(self.records)} forwards: the time budget of "
+                                 f"{self.budget_s:g} s per request was reached (UNMASK_MAX_SECONDS)",
+                                 partial=self.trace())
+        if self.should_stop is not None and self.should_stop():
+            raise BudgetExceeded(f"stopped after {len(self.records)} forwards: the request was cancelled",
+                                 partial=self.trace())
+        return rec
+
+    def run(self) -> Trace:
+        return drive(self.requests())
+
+    def generated_ids(self) -> list[int]:
+        return self.runner.generated(self.records)
+
+    def nfe_paper(self) -> int:
+        """Forwards as the reference implementations count them (``Runner.nfe_paper``: SDAR's and Fast-dLLM v2's
+        prefill and K/V-store forwards, DiffusionGemma's decoder forwards only)."""
+        return self.runner.nfe_paper(self.records)
+
+    def trace(self) -> Trace:
+        a, r = self.adapter, self.runner
+        ids = self.generated_ids()
+        seen = set(r.tokens.tolist()) | {int(t) for rec in self.records for t in rec.candidate if t >= 0} | {
+            int(t) for rec in self.records for t in rec.tokens_after} | {   # a uniform canvas's noise, step by step
+            int(t) for rec in self.records if rec.field("topk_ids") is not None   # the candidates panel's top-5
+            for t in np.unique(rec.field("topk_ids")) if t >= 0}
+        vocab = {str(t): s for t, s in zip(sorted(seen), a.token_strings(sorted(seen)))}
+        meta = dict(
+            model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,
+            prompt_len=r.P, gen_end=r.end, decoder=self.policy.name, params=self.cfg.params(), seed=self.cfg.seed,
+            nfe=r.total_nfe, nfe_paper=self.nfe_paper(), nfe_by_kind=dict(r.nfe), wall_s=self.wall_s,
+            token_ids=ids, text=a.decode(ids),
+            final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
+            stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
+            unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
+            cache=r.cache_name,
+            device=str(a.device),
+            dtype=str(a.dtype).removeprefix("torch."),
+            engine_version=__import__("engine").__version__, **self.policy.summary(r),
+            **({"branch": dict(self.resume.meta, nfe_resume=r.nfe["resume"])} if self.resume is not None else {}))
+        return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

@@ -1,0 +1,81 @@
+"""The ragged layout of a batched forward: the queries of several decodes side by side in one row, each attending
+only to its own cache and queries, with no padding and no copy of any cache.
+
+The projections (most of a forward's cost on a CPU) run once over all sum(q) tokens; attention runs per decode,
+as that decode's own forward would run it: each decode's cache takes its new K/V (``RaggedCache.update``) and the
+attention of its query rows reads that cache with its own mask. So every decode's logits are those of its own
+forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
+
+This needs one hook into the stock model classes: an adapter's model runs its attention through a registered
+wrapper (``AttentionInterface``, installed once when the adapter is made: ``install``) that runs the model's own
+sdpa attention unchanged unless a forward passes ``unmask_segments``, and then once per segment. So the layout is
+an argument of the forward, not a switch of the model. A model loaded with eager attention (each modeling file
+has its own, not in the registry) keeps the padded and packed layouts (``installed`` says False).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from engine.runtime import masks
+
+NAME = "unmask_ragged_"
+
+
+def wrapped(inner: str):
+    """The attention ``inner`` (transformers' sdpa, or sdpa with LLaDA's fp32 rotation); with ``unmask_segments``,
+    once per decode on that decode's own cache."""
+    def attend(module, query, key, value, attention_mask, **kwargs):
+        segments = kwargs.pop("unmask_segments", None)
+        own = ALL_ATTENTION_FUNCTIONS[inner]
+        if segments is None:                             # every other forward: the model's own attention
+            return own(module, query, key, value, attention_mask, **kwargs)
+        outs = []
+        for lo, hi, cache, mask in segments:             # query rows [lo, hi) of one decode
+            layer = cache.layers[module.layer_idx] if cache is not None else None
+            k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
+            out, _ = own(module, query[:, :, lo:hi], k, v, mask, **kwargs)       # (1, q_i, H, D)
+            outs.append(out)
+        return torch.cat(outs, 1), None
+    return attend
+
+
+def install(model) -> None:
+    """Run an sdpa model's attention through the wrapper (once, when its adapter is made)."""
+    inner = model.config._attn_implementation
+    if inner in ("sdpa", "sdpa_rope32"):
+        AttentionInterface.register(NAME + inner, wrapped(inner))
+        model.set_attn_implementation(NAME + inner)
+
+
+def installed(adapter) -> bool:
+    return str(adapter.model.config._attn_implementation).startswith(NAME)
+
+
+class RaggedCache(DynamicCache):
+    """Hands each decode's new K/V to that decode's own cache; attention then reads those caches."""
+
+    def __init__(self, reqs, spans: list[tuple[int, int]]):
+        super().__init__()
+        self.reqs, self.spans = reqs, spans
+
+    def update(self, keys, values, layer_idx, *args, **kwargs):
+        for r, (lo, hi) in zip(self.reqs, self.spans):
+            if r.cache is not None:
+                r.cache.update(keys[:, :, lo:hi], values[:, :, lo:hi], layer_idx)
+        return keys, values
+
+
+def ragged_forward(adapter, reqs) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one (``installed``)."""
+    q = [len(r.ids) for r in reqs]
+    spans = [(sum(q[:i]), sum(q[:i + 1])) for i in range(len(reqs))]
+    segments = [(lo, hi, r.cache, masks.to_backend(r.mask, adapter.attn_impl, adapter.dtype, adapter.device))
+                for (lo, hi), r in zip(spans, reqs)]
+    ids = torch.cat([r.ids for r in reqs])[None]                                      # (1, Q)
+    pos = torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
+    unused = torch.ones(1, 1, 1, dtype=torch.bool)      # the attention reads each segment's own mask instead
+    logits = adapter.run(ids, unused, pos, RaggedCache(reqs, spans), unmask_segments=segments)[0]    # (Q, V)
+    return [adapter.own_rows(logits[lo:hi]) for lo, hi in spans]

@@ -1,0 +1,50 @@
+"""The real app (``python app.py``) in a subprocess on a free loopback port, for the browser tests and
+``tools.page.bench_page``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(workdir: Path, **env_extra):
+    """The real app (python app.py) on a free loopback port; yields (URL, process), stops it afterwards."""
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+               UNMASK_CACHE_DIR=str(workdir / "cache"), GRADIO_ANALYTICS_ENABLED="False", UNMASK_THREADS="1")
+    env.update(env_extra)
+    log = open(workdir / "app.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("the app exited during start-up: " + (workdir / "app.log").read_text()[-2000:])
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("the app did not start in 120 s")
+    try:
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

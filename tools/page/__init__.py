@@ -1,0 +1,17 @@
+"""Benchmarks of the page: figures' layout (``bench_figures``), memory over HTTP (``bench_memory``), the page in
+Chromium (``bench_page``), server-side rendering (``bench_render``) and what a newcomer meets (``bench_ux``)."""
+
+import argparse
+import json
+from pathlib import Path
+
+
+def bench_main(doc: str, out: str, measure, table, argv=None) -> None:
+    """A page benchmark's command line: measure, keep the JSON at ``--out``, print the table."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=out)
+    args = ap.parse_args(argv)
+    res = measure()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1))
+    print(table(res))

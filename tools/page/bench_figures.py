@@ -1,0 +1,146 @@
+"""No text box of a figure runs into another: every view of every pre-baked example, drawn by Plotly.js in
+Chromium at the page's widths, with the bounding boxes of its axis titles, tick labels, legend, colour bars,
+title and subplot titles compared pairwise. The browser test calls the same functions
+(``tests/test_figure_layout.py``).
+
+    python -m tools.page.bench_figures [--out results/bench_figures.json]
+
+Each figure is drawn alone in a box as wide as its plot on the page (the output column at 1500×1100, and a phone
+at 390×844), at the first, the middle and the last step of its run. Two boxes collide when they overlap by more
+than ``SLACK`` pixels in both directions; tick labels of one axis count against each other too (an illegible
+axis), but never against their own axis's title's gap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+WIDTHS = {"desktop": 780, "phone": 350}    # px: the plot's width in the output column (measured on the page)
+SLACK = 1.5                                # px of overlap tolerated (anti-aliasing, rounding)
+EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+
+# the text boxes of one figure, each with the group it belongs to; a group is one label or one axis's tick labels
+BOXES = """(div) => { const out = [];
+  const add = (el, group) => { const b = el.getBBox(), m = el.getScreenCTM();   // a rotated label's own corners
+    if (!b.width || !b.height || !el.textContent.trim()) return;
+    const pt = (x, y) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f];
+    out.push({group, text: el.textContent.trim().slice(0, 40), corners: [pt(b.x, b.y), pt(b.x + b.width, b.y),
+      pt(b.x + b.width, b.y + b.height), pt(b.x, b.y + b.height)]}); };
+  div.querySelectorAll('.xtick text, .ytick text').forEach((e) => add(e, 'tick ' +
+    (e.closest('[class*=xaxislayer], [class*=yaxislayer]') || {}).getAttribute?.('class')));
+  div.querySelectorAll('[class^=g-x] text, [class^=g-y] text, .g-gtitle text').forEach((e, i) => add(e, 'title ' + i));
+  div.querySelectorAll('.legend .legendtext').forEach((e, i) => add(e, 'legend ' + i));
+  div.querySelectorAll('.colorbar .cbtitle text, .colorbar .cbaxis text').forEach((e, i) => add(e, 'colorbar ' + i));
+  div.querySelectorAll('.annotation-text').forEach((e, i) => add(e, 'annotation ' + i));
+  return out; }"""
+
+
+def figures(names: list[str] | None = None) -> list[tuple[str, str, int, dict]]:
+    """(example, view, 1-based step, figure JSON) for every figure view of every pre-baked example's shown tabs,
+    at the first, the middle and the last step."""
+    from engine.records.trace import Trace
+    from explorer import registry
+    from explorer.grid import Grid
+    out = []
+    for path in sorted(EXAMPLES.glob("*.npz")):
+        if names and path.stem not in names:
+            continue
+        trace, tabs = Trace.load(path), None
+        tabs = registry.tabs_shown(trace)
+        g, n = Grid.of(trace), len(trace.records)
+        for view in (v for t in tabs for v in registry.in_tab(t)):
+            for s in sorted({0, n // 2, n - 1}):
+                fig = view.render(trace, s, g, None)
+                if hasattr(fig, "to_plotly_json"):
+                    out.append((path.stem, view.name, s + 1, json.loads(fig.to_json())))
+    return out
+
+
+def page_html(figs: list[tuple[str, str, int, dict]], width: int) -> str:
+    """One page drawing every figure in its own box of the given width, as the page does (responsive)."""
+    from plotly.offline import get_plotlyjs
+    divs = "".join(f'<div id="f{i}" style="width:{width}px"></div>' for i in range(len(figs)))
+    data = json.dumps([f[3] for f in figs])
+    return (f"<html><head><meta charset='utf-8'><script>{get_plotlyjs()}</script></head><body>{divs}<script>"
+            f"const F = {data}; const narrow = {'true' if width < 700 else 'false'};"
+            # the page's scrub.js (thinTicks) shows 6 upright position labels on a map narrower than 700 px
+            "F.forEach((f) => { const ax = f.layout.xaxis; if (narrow && ax && ax.type === 'category') "
+            "Object.assign(ax, {nticks: 6, tickangle: -90}); });"
+            "window.drawn = Promise.all(F.map((f, i) => Plotly.newPlot('f' + i, f.data, f.layout, "
+            "{responsive: true})));</script></body></html>")
+
+
+def depth(a: list, b: list) -> float:
+    """How far two convex quadrilaterals (corner lists) overlap: the smallest overlap of their projections over
+    the edge normals of both (separating axes); <= 0 when they do not touch."""
+    best = float("inf")
+    for poly in (a, b):
+        for (x0, y0), (x1, y1) in zip(poly, poly[1:] + poly[:1]):
+            nx, ny = y0 - y1, x1 - x0
+            norm = (nx * nx + ny * ny) ** 0.5 or 1.0
+            pa = [(x * nx + y * ny) / norm for x, y in a]
+            pb = [(x * nx + y * ny) / norm for x, y in b]
+            best = min(best, min(max(pa), max(pb)) - max(min(pa), min(pb)))
+    return best
+
+
+def collisions(boxes: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of boxes of different groups, or two tick labels of one axis, overlapping by more than SLACK."""
+    hits = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            if a["group"] == b["group"] and not a["group"].startswith("tick"):
+                continue
+            if depth(a["corners"], b["corners"]) > SLACK:
+                hits.append((f"{a['group']}: {a['text']}", f"{b['group']}: {b['text']}"))
+    return hits
+
+
+def check(pg, figs, width: int) -> list[dict]:
+    """Draw the figures at one width in an open Playwright page; one row per figure that has a collision."""
+    with tempfile.TemporaryDirectory() as d:
+        html = Path(d) / "figures.html"
+        html.write_text(page_html(figs, width), encoding="utf-8")
+        pg.goto(html.as_uri())
+        pg.wait_for_function("() => window.drawn", timeout=60_000)
+        pg.evaluate("() => window.drawn")
+        rows = []
+        for i, (example, view, step, _) in enumerate(figs):
+            hits = collisions(pg.evaluate(BOXES, pg.query_selector(f"#f{i}")))
+            if hits:
+                rows.append(dict(example=example, view=view, step=step, width=width, collisions=hits[:5]))
+        return rows
+
+
+def measure(names: list[str] | None = None) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from tools.page.bench_ux import launch
+    figs = figures(names)
+    with sync_playwright() as p:
+        browser = launch(p)
+        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        res = {k: check(pg, figs, w) for k, w in WIDTHS.items()}
+        browser.close()
+    return dict(figures=len(figs), examples=len({f[0] for f in figs}), **res)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="", help="write the result as JSON here")
+    ap.add_argument("--example", action="append", help="only these examples (by file stem)")
+    args = ap.parse_args(argv)
+    res = measure(args.example)
+    for k in WIDTHS:
+        print(f"{k}: {len(res[k])} of {res['figures']} figures with a collision")
+        for r in res[k]:
+            print("  ", r["example"], r["view"], "step", r["step"], r["collisions"][:2])
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

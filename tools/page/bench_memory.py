@@ -1,0 +1,98 @@
+"""Memory of the served app under a hostile client: RSS of the real app (``python app.py`` on a loopback port) while
+one client opens new sessions with one cheap call each, and while one session repeats the page's Run.
+
+    python -m tools.page.bench_memory                          # 600 sessions, 300 Runs (a few minutes)
+    python -m tools.page.bench_memory --sessions 200 --runs 0
+
+Calls go over raw HTTP, as a script without a browser (and without a heartbeat) would make them: gradio's queue
+``join`` then its event stream. Prints a Markdown table: RSS at points, and the growth over the last half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import urllib.request
+import uuid
+from pathlib import Path
+
+from tools.local_app import running_app
+
+
+def rss_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def call(url: str, fn: int, data: list, session: str) -> dict:
+    """One event of the page, as gradio's own client sends it; its completion message."""
+    body = json.dumps({"data": data, "fn_index": fn, "session_hash": session, "event_data": None,
+                       "trigger_id": None}).encode()
+    req = urllib.request.Request(url + "gradio_api/queue/join", body, {"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+    with urllib.request.urlopen(url + f"gradio_api/queue/data?session_hash={session}", timeout=120) as r:
+        for line in r:
+            if b"process_completed" in line:
+                return json.loads(line[5:])
+    raise RuntimeError("the event stream ended without a result")
+
+
+def event(cfg: dict, api_name: str) -> tuple[int, list]:
+    """A page event's index and the page's initial values of its inputs (a gr.State is held by the server)."""
+    dep = next(d for d in cfg["dependencies"] if d.get("api_name") == api_name)
+    comps = {c["id"]: c for c in cfg["components"]}
+    return dep["id"], [None if comps[i]["type"] == "state" else comps[i].get("props", {}).get("value")
+                       for i in dep["inputs"]]
+
+
+def measure(url: str, pid: int, n: int, fn: int, data: list, one_session: bool) -> list[float]:
+    """RSS after each call of `n` (each from a new session, or all from one)."""
+    same = uuid.uuid4().hex[:11]
+    out = []
+    for _ in range(n):
+        done = call(url, fn, data, same if one_session else uuid.uuid4().hex[:11])
+        if not done.get("success"):
+            raise RuntimeError(f"the call failed: {str(done)[:200]}")
+        out.append(rss_mib(pid))
+    return out
+
+
+def growth(series: list[float]) -> float:
+    """RSS growth over the last half of the calls."""
+    return series[-1] - series[len(series) // 2 - 1]
+
+
+def run(sessions: int, runs: int, **env) -> dict:
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
+        cfg = json.load(urllib.request.urlopen(url + "config"))
+        out = {"start": rss_mib(proc.pid)}
+        if sessions:
+            out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False)
+        if runs:
+            out["runs"] = measure(url, proc.pid, runs, *event(cfg, "on_run"), one_session=True)
+        return out
+
+
+def table(res: dict) -> str:
+    rows = ["| load | calls | RSS at start → half → end (MiB) | growth over the last half |", "|---|---|---|---|"]
+    for key, what in (("sessions", "new sessions, one cheap call each"), ("runs", "one session, the page's Run")):
+        s = res.get(key)
+        if s:
+            rows.append(f"| {what} | {len(s)} | {s[0]:.0f} → {s[len(s) // 2 - 1]:.0f} → {s[-1]:.0f} | "
+                        f"{growth(s):+.1f} MiB |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sessions", type=int, default=600)
+    ap.add_argument("--runs", type=int, default=300)
+    args = ap.parse_args(argv)
+    print(table(run(args.sessions, args.runs)))
+
+
+if __name__ == "__main__":
+    main()
