@@ -68,6 +68,10 @@ def test_a_bench_row_is_a_typed_record_and_its_json_round_trips(sdar_dir):
     assert BenchRow.from_json(r).to_json() == r
 
 
+CARD_COLUMNS = ("target_forwards", "draft_forwards", "time_ratio", "param_ratio", "target_equiv_nfe", "tpf",
+                "cost_model", "acceptance_rate")
+
+
 def test_a_simsd_row_counts_tokens_per_target_equivalent_forward():
     """SimSD's row: TPF is tokens per (target forwards + time ratio × drafter forwards), not per forward of
     either model (the row once failed to build: two values for tpf)."""
@@ -77,3 +81,6 @@ def test_a_simsd_row_counts_tokens_per_target_equivalent_forward():
     assert r["target_equiv_nfe"] == pytest.approx(equiv)
     assert r["tpf"] == pytest.approx(tokens / (equiv * r["n"]))
     assert 0 < r["time_ratio"] < 1 and r["acceptance_rate"] > 0
+    from engine.harness.bench_row import BenchRow
+    back = BenchRow.from_json(r)     # the card's columns are the row's extra, flat in its JSON
+    assert set(back.extra) == set(CARD_COLUMNS) and back.to_json() == r

@@ -206,3 +206,17 @@ def test_each_example_shows_the_tabs_its_cards_declare():
     assert registry.tabs_shown(Trace.load(root / "uniform.npz")) == ["Canvas"]
     assert registry.TABS[0] == "Decode" and registry.TABS[-1] == "KV cache"
     assert {"verifier", "router", "attn"} == registry.names_in("S2D2")    # S2D2's card brings its three views
+
+
+def test_a_decoders_own_summary_cards_come_from_its_card():
+    """SimSD's card adds its target-equivalent NFE and what it means; another decoder's run has neither."""
+    from pathlib import Path
+
+    from engine.records.trace import Trace
+    from explorer.views.summary import render_summary
+    root = Path(__file__).resolve().parents[1] / "assets" / "examples"
+    simsd, other = Trace.load(root / "simsd.npz"), Trace.load(root / "threshold.npz")
+    html = render_summary(simsd)
+    assert f"{simsd.meta.summary['target_equiv_nfe']:.1f}" in html and "target-equiv. NFE" in html
+    assert "SimSD runs two models" in html
+    assert "target-equiv" not in render_summary(other) and "SimSD" not in render_summary(other)

@@ -7,6 +7,7 @@ scan, so adding such a decoder touches only its folder, its view module and its 
 - the catalogue's decoders, parameters and menu (``engine.decoders.catalogue``; the Sweep's dial is ``Decoder.knob``);
 - the commit-reason codes and the record contracts (``engine.records.trace``);
 - the page's views and tabs (``explorer.registry``) and the reasons' colours (``explorer.views.reasons``);
+- its bench counters and columns (``engine.harness.bench``) and its summary cards (``explorer.views.summary``);
 - the glossary (``explorer.glossary``), the pre-baked examples (``tools.experiments.bake_examples``) and the
   Sweep's presets (``explorer.page.sweep``).
 """
@@ -17,6 +18,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable
 
 from engine.decoders.params import Decoder, Param
 
@@ -61,6 +63,16 @@ class SweepPreset:
 
 
 @dataclass(frozen=True)
+class BenchCounts:
+    """What a decoder adds to a bench row (``engine.harness.bench``): ``count(trace) -> dict`` of numbers summed
+    over a setting's problems, then ``columns(sums, problems) -> dict`` the row's own columns made from those sums
+    (each one of ``names``; a column named like a common one, such as ``tpf``, replaces it)."""
+    count: Callable
+    columns: Callable
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Card:
     decoder: Decoder
     menu: tuple[str, str]                                   # (group, plain words) in the page's decoder menu
@@ -75,6 +87,9 @@ class Card:
     glossary: tuple[tuple[str, str], ...] = ()              # (term, meaning) rows of the glossary
     example: Example | None = None
     sweeps: tuple[SweepPreset, ...] = ()
+    bench: BenchCounts | None = None
+    # the run's own summary cards on the page: meta (TraceMeta) -> ([(label, value, hint)], [notes])
+    summary: Callable | None = None
 
 
 @lru_cache(maxsize=None)

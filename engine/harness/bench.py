@@ -6,8 +6,8 @@ to the first decoder. Decoders run interleaved problem by problem, so drift in m
 
 Teaching columns: ``confident_share`` (share of masked-position confidences >= 0.9 over all draft forwards: how
 much a confidence heatmap has to show), ``reject_rate`` (verifier rejections per verified token, for verifying
-decoders), ``per_task`` accuracy and the checker's ``verdicts`` (valid / duplicate / inconsistent ...); uniform rows
-add ``denoise_steps_per_canvas`` and ``renoised_share`` (slots given fresh noise per denoising step).
+decoders), ``per_task`` accuracy and the checker's ``verdicts`` (valid / duplicate / inconsistent ...). A decoder
+adds its own columns through its card (``BenchCounts``: SimSD's forwards per model, the canvas's denoising steps).
 
 Numbers a reviewer can check: ``n`` problems of which ``n_prompts`` distinct, ``accuracy_ci95`` (Wilson),
 ``outcomes`` (one "1"/"0" per problem, in order, so any two rows of a run can be compared paired with
@@ -29,6 +29,7 @@ from engine.harness import stats
 from engine.harness.bench_row import BenchRow
 from engine.decoders.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
+from engine.decoders.cards import cards
 from engine.errors import BudgetExceeded
 from engine.runtime.loop import Generation
 from engine.runtime.resources import cached_loader
@@ -40,17 +41,14 @@ CHUNK = 32       # batched runs: problems per decode slot in a chunk (a chunk's 
 
 
 def teaching_counts(trace) -> dict:
-    """Counts behind confident_share and reject_rate for one trace."""
-    mask_id = trace.meta.mask_token_id
-    out = Counter()
+    """Counts behind confident_share and reject_rate for one trace, and the decoder's own (its card's)."""
+    mask_id, card = trace.meta.mask_token_id, cards().get(trace.meta.decoder)
+    fills = card is None or "canvas" not in card.decoder.needs        # a canvas has no [MASK] slots
+    out = Counter(card.bench.count(trace) if card is not None and card.bench else {})
     for r in trace.records:
         if r.has("drift"):                 # Fast-dLLM's caches with measure_drift
             out.update(drift_n=1, drift_sum=r.field("drift"))
-        if r.has("denoised"):              # a uniform canvas step: every slot is sampled, none is masked
-            out.update(denoise_steps=1, canvas_slots=len(r.positions), renoised=int((~r.committed).sum()))
-        elif r.kind == "encode":
-            out["canvases"] += 1
-        elif r.kind == "draft":
+        if r.kind == "draft" and fills:
             was_masked = r.tokens_before == mask_id
             out["masked_conf"] += int(was_masked.sum())
             out["confident"] += int((r.confidence[was_masked] >= CONFIDENT).sum())
@@ -58,13 +56,6 @@ def teaching_counts(trace) -> dict:
             examined = int(np.isfinite(r.field("ratio")).sum())
             out["verified"] += examined
             out["rejected"] += int(r.field("rejected_at") is not None)
-    if "target_forwards" in trace.meta.summary:   # SimSD: forwards per model and their measured times
-        out.update(target_forwards=trace.meta.summary["target_forwards"],
-            draft_forwards=trace.meta.summary["draft_forwards"])
-        for kind in ("draft", "verify"):
-            ms = [r.wall_ms for r in trace.records if r.kind == kind]
-            out.update({f"{kind}_ms": sum(ms), f"{kind}_n": len(ms)})
-        out["param_ratio"] = trace.meta.summary["param_ratio"]
     return out
 
 
@@ -244,29 +235,9 @@ def tally(a: Counter, tr, wall: float, correct: bool) -> None:
              **{f"nfe_{k}": v for k, v in tr.meta.nfe_by_kind.items()})
 
 
-def two_model_costs(a: Counter, done: int) -> dict:
-    """SimSD rows: forwards per model, the drafter/target forward-time ratio measured in this run, and the
-    target-equivalent NFE (drafter forwards priced at that ratio); TPF is then tokens per target-equivalent NFE."""
-    if not a["target_forwards"]:
-        return {}
-    time_ratio = (a["draft_ms"] / max(1, a["draft_n"])) / max(1e-9, a["verify_ms"] / max(1, a["verify_n"]))
-    equiv = a["target_forwards"] + time_ratio * a["draft_forwards"]
-    return dict(target_forwards=a["target_forwards"] / done, draft_forwards=a["draft_forwards"] / done,
-                time_ratio=time_ratio, param_ratio=a["param_ratio"] / done,
-                target_equiv_nfe=equiv / done, tpf=a["tokens"] / max(1e-9, equiv),
-                cost_model="drafter forwards at the measured drafter/target forward-time ratio",
-                acceptance_rate=a["accepted_tokens"] / max(1, a["verified"]))
-
-
 def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes: list[bool], n_prompts: int,
         asked: int) -> dict:
-    done = len(outcomes)
-    extra = two_model_costs(a, done)         # a SimSD row's tpf counts target-equivalent forwards
-    if a["drift_n"]:                         # kv_cache with measure_drift: the mean max |Δ logit| per forward
-        extra["drift_mean"] = a["drift_sum"] / a["drift_n"]
-    if a["canvases"]:                        # uniform: denoising steps per canvas, share renoised per step
-        extra.update(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
-                     renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
+    done, own = len(outcomes), cards()[name].bench
     fields = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
                   stopped_early=done < asked,
                   seeds="per problem: problem_seed(spec seed, run seed, index)",
@@ -284,8 +255,10 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                   edits_per_sample=a["revisions"] / done, revised_problems=a["revised_problems"],
                   turned_right=a["turned_right"], turned_wrong=a["turned_wrong"],
                   turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
-                  turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]))
-    return BenchRow(**{**fields, **extra}).to_json()       # a SimSD row's tpf replaces the one-model tpf
+                  turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]),
+                  drift_mean=a["drift_sum"] / a["drift_n"] if a["drift_n"] else None,
+                  extra=own.columns(a, done) if own else {})
+    return BenchRow(**fields).to_json()
 
 
 def with_speedup(rows: list[dict]) -> list[dict]:

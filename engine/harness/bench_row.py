@@ -1,9 +1,13 @@
 """One bench row: a setting's counts over its problems, typed (``BenchRow``), written out as the JSON the CLI, the
-experiments, the Sweep and the README's tables read (``to_json``)."""
+experiments, the Sweep and the README's tables read (``to_json``). A decoder's own columns (SimSD's forwards per
+model, the uniform canvas's denoising steps) come from its card (``engine.decoders.cards.BenchCounts``) and sit in
+``extra``, flat in the JSON."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+
+from engine.decoders.cards import cards
 
 
 @dataclass
@@ -39,27 +43,19 @@ class BenchRow:
     turned_right_share: float
     turned_wrong_share: float
     speedup: float = 1.0            # tokens/s against the first row of its bench (``bench.with_speedup``)
-    # present only where they apply (left out of the JSON otherwise)
-    target_forwards: float | None = None      # SimSD: forwards per problem of the target ...
-    draft_forwards: float | None = None       # ... and of the drafter
-    time_ratio: float | None = None           # the drafter/target forward-time ratio measured in the run
-    param_ratio: float | None = None
-    target_equiv_nfe: float | None = None     # target forwards + time_ratio × drafter forwards, per problem
-    cost_model: str | None = None
-    acceptance_rate: float | None = None
-    drift_mean: float | None = None           # kv_cache with measure_drift: mean max |Δ logit| per forward
-    denoise_steps_per_canvas: float | None = None   # uniform
-    renoised_share: float | None = None
-
-    OPTIONAL = ("target_forwards", "draft_forwards", "time_ratio", "param_ratio", "target_equiv_nfe", "cost_model",
-                "acceptance_rate", "drift_mean", "denoise_steps_per_canvas", "renoised_share")
+    drift_mean: float | None = None # kv_cache with measure_drift: mean max |Δ logit| per forward (else left out)
+    extra: dict = field(default_factory=dict)   # the decoder's own columns (its card's BenchCounts)
 
     def to_json(self) -> dict:
-        """The row as a JSON-able dict, without the optional fields that do not apply."""
-        return {k: v for k, v in asdict(self).items() if not (k in self.OPTIONAL and v is None)}
+        """The row as a JSON-able dict: the decoder's columns flat beside the others (one named like a common
+        column replaces it: SimSD's tpf counts target-equivalent forwards), no drift where none was measured."""
+        d = {k: v for k, v in asdict(self).items() if k != "extra" and not (k == "drift_mean" and v is None)}
+        return {**d, **self.extra}
 
     @classmethod
     def from_json(cls, d: dict) -> "BenchRow":
         """A row read back (later keys added by a consumer, such as a paired comparison, are left out)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        names = {f.name for f in fields(cls)} - {"extra"}
+        own = cards()[d["decoder"]].bench if d.get("decoder") in cards() else None
+        extra = {k: d[k] for k in (own.names if own else ()) if k in d}
+        return cls(**{k: v for k, v in d.items() if k in names}, extra=extra)

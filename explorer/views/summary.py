@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 
+from engine.decoders.cards import cards as decoder_cards
+
 
 def card(label: str, value: str, hint: str = "") -> str:
     return (f"<div class='um-card' title='{html.escape(hint)}'><div class='um-card-v'>{html.escape(value)}</div>"
@@ -29,19 +31,12 @@ def render_summary(trace, verdict: str | None = None) -> str:
                   "is not counted, but in the page it shares the CPU, so the API or CLI gives the clean figure"),
              card("tokens", str(n), "generated, up to and including the stop token"),
              card("decoder", m.decoder, str(m.params))]
-    if m.summary.get("target_equiv_nfe") is not None:   # SimSD: two models, priced in target forwards
-        cards.append(card("target-equiv. NFE", f"{m.summary['target_equiv_nfe']:.1f}",
-                          f"{m.summary['target_forwards']} target + {m.summary['draft_forwards']} drafter forwards, the drafter's "
-                          f"priced at the parameter ratio {m.summary['param_ratio']:.3f} (the bench uses the measured "
-                          "time ratio)"))
+    own = decoder_cards().get(m.decoder)
+    extra, info = own.summary(m) if own is not None and own.summary else ([], [])   # the decoder's own cards
+    cards += [card(*c) for c in extra]
     if verdict is not None:
         cards.append(card("checker", verdict, "the task's checker on the generated text (valid = right)"))
-    notes, info = [], []
-    if m.summary.get("target_equiv_nfe") is not None:
-        info.append(f"SimSD runs two models: NFE counts {m.summary['target_forwards']} target and {m.summary['draft_forwards']} "
-                     f"drafter forwards alike; target-equivalent NFE prices a drafter forward at the parameter "
-                     f"ratio {m.summary['param_ratio']:.3f} of a target forward (an expectation for memory-bound hardware; "
-                     "the bench measures the time ratio).")
+    notes, info = [], list(info)
     if m.unknown_words:
         words = ", ".join(repr(w) for w in m.unknown_words[:12])
         notes.append(f"The model does not know {words} (read as [UNK]): the embedded models only know the words "

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, ViewEntry
+from engine.decoders.cards import BenchCounts, Card, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -28,6 +28,45 @@ class SimSDVerifyFields(TypedDict):
     ratio: np.ndarray             # (L,) acceptance ratio (greedy: 1 match / 0 mismatch)
     p_draft: np.ndarray           # (L,) the drafter's p(d) at its reveal step
     q_draft: np.ndarray           # (L,) the target's q(d)
+
+
+def counts(trace) -> dict:
+    """Forwards per model (the decoder's summary) and the records' wall times of drafter and target forwards."""
+    s = trace.meta.summary
+    out = dict(target_forwards=s["target_forwards"], draft_forwards=s["draft_forwards"],
+               param_ratio=s["param_ratio"])
+    for kind in ("draft", "verify"):
+        ms = [r.wall_ms for r in trace.records if r.kind == kind]
+        out.update({f"{kind}_ms": sum(ms), f"{kind}_n": len(ms)})
+    return out
+
+
+def two_model_costs(a, done: int) -> dict:
+    """Forwards per model, the drafter/target forward-time ratio measured in this run, and the target-equivalent
+    NFE (drafter forwards priced at that ratio); TPF is then tokens per target-equivalent NFE."""
+    if not a["target_forwards"]:
+        return {}
+    time_ratio = (a["draft_ms"] / max(1, a["draft_n"])) / max(1e-9, a["verify_ms"] / max(1, a["verify_n"]))
+    equiv = a["target_forwards"] + time_ratio * a["draft_forwards"]
+    return dict(target_forwards=a["target_forwards"] / done, draft_forwards=a["draft_forwards"] / done,
+                time_ratio=time_ratio, param_ratio=a["param_ratio"] / done,
+                target_equiv_nfe=equiv / done, tpf=a["tokens"] / max(1e-9, equiv),
+                cost_model="drafter forwards at the measured drafter/target forward-time ratio",
+                acceptance_rate=a["accepted_tokens"] / max(1, a["verified"]))
+
+
+def summary_cards(meta) -> tuple[list, list]:
+    """The page's summary of a SimSD run: its NFE priced in target forwards, and what that price means."""
+    s = meta.summary
+    if s.get("target_equiv_nfe") is None:
+        return [], []
+    both = f"{s['target_forwards']} target and {s['draft_forwards']} drafter forwards"
+    return ([("target-equiv. NFE", f"{s['target_equiv_nfe']:.1f}",
+              f"{both}, the drafter's priced at the parameter ratio {s['param_ratio']:.3f} (the bench uses the "
+              "measured time ratio)")],
+            [f"SimSD runs two models: NFE counts {both} alike; target-equivalent NFE prices a drafter forward at "
+             f"the parameter ratio {s['param_ratio']:.3f} of a target forward (an expectation for memory-bound "
+             "hardware; the bench measures the time ratio)."])
 
 
 CARD = Card(
@@ -53,6 +92,9 @@ CARD = Card(
             help="static: top-k per step; dynamic: every c > τ if at least k", group="simsd"),
     },
     records={"draft": SimSDDraftFields, "verify": SimSDVerifyFields},
+    bench=BenchCounts(counts, two_model_costs, ("target_forwards", "draft_forwards", "time_ratio", "param_ratio",
+                                                "target_equiv_nfe", "tpf", "cost_model", "acceptance_rate")),
+    summary=summary_cards,
     views=(ViewEntry("simsd", "Reveal order and verdicts", "SimSD", "explorer.views.simsd:simsd_rounds",
                      "explorer.views.simsd", "server"),),
     shows=("step_of",),

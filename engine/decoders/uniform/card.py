@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.decoders.cards import Card, ViewEntry
+from engine.decoders.cards import BenchCounts, Card, ViewEntry
 from engine.decoders.eb.card import EBFields
 from engine.decoders.params import Decoder, Param
 
@@ -16,6 +16,22 @@ class UniformFields(EBFields):     # with EB's acceptance of the canvas
     confident: bool               # mean entropy (nats, tempered) < confidence_threshold
     mean_entropy: float
     confidence_threshold: float
+
+
+def counts(trace) -> dict:
+    """Canvases made, denoising steps, and the slots each step renoised (every slot is sampled, none masked)."""
+    steps = [r for r in trace.records if r.has("denoised")]
+    return dict(canvases=sum(r.kind == "encode" for r in trace.records), denoise_steps=len(steps),
+                canvas_slots=sum(len(r.positions) for r in steps),
+                renoised=sum(int((~r.committed).sum()) for r in steps))
+
+
+def columns(a, done: int) -> dict:
+    """Denoising steps per canvas, and the share of slots given fresh noise per step."""
+    if not a["canvases"]:
+        return {}
+    return dict(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
+                renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
 
 
 CARD = Card(
@@ -48,6 +64,7 @@ CARD = Card(
             step=0.001, page=(0.0, 1.0), group="uniform"),
     },
     records={"draft": UniformFields},
+    bench=BenchCounts(counts, columns, ("denoise_steps_per_canvas", "renoised_share")),
     views=(ViewEntry("canvas", "The canvas, step by step", "Canvas", "explorer.views.canvas:canvas_map"),
            ViewEntry("stopping", "Stopping test", "Canvas", "explorer.views.canvas:stopping"),
            ViewEntry("canvas_eb", "Sorted entropies and the bound", "Canvas", "explorer.views.revise:eb_prefix",
