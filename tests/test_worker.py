@@ -34,10 +34,10 @@ def test_frames_are_dropped_and_the_last_value_is_final():
 
 def test_the_wall_budget_stops_the_worker_and_flags_the_last_value():
     state = {}
-    t0 = time.monotonic()
     frames = asyncio.run(collect(follow(slow_counter(state), 0.3, interval=0.05)))
     assert frames[-1].final and "time budget of 0.3 s" in frames[-1].limit
-    assert time.monotonic() - t0 < 1.0 and state["produced"] < 100
+    # the worker was stopped (its generator closed) long before its 400 values, not left running
+    assert "stopped_at" in state and state["produced"] < 100
 
 
 def test_a_cancelled_request_ends_only_after_its_worker_stopped():
