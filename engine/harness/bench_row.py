@@ -24,7 +24,7 @@ class BenchRow:
     outcomes: str                   # "1"/"0" per problem, in order: the paired tests read it
     nfe: float                      # forwards per problem
     nfe_paper: float                # ... in the papers' count
-    tpf: float                      # tokens per forward (SimSD: per target-equivalent forward)
+    tpf: float                      # tokens per forward (a SimSD row's JSON: its card's target-equivalent TPF)
     tpf_paper: float
     tokens_per_s: float
     nfe_by_kind: dict               # forwards per problem by record kind
