@@ -220,3 +220,11 @@ def test_a_decoders_own_summary_cards_come_from_its_card():
     assert f"{simsd.meta.summary['target_equiv_nfe']:.1f}" in html and "target-equiv. NFE" in html
     assert "SimSD runs two models" in html
     assert "target-equiv" not in render_summary(other) and "SimSD" not in render_summary(other)
+
+
+@pytest.mark.parametrize("bad", [["tspd"], None, 3, "nope"])
+def test_a_sweep_of_an_unknown_grid_is_a_one_line_error(bad):
+    from engine.errors import UserError
+    from explorer.page.sweep import sweep_specs
+    with pytest.raises(UserError, match="decoder must be one of"):
+        sweep_specs(bad, "0.9", "8", "")

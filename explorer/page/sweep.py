@@ -128,7 +128,7 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float =
     if temperature:
         tail += f",temperature={temperature:g}"
     bar = catalogue.BASELINE_DECODER       # the quality bar, at the same T
-    if dec not in PRESETS:
+    if not isinstance(dec, str) or dec not in PRESETS:
         raise UserError(f"decoder must be one of {', '.join(PRESETS)}")
     return [f"{bar}:temperature={temperature:g}" if temperature else bar] + [
         f"{one}{',' if ':' in one else ':'}block_size={b}{tail}" for b in b_v for template in PRESETS[dec].templates
