@@ -104,8 +104,9 @@ def check(pg, figs, width: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as d:
         html = Path(d) / "figures.html"
         html.write_text(page_html(figs, width), encoding="utf-8")
-        pg.goto(html.as_uri())
-        pg.wait_for_function("() => window.drawn", timeout=60_000)
+        # a slow or busy machine takes minutes to draw ~300 figures: the waits bound a hang, not the speed
+        pg.goto(html.as_uri(), wait_until="domcontentloaded", timeout=300_000)
+        pg.wait_for_function("() => window.drawn", timeout=600_000)
         pg.evaluate("() => window.drawn")
         rows = []
         for i, (example, view, step, _) in enumerate(figs):
