@@ -16,12 +16,17 @@ REFUSALS = {
 }
 
 
+def needs_of(decoder: str) -> tuple[str, ...]:
+    """A decoder's catalogue ``needs``, with the one every decoder that does not denoise a canvas has: [MASK]
+    slots to fill."""
+    needs = tuple(catalogue.decoder(decoder).needs)
+    return needs if "canvas" in needs else ("mask_slots",) + needs
+
+
 def why_not(decoder: str, adapter) -> str | None:
-    """Why a decoder does not apply to a model (its catalogue ``needs``), or None if it does. Every decoder that
-    does not denoise a canvas fills [MASK] slots."""
-    needs = catalogue.decoder(decoder).needs
+    """Why a decoder does not apply to a model (``needs_of``), or None if it does."""
     offered = adapter.offers()
-    for need in (() if "canvas" in needs else ("mask_slots",)) + tuple(needs):
+    for need in needs_of(decoder):
         if need not in offered:
             return REFUSALS[need].format(d=decoder, m=f"{adapter.name} ({adapter.model_type})")
     return None

@@ -139,10 +139,15 @@ def validate(name: str, values: dict, page: bool = False) -> dict:
     full = {k: typed.get(k, p.default) for k, p in spec.items()}
     for k, v in full.items():
         spec[k].check(v, page=page and k in typed)
-    for ok, msg in decoder(name).rules:
-        if not ok(full):
-            raise ConfigError(msg)
+    check_rules(name, full)
     return typed
+
+
+def check_rules(name: str, values: dict) -> None:
+    """The decoder's rules across parameters (t_max > t_min, ...) on a full set of its values."""
+    for ok, msg in decoder(name).rules:
+        if not ok(values):
+            raise ConfigError(msg)
 
 
 class ConfigBase:
@@ -183,9 +188,7 @@ def settle(cfg, source: str, **values):
                 v = spec[k].coerce(v)
                 spec[k].check(v)
             setattr(out, k, v)
-        for ok, msg in decoder(cfg.decoder_name).rules:
-            if not ok(out.params()):
-                raise ConfigError(msg)
+        check_rules(cfg.decoder_name, out.params())
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     return out

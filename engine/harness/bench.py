@@ -29,6 +29,7 @@ from engine.harness import stats
 from engine.harness.bench_row import BenchRow
 from engine.decoders.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
+from engine.decoders.applies import needs_of
 from engine.decoders.cards import cards
 from engine.errors import BudgetExceeded
 from engine.runtime.loop import Generation
@@ -43,7 +44,7 @@ CHUNK = 32       # batched runs: problems per decode slot in a chunk (a chunk's 
 def teaching_counts(trace) -> dict:
     """Counts behind confident_share and reject_rate for one trace, and the decoder's own (its card's)."""
     mask_id, card = trace.meta.mask_token_id, cards().get(trace.meta.decoder)
-    fills = card is None or "canvas" not in card.decoder.needs        # a canvas has no [MASK] slots
+    fills = card is None or "mask_slots" in needs_of(trace.meta.decoder)     # a canvas has no [MASK] slots
     out = Counter(card.bench.count(trace) if card is not None and card.bench else {})
     for r in trace.records:
         if r.has("drift"):                 # Fast-dLLM's caches with measure_drift
