@@ -61,8 +61,10 @@ TABS: tuple[str, ...] = tuple(dict.fromkeys(v.tab for v in VIEWS))
 TAB_NOTES = {"Revisions": "Decoders that change their mind (edit, wino, remdm), EB's entropy bound and Dream's "
                           "ranking. On the maps of the Decode tab a purple diamond marks every revised cell.",
              "KV cache": "Fast-dLLM's prefix and dual caches on full-attention models are approximate: these views "
-                         "show which K/V each forward recomputed and, with measure_drift, what that cost in logits.",
-             **{c.views[0].tab: c.tab_note for c in CARDS if c.tab_note}}
+                         "show which K/V each forward recomputed and, with measure_drift, what that cost in logits."}
+for _c in CARDS:      # a card's note heads its tab unless the tab already has one (first card in menu order wins)
+    if _c.tab_note:
+        TAB_NOTES.setdefault(_c.views[0].tab, _c.tab_note)
 BY_NAME = {v.name: v for v in VIEWS}
 
 

@@ -17,17 +17,17 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
 import torch
 from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from engine.runtime import masks, ragged
-
-from engine.models import precision
 from engine.errors import ModelLoadError
+from engine.models import precision
 from engine.models.families import FAMILIES, Family
+from engine.runtime import masks, ragged
 
 TASK_NAMES = ("arith", "story", "picks", "mix")    # embedded task models take "Q : ... A :" prompts
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
