@@ -1,18 +1,18 @@
 """Unmask: an interactive explorer for fast decoding of diffusion language models.
 
     python app.py            # http://localhost:7860, the embedded models
-Honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT; UNMASK_MODELS adds models a visitor may pick (comma-separated
-local directories or cached hub ids, chosen by the operator); UNMASK_MAX_SECONDS bounds each request's engine time
-(default 60); UNMASK_QUEUE caps waiting requests (default 32); UNMASK_CACHE_DIR moves the trace cache
-(default ~/.cache/unmask); UNMASK_SESSION_IDLE_S lets sessions go after that long unused (default 600);
-UNMASK_THREADS sets torch's threads (on a shared CPU, 1 avoids thread oversubscription).
+Honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT and the operator settings of ``engine.settings`` (UNMASK_MODELS,
+UNMASK_MAX_SECONDS, UNMASK_MAX_RUNNING, ...; docs/security.md lists them all), each checked before the server
+starts: a bad value stops it with one line.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from engine import settings
 from engine.models.model import DEFAULT_MODEL, embedded_models
 from engine.harness.service import DecodeService, budget_from_env
 from engine.tasks import TASKS, get_task
@@ -20,6 +20,7 @@ from engine.records.trace import Trace
 from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page, offered_names
+from explorer.page.fair import FairGate
 from explorer.store import TraceStore
 
 TASKS_MODEL = "unmask-tasks-small"
@@ -65,25 +66,30 @@ class GPUService(DecodeService):
 
 
 def create_app():
-    extra = [m.strip() for m in os.environ.get("UNMASK_MODELS", "").split(",") if m.strip()]
+    extra = [m.strip() for m in settings.get("UNMASK_MODELS").split(",") if m.strip()]
     embedded = embedded_models()
     first = TASKS_MODEL if TASKS_MODEL in embedded else DEFAULT_MODEL      # the model with uncertain tasks
     names = offered_names(list(dict.fromkeys([first, *embedded, *extra])))   # short name -> path or id
     models = tuple(names)
-    threads = int(os.environ.get("UNMASK_THREADS", "0")) or None     # torch's intra-op threads (default: torch's)
+    threads = settings.get("UNMASK_THREADS") or None     # torch's intra-op threads (default: torch's)
     service = GPUService(default_model=models[0], aliases=names, threads=threads)
     infos = {name: service.model_info(name) for name in models}   # loads each: no visitor waits for a load
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
-    cache_dir = Path(os.environ.get("UNMASK_CACHE_DIR", Path.home() / ".cache" / "unmask"))
+    cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
     page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=ExportDir(),
-                models=models, model_infos=infos)
+                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running))
     return build_demo(page)
 
 
 if __name__ == "__main__":
+    try:
+        settings.check_all()
+    except settings.SettingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     demo = create_app()
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
-    demo.queue(default_concurrency_limit=4, max_size=int(os.environ.get("UNMASK_QUEUE", "32"))).launch(
+    demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_kwargs())

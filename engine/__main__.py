@@ -88,6 +88,8 @@ def _cmd_bench(args) -> None:
         raise ConfigError("--n must be in 1..100000")
     if not 1 <= args.batch <= 256:
         raise ConfigError("--batch must be in 1..256")
+    from engine.runtime.engine_loop import configure
+    configure(max_running=args.batch)          # the engine loop's running set is the bench's batch
     task = load_task_file(args.task, allow_code=args.allow_code_execution)
     model = args.model or get_task(task).model
     if model is None:
@@ -169,7 +171,7 @@ def build_parser() -> OneLineParser:
     b.add_argument("--n", type=int, default=100)
     b.add_argument("--decoder", action="append", help="SPEC: name or name:key=value,... (repeatable)")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--batch", type=int, default=1, help="decodes per round of the scheduler: their forwards run as "
+    b.add_argument("--batch", type=int, default=1, help="decodes per round of the engine loop (its max_running): their forwards run as "
                    "one batched forward (uniform's canvas forwards run one by one); the rows equal --batch 1's")
     b.add_argument("--json", action="store_true")
     b.add_argument("--traces", help="a folder: every decode's trace (.npz) and problems.jsonl, one line per setting "

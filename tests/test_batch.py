@@ -8,7 +8,8 @@ import torch
 import pytest
 
 from engine.harness.bench import run_bench
-from engine.runtime.scheduler import Forward, Scheduler, run_batched
+from engine.runtime.jobs import Scheduler, run_batched
+from engine.runtime.scheduler import Forward
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from engine.tasks import get_task
@@ -150,17 +151,23 @@ def test_batched_runs_are_bitwise_repeatable(adapter):
         assert all((r1.confidence == r2.confidence).all() for r1, r2 in zip(x.records, y.records))
 
 
-def test_decodes_run_in_the_callers_thread_and_leave_the_switch_interval_alone(adapter):
-    """No thread per decode and no process-wide setting: the rules run in the thread that iterates the scheduler."""
+def test_decodes_run_on_the_one_engine_thread_and_leave_the_switch_interval_alone(adapter):
+    """No thread per decode and no process-wide setting: every decode's rules run on the engine loop's one thread,
+    whichever thread submitted it (a second submitting thread adds no engine thread)."""
     import sys
     import threading
-    before, threads, seen = sys.getswitchinterval(), threading.active_count(), []
+    from engine.runtime.engine_loop import engine_loop
+    before, seen = sys.getswitchinterval(), []
 
     def job():
-        seen.append((threading.current_thread(), sys.getswitchinterval(), threading.active_count()))
+        seen.append((threading.current_thread(), sys.getswitchinterval()))
         return (yield from Generation(adapter, "1 + 2 =", build_decoder("ar", gen_length=4)).requests())
     run_batched([job] * 3, 2)
-    assert seen == [(threading.current_thread(), before, threads)] * 3
+    threads = threading.active_count()
+    other = threading.Thread(target=run_batched, args=([job] * 2, 2))
+    other.start()
+    other.join()
+    assert seen == [(engine_loop().thread, before)] * 5 and threading.active_count() == threads
 
 
 def test_a_batched_runs_time_shares_add_up_to_its_wall_time(adapter):

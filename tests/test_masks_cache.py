@@ -8,7 +8,7 @@ from engine.runtime.cache import BlockCache
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from engine.runtime.runner import make_runner
-from engine.runtime.scheduler import drive
+from engine.runtime.jobs import drive
 
 
 def test_block_causal_pattern():

@@ -15,7 +15,7 @@ from engine.decoders.s2d2.estimators import alpha, expected_accepted
 from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.decoders.s2d2.verify import accept_stochastic, verify_logits
 from engine.runtime.sampling import make_generator
-from engine.runtime.scheduler import drive
+from engine.runtime.jobs import drive
 
 EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "models" / "unmask-arith-tiny"
 

@@ -13,7 +13,7 @@ from engine.runtime.runner import make_runner
 from engine.models.model import load_model
 from engine.decoders.s2d2.verify import accept_stochastic
 from tests.conftest import write_sdar_checkpoint
-from engine.runtime.scheduler import drive
+from engine.runtime.jobs import drive
 
 PROMPT = "Ann has 3 apples . She buys 5 more . How many apples does she have now ?"
 

@@ -34,7 +34,7 @@ from engine.decoders.cards import cards
 from engine.errors import BudgetExceeded
 from engine.runtime.loop import Generation
 from engine.runtime.resources import cached_loader
-from engine.runtime.scheduler import Scheduler
+from engine.runtime.jobs import Scheduler
 from engine.tasks import get_task
 
 CONFIDENT = 0.9
@@ -96,7 +96,7 @@ def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget
 
 
 def chunk_events(adapter, problems, start: int, policies: list, run_seed: int, batch: int, budget_s, should_stop,
-                 load):
+                 load, client: str = ""):
     """(spec, i, trace or None, seconds) for each problem of a chunk as its decode ends: every spec's problems,
     spec after spec, are the jobs of one scheduler run with up to ``batch`` decodes per round (specs share
     forwards); each decode is timed by its share of the rounds it took part in."""
@@ -104,7 +104,7 @@ def chunk_events(adapter, problems, start: int, policies: list, run_seed: int, b
     jobs = [lambda policy=policy, p=p, i=i: decode_problem(adapter, p, policy, policy.cfg, run_seed, start + i,
                                                            budget_s, should_stop, load)
             for _, _, policy in policies for i, p in enumerate(problems)]
-    for k, trace, seconds in Scheduler(jobs, batch).events():
+    for k, trace, seconds in Scheduler(jobs, batch, client).events():
         yield (*keys[k], trace, seconds)
 
 

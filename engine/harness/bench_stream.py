@@ -25,7 +25,7 @@ def rows_of(task, problems: list, done: dict, adapter, asked: int) -> list[dict]
 
 def bench_stream(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",
                  progress=None, should_stop=None, budget_s: float | None = None, load=None,
-                 batch: int = 1) -> Iterator[list[dict]]:
+                 batch: int = 1, client: str = "") -> Iterator[list[dict]]:
     """``run_bench``'s rows on problems [0, n): the finished settings' rows (in the order asked) each time one more
     finishes; the last yield also holds the settings a stop left unfinished (each row counts its problems before
     the first unfinished one).
@@ -39,7 +39,8 @@ def bench_stream(adapter, task_name: str, n: int, specs: list[str], seed: int = 
     if not warm_up(adapter, task_name, specs[0], seed, split, budget_s, should_stop, load):
         return
     got, shown = {spec: {} for spec, *_ in policies}, set()
-    for spec, i, tr, sec in chunk_events(adapter, problems, 0, policies, seed, batch, budget_s, should_stop, load):
+    for spec, i, tr, sec in chunk_events(adapter, problems, 0, policies, seed, batch, budget_s, should_stop, load,
+                                            client):
         if tr is None:                       # stopped: what finished before the first unfinished problem counts
             continue
         got[spec][i] = (tr, sec)

@@ -38,7 +38,7 @@ from engine.decoders import build_decoder
 from engine.errors import ConfigError
 from engine.models.model import load_model
 from engine.runtime.resources import cached_loader
-from engine.runtime.scheduler import Scheduler
+from engine.runtime.jobs import Scheduler
 from engine.decoders.spec import parse_spec
 
 LOGLIKELIHOOD = ("unmask: log-likelihood requests are not supported: a diffusion model has no left-to-right "

@@ -8,18 +8,19 @@ default 60): a decode stops between forwards and a sweep between problems, keepi
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Iterator
 
 import torch
 
+from engine import settings
 from engine.decoders import catalogue
 from engine.harness.bench_stream import bench_stream
 from engine.decoders.catalogue import MAX_PROMPT_CHARS
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded, UserError
+from engine.runtime.engine_loop import Aborted, Job, engine_loop
 from engine.runtime.loop import Generation, why_not
 from engine.models.model import load_model
 from engine.records.trace import Trace
@@ -30,14 +31,7 @@ SWEEP_BATCH = 8            # problems a sweep decodes at once (engine.runtime.ba
 
 
 def budget_from_env() -> float:
-    raw = os.environ.get("UNMASK_MAX_SECONDS", "60")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SystemExit(f"UNMASK_MAX_SECONDS={raw!r} is not a number") from None
-    if not 0 < value < 1e6:
-        raise SystemExit("UNMASK_MAX_SECONDS must be in (0, 1e6)")
-    return value
+    return settings.get("UNMASK_MAX_SECONDS")
 
 
 def check_prompt(prompt) -> str:
@@ -65,6 +59,11 @@ class DecodeService:
         self._lock = threading.Lock()
         if threads:
             torch.set_num_threads(threads)
+
+    @property
+    def max_running(self) -> int:
+        """Decodes that share a round of the engine loop (``UNMASK_MAX_RUNNING``; the device's default)."""
+        return engine_loop().max_running
 
     def model(self, name: str | None = None):
         key = name or self.default_model
@@ -97,33 +96,46 @@ class DecodeService:
         policy = build_decoder(decoder, page=page, **params)
         return Generation(self.model(model), text, policy, budget_s=self.max_seconds, load=self.model)
 
-    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None,
-               page: bool = False) -> Iterator[Trace]:
-        """Yield a partial trace after each forward; the last one yielded is the complete trace.
+    def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None, page: bool = False,
+               client: str = "", every_s: float = 0.0, should_stop=None) -> Iterator[Trace]:
+        """Yield a partial trace after each forward (at most one per ``every_s``); the last one yielded is the
+        complete trace. The decode runs on the engine loop with every other (``engine.runtime.engine_loop``);
+        ``client`` is its unit of fairness there; ``should_stop()`` true, or closing the iterator, aborts it.
 
         Each partial is held back one forward, so the final forward is reported once, by the complete trace
         (which alone carries the EOS stop position and the full wall time). If the time budget runs out, the
         last trace is the partial one, with ``meta.limit`` saying which limit stopped it."""
-        yield from self._stream(self.generation(prompt, decoder, params, model, page))
+        yield from self._stream(self.generation(prompt, decoder, params, model, page), client, every_s,
+                                should_stop)
 
     def branch_stream(self, prompt: str, decoder: str, params: dict, model: str | None, branch,
-                      page: bool = False) -> Iterator[Trace]:
+                      page: bool = False, client: str = "", every_s: float = 0.0,
+                      should_stop=None) -> Iterator[Trace]:
         """The base run (decoded again: it is deterministic), then the branch's traces as ``stream`` gives them:
         from the base's state after ``branch``'s step, with its forced token, under its decoder
-        (``engine.runtime.branch``;
-        a base stopped by the budget is the last trace)."""
+        (``engine.runtime.branch``). The base and the branch share one budget; a base stopped by it is the last
+        trace."""
         from engine.runtime.branch import parse_branch
         parse_branch(branch)                      # a malformed branch is refused before the base is decoded
-        base = self.run(prompt, decoder, params, model, page)
-        if base.meta.limit:
-            yield base
+        t0 = time.monotonic()
+        base = None
+        for base in self._stream(self.generation(prompt, decoder, params, model, page), client, 0.0, should_stop):
+            pass
+        if base is None or base.meta.limit:
+            if base is not None:
+                yield base
             return
-        yield from self.branch_from(base, branch, model, page)
+        yield from self.branch_from(base, branch, model, page, client, every_s, should_stop,
+                                    spent_s=time.monotonic() - t0)
 
-    def branch_from(self, base: Trace, branch, model: str | None = None, page: bool = False) -> Iterator[Trace]:
-        """A branch of a finished run of ``model`` (the page's own trace, kept on the server), as ``stream``."""
+    def branch_from(self, base: Trace, branch, model: str | None = None, page: bool = False, client: str = "",
+                    every_s: float = 0.0, should_stop=None, spent_s: float = 0.0) -> Iterator[Trace]:
+        """A branch of a finished run of ``model`` (the page's own trace, kept on the server), as ``stream``;
+        ``spent_s``: what the request has already spent of its budget."""
         from engine.runtime.branch import branch_generation
-        yield from self._stream(branch_generation(self.model(model), base, branch, self.max_seconds, self.model, page))
+        left = max(self.max_seconds - spent_s, 1e-3)
+        gen = branch_generation(self.model(model), base, branch, left, self.model, page)
+        yield from self._stream(gen, client, every_s, should_stop, left)
 
     def token_id(self, model: str | None, token: str) -> int:
         """A token of the model's vocabulary, as its tokenizer spells it, by id (a visitor's forced token)."""
@@ -133,18 +145,28 @@ class DecodeService:
                             "candidates panel spells it)")
         return int(vocab[token.strip()])
 
-    def _stream(self, gen: Generation) -> Iterator[Trace]:
+    def _stream(self, gen: Generation, client: str = "", every_s: float = 0.0, should_stop=None,
+                budget_s: float | None = None) -> Iterator[Trace]:
+        """The generation's snapshots from the engine loop, each held back one, then its final trace."""
+        job = Job(gen.streamed, client=client, budget_s=budget_s or self.max_seconds, snapshot=gen.trace,
+                  every_s=every_s, on_limit=gen.stopped)
+        handle = engine_loop().submit(job)
         pending = None
         try:
-            for _ in gen.steps():
+            for snap in handle.items(should_stop):
                 if pending is not None:
                     yield pending
-                pending = gen.trace()
-        except BudgetExceeded as e:
-            e.partial.meta.limit = str(e)
-            yield e.partial
-            return
-        yield gen.trace()
+                pending = snap
+            try:
+                final = handle.result()
+            except BudgetExceeded as e:
+                e.partial.meta.limit = str(e)
+                final = e.partial
+            except Aborted:
+                return
+            yield final
+        finally:
+            engine_loop().abort(handle)
 
     def run(self, prompt: str, decoder: str, params: dict, model: str | None = None, page: bool = False) -> Trace:
         last = None
@@ -175,7 +197,7 @@ class DecodeService:
         return rows
 
     def sweep_stream(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
-                     page: bool = True, should_stop=None) -> Iterator[list[dict]]:
+                     page: bool = True, should_stop=None, client: str = "") -> Iterator[list[dict]]:
         """Accuracy / NFE / TPF / tokens/s of each SPEC on the same n held-out problems (engine.harness.bench_stream:
         the settings queued one after another in one batched run, SWEEP_BATCH problems per forward), yielding the rows
         so far as each setting finishes. Stops between forwards when the time budget is spent or ``should_stop()``
@@ -190,4 +212,4 @@ class DecodeService:
         deadline = time.monotonic() + self.max_seconds
         stop = lambda: time.monotonic() > deadline or bool(should_stop and should_stop())  # noqa: E731
         yield from bench_stream(self.model(model), task, n, specs, progress=progress, should_stop=stop,
-                                budget_s=self.max_seconds, load=self.model, batch=SWEEP_BATCH)
+                                budget_s=self.max_seconds, load=self.model, batch=SWEEP_BATCH, client=client)

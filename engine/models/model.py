@@ -29,7 +29,7 @@ from engine.models import precision
 from engine.models.families import FAMILIES, Family
 from engine.runtime import masks, ragged
 
-TASK_NAMES = ("arith", "story", "picks", "mix")    # embedded task models take "Q : ... A :" prompts
+TASK_NAMES = ("arith", "story", "picks", "mix", "parallel")    # embedded task models take "Q : ... A :" prompts
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEFAULT_MODEL = "unmask-arith-tiny"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w.-]+)?$")

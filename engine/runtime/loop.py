@@ -1,6 +1,7 @@
 """The shared block loop. A decoder is a policy over it; every model forward yields one ``StepRecord``.
 
-``Generation`` walks the blocks; a ``Policy`` drives each one through a ``BlockContext`` (commit, revise, emit a
+``Generation`` walks the blocks (``decode``: a generator of its forward requests and records, which the engine
+loop, ``engine.runtime.engine_loop``, drives with every other decode); a ``Policy`` drives each one through a ``BlockContext`` (commit, revise, emit a
 record); the ``Runner`` (``engine/runtime/runner.py``) owns the canvas, the cache and the forwards.
 """
 
@@ -17,7 +18,6 @@ from engine.runtime.resources import resolve
 from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
 from engine.runtime.sampling import TOP_K, TokenStats
-from engine.runtime.scheduler import drive, run_round
 from engine.records.trace_meta import TraceMeta
 from engine.records.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace
 
@@ -221,23 +221,6 @@ class Generation:
         self.wall_s = 0.0
         self.stopped_at: int | None = None
 
-    def steps(self) -> Iterator[StepRecord]:
-        """Records as they happen, this decode alone in the scheduler's loop (``engine.runtime.scheduler``).
-        ``wall_s`` and
-        each record's ``wall_ms`` count only the engine's own time, not the time a consumer (the app rendering
-        figures) holds the generator between records."""
-        decode, result = self.decode(), None
-        while True:
-            try:
-                item = decode.send(result)
-            except StopIteration:
-                return
-            if isinstance(item, StepRecord):
-                result = None
-                yield item
-            else:
-                result = run_round([item])[0]
-
     def requests(self):
         """The decode as the scheduler drives it among others: it yields only its requests (records are kept in
         ``records``) and returns its trace."""
@@ -248,6 +231,12 @@ class Generation:
             except StopIteration:
                 return self.trace()
             result = None if isinstance(item, StepRecord) else (yield item)
+
+    def streamed(self):
+        """The decode with its records, as the engine loop streams it (a snapshot after a forward); returns the
+        trace."""
+        yield from self.decode()
+        return self.trace()
 
     def decode(self):
         """The decode: yields its forward requests (``engine.runtime.scheduler``) and its records, in order."""
@@ -319,8 +308,16 @@ class Generation:
                                  partial=self.trace())
         return rec
 
-    def run(self) -> Trace:
-        return drive(self.requests())
+    def run(self, client: str = "") -> Trace:
+        """The decode to its end on the process's engine loop (``engine.runtime.engine_loop``)."""
+        from engine.runtime.jobs import drive
+        return drive(self.requests(), client)
+
+    def stopped(self, why: str) -> Trace:
+        """The trace so far, marked as stopped early by ``why`` (the engine loop's budget)."""
+        tr = self.trace()
+        tr.meta.limit = why
+        return tr
 
     def generated_ids(self) -> list[int]:
         return self.runner.generated(self.records)

@@ -1,4 +1,5 @@
-"""One loop schedules every decode, as vLLM's and SGLang's schedulers do.
+"""The requests a decode makes of a model, and one round of them (the engine loop, ``engine.runtime.engine_loop``,
+runs the rounds).
 
 A decode is a generator. Where it needs the model it yields a request and receives the result:
 
@@ -10,17 +11,13 @@ request that asks for them in one batched call per sampling setting; a ``Call`` 
 decoder, whose masks come from DiffusionGemma's own builders for one canvas) runs alone. Only then does each
 decode's rule run, when the scheduler sends it its result.
 
-``run_batched`` keeps up to ``size`` decodes running: each round takes one request from each, and a decode that
-ends hands its place to the next job before the next round. Batch 1 (the page, the API) is the same loop with one
-decode (``Generation.steps``). There are no threads: the order of requests in a round is the jobs' order, so a
-run is the same to the bit however often it is repeated.
+The order of requests in a round is the order in which their decodes joined the engine loop.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator
+from typing import Callable
 
 import torch
 from transformers import DynamicCache
@@ -90,106 +87,4 @@ def run_round(reqs: list[Request]) -> list:
     return [tuple(o) if isinstance(reqs[i], Forward) else o for i, o in enumerate(out)]
 
 
-def drive(decode: Generator):
-    """Run one decode alone to its end; its return value."""
-    result = None
-    while True:
-        try:
-            req = decode.send(result)
-        except StopIteration as e:
-            return e.value
-        result = run_round([req])[0]
-
-
-@dataclass
-class Failed:
-    error: Exception
-
-
-@dataclass
-class _Running:
-    index: int
-    decode: Generator
-    request: Request | None = None
-
-
-class Scheduler:
-    """Up to ``size`` of ``jobs`` (functions returning a decode generator) running at once, one request from each
-    per round. ``seconds[i]``: job i's share of the run's time (each round's span, its forward and the rules run
-    after it, split equally among the decodes of the round)."""
-
-    def __init__(self, jobs: list[Callable[[], Generator]], size: int):
-        self.jobs, self.size = jobs, max(1, size)
-        self.seconds: dict[int, float] = {i: 0.0 for i in range(len(jobs))}
-        self.rounds = 0
-        self._ended: list[tuple[int, object]] = []
-        self._next = 0
-
-    def events(self):
-        """(index, result, seconds) as each job ends. A job's exception is raised once every decode has ended."""
-        running: list[_Running] = []
-        mark, failed = time.perf_counter(), None
-        while True:
-            running = [r for r in running if self._advance(r)]
-            while len(running) < self.size and self._next < len(self.jobs):   # refill before the next round
-                job = _Running(self._next, None)
-                self._next += 1
-                job.decode = self._start(job.index)
-                if job.decode is not None and self._advance(job):
-                    running.append(job)
-            for index, result in self._ended:
-                if isinstance(result, Failed):
-                    failed = failed or result.error
-                else:
-                    yield index, result, self.seconds[index]
-            self._ended = []
-            if not running:
-                break
-            try:
-                results = run_round([r.request for r in running])
-            except Exception as e:                    # every decode of the round fails with its forward
-                for r in running:
-                    r.decode.close()
-                    self._ended.append((r.index, Failed(e)))
-                running = []
-                continue
-            now = time.perf_counter()
-            for r, res in zip(running, results):
-                self.seconds[r.index] += (now - mark) / len(running)
-                r.request = res                       # handed to the decode by _advance
-            mark = now
-            self.rounds += 1
-        if failed is not None:
-            raise failed
-
-    def _start(self, index: int) -> Generator | None:
-        try:
-            return self.jobs[index]()
-        except Exception as e:
-            self._ended.append((index, Failed(e)))
-            return None
-
-    def _advance(self, r: _Running) -> bool:
-        """Send the decode its result (None at its start) and run its rule to its next request: False once it
-        has ended."""
-        try:
-            r.request = r.decode.send(r.request)
-            return True
-        except StopIteration as e:
-            self._ended.append((r.index, e.value))
-        except Exception as e:                        # raised by events() once every decode has ended
-            self._ended.append((r.index, Failed(e)))
-        return False
-
-
-def run_batched(jobs: list[Callable[[], Generator]], size: int, seconds: dict | None = None) -> list:
-    """Every job's result, in job order, with up to ``size`` decodes per round. A job's exception is raised here
-    once every decode has ended. ``seconds`` (a dict) receives each job's share of the run's time."""
-    s = Scheduler(jobs, size)
-    results = {index: result for index, result, _ in s.events()}
-    if seconds is not None:
-        seconds.update(s.seconds)
-    return [results[i] for i in range(len(jobs))]
-
-
-__all__ = ["Call", "Failed", "Forward", "Sampling", "Scheduler", "TokenStats", "drive", "run_batched", "run_round"]
+__all__ = ["Call", "Forward", "Sampling", "TokenStats", "run_round"]

@@ -8,10 +8,11 @@ from engine.tasks.arith import ArithTask
 from engine.tasks.common import Problem, TaskBase
 from engine.tasks.data import DataTask, shipped
 from engine.tasks.mix import MixTask
+from engine.tasks.parallelbench import LINE_TASKS, PUZZLES, ParallelMix, parallel_task
 from engine.tasks.picks import PicksTask
 from engine.tasks.story import StoryTask
 
-TASKS = {t.name: t for t in (ArithTask, StoryTask, PicksTask, MixTask)}
+TASKS = {**{t.name: t for t in (ArithTask, StoryTask, PicksTask, MixTask, ParallelMix)}, **LINE_TASKS, **PUZZLES}
 _LOADED: dict[str, TaskBase] = {}      # data tasks by name, read once (a file named on the command line too)
 
 __all__ = ["TASKS", "Problem", "TaskBase", "get_task", "load_task_file", "task_tokenizer"]
@@ -21,6 +22,8 @@ def get_task(name: str) -> TaskBase:
     """A synthetic task, a shipped data task, or one a command line has loaded (``load_task_file``)."""
     if isinstance(name, str) and name in TASKS:
         return TASKS[name]()
+    if isinstance(name, str) and (task := parallel_task(name)) is not None:
+        return task
     if isinstance(name, str) and name not in _LOADED and name in shipped():
         _LOADED[name] = DataTask(shipped()[name])
     if not isinstance(name, str) or name not in _LOADED:

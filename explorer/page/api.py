@@ -48,11 +48,10 @@ def register_api(page: Page) -> None:
         try:
             name, params = parse_spec(spec)
             chosen = page.check_model(model)
-            if branch:
-                produce = lambda should_stop: page.service.branch_stream(  # noqa: E731
-                    prompt, name, params, chosen, branch, page=True)
-            else:
-                produce = lambda should_stop: page.service.stream(prompt, name, params, chosen, page=True)  # noqa
+            run = page.service.branch_stream if branch else page.service.stream
+            extra = (branch,) if branch else ()
+            produce = lambda should_stop: run(prompt, name, params, chosen, *extra, page=True,  # noqa: E731
+                                              client=fair.client(), every_s=0.5, should_stop=should_stop)
             async with page.gate.slot("decode", request):
                 async for f in follow(produce, page.service.max_seconds, interval=0.5):
                     if f.value is None:

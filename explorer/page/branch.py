@@ -12,6 +12,7 @@ import gradio as gr
 
 from engine.runtime.branch import Branch, branch_json, canvas_after
 from engine.errors import UserError
+from explorer.page import fair
 from explorer.page.context import Page, fairly, shown_error
 from explorer.page.share import query_for
 from explorer.page.worker import follow, in_thread
@@ -108,7 +109,8 @@ async def run_branch(page: Page, tr, point, force_v, token_v, spec_v):
             raise UserError("select a masked position in the text to force a token there")
         spec = spec_v.strip() if isinstance(spec_v, str) and spec_v.strip() else None
         branch = {"step": point["step"], "force": [point["pos"], force] if force is not None else None, "spec": spec}
-        produce = lambda should_stop: page.service.branch_from(tr, branch, model, page=True)  # noqa: E731
+        produce = lambda should_stop: page.service.branch_from(  # noqa: E731
+            tr, branch, model, page=True, client=fair.client(), should_stop=should_stop)
         last = None
         async for f in follow(produce, page.service.max_seconds):
             last = f.value if f.value is not None else last

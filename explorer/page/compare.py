@@ -11,7 +11,7 @@ from engine.decoders.spec import parse_spec
 from explorer.grid import Grid
 from explorer.page import fair
 from explorer.page.context import Page, fairly, shown_error
-from explorer.page.worker import follow, in_thread
+from explorer.page.worker import INTERVAL_S, follow, in_thread
 from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
 
@@ -33,9 +33,11 @@ def build_compare(page: Page, prompt, model) -> None:
     stop_btn.click(None, None, None, cancels=[evt])
 
 
-def both(page: Page, prompt, model, specs):
-    """Both decodes advance one forward at a time, in turn, so both stream; yields (trace A, trace B)."""
-    runs = [page.service.stream(prompt, *spec, model, page=True) for spec in specs]
+def both(page: Page, prompt, model, specs, should_stop=None):
+    """Both decodes share the engine loop's rounds and are read in turn, so both stream; yields (trace A,
+    trace B)."""
+    runs = [page.service.stream(prompt, *spec, model, page=True, client=fair.client(), every_s=INTERVAL_S,
+                                should_stop=should_stop) for spec in specs]
     last, live = [None, None], [True, True]
     while any(live):
         for i, gen in enumerate(runs):
@@ -58,7 +60,8 @@ async def compared(page: Page, prompt, model, a: str, b: str):
     try:
         model = page.check_model(model)
         specs = [parse_spec(spec) for spec in (a, b)]
-        async for f in follow(lambda should_stop: both(page, prompt, model, specs), page.service.max_seconds):
+        async for f in follow(lambda should_stop: both(page, prompt, model, specs, should_stop),
+                                page.service.max_seconds):
             if f.value is not None:
                 if f.limit:
                     gr.Warning(f.limit)

@@ -24,7 +24,8 @@ from explorer import scrub
 from explorer.glossary import how_to_read
 from explorer.page.context import Page, shown_error
 from explorer.page.share import query_for
-from explorer.page.worker import follow, in_thread
+from explorer.page import fair
+from explorer.page.worker import INTERVAL_S, follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
@@ -190,7 +191,9 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                 async for out in finish(page, v, hit, step_v, prev, box):
                     yield out
                 return
-        produce = lambda should_stop: page.service.stream(prompt_v, decoder_v, params, model, page=True)  # noqa
+        produce = lambda should_stop: page.service.stream(  # noqa: E731
+            prompt_v, decoder_v, params, model, page=True, client=fair.client(), every_s=INTERVAL_S,
+            should_stop=should_stop)
         k, drawn = 0, {"s": 0.0}
         # the final drawing (every view of the tab, the scrubber's data, the export) must fit in the budget too:
         # reserve three times the newest frame's drawing, at least FINAL_RESERVE_S

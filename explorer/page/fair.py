@@ -5,9 +5,10 @@ visitor may hold at most one running and one waiting request of each kind: per s
 per client address as gradio reports it, with a larger cap there (``UNMASK_PER_ADDRESS``, default 16: behind a
 proxy or a NAT many visitors share one address). Further requests are refused at once with a one-line message.
 
-The model serves one request at a time. When it frees, the next is the longest-waiting request of a visitor other
-than the one just served (round robin), so a second visitor waits about one request's budget behind a flooding
-one, never behind its whole queue. The page's model events admit many requests into their handlers at once
+Up to ``concurrent`` requests (the engine loop's ``max_running``) run at once: their decodes share the engine
+loop's rounds (``engine.runtime.engine_loop``, which admits decodes round robin over clients). Past that, when a
+place frees, the next is the longest-waiting request of a visitor other than the one just served (round robin), so
+a second visitor waits about one request's budget behind a flooding one, never behind its whole queue. The page's model events admit many requests into their handlers at once
 (``CAPACITY``): the gate, not gradio's queue, decides who waits, and a flood is refused in milliseconds instead of
 filling the queue.
 """
@@ -15,21 +16,28 @@ filling the queue.
 from __future__ import annotations
 
 import asyncio
-import os
+import contextvars
 from collections import Counter
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+
+from engine import settings
 
 CAPACITY = 64             # model requests admitted into their handlers at once (the gate queues them)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = ("you already have a {kind} running and one waiting: wait for them to finish, or press Stop")
 
 
+CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's client, for the engine loop
+
+
 def per_address() -> int:
-    try:
-        return max(PER_SESSION, int(os.environ.get("UNMASK_PER_ADDRESS", "16")))
-    except ValueError:
-        return 16
+    return settings.get("UNMASK_PER_ADDRESS")
+
+
+def client() -> str:
+    """The client of the request being served (its address): the engine loop's unit of fairness."""
+    return CLIENT.get()
 
 
 def who(keys: tuple):
@@ -52,7 +60,8 @@ class FairGate:
     per_address: int = field(default_factory=per_address)
     held: Counter = field(default_factory=Counter)       # key -> requests of that visitor running or waiting
     waiting: list = field(default_factory=list)          # _Waiter, in arrival order
-    busy: bool = False
+    concurrent: int = 1                                  # requests running at once (the engine loop's max_running)
+    active: int = 0
     served: tuple = ()                                   # the keys of the request served last
 
     def keys(self, kind: str, request) -> tuple:
@@ -71,6 +80,7 @@ class FairGate:
         if any(self.held[k] >= self.cap(k) for k in keys):
             raise Busy(BUSY.format(kind=kind))
         self.held.update(keys)
+        CLIENT.set(next((k[2] for k in keys if k[1] == "address"), ""))
         try:
             await self._acquire(keys)
             try:
@@ -82,8 +92,8 @@ class FairGate:
             self.held += Counter()                       # drop the keys at zero
 
     async def _acquire(self, keys: tuple) -> None:
-        if not self.busy and not self.waiting:
-            self.busy, self.served = True, keys
+        if self.active < self.concurrent and not self.waiting:
+            self.active, self.served = self.active + 1, keys
             return
         waiter = _Waiter(keys, asyncio.get_running_loop().create_future())
         self.waiting.append(waiter)
@@ -97,13 +107,11 @@ class FairGate:
             raise
 
     def _release(self) -> None:
-        """Hand the model to the first waiter of another visitor than the one just served, else the first."""
-        if not self.waiting:
-            self.busy = False
-            return
+        """Hand the freed place to the first waiter of another visitor than the one just served, else the
+        first."""
         live = [w for w in self.waiting if not w.future.done()]      # a cancelled waiter leaves on its own
         if not live:
-            self.busy = False
+            self.active -= 1
             return
         other = next((w for w in live if who(w.keys) != who(self.served)), live[0])
         self.waiting.remove(other)

@@ -157,6 +157,7 @@ async def swept(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v, pr
 
         def produce(should_stop):
             yield from page.service.sweep_stream(specs, n, model=model, task=task, should_stop=should_stop,
+                                                 client=fair.client(),
                                                  progress=lambda i, total: box.update(done=i, total=total))
 
         rows, shown, kept = None, None, {"task": task, "rows": []}

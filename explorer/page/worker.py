@@ -13,12 +13,17 @@ value comes back flagged with ``Followed.limit``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 INTERVAL_S = 0.25       # at most four frames a second reach the browser while a run streams
+# The workers wait on the engine loop most of the time: they get their own threads, so a class's worth of streaming
+# runs never holds the threads that draw figures (``in_thread``: asyncio's default executor, a few threads).
+WORKERS = ThreadPoolExecutor(max_workers=96, thread_name_prefix="unmask-follow")
 
 
 @dataclass
@@ -53,7 +58,8 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
             box["error"] = e
 
     t0 = time.monotonic() if started is None else started
-    worker = asyncio.get_running_loop().run_in_executor(None, work)
+    # the request's context (its client, explorer.page.fair) goes with it into the worker
+    worker = asyncio.get_running_loop().run_in_executor(WORKERS, contextvars.copy_context().run, work)
     limit = None
     try:
         while not worker.done():

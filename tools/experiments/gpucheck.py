@@ -75,7 +75,7 @@ def decode_rows(adapter, prompt: str, gen: int) -> list[dict]:
 def batch_rows(adapter, gen: int, sizes=(1, 8, 32), n: int = 64) -> list[dict]:
     """tokens/s of threshold (τ = 0.9, B = 4) on n problems, 1, 8 and 32 decodes per round
     (engine.runtime.scheduler)."""
-    from engine.runtime.scheduler import run_batched
+    from engine.runtime.jobs import run_batched
     prompts = [p.prompt for p in get_task("arith").problems("test", n)]
     jobs = [lambda p=p: Generation(adapter, p, build_decoder("threshold", tau=0.9, block_size=4, gen_length=gen,
                                                              stop_at_eos=False)).requests() for p in prompts]

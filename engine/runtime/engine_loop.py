@@ -1,0 +1,396 @@
+"""The engine loop: one per process, alive as long as the process, on one engine thread (vLLM v1's scheduler is the
+model: waiting and running queues, requests added and aborted between rounds, a token budget per round).
+
+Every decode reaches a model through here: the page's runs, Compare, Branch, the Sweep, the ``decode`` API, the CLI's
+``generate`` and ``bench``, the lm-eval model and the Ray workers all ``submit`` a ``Job`` and read its ``Handle``.
+
+    submit(job) -> handle       the decode waits; between two rounds waiting decodes join and finished ones leave
+    abort(handle)               the decode leaves before the next round; its place is free at once
+    handle.items(should_stop)   what the decode streams (a snapshot after a forward, at most every ``every_s``)
+    handle.result()             its final value (its trace), or its error
+
+A round takes one request from every running decode (``run_round``: one batched forward per model, one batched
+statistics call per sampling setting). Admission is round robin over clients (a client is the unit of fairness: a
+visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
+the fewest running, so one client's flood cannot fill the running set. A ``Group`` caps its own jobs running at once
+(a bench's ``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken in
+rotating order, so one huge prompt cannot starve the rest. A job's ``budget_s`` is wall time from its submission:
+past it the decode is stopped at the next round boundary with its last state (``on_limit``).
+
+A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
+row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
+of a projection may differ with the batch, never a token). A forward that raises is retried request by request, so
+the decode that caused it fails alone with its message and the others go on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Callable, Generator
+
+from engine.runtime import scheduler
+from engine.runtime.scheduler import Call, Forward
+
+
+@dataclass(eq=False)
+class Group:
+    """A caller's own cap on its jobs running at once, and the order in which they ended (``Scheduler``)."""
+    limit: int
+    running: int = 0
+    ended: deque = field(default_factory=deque)
+
+
+@dataclass(eq=False)
+class Job:
+    start: Callable[[], Generator]          # the decode: yields requests (and items to stream), returns its result
+    client: str = ""                        # the unit of fairness
+    group: Group | None = None
+    budget_s: float | None = None           # wall seconds from submission
+    snapshot: Callable[[], object] | None = None   # the decode's state to stream (called on the engine thread)
+    every_s: float = 0.0                    # at most one snapshot per every_s (0: after every forward)
+    on_limit: Callable[[str], object] | None = None   # the final value of a decode stopped by its budget
+    index: int = 0                          # the caller's number for it (``Scheduler``)
+
+
+class Handle:
+    """One submitted decode, read from any thread: the items it streams, then its result or its error."""
+
+    def __init__(self, job: Job, loop: "EngineLoop"):
+        self.job, self.loop = job, loop
+        self.submitted = time.monotonic()
+        self.seconds = 0.0                  # its share of the rounds it took part in
+        self.limit: str | None = None       # the limit that stopped it early
+        self.admitted = False               # it has joined the running set (its group counts it)
+        self.value, self.error = None, None
+        self._items: deque = deque()
+        self._done = threading.Event()
+        self._cond = threading.Condition()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def put(self, item) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def finish(self, value=None, error: BaseException | None = None) -> None:
+        with self._cond:
+            if self._done.is_set():
+                return
+            self.value, self.error = value, error
+            self._done.set()
+            self._cond.notify_all()
+        if self.job.group is not None:
+            with self.loop.cond:
+                self.job.group.ended.append(self)
+                self.loop.cond.notify_all()
+
+    def items(self, should_stop: Callable[[], bool] | None = None, poll_s: float = 0.05):
+        """Each streamed item as it comes, until the decode ends; ``should_stop()`` true aborts it."""
+        while True:
+            with self._cond:
+                while not self._items and not self._done.is_set():
+                    self._cond.wait(poll_s)
+                    if should_stop is not None and should_stop():
+                        self.loop.abort(self)
+                        return
+                if not self._items:
+                    return
+                item = self._items.popleft()
+            yield item
+
+    def result(self, timeout: float | None = None):
+        """The decode's final value; its error raised here."""
+        if not self._done.wait(timeout):
+            raise TimeoutError("the decode has not finished")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class Aborted(Exception):
+    """The decode was aborted before it ended (``EngineLoop.abort``)."""
+
+
+@dataclass(eq=False)
+class _Running:
+    handle: Handle
+    decode: Generator
+    request: object = None
+    last_snapshot: float = float("-inf")
+    order: int = 0
+
+
+class EngineLoop:
+    """See the module's docstring. ``max_running``: decodes that share a round; ``round_tokens``: query tokens in
+    one round (at least one request runs whatever its size)."""
+
+    def __init__(self, max_running: int = 8, round_tokens: int = 4096):
+        self.max_running, self.round_tokens = max(1, max_running), max(1, round_tokens)
+        self.cond = threading.Condition()
+        self.waiting: deque[Handle] = deque()
+        self.running: list[_Running] = []
+        self.rounds = 0
+        self._aborts: set[Handle] = set()
+        self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)
+        self._order = itertools.count()
+        self._rotate = 0
+        self.thread = threading.Thread(target=self._serve, name="unmask-engine", daemon=True)
+        self.thread.start()
+
+    # -- the callers' side ---------------------------------------------------------------------------------------
+    def submit(self, job: Job) -> Handle:
+        return self.submit_many([job])[0]
+
+    def submit_many(self, jobs: list[Job]) -> list[Handle]:
+        """Jobs that wait together: none of them joins a round before all are queued (a caller's run is then
+        the same to the bit however often it is repeated, when it runs alone)."""
+        handles = [Handle(j, self) for j in jobs]
+        with self.cond:
+            self.waiting.extend(handles)
+            self.cond.notify_all()
+        return handles
+
+    def abort(self, handle: Handle) -> None:
+        if handle.done:
+            return
+        with self.cond:
+            if handle in self.waiting:
+                self.waiting.remove(handle)
+                handle.finish(error=Aborted("aborted before it started"))
+            else:
+                self._aborts.add(handle)
+                self.cond.notify_all()
+
+    def on_engine_thread(self) -> bool:
+        return threading.current_thread() is self.thread
+
+    # -- the engine thread ---------------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        while True:
+            with self.cond:
+                while not self.waiting and not self.running and not self._aborts:
+                    self.cond.wait()
+            try:
+                self._step()
+            except BaseException as e:        # a bug of the loop itself: every decode in it fails with it, the loop
+                for r in list(self.running):  # goes on
+                    self._end(r, error=e)
+                self.running = []
+
+    def _step(self) -> None:
+        """Between rounds: aborts and budgets, admissions; then one round, then each decode's rule. The step's
+        span (admissions, forward and rules) is split equally among the decodes of its round."""
+        t0 = time.perf_counter()
+        self._leave()
+        for handle in self._admit():
+            r = _Running(handle, None, order=next(self._order))
+            try:
+                r.decode = handle.job.start()
+            except Exception as e:
+                self._finish(handle, error=e)
+                continue
+            if r.decode is not None and self._advance(r, None):
+                self.running.append(r)
+        if not self.running:
+            return
+        chosen = self._chosen()
+        results = self._round([r.request for r in chosen])
+        self.rounds += 1
+        for r, res in zip(chosen, results):
+            if isinstance(res, _Failed):
+                self._end(r, error=res.error)
+            elif not self._advance(r, res):
+                self.running.remove(r)
+        share = (time.perf_counter() - t0) / len(chosen)
+        for r in chosen:
+            r.handle.seconds += share
+
+    def _leave(self) -> None:
+        """Aborted decodes and decodes past their budget leave the running set."""
+        with self.cond:
+            aborts, self._aborts = self._aborts, set()
+        now = time.monotonic()
+        for r in list(self.running):
+            job = r.handle.job
+            if r.handle in aborts:
+                self._end(r, error=Aborted("aborted"))
+            elif job.budget_s is not None and now - r.handle.submitted > job.budget_s:
+                self._over_budget(r)
+
+    def _over_budget(self, r: _Running) -> None:
+        self.running.remove(r)
+        r.decode.close()
+        self._stop(r.handle)
+
+    def _stop(self, h: Handle) -> None:
+        """End a decode that ran out of its budget with its last state (``on_limit``), or a ``TimeoutError``."""
+        job = h.job
+        why = (f"stopped after {now_s(h):.1f} s, to end within the time budget of {job.budget_s:g} s per request "
+               "(UNMASK_MAX_SECONDS)")
+        h.limit = why
+        if job.on_limit is None:
+            self._finish(h, error=TimeoutError(why))
+        else:
+            self._finish(h, value=job.on_limit(why))
+
+    def _admit(self) -> list[Handle]:
+        """Waiting decodes that join now: round robin over clients, each group within its cap, the oldest first.
+        A decode whose budget ran out while it waited ends here, with nothing decoded."""
+        out = []
+        with self.cond:
+            now = time.monotonic()
+            late = [h for h in self.waiting if h.job.budget_s is not None and now - h.submitted > h.job.budget_s]
+            for h in late:
+                self.waiting.remove(h)
+        for h in late:
+            self._stop(h)
+        with self.cond:
+            running = Counter(r.handle.job.client for r in self.running)
+            while len(self.running) + len(out) < self.max_running:
+                fits = [h for h in self.waiting if h.job.group is None or h.job.group.running < h.job.group.limit]
+                if not fits:
+                    break
+                h = min(fits, key=lambda h: (running[h.job.client], self._served[h.job.client]))
+                self.waiting.remove(h)
+                running[h.job.client] += 1
+                self._served[h.job.client] += 1
+                if h.job.group is not None:
+                    h.job.group.running += 1
+                h.admitted = True
+                out.append(h)
+        return out
+
+    def _chosen(self) -> list[_Running]:
+        """The decodes whose requests run this round: all, unless their queries pass ``round_tokens``; then as
+        many as fit, starting where the last cut round stopped."""
+        cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in self.running]
+        if sum(cost) <= self.round_tokens:
+            return list(self.running)
+        n = len(self.running)
+        chosen, used = [], 0
+        for i in [(self._rotate + k) % n for k in range(n)]:
+            if not chosen or used + cost[i] <= self.round_tokens:
+                chosen.append(i)
+                used += cost[i]
+        self._rotate = (self._rotate + 1) % n
+        return [self.running[i] for i in sorted(chosen)]
+
+    def _round(self, reqs: list) -> list:
+        """``run_round``; if it raises, each request again alone (its caches as they were), so only the decode
+        whose request fails fails."""
+        lengths = [cache_lengths(r) for r in reqs]
+        try:
+            return scheduler.run_round(reqs)
+        except Exception as e:
+            if len(reqs) == 1:
+                return [_Failed(e)]
+        out = []
+        for r, n in zip(reqs, lengths):
+            restore(r, n)
+            try:
+                out.append(scheduler.run_round([r])[0])
+            except Exception as e:
+                out.append(_Failed(e))
+        return out
+
+    def _advance(self, r: _Running, result) -> bool:
+        """Send the decode its result and run its rule to its next request, streaming what it yields on the way;
+        False once it has ended."""
+        job = r.handle.job
+        try:
+            while True:
+                item = r.decode.send(result)
+                result = None
+                if isinstance(item, (Forward, Call)):
+                    r.request = item
+                    return True
+                now = time.monotonic()
+                if job.snapshot is not None and now - r.last_snapshot >= job.every_s:
+                    r.last_snapshot = now
+                    r.handle.put(job.snapshot())
+        except StopIteration as e:
+            self._finish(r.handle, value=e.value)
+        except Exception as e:
+            self._finish(r.handle, error=e)
+        return False
+
+    def _end(self, r: _Running, error: BaseException) -> None:
+        if r in self.running:
+            self.running.remove(r)
+        if r.decode is not None:
+            r.decode.close()
+        self._finish(r.handle, error=error)
+
+    def _finish(self, handle: Handle, value=None, error=None) -> None:
+        if handle.job.group is not None and handle.admitted and not handle.done:
+            with self.cond:
+                handle.job.group.running -= 1
+        handle.finish(value, error)
+
+
+@dataclass
+class _Failed:
+    error: Exception
+
+
+def now_s(h: Handle) -> float:
+    return time.monotonic() - h.submitted
+
+
+def cache_lengths(req) -> list[int] | None:
+    """Each layer's cached length of a forward request's cache (what a failed forward may have grown)."""
+    cache = getattr(req, "cache", None)
+    if cache is None:
+        return None
+    return [layer.keys.shape[-2] if getattr(layer, "keys", None) is not None and layer.keys.numel() else 0
+            for layer in cache.layers]
+
+
+def restore(req, lengths: list[int] | None) -> None:
+    """Cut a request's cache back to ``lengths`` (before a forward that raised grew some of its layers)."""
+    if lengths is None:
+        return
+    for layer, n in zip(req.cache.layers, lengths):
+        if getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
+            layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]
+
+
+_LOOP: EngineLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def engine_loop() -> EngineLoop:
+    """The process's engine loop, started on first use (``configure`` sets its limits first)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = EngineLoop(*default_limits())
+        return _LOOP
+
+
+def default_limits() -> tuple[int, int]:
+    """(max_running, round_tokens) from the operator's settings; max_running 0 means the device's default: 16 on
+    a CPU (a round of 16 small decodes costs ~3x one decode's forward on two cores, so 16 visitors are served in
+    ~1/5 of the time one after another), 64 on an accelerator (a forward of a few hundred tokens leaves it idle)."""
+    import torch
+    from engine import settings
+    running = settings.get("UNMASK_MAX_RUNNING") or (64 if torch.cuda.is_available() else 16)
+    return running, settings.get("UNMASK_ROUND_TOKENS")
+
+
+def configure(max_running: int | None = None, round_tokens: int | None = None) -> EngineLoop:
+    """Set the process loop's limits (the CLI's ``--batch``); they apply from the next admission on."""
+    loop = engine_loop()
+    with loop.cond:
+        if max_running is not None:
+            loop.max_running = max(1, int(max_running))
+        if round_tokens is not None:
+            loop.round_tokens = max(1, int(round_tokens))
+    return loop

@@ -1,0 +1,72 @@
+"""How callers run decodes on the process's engine loop (``engine.runtime.engine_loop``): one decode to its end
+(``drive``), or many with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the
+Sweep, the lm-eval model, the Ray workers)."""
+
+from __future__ import annotations
+
+from typing import Callable, Generator
+
+from engine.runtime.engine_loop import Group, Job, engine_loop
+from engine.runtime.scheduler import Call, Forward, run_round
+
+
+def drive(decode: Generator, client: str = ""):
+    """Run one decode through the process loop to its end; its return value. On the engine thread itself (a
+    decode's setup that needs another decode), inline."""
+    loop = engine_loop()
+    if loop.on_engine_thread():
+        result = None
+        while True:
+            try:
+                req = decode.send(result)
+            except StopIteration as e:
+                return e.value
+            result = run_round([req])[0] if isinstance(req, (Forward, Call)) else None
+    return loop.submit(Job(lambda: decode, client=client)).result()
+
+
+class Scheduler:
+    """``jobs`` (functions returning a decode generator) on the process loop, at most ``size`` of them running at
+    once (with whatever else the loop runs). ``seconds[i]``: job i's share of the rounds it took part in (each
+    round's span split equally among its decodes)."""
+
+    def __init__(self, jobs: list[Callable[[], Generator]], size: int, client: str = ""):
+        self.jobs, self.size, self.client = jobs, max(1, size), client
+        self.seconds: dict[int, float] = {i: 0.0 for i in range(len(jobs))}
+        self.rounds = 0
+
+    def events(self):
+        """(index, result, seconds) as each job ends, in the order they ended. A job's exception is raised once
+        every job has ended; closing the generator early aborts the jobs not yet ended."""
+        loop, group = engine_loop(), Group(self.size)
+        rounds0 = loop.rounds
+        handles = loop.submit_many([Job(j, self.client, group, index=i) for i, j in enumerate(self.jobs)])
+        failed, left = None, len(handles)
+        try:
+            while left:
+                with loop.cond:
+                    while not group.ended:
+                        loop.cond.wait()
+                    h = group.ended.popleft()
+                left -= 1
+                self.seconds[h.job.index] = h.seconds
+                if h.error is not None:
+                    failed = failed or h.error
+                else:
+                    yield h.job.index, h.value, h.seconds
+        finally:
+            for h in handles:
+                loop.abort(h)
+            self.rounds = loop.rounds - rounds0
+        if failed is not None:
+            raise failed
+
+
+def run_batched(jobs: list[Callable[[], Generator]], size: int, seconds: dict | None = None) -> list:
+    """Every job's result, in job order, with up to ``size`` decodes per round. A job's exception is raised here
+    once every decode has ended. ``seconds`` (a dict) receives each job's share of the run's time."""
+    s = Scheduler(jobs, size)
+    results = {index: result for index, result, _ in s.events()}
+    if seconds is not None:
+        seconds.update(s.seconds)
+    return [results[i] for i in range(len(jobs))]

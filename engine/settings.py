@@ -1,0 +1,87 @@
+"""Every operator setting (``UNMASK_*`` environment variable) in one table: its type, range, default and meaning.
+
+``check_all()`` runs once when the app starts: a value that is not of its type or out of its range stops the
+server before it serves, with one line naming the variable (an operator who mistyped a limit must not run a public
+Space on limits they did not choose). Each reader (``get``) checks its variable again, so the CLI and tests get
+the same refusal. docs/security.md's table of settings is tested against ``SETTINGS``. No torch here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+class SettingError(SystemExit):
+    """A bad operator setting: one line, exit status 2, before anything is served."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type           # int, float, str, or bool (a bool is "0" or "1")
+    default: object
+    lo: float | None = None
+    hi: float | None = None
+    doc: str = ""
+
+    def parse(self, raw: str):
+        if self.kind is str:
+            return raw
+        if self.kind is bool:
+            if raw not in ("0", "1"):
+                raise SettingError(f"{self.name}={raw[:40]!r}: must be 0 or 1")
+            return raw == "1"
+        try:
+            value = self.kind(raw)
+        except ValueError:
+            raise SettingError(f"{self.name}={raw[:40]!r}: must be {'an integer' if self.kind is int else 'a number'}"
+                               ) from None
+        if not (self.lo is None or value >= self.lo) or not (self.hi is None or value <= self.hi) or value != value:
+            raise SettingError(f"{self.name}={raw[:40]!r}: must be in [{self.lo:g}, {self.hi:g}]")
+        return value
+
+
+SETTINGS = {s.name: s for s in (
+    Setting("UNMASK_MODELS", str, "", doc="extra models the page offers: local directories or hub ids, commas"),
+    Setting("UNMASK_MAX_SECONDS", float, 60.0, 0.01, 1e6, "wall-time budget of one request, seconds"),
+    Setting("UNMASK_MAX_RUNNING", int, 0, 0, 1024, "decodes that share one round of the engine loop "
+            "(0: the device's default, 16 on a CPU, 64 on an accelerator)"),
+    Setting("UNMASK_ROUND_TOKENS", int, 4096, 1, 1 << 20, "query tokens in one round of the engine loop "
+            "(a round always runs at least one request)"),
+    Setting("UNMASK_PER_ADDRESS", int, 16, 2, 10_000, "a client address's running and waiting requests"),
+    Setting("UNMASK_SESSIONS", int, 256, 1, 100_000, "sessions whose page state is kept"),
+    Setting("UNMASK_SESSION_IDLE_S", float, 1800.0, 1.0, 1e7, "seconds after which an idle session's state goes"),
+    Setting("UNMASK_THREADS", int, 0, 0, 1024, "torch's intra-op threads (0: torch's default)"),
+    Setting("UNMASK_QUEUE", int, 32, 1, 10_000, "gradio's queue size"),
+    Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
+    Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
+)}
+
+
+def get(name: str):
+    """The setting's value from the environment, or its default; a bad value raises ``SettingError``."""
+    s = SETTINGS[name]
+    raw = os.environ.get(name)
+    return s.default if raw is None or (raw == "" and s.kind is not str) else s.parse(raw)
+
+
+def check_all() -> dict:
+    """Every setting's value (``SettingError`` at the first bad one)."""
+    return {name: get(name) for name in SETTINGS}
+
+
+def table() -> str:
+    """The settings as a Markdown table (docs/security.md holds this text; a test compares them)."""
+    rows = ["| variable | type | default | range | meaning |", "|---|---|---|---|---|"]
+    for s in SETTINGS.values():
+        span = f"{s.lo:g} – {s.hi:g}" if s.lo is not None else ""
+        rows.append(f"| `{s.name}` | {s.kind.__name__} | {s.default!r} | {span} | {s.doc} |")
+    return "\n".join(rows)

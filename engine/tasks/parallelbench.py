@@ -1,0 +1,248 @@
+"""ParallelBench's task families (Kang et al., "ParallelBench: Understanding the Trade-offs of Parallel Decoding
+in Diffusion LLMs", ICLR 2026, arXiv 2510.04767), written from the paper's definitions: our own generators, name
+list and graders (the benchmark's files are read only from a user's local copy: ``load_official``).
+
+The waiting line: a line of names and one operation.
+
+    prompt:   "Q : shuffle : ann bob cal dan . A :"          "Q : insert zoe at 2 : ann bob cal . A :"
+    solution: "cal ann dan bob ."  (one of many)             "ann zoe bob cal ."
+
+Why these: each answer slot's marginal is what a parallel decoder samples from. For copy the marginal of every slot
+is a point mass, so decoding all slots in one forward loses nothing; for shuffle every slot's marginal is spread
+over the line's names, and slots sampled in one forward ignore each other, so they repeat a name with probability
+1 - r! / ((r - m)! r^m) for m slots drawn from r names left (the paper's closed form, ``shuffle_success``).
+
+Puzzles: a 4 x 4 Latin square over four given symbols (many answers), and a 4 x 4 sudoku with givens (one answer).
+Rows are separated by ";". Positions in the index operations count from 1.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from engine.tasks.common import Problem, TaskBase
+
+NAMES = ["ann", "bob", "cal", "dan", "eve", "fay", "gus", "hal", "ivy", "jon", "kim", "lee", "max", "ned",
+         "oli", "pam", "quin", "rex", "sam", "tom", "uma", "val", "wes", "zoe"]
+LENGTHS = (3, 6)         # the paper's default line lengths; ``LineTask(lengths=(7, 10))`` for longer lines
+SYMBOLS = list("abcdefghwxyz")   # 12 letters: C(12, 4) x 4! = 11 880 Latin prompts
+
+
+def spaced(text: str) -> str:
+    """Punctuation as words, whitespace single ("ann bob." -> "ann bob ."): the tokenizer's decoder glues it."""
+    return " ".join(text.replace(".", " . ").replace(";", " ; ").split())
+
+
+def words(text: str) -> list[str]:
+    """The answer's items, the closing "." dropped ("ann bob ." -> ["ann", "bob"])."""
+    parts = spaced(text).split()
+    return parts[:-1] if parts and parts[-1] == "." else parts
+
+
+def in_order_with_one_new(out: list[str], line: list[str], new: str, replaced: bool) -> bool:
+    """Random insert (replaced False): `out` is `line` with `new` at any one place. Random replace (True): `out` is
+    `line` with exactly one item replaced by `new`, the others in place."""
+    if replaced:
+        diff = [i for i, (a, b) in enumerate(zip(out, line)) if a != b]
+        return len(out) == len(line) and len(diff) == 1 and out[diff[0]] == new
+    return len(out) == len(line) + 1 and any(out[:i] + out[i + 1:] == line and out[i] == new
+                                            for i in range(len(out)))
+
+
+class LineTask(TaskBase):
+    """One waiting-line operation. ``op`` names it; ``lengths`` bounds the line (inclusive)."""
+    model = "unmask-parallel-small"
+    family = "waiting_line"
+    ops = ("copy", "reverse", "sort", "shuffle", "insert-index", "remove-index", "replace-index",
+           "insert-random", "remove-random", "replace-random")
+
+    def __init__(self, op: str = "copy", lengths: tuple[int, int] = LENGTHS):
+        if op not in self.ops:
+            raise ValueError(f"unknown waiting-line operation {op!r}")
+        self.op, self.lengths = op, lengths
+        self.name = op if lengths == LENGTHS else f"{op}@{lengths[0]}-{lengths[1]}"
+        self.description = f"ParallelBench waiting line: {op.replace('-', ' at ')} (lines of {lengths[0]}-" \
+                           f"{lengths[1]} names)"
+
+    def sample(self, rng: random.Random) -> Problem:
+        line = rng.sample(NAMES, rng.randint(*self.lengths))
+        new = rng.choice([n for n in NAMES if n not in line])
+        at = rng.randint(1, len(line) + (self.op == "insert-index"))
+        ask, out = self.operate(line, new, at, rng)
+        return Problem(f"Q : {ask} : {' '.join(line)} . A :", " ".join(out) + " .",
+                       {"op": self.op, "line": line, "new": new, "at": at}, task=self.name)
+
+    def operate(self, line: list[str], new: str, at: int, rng: random.Random) -> tuple[str, list[str]]:
+        """(the operation as the prompt words it, one right answer)."""
+        i = at - 1
+        if self.op == "shuffle":
+            out = line[:]
+            while out == line:
+                rng.shuffle(out)
+            return "shuffle", out
+        return {"copy": ("copy", line), "reverse": ("reverse", line[::-1]), "sort": ("sort", sorted(line)),
+                "insert-index": (f"insert {new} at {at}", line[:i] + [new] + line[i:]),
+                "remove-index": (f"remove {at}", line[:i] + line[i + 1:]),
+                "replace-index": (f"replace {at} with {new}", line[:i] + [new] + line[i + 1:]),
+                "insert-random": (f"insert {new} anywhere", line[:i] + [new] + line[i:]),
+                "remove-random": ("remove one", line[:i] + line[i + 1:]),
+                "replace-random": (f"replace one with {new}", line[:i] + [new] + line[i + 1:])}[self.op]
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        """The paper's graders: exact match for deterministic operations; a permutation that differs from the input
+        (shuffle); the line with one new item anywhere (random insert), one item replaced in place (random replace),
+        or one item removed, the rest in order (random remove)."""
+        text = spaced(generated_text)
+        if not text.endswith(".") or text.count(".") != 1:
+            return "malformed"
+        out, a = words(text), problem.answer
+        line, new, i = a["line"], a["new"], a["at"] - 1
+        ok = {"shuffle": lambda: sorted(out) == sorted(line) and out != line,
+              "insert-random": lambda: in_order_with_one_new(out, line, new, replaced=False),
+              "replace-random": lambda: in_order_with_one_new(out, line, new, replaced=True),
+              "remove-random": lambda: any(out == line[:j] + line[j + 1:] for j in range(len(line)))}
+        if a["op"] in ok:
+            return "valid" if ok[a["op"]]() else "wrong"
+        return "valid" if out == self.operate(line, new, a["at"], random.Random(0))[1] else "wrong"
+
+    def vocabulary(self) -> list[str]:
+        return sorted(set(NAMES) | {"Q", ":", "A", ".", "copy", "reverse", "sort", "shuffle", "insert", "remove",
+                                     "replace", "at", "with", "anywhere", "one"})
+
+
+def latin_ok(rows: list[list[str]], symbols: list[str]) -> bool:
+    """Every row and column holds each symbol once."""
+    want = sorted(symbols)
+    return (len(rows) == len(symbols) and all(sorted(r) == want for r in rows)
+            and all(sorted(col) == want for col in zip(*rows)))
+
+
+def grid_of(text: str) -> list[list[str]]:
+    """"a b ; b a ." -> [["a", "b"], ["b", "a"]]."""
+    return [r.split() for r in " ".join(words(text)).split(";")]
+
+
+def latin_square(rng: random.Random, symbols: list[str]) -> list[list[str]]:
+    """A uniformly relabelled, row- and column-shuffled cyclic Latin square (every 4 x 4 square is reachable up to
+    its isotopy class; enough variety for a generator)."""
+    n = len(symbols)
+    base = [[(r + c) % n for c in range(n)] for r in range(n)]
+    rows, cols, labels = rng.sample(range(n), n), rng.sample(range(n), n), rng.sample(symbols, n)
+    return [[labels[base[r][c]] for c in cols] for r in rows]
+
+
+class LatinTask(TaskBase):
+    """A 4 x 4 Latin square over four given symbols: "Q : latin a b c d . A :" -> "a b c d ; b a d c ; … ."."""
+    model = "unmask-parallel-small"
+    family = "puzzle"
+    name = "latin"
+    description = "ParallelBench puzzle: a 4 x 4 Latin square over four given symbols (many answers)"
+
+    def sample(self, rng: random.Random) -> Problem:
+        symbols = rng.sample(SYMBOLS, 4)
+        square = latin_square(rng, symbols)
+        return Problem(f"Q : latin {' '.join(symbols)} . A :", " ; ".join(" ".join(r) for r in square) + " .",
+                       {"symbols": symbols}, task=self.name)
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        if not spaced(generated_text).endswith(".") or spaced(generated_text).count(".") != 1:
+            return "malformed"
+        return "valid" if latin_ok(grid_of(generated_text), problem.answer["symbols"]) else "wrong"
+
+    def vocabulary(self) -> list[str]:
+        return sorted(set(SYMBOLS) | {"Q", ":", "A", ".", ";", "latin"})
+
+
+class SudokuTask(TaskBase):
+    """A 4 x 4 sudoku (digits 1-4, 2 x 2 boxes): givens with "_" for blanks; any valid completion is right."""
+    model = "unmask-parallel-small"
+    family = "puzzle"
+    name = "sudoku"
+    description = "ParallelBench puzzle: complete a 4 x 4 sudoku (2 x 2 boxes) from its givens"
+    blanks = (4, 10)
+
+    def sample(self, rng: random.Random) -> Problem:
+        digits = list("1234")
+        square = latin_square(rng, digits)
+        while not boxes_ok(square):
+            square = latin_square(rng, digits)
+        hide = set(rng.sample(range(16), rng.randint(*self.blanks)))
+        givens = [[d if 4 * r + c not in hide else "_" for c, d in enumerate(row)] for r, row in enumerate(square)]
+        return Problem("Q : sudoku " + " ; ".join(" ".join(r) for r in givens) + " . A :",
+                       " ; ".join(" ".join(r) for r in square) + " .", {"givens": givens}, task=self.name)
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        if not spaced(generated_text).endswith(".") or spaced(generated_text).count(".") != 1:
+            return "malformed"
+        rows, givens = grid_of(generated_text), problem.answer["givens"]
+        if not latin_ok(rows, list("1234")) or not boxes_ok(rows):
+            return "wrong"
+        kept = all(g == "_" or g == d for gr, r in zip(givens, rows) for g, d in zip(gr, r))
+        return "valid" if kept else "ignores givens"
+
+    def vocabulary(self) -> list[str]:
+        return ["Q", ":", "A", ".", ";", "_", "sudoku"]
+
+
+def boxes_ok(rows: list[list[str]]) -> bool:
+    """Each 2 x 2 box of a 4 x 4 grid holds four different digits."""
+    return all(len({rows[r + i][c + j] for i in (0, 1) for j in (0, 1)}) == 4 for r in (0, 2) for c in (0, 2))
+
+
+def shuffle_success(groups: list[int], n: int) -> float:
+    """The paper's closed form for shuffle under a model whose conditionals are exact: slots committed in one
+    forward are independent draws from the names not yet used, so a forward that commits m of the r names left
+    keeps them distinct with probability r! / ((r - m)! r^m). `groups` lists how many answer slots each forward
+    committed (one forward at a time: copy's point-mass marginals give 1 whatever the grouping)."""
+    p, left = 1.0, n
+    for m in groups:
+        m = min(m, left)
+        p *= math.perm(left, m) / left ** m if left else 1.0
+        left -= m
+    return p
+
+
+LINE_TASKS = {op: (lambda op=op: LineTask(op)) for op in LineTask.ops}
+PUZZLES = {"latin": LatinTask, "sudoku": SudokuTask}
+FAMILY_OF = {**{op: "waiting_line" for op in LineTask.ops}, "latin": "puzzle", "sudoku": "puzzle"}
+
+
+class ParallelMix(TaskBase):
+    """The training mix of unmask-parallel-small: every waiting-line operation and both puzzles, one stream
+    (puzzles weighted up: they are the longest answers and the hardest to learn)."""
+    name = "parallel"
+    model = "unmask-parallel-small"
+    description = "every ParallelBench family Unmask has (waiting line x 10, Latin square, sudoku), one stream"
+
+    def __init__(self):
+        self.parts = {n: f() for n, f in {**LINE_TASKS, **PUZZLES}.items()}
+        self.weights = {n: (3.0 if n in PUZZLES else 1.0) for n in self.parts}
+
+    def sample(self, rng: random.Random) -> Problem:
+        name = rng.choices(list(self.weights), list(self.weights.values()))[0]
+        return self.parts[name].sample(rng)
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        return self.parts[problem.task].verdict(generated_text, problem)
+
+    def vocabulary(self) -> list[str]:
+        return sorted(set().union(*(t.vocabulary() for t in self.parts.values())))
+
+
+def parallel_task(name: str) -> TaskBase | None:
+    """"shuffle", "shuffle@7-10" (longer lines), or the benchmark's own names ("parallelbench:waiting_line/shuffle",
+    "parallelbench:puzzle/latin"); None for any other name."""
+    name = name.removeprefix("parallelbench:").removeprefix("waiting_line/").removeprefix("puzzle/")
+    name = name.replace("_", "-")
+    if name in PUZZLES:
+        return PUZZLES[name]()
+    op, _, lengths = name.partition("@")
+    if op not in LineTask.ops:
+        return None
+    if not lengths:
+        return LineTask(op)
+    lo, _, hi = lengths.partition("-")
+    if not (lo.isdigit() and hi.isdigit() and 1 <= int(lo) <= int(hi) <= len(NAMES) - 1):
+        return None
+    return LineTask(op, (int(lo), int(hi)))

@@ -1,0 +1,129 @@
+"""A class at once: N visitors call the real app's documented ``decode`` API at the same moment.
+
+    python -m tools.page.bench_visitors                     # N = 1, 4, 12, 32 (a few minutes on two cores)
+    python -m tools.page.bench_visitors --n 1 12 --spec "threshold:tau=0.9,block_size=8" --json out.json
+
+Starts ``python app.py`` on a loopback port. First each visitor's prompt alone, one after another (the solo answers
+and times); then, per N, N visitors (one gradio_client each, distinct held-out prompts) submit at once. Prints a
+Markdown table per N: the makespan against one visitor alone (the mean solo time), p50 / p95 of each visitor's time
+to its first streamed frame and to its answer, the server's tokens per second, its RSS, and whether every answer
+equals that prompt's solo answer (text, token ids, NFE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tools.local_app import running_app
+from tools.page.bench_memory import rss_mib
+
+KEYS = ("text", "token_ids", "nfe")
+
+
+def prompts(n: int) -> list[str]:
+    """n distinct held-out prompts of the page's default model (its tasks' test split)."""
+    from engine.tasks import get_task
+    out, seen = [], set()
+    for p in get_task("mix").problems("test", 4 * n, seed=7):
+        if p.typed not in seen:
+            seen.add(p.typed)
+            out.append(p.typed)
+    return out[:n]
+
+
+def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
+    """One visitor: submit, note the first streamed frame and the answer (seconds from the common start)."""
+    from gradio_client import Client
+    client = Client(url, verbose=False)
+    start = threading.Event()
+    out["client"], out["start"] = client, start
+    start.wait()
+    first, last = None, None
+    for value in client.submit(prompt, spec, api_name="/decode"):
+        first = first if first is not None else time.perf_counter() - t0[0]
+        last = value
+    out.update(first_s=first, answer_s=time.perf_counter() - t0[0], answer=last)
+
+
+def wave(url: str, batch: list[str], spec: str) -> list[dict]:
+    """Every prompt of ``batch`` as its own visitor, all submitted at the same moment."""
+    t0, outs = [0.0], [{} for _ in batch]
+    threads = [threading.Thread(target=visit, args=(url, p, spec, t0, o)) for p, o in zip(batch, outs)]
+    for t in threads:
+        t.start()
+    while not all("start" in o for o in outs):      # every client connected before the clock starts
+        time.sleep(0.01)
+    t0[0] = time.perf_counter()
+    for o in outs:
+        o["start"].set()
+    for t in threads:
+        t.join(timeout=600)
+    return outs
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+def measure(url: str, pid: int, ns: list[int], spec: str) -> list[dict]:
+    pool = prompts(max(ns))
+    solo = {}
+    for p in pool:                                   # each alone: the reference answer and time
+        (o,) = wave(url, [p], spec)
+        solo[p] = o
+    solo_s = statistics.mean(o["answer_s"] for o in solo.values())
+    rows = []
+    for n in ns:
+        batch = pool[:n]
+        outs = wave(url, batch, spec)
+        makespan = max(o["answer_s"] for o in outs)
+        same = all({k: o["answer"][k] for k in KEYS} == {k: solo[p]["answer"][k] for k in KEYS}
+                   for p, o in zip(batch, outs))
+        tokens = sum(len(o["answer"]["token_ids"]) for o in outs)
+        rows.append(dict(n=n, makespan_s=round(makespan, 3), solo_s=round(solo_s, 3),
+                         makespan_x=round(makespan / solo_s, 2), serial_x=float(n),
+                         first_p50=round(pct([o["first_s"] for o in outs], 0.5), 3),
+                         first_p95=round(pct([o["first_s"] for o in outs], 0.95), 3),
+                         answer_p50=round(pct([o["answer_s"] for o in outs], 0.5), 3),
+                         answer_p95=round(pct([o["answer_s"] for o in outs], 0.95), 3),
+                         tokens_per_s=round(tokens / makespan, 1), rss_mib=round(rss_mib(pid), 1),
+                         identical=same))
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| visitors | makespan (s) | × one alone | one at a time | first frame p50 / p95 (s) | answer p50 / p95 "
+            "(s) | tokens/s | RSS (MiB) | answers = solo |\n|---|---|---|---|---|---|---|---|---|")
+    lines = [f"| {r['n']} | {r['makespan_s']:.2f} | {r['makespan_x']:.2f}× | {r['serial_x']:.0f}× | "
+             f"{r['first_p50']:.2f} / {r['first_p95']:.2f} | {r['answer_p50']:.2f} / {r['answer_p95']:.2f} | "
+             f"{r['tokens_per_s']:.0f} | {r['rss_mib']:.0f} | {'yes' if r['identical'] else 'NO'} |" for r in rows]
+    return "\n".join([head, *lines])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 12, 32], help="visitors at once, one wave each")
+    ap.add_argument("--spec", default="threshold:tau=0.9,block_size=8")
+    ap.add_argument("--threads", default="2", help="the server's torch threads (UNMASK_THREADS)")
+    ap.add_argument("--max-running", default="", help="UNMASK_MAX_RUNNING for the server (default: its own)")
+    ap.add_argument("--json", default="", help="also write the rows here")
+    args = ap.parse_args(argv)
+    env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
+    if args.max_running:
+        env["UNMASK_MAX_RUNNING"] = args.max_running
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
+        rows = measure(url, proc.pid, args.n, args.spec)
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
