@@ -1,0 +1,182 @@
+"""The engine loop (engine.runtime.engine_loop): decodes that join and leave between rounds give what they give alone;
+admission is round robin over clients; aborts, budgets and a failing decode end that decode only; nothing is kept
+after a decode ends."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from engine.decoders import build_decoder
+from engine.runtime.engine_loop import Aborted, EngineLoop, Handle, Job
+from engine.runtime.loop import Generation
+from engine.runtime.scheduler import Call, Forward
+from engine.tasks import get_task
+from tests.test_batch import same_records
+
+
+def calls(n: int, log: list | None = None, name: str = "", pause_s: float = 0.0):
+    """A decode of n model-free requests (a ``Call`` each); returns n."""
+    for _ in range(n):
+        yield Call(time.sleep, (pause_s,))
+        if log is not None:
+            log.append(name)
+    return n
+
+
+def started(log: list, name: str, n: int):
+    """A job that notes when it was admitted (its ``start`` runs on admission)."""
+    def start():
+        log.append(name)
+        return calls(n)
+    return start
+
+
+def test_admission_is_round_robin_over_clients_under_a_flood():
+    """Client a floods ten decodes before b and c ask for one each: with two places, b and c join as soon as a
+    place frees, never behind a's whole queue."""
+    loop, log = EngineLoop(max_running=2), []
+    gate = threading.Event()
+    def gated():
+        yield Call(gate.wait, (10,))          # holds the round until every job is queued
+    first = loop.submit(Job(gated, client="a"))
+    while not loop.running:
+        time.sleep(0.001)
+    handles = loop.submit_many([Job(started(log, f"a{i}", 2), client="a") for i in range(10)])
+    handles += loop.submit_many([Job(started(log, "b", 2), client="b"), Job(started(log, "c", 2), client="c")])
+    gate.set()
+    for h in [first, *handles]:
+        h.result(timeout=30)
+    assert sorted(log[:2]) == ["b", "c"] and log[2:] == [f"a{i}" for i in range(10)], log
+
+
+def test_a_group_caps_its_own_jobs_and_a_round_respects_the_token_budget(adapter):
+    """A group of size 2 never has three running; a round whose queries pass round_tokens is cut, at least one
+    request per round, rotating so every decode advances."""
+    loop = EngineLoop(max_running=8, round_tokens=20)
+    from engine.runtime.engine_loop import Group
+    group, seen = Group(2), []
+
+    def job(i):
+        for _ in range(3):
+            seen.append(group.running)
+            logits, _ = yield Forward(adapter, torch.arange(12) + 5, torch.ones(12, 12, dtype=torch.bool),
+                                      torch.arange(12), None)
+        return i
+    hs = loop.submit_many([Job(lambda i=i: job(i), group=group) for i in range(5)])
+    assert [h.result(timeout=60) for h in hs] == list(range(5))
+    assert max(seen) <= 2 and loop.rounds == 15            # 12 + 12 tokens > 20: one decode per round
+
+
+def test_abort_mid_run_frees_the_place_and_the_others_go_on():
+    loop = EngineLoop(max_running=1)
+    endless = loop.submit(Job(lambda: calls(10**9, pause_s=0.001), client="a"))
+    waiting = loop.submit(Job(lambda: calls(3), client="b"))
+    time.sleep(0.05)
+    loop.abort(endless)
+    with pytest.raises(Aborted):
+        endless.result(timeout=10)
+    assert waiting.result(timeout=10) == 3
+    late = loop.submit(Job(lambda: calls(10**9)))
+    loop.abort(late)                                        # aborted while still waiting, or between rounds
+    with pytest.raises(Aborted):
+        late.result(timeout=10)
+
+
+def test_a_decode_past_its_budget_ends_at_a_round_boundary_with_its_last_state():
+    loop = EngineLoop(max_running=4)
+    done = []
+    h = loop.submit(Job(lambda: calls(10**9, done, "x", pause_s=0.01), budget_s=0.2,
+                        on_limit=lambda why: ("partial", len(done), why)))
+    t0 = time.monotonic()
+    kind, n, why = h.result(timeout=10)
+    assert kind == "partial" and n >= 1 and "time budget of 0.2 s" in why and h.limit == why
+    assert time.monotonic() - t0 < 0.2 + 0.5
+
+
+def test_a_failing_forward_fails_its_own_decode_only(adapter):
+    """A request whose mask does not fit its queries breaks the batched forward; retried alone, it fails by itself
+    and every other decode of the round equals its solo decode."""
+    probs = get_task("arith").problems("test", 3, seed=5)
+    make = [lambda p=p: Generation(adapter, p.prompt, build_decoder("threshold", tau=0.5, block_size=4,
+                                                                    gen_length=12)) for p in probs]
+    alone = [m().run() for m in make]
+
+    def broken():
+        yield Forward(adapter, torch.tensor([5, 6, 7]), torch.ones(2, 9, dtype=torch.bool), torch.arange(3), None)
+    loop = EngineLoop(max_running=8)
+    hs = loop.submit_many([Job(lambda m=m: m().requests()) for m in make[:2]] + [Job(broken)]
+                          + [Job(lambda: make[2]().requests())])
+    with pytest.raises(RuntimeError):
+        hs[2].result(timeout=60)
+    for a, h in zip(alone, [hs[0], hs[1], hs[3]]):
+        same_records(a, h.result(timeout=60))
+
+
+def test_nothing_is_kept_after_300_decodes():
+    loop = EngineLoop(max_running=16)
+    for _ in range(3):
+        hs = loop.submit_many([Job(lambda: calls(2), client=str(i % 7)) for i in range(100)])
+        assert [h.result(timeout=30) for h in hs] == [2] * 100
+        del hs
+    gc.collect()
+    assert not loop.waiting and not loop.running and not loop._aborts
+    assert not [o for o in gc.get_objects() if isinstance(o, Handle) and o.loop is loop]
+
+
+SPECS = ["ar", "threshold:tau=0.7,block_size=4", "s2d2:block_size=4,router=always", "tspd:block_size=4,controller=heuristic",
+         "llada:block_size=4,steps=2", "threshold:tau=0.5,block_size=4,temperature=1.0,seed=3"]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(range(len(SPECS))), gaps=st.lists(st.floats(0, 0.02), min_size=len(SPECS),
+                                                               max_size=len(SPECS)))
+def test_interleavings_give_the_solo_decodes(adapter, order, gaps):
+    """Decodes submitted from several threads at random moments share rounds in whatever way the timing gives;
+    each one's tokens, NFE and records equal its solo decode."""
+    from engine.decoders.spec import parse_spec
+    from engine.runtime.engine_loop import engine_loop
+    probs = get_task("arith").problems("test", len(SPECS), seed=9)
+
+    def make(k):
+        name, params = parse_spec(SPECS[k])
+        return Generation(adapter, probs[k].prompt, build_decoder(name, gen_length=12, **params))
+    alone = {k: make(k).run() for k in order}
+    got = {}
+
+    def submit(k, gap):
+        time.sleep(gap)
+        got[k] = engine_loop().submit(Job(make(k).requests, client=str(k % 2))).result(timeout=120)
+    threads = [threading.Thread(target=submit, args=(k, g)) for k, g in zip(order, gaps)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in order:
+        same_records(alone[k], got[k])
+
+
+@pytest.mark.parametrize("model,spec", [("unmask-tasks-small", "simsd:block_size=8"),
+                                        ("unmask-uniform-small", "uniform")])
+def test_drafter_and_canvas_decodes_beside_others_give_their_solo_decodes(model, spec):
+    """SimSD's drafter forwards and the uniform canvas's calls share rounds with another model's decode."""
+    from engine.decoders.spec import parse_spec
+    from engine.models.model import load_model
+    from engine.runtime.jobs import run_batched
+    from engine.runtime.resources import cached_loader
+    adapter = load_model(model, device="cpu")
+    load = cached_loader("cpu")
+    name, params = parse_spec(spec)
+    probs = get_task("arith").problems("test", 3, seed=11)
+    make = [lambda p=p, sp=(name, params): Generation(adapter, p.prompt, build_decoder(sp[0], **sp[1]), load=load)
+            for p in probs]
+    tasks = load("unmask-tasks-small")      # another model's decode in the same rounds (its own batch)
+    make.append(lambda: Generation(tasks, probs[0].prompt, build_decoder("ar", gen_length=16), load=load))
+    alone = [m().run() for m in make]
+    for a, b in zip(alone, run_batched([lambda m=m: m().requests() for m in make], 4)):
+        same_records(a, b)
