@@ -90,7 +90,10 @@ def _cmd_bench(args) -> None:
         raise ConfigError("--batch must be in 1..256")
     from engine.runtime.engine_loop import configure
     configure(max_running=args.batch)          # the engine loop's running set is the bench's batch
-    task = load_task_file(args.task, allow_code=args.allow_code_execution)
+    task = load_task_file(args.task, allow_code=args.allow_code_execution, data=args.data)
+    if getattr(get_task(task), "grader", None) == "code" and not args.allow_code_execution:
+        raise ConfigError(f"{task} is graded by running the completions' tests: add --allow-code-execution "
+                          "(sandboxed: engine/tasks/sandbox.py), or no accuracy can be given")
     model = args.model or get_task(task).model
     if model is None:
         raise ConfigError(f"--model is needed for {task}: no embedded model knows it (a local checkpoint's path)")
@@ -166,6 +169,8 @@ def build_parser() -> OneLineParser:
     b.add_argument("--model", help="default: the model that knows --task")
     b.add_argument("--task", default="arith", help="a synthetic task (arith, story, picks, mix), a shipped data "
                    "task (gsm8k, math500, humaneval) or a folder with card.json and data.jsonl[.gz]")
+    b.add_argument("--data", help="with --task parallelbench:waiting_line/OP: the benchmark's own JSONL file (your "
+                   "local copy), scored by Unmask's graders")
     b.add_argument("--allow-code-execution", action="store_true", help="run code tasks' tests on the completions "
                    "(sandboxed: engine/tasks/sandbox.py); without it code answers stay ungraded")
     b.add_argument("--n", type=int, default=100)

@@ -20,6 +20,8 @@ __all__ = ["TASKS", "Problem", "TaskBase", "get_task", "load_task_file", "task_t
 
 def get_task(name: str) -> TaskBase:
     """A synthetic task, a shipped data task, or one a command line has loaded (``load_task_file``)."""
+    if isinstance(name, str) and name in _LOADED:     # a file the command line read takes its name's place
+        return _LOADED[name]
     if isinstance(name, str) and name in TASKS:
         return TASKS[name]()
     if isinstance(name, str) and (task := parallel_task(name)) is not None:
@@ -31,11 +33,19 @@ def get_task(name: str) -> TaskBase:
     return _LOADED[name]
 
 
-def load_task_file(name_or_folder: str, allow_code: bool = False) -> str:
+def load_task_file(name_or_folder: str, allow_code: bool = False, data: str | None = None) -> str:
     """Command line only (the page names shipped tasks): read a data task, by its shipped name or from a folder
-    with card.json and data.jsonl[.gz], with code execution allowed or not; returns the name to bench it by."""
+    with card.json and data.jsonl[.gz], with code execution allowed or not; or ParallelBench's own file for
+    ``parallelbench:waiting_line/OP`` (``data``). Returns the name to bench it by."""
+    if data:
+        from engine.tasks.parallelbench_files import OfficialLineTask, official_name
+        if official_name(name_or_folder) is None:
+            raise ConfigError("--data goes with --task parallelbench:waiting_line/OP (the benchmark's own file)")
+        task = OfficialLineTask(official_name(name_or_folder), Path(data))
+        _LOADED[task.name] = task
+        return task.name
     folder = shipped().get(name_or_folder) or Path(name_or_folder)
-    if name_or_folder in TASKS:
+    if name_or_folder in TASKS or parallel_task(name_or_folder) is not None:
         return name_or_folder
     if not folder.is_dir():
         raise ConfigError(f"--task {name_or_folder[:80]!r}: not a task name nor a folder with card.json")

@@ -29,7 +29,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "tasks"
 MAX_ROWS = 100_000
 
 
-def read_rows(path: Path) -> list[dict]:
+def read_rows(path: Path, required: tuple = ("id", "prompt", "answer")) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
     try:
@@ -46,8 +46,8 @@ def read_rows(path: Path) -> list[dict]:
     if not rows or len(rows) > MAX_ROWS:
         raise ConfigError(f"{path.name}: expected 1..{MAX_ROWS} problems, found {len(rows)}")
     for k, r in enumerate(rows):
-        if not isinstance(r, dict) or not all(isinstance(r.get(f), str) for f in ("id", "prompt", "answer")):
-            raise ConfigError(f"{path.name}, line {k + 1}: a problem needs string fields id, prompt and answer")
+        if not isinstance(r, dict) or not all(isinstance(r.get(f), str) for f in required):
+            raise ConfigError(f"{path.name}, line {k + 1}: a problem needs string fields {', '.join(required)}")
     return rows
 
 

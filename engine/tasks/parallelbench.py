@@ -90,25 +90,30 @@ class LineTask(TaskBase):
                 "replace-random": (f"replace one with {new}", line[:i] + [new] + line[i + 1:])}[self.op]
 
     def verdict(self, generated_text: str, problem: Problem) -> str:
-        """The paper's graders: exact match for deterministic operations; a permutation that differs from the input
-        (shuffle); the line with one new item anywhere (random insert), one item replaced in place (random replace),
-        or one item removed, the rest in order (random remove)."""
         text = spaced(generated_text)
         if not text.endswith(".") or text.count(".") != 1:
             return "malformed"
-        out, a = words(text), problem.answer
-        line, new, i = a["line"], a["new"], a["at"] - 1
-        ok = {"shuffle": lambda: sorted(out) == sorted(line) and out != line,
-              "insert-random": lambda: in_order_with_one_new(out, line, new, replaced=False),
-              "replace-random": lambda: in_order_with_one_new(out, line, new, replaced=True),
-              "remove-random": lambda: any(out == line[:j] + line[j + 1:] for j in range(len(line)))}
-        if a["op"] in ok:
-            return "valid" if ok[a["op"]]() else "wrong"
-        return "valid" if out == self.operate(line, new, a["at"], random.Random(0))[1] else "wrong"
+        return line_verdict(words(text), problem.answer)
 
     def vocabulary(self) -> list[str]:
         return sorted(set(NAMES) | {"Q", ":", "A", ".", "copy", "reverse", "sort", "shuffle", "insert", "remove",
                                      "replace", "at", "with", "anywhere", "one"})
+
+
+def line_verdict(out: list[str], a: dict) -> str:
+    """The paper's graders on the answer's items: exact match for deterministic operations (against ``expected``
+    when a file gives it); a permutation of the input that differs from it (shuffle); the line with one new item
+    anywhere (random insert), one item replaced in place (random replace), or one item removed, the rest in order
+    (random remove)."""
+    line, new = a["line"], a.get("new")
+    ok = {"shuffle": lambda: sorted(out) == sorted(line) and out != line,
+          "insert-random": lambda: in_order_with_one_new(out, line, new, replaced=False),
+          "replace-random": lambda: in_order_with_one_new(out, line, new, replaced=True),
+          "remove-random": lambda: any(out == line[:j] + line[j + 1:] for j in range(len(line)))}
+    if a["op"] in ok:
+        return "valid" if ok[a["op"]]() else "wrong"
+    want = a.get("expected") or LineTask(a["op"]).operate(line, new, a["at"], random.Random(0))[1]
+    return "valid" if out == want else "wrong"
 
 
 def latin_ok(rows: list[list[str]], symbols: list[str]) -> bool:

@@ -1,0 +1,141 @@
+"""ParallelBench's task families (engine.tasks.parallelbench): generators, the paper's graders on hand-written
+answers, the closed form for shuffle, and the benchmark's own files read from a local copy."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.tasks import get_task, load_task_file
+from engine.tasks.common import Problem
+from engine.tasks.parallelbench import LineTask, shuffle_success
+
+ALL = [*LineTask.ops, "latin", "sudoku"]
+
+
+def line(op: str, names: list[str], new: str = "zoe", at: int = 2) -> Problem:
+    return Problem("Q : x . A :", "", {"op": op, "line": names, "new": new, "at": at}, task=op)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_task_draws_300_distinct_seeded_problems_its_grader_accepts(name):
+    task = get_task(name)
+    probs = task.problems("test", 300, seed=0)
+    assert len({p.prompt for p in probs}) == 300 and all(task.check(p.solution, p) for p in probs)
+    assert [p.prompt for p in task.problems("test", 20, seed=0)] == [p.prompt for p in probs[:20]]
+    lengths = {len(p.answer["line"]) for p in probs} if name in LineTask.ops else None
+    assert lengths is None or lengths == {3, 4, 5, 6}          # the paper's default lengths
+
+
+def test_longer_lines_are_an_option_and_the_benchmarks_names_resolve():
+    long = get_task("shuffle@7-10").problems("test", 50)
+    assert {len(p.answer["line"]) for p in long} <= set(range(7, 11))
+    assert get_task("parallelbench:waiting_line/insert_random").name == "insert-random"
+    assert get_task("parallelbench:puzzle/sudoku").name == "sudoku"
+    with pytest.raises(ConfigError):
+        get_task("shuffle@9-3")
+
+
+ABC = ["ann", "bob", "cal"]
+CASES = [  # (op, answer, right?) on the line ann bob cal, new item zoe, index 2
+    ("copy", "ann bob cal .", True), ("copy", "ann bob cal cal .", False), ("copy", "ann cal bob .", False),
+    ("reverse", "cal bob ann .", True), ("reverse", "ann bob cal .", False),
+    ("sort", "ann bob cal .", True), ("sort", "bob ann cal .", False),
+    ("shuffle", "bob cal ann .", True), ("shuffle", "cal ann bob .", True),
+    ("shuffle", "ann bob cal .", False),                     # the input itself is no shuffle
+    ("shuffle", "bob bob ann .", False),                     # a repeated name: what independent slots produce
+    ("shuffle", "bob ann .", False), ("shuffle", "bob cal ann zoe .", False),
+    ("insert-index", "ann zoe bob cal .", True), ("insert-index", "zoe ann bob cal .", False),
+    ("remove-index", "ann cal .", True), ("remove-index", "bob cal .", False),
+    ("replace-index", "ann zoe cal .", True), ("replace-index", "zoe bob cal .", False),
+    ("insert-random", "zoe ann bob cal .", True), ("insert-random", "ann bob cal zoe .", True),
+    ("insert-random", "ann zoe cal .", False),               # replaced, not inserted
+    ("insert-random", "bob zoe ann cal .", False),           # the rest out of order
+    ("insert-random", "ann zoe bob zoe cal .", False),
+    ("replace-random", "ann bob zoe .", True), ("replace-random", "ann zoe bob cal .", False),
+    ("replace-random", "zoe zoe cal .", False), ("replace-random", "ann bob cal .", False),
+    ("remove-random", "ann bob .", True), ("remove-random", "bob cal .", True), ("remove-random", "cal ann .", False),
+    ("remove-random", "ann bob cal .", False),
+]
+
+
+@pytest.mark.parametrize("op,text,right", CASES)
+def test_line_graders_on_hand_written_answers(op, text, right):
+    assert (get_task(op).verdict(text, line(op, ABC)) == "valid") == right
+
+
+def test_a_line_answer_must_end_once_with_its_full_stop_and_the_tokenizers_spacing_does_not_matter():
+    task = get_task("copy")
+    assert task.verdict("ann bob cal.", line("copy", ABC)) == "valid"
+    assert task.verdict("ann bob cal", line("copy", ABC)) == "malformed"
+    assert task.verdict("ann . bob cal .", line("copy", ABC)) == "malformed"
+
+
+def test_latin_square_grader():
+    task, p = get_task("latin"), Problem("", "", {"symbols": ["a", "b", "c", "d"]}, "latin")
+    assert task.check("a b c d ; b a d c ; c d a b ; d c b a .", p)
+    assert not task.check("a b c d ; b a d c ; c d a b ; d c a b .", p)      # last column repeats
+    assert not task.check("a b c d ; b c d a ; c d a b ; a b c d .", p)      # a repeated row
+    assert not task.check("a b c x ; b a x c ; c x a b ; x c b a .", p)      # a symbol not given
+    assert not task.check("a b c d ; b a d c ; c d a b .", p)                # three rows
+
+
+def test_sudoku_grader_needs_the_boxes_and_the_givens():
+    givens = [["1", "_", "_", "_"], ["_", "_", "1", "_"], ["_", "1", "_", "_"], ["_", "_", "_", "1"]]
+    task, p = get_task("sudoku"), Problem("", "", {"givens": givens}, "sudoku")
+    assert task.check("1 2 3 4 ; 3 4 1 2 ; 2 1 4 3 ; 4 3 2 1 .", p)
+    assert task.verdict("1 2 3 4 ; 2 1 4 3 ; 3 4 1 2 ; 4 3 2 1 .", p) == "wrong"    # a Latin square, boxes break
+    assert task.verdict("2 1 4 3 ; 4 3 2 1 ; 1 2 3 4 ; 3 4 1 2 .", p) == "ignores givens"
+
+
+def test_the_closed_form_for_shuffle():
+    assert shuffle_success([1, 1, 1, 1], 4) == 1.0                            # one slot a forward: no loss
+    assert math.isclose(shuffle_success([4], 4), math.factorial(4) / 4 ** 4)  # all at once: 24 / 256
+    assert math.isclose(shuffle_success([2, 1, 1], 4), 12 / 16)               # 4 * 3 / 4^2, then certain
+    assert math.isclose(shuffle_success([2, 2], 4), (12 / 16) * (2 / 4))
+
+
+def official_file(tmp_path, op: str, rows: list[tuple[list[str], list[str]]]):
+    path = tmp_path / f"{op}.jsonl"
+    lines = []
+    for names, example in rows:
+        ask = f"You are managing a waiting line.\n\n{json.dumps(names)}\n\nPlease {op} the list."
+        lines.append(json.dumps({"messages": [{"role": "user", "content": ask}],
+                                 "label": {"example": json.dumps(example), "input": names},
+                                 "metadata": {"length": len(names)}}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_benchmarks_own_file_is_read_and_scored_with_our_graders(tmp_path):
+    names = ["Paul Payne", "Robert Riley", "Peter Stone"]
+    path = official_file(tmp_path, "shuffle", [(names, [names[1], names[0], names[2]]), (names[:2], names[::-1][:2])])
+    task = get_task(load_task_file("parallelbench:waiting_line/shuffle", data=str(path)))
+    probs = task.problems("test", 2)
+    assert probs[0].prompt.endswith("Please shuffle the list.") and probs[0].answer["line"] == names
+    assert task.verdict('["Peter Stone", "Paul Payne", "Robert Riley"]', probs[0]) == "valid"
+    assert task.verdict('Sure: ["Robert Riley", "Peter Payne", "Robert Riley"]', probs[0]) == "wrong"
+    assert task.verdict(json.dumps(names), probs[0]) == "wrong"
+    assert task.verdict("no list here", probs[0]) == "malformed"
+    ins = official_file(tmp_path, "insert_random", [(names, [names[0], "Amy Ray", names[1], names[2]])])
+    task = get_task(load_task_file("parallelbench:waiting_line/insert_random", data=str(ins)))
+    p = task.problems("test", 1)[0]
+    assert task.check(json.dumps(["Amy Ray", *names]), p) and not task.check(json.dumps(names), p)
+
+
+def test_a_malformed_official_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "label": {"input": "abc"}}) + "\n")
+    with pytest.raises(ConfigError, match="line 1: a waiting-line row needs"):
+        load_task_file("parallelbench:waiting_line/copy", data=str(bad))
+    with pytest.raises(ConfigError, match="--data goes with"):
+        load_task_file("arith", data=str(bad))
+
+
+def test_humaneval_without_the_flag_is_refused_not_scored_zero(capsys):
+    from engine.__main__ import main
+    assert main(["bench", "--task", "humaneval", "--n", "1", "--model", "unmask-tasks-small"]) == 2
+    assert "--allow-code-execution" in capsys.readouterr().err
