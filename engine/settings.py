@@ -58,7 +58,7 @@ SETTINGS = {s.name: s for s in (
             "(a round always runs at least one request)"),
     Setting("UNMASK_PER_ADDRESS", int, 16, 2, 10_000, "a client address's running and waiting requests"),
     Setting("UNMASK_SESSIONS", int, 256, 1, 100_000, "sessions whose page state is kept"),
-    Setting("UNMASK_SESSION_IDLE_S", float, 1800.0, 1.0, 1e7, "seconds after which an idle session's state goes"),
+    Setting("UNMASK_SESSION_IDLE_S", float, 600.0, 1.0, 1e7, "seconds after which an idle session's state goes"),
     Setting("UNMASK_THREADS", int, 0, 0, 1024, "torch's intra-op threads (0: torch's default)"),
     Setting("UNMASK_QUEUE", int, 32, 1, 10_000, "gradio's queue size"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),

@@ -180,3 +180,34 @@ def test_drafter_and_canvas_decodes_beside_others_give_their_solo_decodes(model,
     alone = [m().run() for m in make]
     for a, b in zip(alone, run_batched([lambda m=m: m().requests() for m in make], 4)):
         same_records(a, b)
+
+
+@pytest.mark.parametrize("name,value", [("UNMASK_SESSIONS", "abc"), ("UNMASK_SESSION_IDLE_S", "x"),
+                                        ("UNMASK_PER_ADDRESS", "lots"), ("UNMASK_MAX_RUNNING", "-3"),
+                                        ("UNMASK_MAX_SECONDS", "nan"), ("UNMASK_ALLOW_DOWNLOAD", "yes")])
+def test_a_mistyped_operator_setting_is_refused_with_one_line(monkeypatch, name, value):
+    from engine import settings
+    monkeypatch.setenv(name, value)
+    with pytest.raises(settings.SettingError, match=f"^{name}=") as e:
+        settings.check_all()
+    assert e.value.code == 2 and "\n" not in str(e.value)
+
+
+def test_the_app_stops_on_a_bad_setting_before_it_serves():
+    """One line naming the variable, exit status 2, before any model is loaded (no silent default)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "UNMASK_PER_ADDRESS": "lots", "GRADIO_SERVER_PORT": "1"}
+    out = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: UNMASK_PER_ADDRESS=")
+    assert "Traceback" not in out.stderr
+
+
+def test_the_settings_table_in_docs_is_the_modules_own():
+    from pathlib import Path
+    from engine import settings
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    assert settings.table() in doc

@@ -14,26 +14,22 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import os
+
+from engine import settings
 
 IDLE_S = 600.0
 SWEEP_EVERY_S = 5.0
 log = logging.getLogger("unmask.sessions")
 
 
-def capacity(default: int = 256) -> int:
+def capacity() -> int:
     """How many sessions gradio keeps (``UNMASK_SESSIONS``; the oldest are dropped beyond it)."""
-    try:
-        return max(1, int(os.environ.get("UNMASK_SESSIONS", default)))
-    except ValueError:
-        return default
+    return settings.get("UNMASK_SESSIONS")
 
 
 def idle_seconds() -> float:
-    try:
-        return max(1.0, float(os.environ.get("UNMASK_SESSION_IDLE_S", IDLE_S)))
-    except ValueError:
-        return IDLE_S
+    """``UNMASK_SESSION_IDLE_S`` (checked at start, ``engine.settings``)."""
+    return settings.get("UNMASK_SESSION_IDLE_S")
 
 
 def let_go_idle(holder, idle_s: float, now: datetime.datetime | None = None) -> int:
