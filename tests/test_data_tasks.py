@@ -21,7 +21,7 @@ def test_every_gsm8k_gold_solution_passes_strict_and_flexible():
     task = get_task("gsm8k")
     probs = task.problems("test", 1319)
     assert len({p.answer["id"] for p in probs}) == 1319
-    assert all(grade_number(p.solution, p.solution, strict=True) for p in probs)
+    assert all(grade_number(p.solution, p.solution, mode) for p in probs for mode in ("strict-match", "value"))
     assert all(task.verdict(p.solution, p) == "valid" for p in probs)
 
 
@@ -33,11 +33,13 @@ def test_every_math500_gold_solution_passes_on_its_boxed_answer():
 
 def test_perturbed_answers_fail():
     gold = "She pays 3 * 24 = $72.\n#### 72"
-    assert grade_number("so #### 72", gold) and grade_number("#### 72.00", gold)
+    assert grade_number("so #### 72", gold) and grade_number("#### 72.00", gold, "value")
+    assert not grade_number("#### 72.00", gold)                       # lm-eval's strict-match: exact text
     assert not grade_number("#### 73", gold)                          # a changed number
-    assert not grade_number("The answer is 72.", gold, strict=True)   # no ####: GSM8K's own rule says invalid
-    assert grade_number("The answer is $72.", gold, strict=False)     # lm-eval's flexible extract takes it
-    assert not grade_number("no number at all", gold, strict=False)
+    assert not grade_number("The answer is 72.", gold)                # no ####: GSM8K's own rule says invalid
+    assert grade_number("The answer is $72.", gold, "flexible-extract")   # lm-eval's flexible extract takes it
+    assert not grade_number("#### 72\nCheck: 2 more", gold, "flexible-extract")   # its *last* number
+    assert not grade_number("no number at all", gold, "flexible-extract")
     assert extract_number("#### 1,234") == 1234
     assert grade_math("so \\boxed{\\dfrac{1}{2}}.", "\\frac12") and grade_math("\\boxed{0.5}", "0.50")
     assert not grade_math("\\boxed{\\frac{1}{3}}", "\\frac{1}{2}")    # a wrong boxed expression

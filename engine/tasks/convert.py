@@ -20,9 +20,10 @@ from engine.tasks.graders import last_boxed
 
 GSM_TEMPLATE = "Question: {prompt}\nAnswer:"
 CARDS = {
-    "gsm8k": dict(grader="number", strict=False, shots=0, template=GSM_TEMPLATE, stop=["Question:"], gen_length=256,
-                  description="GSM8K test (1 319 grade-school word problems); the answer is the number after "
-                              "'####', or the last number when there is none (lm-eval's flexible extract)",
+    "gsm8k": dict(grader="number", strict=False, mode="flexible-extract", shots=0, template=GSM_TEMPLATE, stop=["Question:"], gen_length=256,
+                  description="GSM8K test (1 319 grade-school word problems), scored as lm-evaluation-harness "
+                              "0.4.13 scores it: flexible-extract (its last number-like match, exact match after "
+                              "its regexes_to_ignore); the card's mode may name strict-match or Unmask's own value",
                   source=dict(repo="openai/grade-school-math", path="grade_school_math/data/test.jsonl",
                               licence="MIT")),
     "math500": dict(grader="math", shots=0, template="Problem: {prompt}\nPut the final answer in \\boxed{{}}.\n"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from engine.errors import ConfigError
 from engine.tasks.common import Problem, TaskBase
-from engine.tasks.graders import GRADERS
+from engine.tasks.graders import GRADERS, NUMBER_MODES
 
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "tasks"
 MAX_ROWS = 100_000
@@ -70,6 +70,11 @@ class DataTask(TaskBase):
         if self.grader not in (*GRADERS, "code"):
             raise ConfigError(f"{self.name}: unknown grader {self.grader!r}; known: {', '.join(GRADERS)}, code")
         self.description = self.card.get("description", "")
+        # GSM8K's grading mode: a card names it ("mode"), or says strict true / false (lm-eval's two filters)
+        self.number_mode = self.card.get("mode") or ("strict-match" if self.card.get("strict", True)
+                                                     else "flexible-extract")
+        if self.grader == "number" and self.number_mode not in NUMBER_MODES:
+            raise ConfigError(f"{self.name}: mode must be one of {', '.join(NUMBER_MODES)}")
         self.allow_code = allow_code
         self.check_card()
 
@@ -116,7 +121,7 @@ class DataTask(TaskBase):
                 return "ungraded"       # code runs only from the command line, with --allow-code-execution
             from engine.tasks.sandbox import run_tests
             return run_tests(problem.answer, text)
-        extra = {"strict": bool(self.card.get("strict", True))} if self.grader == "number" else {}
+        extra = {"mode": self.number_mode} if self.grader == "number" else {}
         return "valid" if GRADERS[self.grader](text, gold, **extra) else "wrong"
 
 

@@ -1,8 +1,11 @@
 """Graders of the data tasks (``engine.tasks.data``): generated text + the problem's gold answer -> a verdict.
 
-number   GSM8K: the number after ``####`` (GSM8K's own ``extract_answer``: commas dropped); with ``strict`` off, as
-         lm-eval's "flexible-extract", the last number of the text when there is no ``####``. Numbers compare by
-         value (``72`` = ``72.00``; a ``$`` or a trailing full stop is not part of the number).
+number   GSM8K, scored exactly as lm-evaluation-harness 0.4.13's ``gsm8k`` task scores it, in one of its two named
+         filters: ``strict-match`` (the first ``#### (-?[0-9.,]+)``) or ``flexible-extract`` (the *last* match of
+         ``(-?[$0-9.,]{2,})|(-?[0-9]+)``), then its ``exact_match`` with ``regexes_to_ignore`` (``,``, ``\$``,
+         ``(?s).*#### ``, ``\.$``) and ``ignore_case`` against the whole gold solution. A third mode, ``value``
+         (Unmask's own, not the field's), reads the ``####`` number or else the last number and compares values
+         (``72`` = ``72.00``).
 exact    the stripped text, case-folded, equals the answer (its first line).
 choice   the first standalone letter A–J of the text (or of "answer is (X)") equals the answer's.
 math     the content of the last ``\\boxed{…}`` (braces balanced), normalised (spaces, ``\\left`` / ``\\right``,
@@ -38,9 +41,35 @@ def extract_number(text: str, strict: bool = True) -> Decimal | None:
     return _number(found[-1]) if found else None
 
 
-def grade_number(text: str, gold: str, strict: bool = True) -> bool:
-    want = extract_number(gold, strict=False)
-    got = extract_number(text, strict)
+LMEVAL_FILTERS = {"strict-match": (re.compile(r"#### (\-?[0-9\.\,]+)"), 0),
+                  "flexible-extract": (re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)"), -1)}
+LMEVAL_IGNORE = (",", "\\$", "(?s).*#### ", "\\.$")
+NUMBER_MODES = (*LMEVAL_FILTERS, "value")
+
+
+def lmeval_filter(text: str, mode: str) -> str:
+    """lm-eval's ``regex`` filter then ``take_first``: the match its group_select picks, or "[invalid]"."""
+    regex, group = LMEVAL_FILTERS[mode]
+    found = regex.findall(text)
+    if not found:
+        return "[invalid]"
+    m = found[group]
+    if isinstance(m, tuple):
+        m = next((g for g in m if g), "[invalid]")
+    return m.strip()
+
+
+def lmeval_exact_match(pred: str, gold: str) -> bool:
+    """lm-eval's ``exact_match`` as the gsm8k task configures it (regexes_to_ignore, then ignore_case)."""
+    for rx in LMEVAL_IGNORE:
+        pred, gold = re.sub(rx, "", pred), re.sub(rx, "", gold)
+    return pred.lower() == gold.lower()
+
+
+def grade_number(text: str, gold: str, mode: str = "strict-match") -> bool:
+    if mode in LMEVAL_FILTERS:
+        return lmeval_exact_match(lmeval_filter(text, mode), gold)
+    want, got = extract_number(gold, strict=False), extract_number(text, strict=False)
     return got is not None and want is not None and got == want
 
 

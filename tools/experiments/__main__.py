@@ -12,6 +12,7 @@
     python -m tools.experiments batching --model unmask-tasks-small --n 200   # --batch 1 vs 8 vs 32
     python -m tools.experiments kv-cache --gens 64,256,512   # none / prefix / dual on a LLaDA-shaped model
     python -m tools.experiments rivals --model unmask-tasks-small --n 300   # TSPD vs Prophet, KLASS, credit
+    python -m tools.experiments parallelbench --model unmask-parallel-small --n 300   # ParallelBench's tasks
 
 Tuning (the threshold's τ for S2D2's comparison) uses the task's val split; reported figures use the test split.
 Results are printed as Markdown and saved as JSON under --out.
@@ -255,7 +256,8 @@ def parser() -> argparse.ArgumentParser:
 
 # experiments that are their own module's main(args)
 TOOLS = {"sweep": "tools.experiments.sweep", "batching": "tools.experiments.batching",
-         "kv-cache": "tools.experiments.kvcache", "rivals": "tools.experiments.rivals"}
+         "kv-cache": "tools.experiments.kvcache", "rivals": "tools.experiments.rivals",
+         "parallelbench": "tools.experiments.parallelbench"}
 
 
 def main(argv=None) -> None:
