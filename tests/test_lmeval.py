@@ -79,3 +79,38 @@ def test_a_bad_spec_fails_before_any_request(tmp_path):
     model, _ = write_llada(tmp_path / "llada")
     with pytest.raises(ConfigError):
         UnmaskLM(pretrained=str(model), decoder="threshold:tau=7")
+
+
+class _Req:
+    def __init__(self, context: str, gen_kwargs: dict):
+        self.args, self.task_name, self.doc_id = (context, gen_kwargs), "t", 0
+
+
+@pytest.fixture(scope="module")
+def unmask_lm():
+    from engine.harness.lmeval import UnmaskLM
+    return UnmaskLM(pretrained="unmask-arith-tiny", decoder="threshold:tau=0.9,block_size=4", batch_size=2)
+
+
+def test_a_string_until_is_one_stop_string_and_the_output_is_cut_to_max_gen_toks(unmask_lm):
+    from engine.harness.lmeval import stops
+    assert stops({"until": "Question:"}) == ["Question:"] and stops({"until": ["a", "", 3]}) == ["a"]
+    prompt = "Q : Ann has 3 apples . She buys 5 more . How many apples does she have now ? A :"
+    full = unmask_lm.generate_until([_Req(prompt, {"max_gen_toks": 24, "until": []})])[0]
+    assert len(unmask_lm.adapter.tokenizer(full, add_special_tokens=False).input_ids) > 5
+    cut = unmask_lm.generate_until([_Req(prompt, {"max_gen_toks": 5, "until": []})])[0]
+    assert len(unmask_lm.adapter.tokenizer(cut, add_special_tokens=False).input_ids) <= 5    # 8 decoded, 5 kept
+    word = full.split()[2]
+    stopped = unmask_lm.generate_until([_Req(prompt, {"max_gen_toks": 24, "until": word})])[0]
+    assert stopped == full[:full.index(word)]                  # cut at the word, not at its first letter
+
+
+def test_sampling_arguments_are_honoured_or_refused(unmask_lm):
+    from engine.errors import ConfigError
+    from engine.harness.lmeval import request_sampling
+    assert request_sampling({"do_sample": False, "temperature": 0.0}, {}) == {"temperature": "0"}
+    assert request_sampling({"temperature": 0.7, "top_p": 0.9}, {}) == {"temperature": "0.7", "top_p": "0.9"}
+    policy = unmask_lm.policy_for({"temperature": 0.7, "max_gen_toks": 10})
+    assert policy.cfg.temperature == 0.7 and policy.cfg.gen_length == 12
+    with pytest.raises(ConfigError, match="repetition_penalty"):
+        unmask_lm.policy_for({"repetition_penalty": 1.1})

@@ -67,6 +67,37 @@ def usable(device: str | None) -> str | None:
     return device
 
 
+SAMPLING = ("temperature", "top_p", "top_k")
+KNOWN = {"until", "max_gen_toks", "do_sample", *SAMPLING}
+
+
+def stops(gen_kwargs: dict) -> list[str]:
+    """The request's stop strings: lm-eval wraps a single string in a list, and so do we."""
+    until = gen_kwargs.get("until") or []
+    return [until] if isinstance(until, str) else [s for s in until if isinstance(s, str) and s]
+
+
+def max_gen_toks(gen_kwargs: dict) -> int:
+    return int(gen_kwargs.get("max_gen_toks", 256))
+
+
+def request_sampling(gen_kwargs: dict, spec: dict) -> dict:
+    """The request's sampling arguments as SPEC parameters: temperature, top_p, top_k as they are, do_sample
+    false as temperature 0. The SPEC's own values win (a warning says so); an argument Unmask cannot honour is
+    refused with its name, never dropped."""
+    unknown = sorted(k for k in gen_kwargs if k not in KNOWN and k != "unmask")
+    if unknown:
+        raise ConfigError(f"unmask: generation argument(s) {', '.join(unknown)} are not supported (known: "
+                          f"{', '.join(sorted(KNOWN))})")
+    out = {k: str(gen_kwargs[k]) for k in SAMPLING if k in gen_kwargs}
+    if gen_kwargs.get("do_sample") is False:
+        out["temperature"] = "0"
+    overridden = sorted(k for k in out if k in spec and str(spec[k]) != out[k])
+    if overridden:
+        print(f"unmask: the decoder SPEC's {', '.join(overridden)} override the request's", file=sys.stderr)
+    return out
+
+
 @register_model("unmask")
 class UnmaskLM(LM):
     def __init__(self, pretrained: str, decoder: str = "threshold:tau=0.9,block_size=32", batch_size=8,
@@ -99,12 +130,12 @@ class UnmaskLM(LM):
         raise NotImplementedError(LOGLIKELIHOOD)
 
     def policy_for(self, gen_kwargs: dict):
-        """The SPEC's policy; without a gen_length in it, the request's max_gen_toks in whole blocks."""
-        params = dict(self.params)
+        """The SPEC's policy for one request: without a gen_length in it, the request's max_gen_toks in whole
+        blocks; the request's sampling arguments (``request_sampling``) where the SPEC does not set them."""
+        params = {**request_sampling(gen_kwargs, self.params), **self.params}
         if "gen_length" not in params:
             block = int(params.get("block_size", build_decoder(self.name, **params).cfg.block_size))
-            want = int(gen_kwargs.get("max_gen_toks", 256))
-            params["gen_length"] = str(block * math.ceil(want / block))
+            params["gen_length"] = str(block * math.ceil(max_gen_toks(gen_kwargs) / block))
         return build_decoder(self.name, **params)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
@@ -121,11 +152,12 @@ class UnmaskLM(LM):
         return out
 
     def record(self, req, i: int, trace, seconds: float) -> str:
-        """The request's answer, cut at its first stop string; its numbers go into its generation arguments."""
+        """The request's answer: at most its max_gen_toks tokens, cut at its first stop string; its numbers go
+        into its generation arguments."""
         _, gen_kwargs = req.args
-        text = trace.meta.text
-        for stop in gen_kwargs.get("until", []) or []:
-            if stop and stop in text:
+        text = self.adapter.decode(trace.meta.token_ids[:max_gen_toks(gen_kwargs)])
+        for stop in stops(gen_kwargs):
+            if stop in text:
                 text = text[:text.index(stop)]
         stats = dict(nfe=trace.nfe, nfe_paper=trace.nfe_paper, tokens=trace.meta.generated_tokens,
                      tpf=trace.meta.generated_tokens / max(1, trace.nfe), seconds=round(seconds, 4),

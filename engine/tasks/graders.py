@@ -2,8 +2,8 @@
 
 number   GSM8K, scored exactly as lm-evaluation-harness 0.4.13's ``gsm8k`` task scores it, in one of its two named
          filters: ``strict-match`` (the first ``#### (-?[0-9.,]+)``) or ``flexible-extract`` (the *last* match of
-         ``(-?[$0-9.,]{2,})|(-?[0-9]+)``), then its ``exact_match`` with ``regexes_to_ignore`` (``,``, ``\$``,
-         ``(?s).*#### ``, ``\.$``) and ``ignore_case`` against the whole gold solution. A third mode, ``value``
+         ``(-?[$0-9.,]{2,})|(-?[0-9]+)``), then its ``exact_match`` with ``regexes_to_ignore`` (``,``, ``\\$``,
+         ``(?s).*#### ``, ``\\.$``) and ``ignore_case`` against the whole gold solution. A third mode, ``value``
          (Unmask's own, not the field's), reads the ``####`` number or else the last number and compares values
          (``72`` = ``72.00``).
 exact    the stripped text, case-folded, equals the answer (its first line).
