@@ -47,7 +47,7 @@ def test_perturbed_answers_fail():
     assert last_boxed("a \\boxed{x^{2}} then \\boxed{\\sqrt{\\frac{1}{2}}}") == "\\sqrt{\\frac{1}{2}}"
     assert grade_choice("The answer is (C).", "C") and not grade_choice("B", "C")
     probs = get_task("math500").problems("test", 20)
-    assert sum(get_task("math500").verdict(f"\\boxed{{{p.solution}1}}", p) == "valid" for p in probs) == 0
+    assert sum(get_task("math500").verdict(f"\\boxed{{{p.solution}+1}}", p) == "valid" for p in probs) == 0
 
 
 def test_humaneval_canonical_solutions_pass_in_the_sandbox_and_only_when_asked():

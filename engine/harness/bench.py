@@ -186,8 +186,9 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
     if warmup and not warm_up(adapter, task_name, specs[0], seed, split, budget_s, should_stop, load):
         return []
-    return bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
+    rows = bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
                        load, batch).rows(specs, n)
+    return [{**r, "grader": get_task(task_name).grader_name} for r in rows]
 
 
 def warm_up(adapter, task_name: str, spec: str, seed: int, split: str, budget_s, should_stop, load) -> bool:

@@ -44,6 +44,7 @@ class BenchRow:
     turned_wrong_share: float
     speedup: float = 1.0            # tokens/s against the first row of its bench (``bench.with_speedup``)
     drift_mean: float | None = None # kv_cache with measure_drift: mean max |Δ logit| per forward (else left out)
+    grader: str = ""                # who graded the answers, with its version (``TaskBase.grader_name``)
     extra: dict = field(default_factory=dict)   # the decoder's own columns (its card's BenchCounts)
 
     def to_json(self) -> dict:

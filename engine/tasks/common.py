@@ -51,6 +51,11 @@ class TaskBase:
         draw more of these: ``train --focus``)."""
         return False
 
+    @property
+    def grader_name(self) -> str:
+        """Who grades this task's answers, as a bench row names it."""
+        return f"unmask {self.name} checker"
+
     def check(self, generated_text: str, problem: Problem) -> bool:
         return self.verdict(generated_text, problem) == "valid"
 

@@ -78,6 +78,24 @@ class DataTask(TaskBase):
         self.allow_code = allow_code
         self.check_card()
 
+    @property
+    def grader_name(self) -> str:
+        """The grader and its version, as bench rows and the README name it."""
+        from importlib.metadata import PackageNotFoundError, version
+        from engine.tasks.graders import math_mode
+
+        def ver(pkg: str) -> str:
+            try:
+                return version(pkg)
+            except PackageNotFoundError:
+                return "?"
+        if self.grader == "number":
+            return (f"lm-eval {ver('lm-eval')} {self.number_mode} rules" if self.number_mode != "value"
+                    else "unmask value")
+        if self.grader == "math":
+            return f"math-verify {ver('math-verify')}" if math_mode() == "math-verify" else "unmask normalise"
+        return "sandboxed tests (engine/tasks/sandbox.py)" if self.grader == "code" else f"unmask {self.grader}"
+
     def check_card(self) -> None:
         """A card of one's own fails here, in one line, not in the middle of a bench."""
         c = self.card

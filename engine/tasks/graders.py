@@ -116,15 +116,45 @@ def normalise_math(s: str) -> str:
     return s[2:] if s.startswith("x=") or s.startswith("y=") else s
 
 
-def grade_math(text: str, gold: str) -> bool:
+MATH_MODES = ("math-verify", "normalise")
+
+
+def math_mode() -> str:
+    """The MATH grader this installation uses: Hugging Face's math-verify (the eval extra) where installed, else
+    Unmask's string normalisation (named apart in every bench row)."""
+    try:
+        import math_verify  # noqa: F401
+        return "math-verify"
+    except ImportError:
+        return "normalise"
+
+
+def grade_math(text: str, gold: str, mode: str | None = None) -> bool:
+    """The last ``\\boxed{}`` of the text against the gold answer: equivalent by math-verify (LaTeX to SymPy), or
+    equal after ``normalise_math`` (or as plain numbers without commas: "3, 5" is a list, never 35)."""
     got = last_boxed(text)
     if got is None:
         return False
+    if (mode or math_mode()) == "math-verify":
+        return math_verify_equal(got, gold)
     a, b = normalise_math(got), normalise_math(gold)
     if a == b:
         return True
+    if "," in a or "," in b:
+        return False
     x, y = _number(a), _number(b)
     return x is not None and y is not None and x == y
+
+
+def math_verify_equal(answer: str, gold: str) -> bool:
+    """math-verify's verdict on two LaTeX answers. Its time limits use SIGALRM, which only the main thread may set:
+    elsewhere (the page's Sweep) they are off."""
+    import threading
+    from math_verify import parse, verify
+    limit = 5 if threading.current_thread() is threading.main_thread() else None
+    g = parse(f"${gold}$", parsing_timeout=limit)
+    p = parse(f"$\\boxed{{{answer}}}$", parsing_timeout=limit)
+    return bool(g) and bool(p) and verify(g, p, timeout_seconds=limit)
 
 
 GRADERS = {"number": grade_number, "exact": grade_exact, "choice": grade_choice, "math": grade_math}

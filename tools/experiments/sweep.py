@@ -54,8 +54,9 @@ def run_shard(model: str, task: str, spec: str, lo: int, hi: int, seed: int, bat
     return bench_tally(_model(model), task, [spec], lo, hi, seed=seed, batch=batch).to_json()
 
 
-def merge(specs: list[str], parts: list[tuple[str, dict]], n: int) -> list[dict]:
-    """Rows from the shards' counts, merged per setting in shard order."""
+def merge(specs: list[str], parts: list[tuple[str, dict]], n: int, task: str) -> list[dict]:
+    """Rows from the shards' counts, merged per setting in shard order, with the task's grader named."""
+    from engine.tasks import get_task
     rows = []
     for spec in specs:
         tally = Tally()
@@ -63,7 +64,7 @@ def merge(specs: list[str], parts: list[tuple[str, dict]], n: int) -> list[dict]
             if s == spec:
                 tally.merge(Tally.from_json(part))
         rows += tally.rows([spec], n)
-    return with_speedup(rows)
+    return [{**r, "grader": get_task(task).grader_name} for r in with_speedup(rows)]
 
 
 def sweep(model: str, task: str, n: int, specs: list[str], shard: int = 50, batch: int = 8, seed: int = 0,
@@ -73,13 +74,13 @@ def sweep(model: str, task: str, n: int, specs: list[str], shard: int = 50, batc
     jobs = shards(specs, n, shard)
     if ray_address is None:
         parts = [(spec, run_shard(model, task, spec, lo, hi, seed, batch, threads)) for spec, lo, hi in jobs]
-        return merge(specs, parts, n)
+        return merge(specs, parts, n, task)
     import ray
     if not ray.is_initialized():
         ray.init(address=ray_address)
     remote = ray.remote(num_cpus=threads, num_gpus=gpus_per_shard)(run_shard)
     futures = [remote.remote(model, task, spec, lo, hi, seed, batch, threads) for spec, lo, hi in jobs]
-    return merge(specs, list(zip([j[0] for j in jobs], ray.get(futures))), n)
+    return merge(specs, list(zip([j[0] for j in jobs], ray.get(futures))), n, task)
 
 
 def main(args) -> None:
