@@ -94,6 +94,10 @@ def _cmd_bench(args) -> None:
     if getattr(get_task(task), "grader", None) == "code" and not args.allow_code_execution:
         raise ConfigError(f"{task} is graded by running the completions' tests: add --allow-code-execution "
                           "(sandboxed: engine/tasks/sandbox.py), or no accuracy can be given")
+    if getattr(get_task(task), "grader", None) == "code":
+        from engine.tasks.sandbox import available
+        if available():
+            raise ConfigError(available())
     model = args.model or get_task(task).model
     if model is None:
         raise ConfigError(f"--model is needed for {task}: no embedded model knows it (a local checkpoint's path)")

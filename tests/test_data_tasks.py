@@ -64,8 +64,7 @@ def test_humaneval_canonical_solutions_pass_in_the_sandbox_and_only_when_asked()
 @pytest.mark.parametrize("body,reason", [
     ("    while True:\n        pass\n", "timed out"),
     ("    x = [bytearray(2 ** 28) for _ in range(8)]\n", "MemoryError"),
-    ("    import socket\n    socket.socket()\n", "not allowed"),
-    ("    import os\n    os.system('true')\n", "not allowed"),
+    ("    import socket\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n", "failed: "),
 ])
 def test_a_hostile_completion_fails_with_its_reason(body, reason):
     row = get_task("humaneval").problems("test", 1)[0].answer
@@ -76,7 +75,7 @@ def test_writing_outside_the_sandbox_fails_and_leaves_no_file(tmp_path):
     target = tmp_path / "escaped.txt"
     row = get_task("humaneval").problems("test", 1)[0].answer
     verdict = run_tests(row, f"    open({str(target)!r}, 'w').write('x')\n", timeout=4)
-    assert "writing outside the sandbox" in verdict and not target.exists()
+    assert verdict.startswith("failed") and not target.exists()       # tests/test_sandbox.py: every other way
 
 
 def own_task(folder: Path, **card) -> Path:
@@ -182,3 +181,10 @@ def test_a_plain_card_keeps_a_chat_models_prompt_out_of_its_template(tmp_path):
         chat.prompt).input_ids
     with pytest.raises(ConfigError):
         DataTask(own_task(tmp_path / "bad", chat="yes"))
+
+
+def test_humaneval_stops_where_the_common_harnesses_stop():
+    task = get_task("humaneval")
+    assert task.card["stop"] == ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
+    assert task.cut("    return x\n# a note\ndef more():") == "    return x"
+    assert task.cut("    return x\nif __name__ == '__main__':\n    pass") == "    return x"

@@ -31,8 +31,8 @@ CARDS = {
                     description="MATH-500 (Lightman et al.'s 500-problem test split of Hendrycks et al.'s MATH); "
                                 "graded on the last \\boxed{} answer",
                     source=dict(repo="shkim0116/KLASS", path="data/math_test.json", licence="MIT (MATH: MIT)")),
-    "humaneval": dict(grader="code", shots=0, template="{prompt}", stop=["\ndef ", "\nclass ", "\nif __name__",
-                      "\nprint("], gen_length=256,
+    "humaneval": dict(grader="code", shots=0, template="{prompt}", stop=["\nclass", "\ndef", "\n#", "\nif",
+                      "\nprint"], gen_length=256,
                       description="HumanEval (164 Python functions); a completion passes when the function's "
                                   "tests do (sandboxed; only with --allow-code-execution)",
                       source=dict(repo="openai/human-eval", path="data/HumanEval.jsonl.gz", licence="MIT")),
