@@ -265,3 +265,41 @@ def test_every_view_draws_a_revising_run_and_marks_its_revisions():
                     build_decoder("eb", **COMMON, entropy_bound=0.5)).run()
     bars = eb_prefix(eb, 0).data[0]
     assert list(bars.y) == sorted(bars.y) and len(bars.y) == 8                # sorted, lowest entropy first
+
+
+def test_wino_never_remasks_after_a_forward_that_drafted_one_even_when_the_last_drafted_more():
+    """The accepted <= 1 guard alone: forward 0 drafts two (last_accept = 2), forward 1 drafts one while slot 0
+    loses its support; without the guard slot 0 (one weak < last_accept) would go back to [MASK]."""
+    def script(t):
+        if t == 0:
+            return [(20 + k, 0.7 if k < 2 else 0.3) for k in range(8)]           # drafts slots 0 and 1
+        if t == 1:                                                               # slot 0 unsupported; drafts 2 alone
+            return [(40, 0.95), (21, 0.95), (22, 0.7)] + [(20 + k, 0.3) for k in range(3, 8)]
+        return [(20 + k, 0.95) for k in range(8)]
+
+    tr = run(script, name="wino", tau_wide=0.6, tau_narrow=0.9)
+    r1 = tr.records[1]
+    assert r1.field("drafted") == 1 and revised(r1) == {}
+    from engine.decoders.wino.policy import narrow_out
+    weak = torch.tensor([0.05, 0.95, 0.0])
+    assert narrow_out(weak, torch.tensor([True, True, False]), 0.9, accepted=2, last_accept=2).tolist() == [0]
+
+
+def test_remdm_conf_weighs_a_token_by_its_probability_when_it_was_unmasked():
+    """Forward 1 of 4: the two tokens written at forward 0 (p = 0.9, 0.8 then) go back with σ = softmax(−p at
+    unmasking) (σ_max = 1); the model's current probabilities for them (0.45, 0.4) must not be used: over 40
+    seeds the re-masked sets follow the unmask-time σ, and they would differ under the current one."""
+    from engine.decoders.remdm.policy import sigma_conf
+    from engine.runtime.sampling import make_generator
+    first = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
+    later = first[::-1]
+    right = sigma_conf(torch.tensor([0.9, 0.8]), 1, 4)
+    wrong = sigma_conf(torch.tensor(later[:2]), 1, 4)
+    differ = 0
+    for seed in range(40):
+        tr = run(lambda t: [(20 + k, (first if t == 0 else later)[k]) for k in range(8)], name="remdm", steps=4,
+                 remask="conf", seed=seed)
+        draws = torch.rand(2, dtype=torch.float64, generator=make_generator(seed)).float()
+        assert set(revised(tr.records[1])) == {j for j in (0, 1) if draws[j] < right[j]}
+        differ += {j for j in (0, 1) if draws[j] < right[j]} != {j for j in (0, 1) if draws[j] < wrong[j]}
+    assert differ > 0

@@ -159,3 +159,16 @@ def test_each_rival_has_its_view_in_its_tab(name):
     assert fig.to_plotly_json()["data"], "the view draws the run's records"
     other = run(lambda t: [(20 + k, CONF[k]) for k in range(8)], name="threshold")
     assert tab not in registry.tabs_shown(other)
+
+
+def test_defaults_that_differ_from_the_released_code_are_declared_on_the_card():
+    from engine.decoders import catalogue
+    from engine.decoders.cards import cards
+    for name in ("edit", "remdm"):
+        declared = cards()[name].reference_defaults
+        assert declared, name
+        for param, (theirs, why) in declared.items():
+            ours = catalogue.params_of(name)[param].default
+            assert ours != theirs and len(why) > 40, (name, param)
+    assert set(cards()["edit"].reference_defaults) == {"tau", "tau_edit", "post_steps"}
+    assert cards()["remdm"].reference_defaults["eta"][0] == 0.008

@@ -88,6 +88,8 @@ class Card:
     example: Example | None = None
     sweeps: tuple[SweepPreset, ...] = ()
     bench: BenchCounts | None = None
+    # parameter -> (the released code's default, why ours differs): a default we chose is said, never silent
+    reference_defaults: dict = field(default_factory=dict)
     # the run's own summary cards on the page: meta (TraceMeta) -> ([(label, value, hint)], [notes])
     summary: Callable | None = None
 

@@ -14,6 +14,14 @@ CARD = Card(
         "optional.", COMMON + ("tau", "tau_edit", "post_steps", "check_next"),
         knob="tau", title="Token editing (joint threshold)", revises=True, preview="tau"),
     menu=('Changes its mind', 'token editing: rewrite written tokens'), rank=0,
+    reference_defaults={   # SGLang's LLaDA2.1 joint-threshold sampler
+        "tau": (0.5, "0.9 keeps the embedded models' parallel fill as sure as the threshold rule's default, so the "
+                "page compares editing against the same commit bar"),
+        "tau_edit": (0.0, "0 rewrites a written token whenever another is the argmax; 0.7 asks the model to be "
+                     "sure before it changes its mind, which our 3.5 M model needs (it would flip-flop at 0)"),
+        "post_steps": (16, "our check of a finished block in the next block's first forward (check_next) does the "
+                       "same work at no extra forward; 16 edit-only forwards a block would dominate NFE here"),
+    },
     params={
         "tau_edit": Param(float, 0.7, 0.0, 1.0, label="τ_edit (token-to-token)",
             help="rewrite a written token when the "

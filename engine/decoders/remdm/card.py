@@ -13,6 +13,11 @@ CARD = Card(
         "step.", COMMON + ("steps", "eta", "remask"), knob="eta", title="ReMDM: remasking",
         revises=True),
     menu=('Changes its mind', 'ReMDM: send tokens back to [MASK]'), rank=2,
+    reference_defaults={   # the released remdm-cap script
+        "eta": (0.008, "the reference's 0.008 re-masks about one token in a thousand steps of its 1 024-token "
+                "canvas; on a block of 8 over a few steps it would almost never act, so the page's default (0.1) "
+                "makes the remasking visible; set 0.008 to decode as the script does"),
+    },
     params={
         "eta": Param(float, 0.1, 0.0, 0.5, label="η (remasking cap)", help="remdm-cap: each written token goes back to "
             "[MASK] with σ = min(η, (1 − α_s)/α_t)", step=0.01, group="remdm"),
