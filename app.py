@@ -88,6 +88,9 @@ if __name__ == "__main__":
     except settings.SettingError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    # X-Forwarded-For only from the proxies the operator names (uvicorn reads this when it starts; its own
+    # default trusts loopback, where a local client could forge any address)
+    os.environ["FORWARDED_ALLOW_IPS"] = settings.get("UNMASK_TRUSTED_PROXIES")
     demo = create_app()
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
     demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(

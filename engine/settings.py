@@ -56,7 +56,10 @@ SETTINGS = {s.name: s for s in (
             "(0: the device's default, 16 on a CPU, 64 on an accelerator)"),
     Setting("UNMASK_ROUND_TOKENS", int, 4096, 1, 1 << 20, "query tokens in one round of the engine loop "
             "(a round always runs at least one request)"),
-    Setting("UNMASK_PER_ADDRESS", int, 16, 2, 10_000, "a client address's running and waiting requests"),
+    Setting("UNMASK_PER_ADDRESS", int, 4, 2, 10_000, "a client's running and waiting requests, of all kinds and "
+            "sessions together"),
+    Setting("UNMASK_TRUSTED_PROXIES", str, "", doc="addresses or networks (commas) whose X-Forwarded-For is "
+            "believed (uvicorn's FORWARDED_ALLOW_IPS); empty: none, the socket's address counts"),
     Setting("UNMASK_SESSIONS", int, 256, 1, 100_000, "sessions whose page state is kept"),
     Setting("UNMASK_SESSION_IDLE_S", float, 600.0, 1.0, 1e7, "seconds after which an idle session's state goes"),
     Setting("UNMASK_THREADS", int, 0, 0, 1024, "torch's intra-op threads (0: torch's default)"),

@@ -98,3 +98,45 @@ def test_a_visitor_who_leaves_while_waiting_holds_nothing():
         return log, gate
     log, gate = asyncio.run(scenario())
     assert log == ["a1", "b2"] and not gate.held and gate.active == 0 and not gate.waiting
+
+
+def test_one_client_with_twenty_sessions_holds_its_cap_of_all_kinds_and_another_client_is_served_at_once():
+    """20 sessions from one address, decode and compare mixed: only per_address (4) are admitted, the rest refused
+    at once with the client's message; a second address is admitted straight away (places are free)."""
+    async def scenario():
+        gate, log, go = FairGate(per_address=4, concurrent=16), [], asyncio.Event()
+        held, refused = [], []
+        for i in range(20):
+            kind = "decode" if i % 2 else "compare"
+            try:
+                async with gate.slot(kind, visitor(f"s{i}")):
+                    pass
+            except Busy as e:
+                refused.append(str(e))
+                continue
+            held.append(asyncio.create_task(hold(gate, kind, visitor(f"s{i}"), log, f"a{i}", go)))
+            await asyncio.sleep(0)
+        other = asyncio.create_task(hold(gate, "decode", visitor("b", "10.0.0.2"), log, "b", go))
+        await asyncio.sleep(0)
+        admitted_at_once = "b" in log
+        go.set()
+        await asyncio.gather(*held, other)
+        return log, refused, admitted_at_once
+    log, refused, at_once = asyncio.run(scenario())
+    assert sum(name.startswith("a") for name in log) == 4 and at_once
+    assert len(refused) == 16 and all("your address already has 4" in r for r in refused)
+
+
+def test_the_app_believes_forwarded_for_only_from_the_operators_proxies(monkeypatch):
+    """app.py hands UNMASK_TRUSTED_PROXIES to uvicorn (FORWARDED_ALLOW_IPS): by default no peer is a trusted
+    proxy, so a loopback client's forged X-Forwarded-For changes nothing."""
+    from uvicorn.middleware.proxy_headers import _TrustedHosts
+    from engine import settings
+    monkeypatch.delenv("UNMASK_TRUSTED_PROXIES", raising=False)
+    trusted = _TrustedHosts(settings.get("UNMASK_TRUSTED_PROXIES"))
+    assert "127.0.0.1" not in trusted and "::1" not in trusted
+    monkeypatch.setenv("UNMASK_TRUSTED_PROXIES", "10.0.0.0/8")
+    trusted = _TrustedHosts(settings.get("UNMASK_TRUSTED_PROXIES"))
+    assert "10.1.2.3" in trusted and "127.0.0.1" not in trusted
+    src = (__import__("pathlib").Path(__file__).resolve().parent.parent / "app.py").read_text()
+    assert 'os.environ["FORWARDED_ALLOW_IPS"] = settings.get("UNMASK_TRUSTED_PROXIES")' in src

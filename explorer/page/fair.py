@@ -1,9 +1,12 @@
 """Fair use of the one model among the visitors of a public Space.
 
-Every request that runs the model (a run of the page, Compare, Sweep, the ``decode`` API) passes the gate. A
-visitor may hold at most one running and one waiting request of each kind: per session (gradio's session hash), and
-per client address as gradio reports it, with a larger cap there (``UNMASK_PER_ADDRESS``, default 16: behind a
-proxy or a NAT many visitors share one address). Further requests are refused at once with a one-line message.
+Every request that runs the model (a run of the page, Compare, Sweep, the ``decode`` API) passes the gate. The unit
+of fairness is the client: its address, as the socket gives it, or as ``X-Forwarded-For`` gives it only when the
+peer is a proxy the operator named (``UNMASK_TRUSTED_PROXIES``, applied by app.py to uvicorn's
+``FORWARDED_ALLOW_IPS``; otherwise a forged header changes nothing). A client holds at most ``UNMASK_PER_ADDRESS``
+(default 4) running and waiting requests of all kinds together, however many sessions it opens; within that, a
+session holds one running and one waiting request of each kind. Further requests are refused at once with a
+one-line message.
 
 Up to ``concurrent`` requests (the engine loop's ``max_running``) run at once: their decodes share the engine
 loop's rounds (``engine.runtime.engine_loop``, which admits decodes round robin over clients). Past that, when a
@@ -26,6 +29,9 @@ from engine import settings
 CAPACITY = 64             # model requests admitted into their handlers at once (the gate queues them)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = ("you already have a {kind} running and one waiting: wait for them to finish, or press Stop")
+BUSY_CLIENT = ("your address already has {n} requests running or waiting (from all its tabs and sessions): wait for "
+               "one to finish")
+ANY = "*"                 # the kind of a client's key: its cap spans every kind
 
 
 CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's client, for the engine loop
@@ -65,10 +71,11 @@ class FairGate:
     served: tuple = ()                                   # the keys of the request served last
 
     def keys(self, kind: str, request) -> tuple:
-        """(kind, "session", hash) and (kind, "address", host) of the request, those it has."""
+        """(kind, "session", hash) and ("*", "address", host) of the request, those it has: a session's share is
+        per kind, a client's spans every kind."""
         session = getattr(request, "session_hash", None)
         host = getattr(getattr(request, "client", None), "host", None)
-        return tuple(k for k in ((kind, "session", session), (kind, "address", host)) if k[2])
+        return tuple(k for k in ((kind, "session", session), (ANY, "address", host)) if k[2])
 
     def cap(self, key: tuple) -> int:
         return PER_SESSION if key[1] == "session" else self.per_address
@@ -77,8 +84,9 @@ class FairGate:
     async def slot(self, kind: str, request):
         """Hold the model for one request of this visitor, after those before it (``Busy`` beyond its share)."""
         keys = self.keys(kind, request)
-        if any(self.held[k] >= self.cap(k) for k in keys):
-            raise Busy(BUSY.format(kind=kind))
+        for k in keys:
+            if self.held[k] >= self.cap(k):
+                raise Busy(BUSY.format(kind=kind) if k[1] == "session" else BUSY_CLIENT.format(n=self.held[k]))
         self.held.update(keys)
         CLIENT.set(next((k[2] for k in keys if k[1] == "address"), ""))
         try:
