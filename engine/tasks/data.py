@@ -17,32 +17,34 @@ The shipped tasks live under ``assets/tasks/``; a file of one's own is named on 
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 from engine.errors import ConfigError
+from engine.tasks import safe_read
 from engine.tasks.common import Problem, TaskBase
 from engine.tasks.graders import GRADERS, NUMBER_MODES
 
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "tasks"
-MAX_ROWS = 100_000
+MAX_ROWS = safe_read.MAX_ROWS
 
 
-def read_rows(path: Path, required: tuple = ("id", "prompt", "answer")) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    rows = []
+def read_rows(path: Path, required: tuple = ("id", "prompt", "answer"), folder: Path | None = None) -> list[dict]:
+    """The file's problems, read safely (``engine.tasks.safe_read``: regular files in ``folder`` only, bytes,
+    lines, rows and nesting bounded while streaming)."""
+    rows, k = [], 0
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for k, line in enumerate(f, 1):
-                if line.strip():
-                    rows.append(json.loads(line))
+        for k, line in safe_read.lines(path, folder):
+            safe_read.check_depth(line, f"{path.name}, line {k}")
+            rows.append(json.loads(line))
     except UnicodeDecodeError:
         raise ConfigError(f"{path.name}: not UTF-8 text") from None
     except ValueError as e:
         raise ConfigError(f"{path.name}, line {k}: not a JSON object ({type(e).__name__})") from None
     except OSError as e:        # unreadable, or a .gz that is not gzip
         raise ConfigError(f"{path.name}: unreadable ({type(e).__name__})") from None
+    except RecursionError:
+        raise ConfigError(f"{path.name}, line {k}: JSON nested too deep") from None
     if not rows or len(rows) > MAX_ROWS:
         raise ConfigError(f"{path.name}: expected 1..{MAX_ROWS} problems, found {len(rows)}")
     for k, r in enumerate(rows):
@@ -58,13 +60,15 @@ class DataTask(TaskBase):
     def __init__(self, folder: Path, allow_code: bool = False):
         folder = Path(folder)
         try:
-            self.card = json.loads((folder / "card.json").read_text(encoding="utf-8"))
+            self.card = safe_read.read_json(folder / "card.json", folder)
         except (OSError, ValueError) as e:
             raise ConfigError(f"{folder.name}: no readable card.json ({type(e).__name__})") from None
+        if not isinstance(self.card, dict):
+            raise ConfigError(f"{folder.name}: card.json must hold a JSON object")
         data = next((p for p in (folder / "data.jsonl", folder / "data.jsonl.gz") if p.exists()), None)
         if data is None:
             raise ConfigError(f"{folder.name}: no data.jsonl or data.jsonl.gz beside its card")
-        self.rows = read_rows(data)
+        self.rows = read_rows(data, folder=folder)
         self.name = str(self.card.get("name", folder.name))
         self.grader = self.card.get("grader", "exact")
         if self.grader not in (*GRADERS, "code"):
@@ -99,6 +103,7 @@ class DataTask(TaskBase):
     def check_card(self) -> None:
         """A card of one's own fails here, in one line, not in the middle of a bench."""
         c = self.card
+        safe_read.check_template(str(c.get("template", "{prompt}")), f"{self.name}: card.json")
         try:
             ok = (isinstance(c.get("template", "{prompt}"), str) and isinstance(c.get("shots", 0), int)
                   and isinstance(c.get("chat", True), bool)
