@@ -133,6 +133,18 @@ def install_secret(path: Path) -> bytes:
     return secret
 
 
+def private_files(directory: str) -> None:
+    """Existing files of the folder 0600, through a descriptor that follows no link (before the database opens)."""
+    for f in Path(directory).iterdir():
+        with contextlib.suppress(OSError):
+            fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+
+
 class TraceStore:
     """Prompts are visitors' data: the directory is created 0700 and its files 0600. A database that cannot be
     opened is moved aside and rebuilt (with a log line) rather than stopping the app."""
@@ -144,6 +156,11 @@ class TraceStore:
             raise OSError(f"the trace cache {directory} is a symlink")
         os.chmod(directory, 0o700)
         self.secret = install_secret(Path(secret_file or directory.rstrip("/") + ".key"))
+        # Permissions before the database is opened: closing any descriptor of cache.db or its -wal / -shm drops
+        # every POSIX lock this process holds on them, so a later loop would let another process delete the live
+        # WAL. New files are made 0600 by the umask while the database opens.
+        private_files(directory)
+        old = os.umask(0o077)
         try:
             self.cache = self._open(directory, size_limit)
         except sqlite3.DatabaseError as e:
@@ -152,14 +169,8 @@ class TraceStore:
             shutil.move(directory, aside)
             os.makedirs(directory, mode=0o700)
             self.cache = self._open(directory, size_limit)
-        for f in Path(directory).iterdir():     # existing files 0600, through a descriptor that follows no link
-            with contextlib.suppress(OSError):
-                fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW)
-                try:
-                    if stat.S_ISREG(os.fstat(fd).st_mode):
-                        os.fchmod(fd, 0o600)
-                finally:
-                    os.close(fd)
+        finally:
+            os.umask(old)
 
     @staticmethod
     def _open(directory: str, size_limit: int) -> diskcache.Cache:

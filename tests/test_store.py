@@ -2,6 +2,7 @@
 
 import pickle
 import sqlite3
+import time
 
 import pytest
 
@@ -232,3 +233,35 @@ def test_a_row_signed_without_the_secret_is_refused(tmp_path, trace):
     assert secret.stat().st_mode & 0o777 == 0o600 and len(secret.read_bytes()) == 32
     assert TraceStore(str(tmp_path / "h")).secret == store.secret        # the same install keeps its secret
     store.close()
+
+
+WRITER = """
+import sys, time
+from explorer.store import TraceStore
+store = TraceStore(sys.argv[1])
+tag, n = sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    store.cache.set(f"{tag}-{i}", b"x" * 64)
+    time.sleep(0.002)
+"""
+
+
+def test_two_processes_writing_through_one_cache_lose_nothing(tmp_path):
+    """Two app workers sharing UNMASK_CACHE_DIR: one starts while the other writes, and both write on. Every row
+    is there afterwards (opening the store must not drop the other's SQLite locks and delete its live WAL)."""
+    import subprocess
+    import sys
+    from pathlib import Path as P
+    from explorer.store import TraceStore
+    folder = str(tmp_path / "cache")
+    TraceStore(folder)
+    root = P(__file__).resolve().parent.parent
+    a = subprocess.Popen([sys.executable, "-c", WRITER, folder, "a", "300"], cwd=root)
+    time.sleep(0.3)
+    for k in range(3):                                    # workers that start, write a little and stop
+        subprocess.run([sys.executable, "-c", WRITER, folder, f"b{k}", "5"], cwd=root, check=True)
+    assert a.wait(timeout=120) == 0
+    store = TraceStore(folder)
+    keys = set(store.cache.iterkeys())
+    missing = [f"a-{i}" for i in range(300) if f"a-{i}" not in keys]
+    assert not missing and all(f"b{k}-{i}" in keys for k in range(3) for i in range(5)), missing[:5]
