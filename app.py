@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from engine import settings
+from engine.errors import UserError
 from engine.models.model import DEFAULT_MODEL, embedded_models
 from engine.harness.service import DecodeService, budget_from_env
 from engine.tasks import TASKS, get_task
@@ -91,7 +92,11 @@ if __name__ == "__main__":
     # X-Forwarded-For only from the proxies the operator names (uvicorn reads this when it starts; its own
     # default trusts loopback, where a local client could forge any address)
     os.environ["FORWARDED_ALLOW_IPS"] = settings.get("UNMASK_TRUSTED_PROXIES")
-    demo = create_app()
+    try:
+        demo = create_app()
+    except UserError as e:       # a model the operator named cannot be loaded (a bad path, a link out, a hub id)
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
     demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

@@ -165,3 +165,12 @@ def test_a_branch_that_does_not_fit_its_base_is_a_one_line_error(small):
             b.check(base, small.vocab_size)
     with pytest.raises(ConfigError, match="generation length"):
         branch_generation(small, base, '{"step": 1, "spec": "threshold:gen_length=16"}')
+
+
+def test_a_deeply_nested_branch_is_one_line_not_a_recursion_error():
+    from engine.errors import ConfigError
+    from engine.runtime.branch import parse_branch
+    with pytest.raises(ConfigError, match="nested deeper"):
+        parse_branch('{"step": ' + "[" * 990 + "]" * 990 + "}")
+    with pytest.raises(ConfigError, match="not list"):
+        parse_branch({"step": [[[]]]})

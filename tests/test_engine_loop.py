@@ -211,3 +211,16 @@ def test_the_settings_table_in_docs_is_the_modules_own():
     from engine import settings
     doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
     assert settings.table() in doc
+
+
+def test_the_app_stops_with_one_line_on_a_model_path_that_links_out(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    link = tmp_path / "model"
+    link.symlink_to("/etc")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "UNMASK_MODELS": str(link), "GRADIO_SERVER_PORT": "1", "UNMASK_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: ") and "Traceback" not in out.stderr

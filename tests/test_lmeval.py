@@ -114,3 +114,12 @@ def test_sampling_arguments_are_honoured_or_refused(unmask_lm):
     assert policy.cfg.temperature == 0.7 and policy.cfg.gen_length == 12
     with pytest.raises(ConfigError, match="repetition_penalty"):
         unmask_lm.policy_for({"repetition_penalty": 1.1})
+
+
+@pytest.mark.parametrize("args,needle", [("pretrained=/nonexistent/model", "unknown model"),
+                                         ("decoder=threshold", "needs pretrained")])
+def test_a_bad_model_argument_is_one_line_and_exit_2(args, needle):
+    out = subprocess.run([sys.executable, "-m", "engine.harness.lmeval", "--model", "unmask", "--model_args", args,
+                          "--tasks", "gsm8k", "--limit", "1"], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, out.stderr[-500:]

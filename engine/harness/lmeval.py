@@ -35,7 +35,7 @@ from lm_eval.api.registry import register_model
 
 from engine.harness.bench import decode_problem
 from engine.decoders import build_decoder
-from engine.errors import ConfigError
+from engine.errors import ConfigError, UserError
 from engine.models.model import load_model
 from engine.runtime.resources import cached_loader
 from engine.runtime.jobs import Scheduler
@@ -100,10 +100,12 @@ def request_sampling(gen_kwargs: dict, spec: dict) -> dict:
 
 @register_model("unmask")
 class UnmaskLM(LM):
-    def __init__(self, pretrained: str, decoder: str = "threshold:tau=0.9,block_size=32", batch_size=8,
+    def __init__(self, pretrained: str = "", decoder: str = "threshold:tau=0.9,block_size=32", batch_size=8,
                  max_batch_size=None, device: str | None = None, seed: int = 0, trace_dir: str = "",
                  **spec_keys) -> None:
         super().__init__()
+        if not pretrained:
+            raise ConfigError("unmask: --model_args needs pretrained=PATH (a local checkpoint or an embedded model)")
         self.name, self.params = spec_of(str(decoder), spec_keys)
         build_decoder(self.name, **self.params)          # a bad SPEC fails here, before the model loads
         self.adapter = load_model(str(pretrained), device=usable(device))
@@ -178,7 +180,7 @@ def main(argv=None) -> None:
         sys.argv = [sys.argv[0], *argv]
     try:
         cli_evaluate()
-    except ConfigError as e:                      # a bad SPEC or model argument: one line, exit 2
+    except UserError as e:               # a bad SPEC, model argument or model path: one line, exit 2
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2)
 

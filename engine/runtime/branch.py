@@ -94,6 +94,8 @@ def parse_branch(value) -> tuple[Branch, str | None]:
     if isinstance(value, str):
         if len(value) > MAX_PROMPT_CHARS:
             raise ConfigError(f"a branch is at most {MAX_PROMPT_CHARS} characters")
+        from engine.tasks.safe_read import check_depth
+        check_depth(value, "a branch")                    # nesting bounded before parsing (no RecursionError)
         try:
             value = json.loads(value)
         except ValueError:
@@ -102,7 +104,8 @@ def parse_branch(value) -> tuple[Branch, str | None]:
         raise ConfigError('a branch has "step" and may have "force" and "spec", nothing else')
     step, force, spec = value["step"], value.get("force"), value.get("spec")
     if type(step) is not int:
-        raise ConfigError(f"branch step must be an integer, not {step!r}"[:200])
+        shown = repr(step)[:60] if isinstance(step, (str, float, bool, type(None))) else type(step).__name__
+        raise ConfigError(f"branch step must be an integer, not {shown}")
     if force is not None and not (isinstance(force, list) and len(force) == 2 and all(type(x) is int for x in force)):
         raise ConfigError("force must be [position, token id], two integers")
     if spec is not None and not isinstance(spec, str):
