@@ -174,3 +174,17 @@ def test_a_deeply_nested_branch_is_one_line_not_a_recursion_error():
         parse_branch('{"step": ' + "[" * 990 + "]" * 990 + "}")
     with pytest.raises(ConfigError, match="not list"):
         parse_branch({"step": [[[]]]})
+
+
+def test_a_branch_of_a_branch_starts_where_its_base_stood(small):
+    """Through the Python API: the second branch reads the first branch's canvas, which began at its own resume
+    point (not from an all-masked canvas)."""
+    from engine.runtime.branch import branch_generation, canvas_after
+    kw = dict(tau=0.7, block_size=8)
+    base = Generation(small, story()[0], build_decoder("threshold", gen_length=32, **kw)).run()
+    first = branch_generation(small, base, {"step": 3, "spec": "ar"}).run()
+    assert canvas_after(first, len(first.records)) == first.meta.final_tokens
+    assert canvas_after(first, 0) == canvas_after(base, 3)
+    second = branch_generation(small, first, {"step": 2}).run()
+    masked = canvas_after(first, 2).count(base.meta.mask_token_id)
+    assert second.meta.branch["canvas"] == canvas_after(first, 2) and masked < 32

@@ -52,9 +52,11 @@ class Branch:
 
 
 def canvas_after(base, step: int) -> list[int]:
-    """(gen_end,) token ids after ``step`` forwards of the base run."""
+    """(gen_end,) token ids after ``step`` forwards of the base run (a branch's own run starts from the canvas it
+    resumed from, so a branch of a branch starts where its base stood)."""
     m = base.meta
-    canvas = list(m.prompt_ids) + [m.mask_token_id] * (m.gen_end - m.prompt_len)
+    start = (m.branch or {}).get("canvas")
+    canvas = list(start) if start else list(m.prompt_ids) + [m.mask_token_id] * (m.gen_end - m.prompt_len)
     for rec in base.records[:step]:
         for p, t in zip(rec.positions.tolist(), rec.tokens_after.tolist()):
             canvas[p] = t
@@ -81,7 +83,7 @@ def resume_of(base, branch: Branch, spec: str, vocab_size: int) -> Resume:
     drawn = [r.field("rng_state") for r in base.records[:branch.step] if r.has("rng_state")]
     return Resume(canvas, branch.force,
                   dict(base_decoder=m.decoder, base_params=m.params, base_prompt=m.prompt, step=branch.step,
-                       force=list(branch.force) if branch.force else None, spec=spec,
+                       force=list(branch.force) if branch.force else None, spec=spec, canvas=list(canvas),
                        fresh="the decoder's state within the block starts fresh here; the random stream goes on "
                              "from the run's unless the branch names another seed"),
                   seed=m.seed, rng_state=drawn[-1] if drawn else None)
