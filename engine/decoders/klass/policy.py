@@ -8,8 +8,11 @@ Per block, with LLaDA's quota schedule k_j (the block's masks over ``steps`` for
 
 Where we chose:
 - a slot no earlier forward scored has no KL (the reference compares with zeros: a KL of about 28 nats, never
-  stable); on a block-causal model a block's slots are first scored in its own first forward, so a slot can be
-  stable from the block's (H + 1)-th forward, where the reference's full-attention LLaDA can be from its H-th;
+  stable); the KL history and the previous distributions start afresh at every block. On a block-causal model that
+  is the model's own limit (a block's slots are first scored in its own first forward, so a slot can be stable
+  from the block's (H + 1)-th forward). On a full-attention model (LLaDA, Dream) it is a deviation of ours: the
+  reference's forwards score every later slot too and keep their history across blocks, so from block 2 on a slot
+  there can be stable one forward sooner than here;
 - p is the untempered distribution and x̂ the usual candidate, as in every decoder here (at T > 0 the reference
   takes the softmax of Gumbel-perturbed exp-logits);
 - the reference stops after ``steps`` forwards even if slots are left masked, and its quota may pick slots that

@@ -24,7 +24,9 @@ CARD = Card(
         "fixed steps, until the mean top-2 logit gap of the block's masked slots clears a bar that falls with the "
         "decode's progress (early, mid, late); then every masked slot is committed at once, and each later block in "
         "its first forward. Where we chose: the gap is averaged over the block's masked slots (the paper reads a "
-        "window after a prompted \"The answer is\"), and a block-causal model needs one forward per later block.",
+        "window after a prompted \"The answer is\"), and every later block gets its own first forward: needed on a "
+        "block-causal model; on a full-attention model the reference fills them all in the exit forward (a deviation "
+        "of ours there: more NFE than the reference).",
             COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale"),
         knob="gap_scale", title="Prophet: early commit"),
     rank=3,

@@ -11,8 +11,10 @@ Where we chose:
 - the answer region: the reference averages a window of 5 positions after a prompt-given "The answer is"; with no
   such phrase here it is the block's still-masked slots, the ones an exit commits;
 - after the exit the reference fills every remaining position from that one forward, which sees the whole canvas;
-  a block-causal model scores only the current block, so each later block is committed whole in its own first
-  forward (one forward per block, counted in NFE);
+  here each later block is committed whole in its own first forward (one forward per block, counted in NFE). On a
+  block-causal model that is the only way (a forward scores only the current block); on a full-attention model
+  (LLaDA, Dream) it is a deviation of ours, not the model's limit: Unmask's block loop commits one block at a time,
+  so the reference's NFE there is lower than ours by the number of blocks left at the exit;
 - ``gap_scale`` (ours, default 1) multiplies the three bars, so a Sweep has one dial.
 """
 
