@@ -198,10 +198,9 @@ def build_parser() -> OneLineParser:
 def main(argv=None) -> int:
     ap = build_parser()
     args, rest = ap.parse_known_args(argv)
-    if args.cmd == "train":
-        from tools.training.train import main as train_main
-        train_main(rest)
-        return 0
+    if args.cmd == "train":        # tooling's own entry point, in its own process: the engine imports no tooling
+        import subprocess
+        return subprocess.run([sys.executable, "-m", "tools.training.train", *rest]).returncode
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
