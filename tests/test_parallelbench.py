@@ -139,3 +139,21 @@ def test_humaneval_without_the_flag_is_refused_not_scored_zero(capsys):
     from engine.__main__ import main
     assert main(["bench", "--task", "humaneval", "--n", "1", "--model", "unmask-tasks-small"]) == 2
     assert "--allow-code-execution" in capsys.readouterr().err
+
+
+def test_the_experiments_prediction_reads_each_forwards_commits_from_the_trace():
+    """The closed form fed with a decode's own grouping: a forward that commits two of four names, then two
+    forwards of one: 4 * 3 / 4^2 = 0.75; AR's one slot a forward: 1; copy: 1 whatever the grouping."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from tools.experiments.parallelbench import name_groups, predicted
+
+    def rec(committed):
+        return SimpleNamespace(positions=np.arange(10, 16), committed=np.array(committed, bool))
+    trace = SimpleNamespace(meta=SimpleNamespace(prompt_len=10), records=[
+        rec([1, 0, 1, 0, 0, 0]), rec([0, 0, 0, 0, 0, 0]), rec([0, 1, 0, 0, 0, 0]), rec([0, 0, 0, 1, 1, 1])])
+    assert name_groups(trace, 4) == [2, 1, 1]
+    prob = SimpleNamespace(answer={"line": ["a", "b", "c", "d"]})
+    assert math.isclose(predicted("shuffle", [(prob, trace)]), 0.75)
+    assert predicted("copy", [(prob, trace)]) == 1.0 and predicted("sort", [(prob, trace)]) is None
