@@ -157,3 +157,21 @@ def test_the_experiments_prediction_reads_each_forwards_commits_from_the_trace()
     prob = SimpleNamespace(answer={"line": ["a", "b", "c", "d"]})
     assert math.isclose(predicted("shuffle", [(prob, trace)]), 0.75)
     assert predicted("copy", [(prob, trace)]) == 1.0 and predicted("sort", [(prob, trace)]) is None
+
+
+def test_the_sweep_offers_the_families_only_on_the_model_that_knows_them_and_the_preset_grid():
+    from types import SimpleNamespace
+    from engine.errors import UserError
+    from explorer.page.sweep import PRESETS, check_task, sweep_specs
+    page = SimpleNamespace(model_infos={"unmask-parallel-small": {"task": "parallel"},
+                                        "unmask-tasks-small": {"task": "mix"}})
+    check_task(page, "unmask-parallel-small", "shuffle")
+    check_task(page, "unmask-tasks-small", "story")
+    for model, task in (("unmask-tasks-small", "shuffle"), ("unmask-parallel-small", "story")):
+        with pytest.raises(UserError, match="was not trained on"):
+            check_task(page, model, task)
+    specs = sweep_specs("parallelism vs dependence", "0.9,0.5", "8", "", 1.0)
+    assert "parallelism vs dependence" in PRESETS and specs == [
+        "ar:temperature=1", "llada:steps=8,block_size=8,temperature=1", "llada:steps=2,block_size=8,temperature=1",
+        "llada:steps=1,block_size=8,temperature=1", "threshold:tau=0.9,block_size=8,temperature=1",
+        "threshold:tau=0.5,block_size=8,temperature=1"]

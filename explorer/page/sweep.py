@@ -22,6 +22,9 @@ from explorer.page.worker import follow
 from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
+# ParallelBench's families, on the model that knows them (unmask-parallel-small): copy's tokens are independent
+# given the prompt, shuffle's and the random edits' are not
+PARALLEL = ("copy", "reverse", "sort", "shuffle", "insert-random", "replace-random", "latin", "sudoku")
 DATA = ("gsm8k", "math500")   # the shipped data tasks the page may grade (HumanEval's tests never run here)
 # every grid the Sweep offers: each decoder's dial (Decoder.knob), then the presets the decoders' cards bring
 PRESETS = {**{d.name: SweepPreset(d.name, (f"{d.name}:{d.knob}={{t}}",), d.knob)
@@ -47,7 +50,7 @@ def build_sweep(page: Page, model) -> SweepParts:
         taus = gr.Textbox("0.5,0.7,0.9", label="dial values (τ, γ, η, ...)")
         blocks = gr.Textbox("4,8,16", label="block sizes")
         extra = gr.Textbox("", label="other keys (k=v,...)", placeholder="router=score,cost=1")
-        task = gr.Dropdown([*TASKS, *DATA], value="arith", label="task", elem_id="sweep-task",
+        task = gr.Dropdown([*TASKS, *PARALLEL, *DATA], value="arith", label="task", elem_id="sweep-task",
                            info="gsm8k and math500 need a model with a real tokenizer (UNMASK_MODELS); HumanEval's "
                                 "tests are never run on the page (python -m engine bench --allow-code-execution)")
         n = gr.Slider(10, 200, value=50, step=10, label="problems", elem_id="sweep-n",
@@ -93,7 +96,7 @@ def short(prompt: str, limit: int = 90) -> str:
     return body if len(body) <= limit else body[:limit - 1] + "…"
 
 
-UNCERTAIN = ("story", "picks")
+UNCERTAIN = ("story", "picks", "shuffle", "insert-random", "replace-random", "latin")
 
 
 def uncertain_hint(task):
@@ -109,8 +112,12 @@ def uncertain_hint(task):
 def check_task(page: Page, model: str, task) -> None:
     """A synthetic task on any model; a data task only on a model with a real tokenizer (an embedded model's
     closed vocabulary cannot write a GSM8K problem)."""
-    if task not in (*TASKS, *DATA):
-        raise UserError(f"task must be one of {', '.join((*TASKS, *DATA))}")
+    if task not in (*TASKS, *PARALLEL, *DATA):
+        raise UserError(f"task must be one of {', '.join((*TASKS, *PARALLEL, *DATA))}")
+    knows = (page.model_infos.get(model) or {}).get("task")
+    if (task in PARALLEL) != (knows == "parallel") and knows in SYNTHETIC:
+        raise UserError(f"{task} is a task {model} was not trained on: ParallelBench's tasks run on "
+                        "unmask-parallel-small, the others on the tasks models")
     if task in DATA and (page.model_infos.get(model) or {}).get("task") in SYNTHETIC:
         raise UserError(f"{task} needs a model with a real tokenizer: {model} knows only its own synthetic tasks "
                         "(an operator adds checkpoints with UNMASK_MODELS)")

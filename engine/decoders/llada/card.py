@@ -15,5 +15,9 @@ CARD = Card(
         "remasking": Param(str, "low_confidence", choices=("low_confidence", "random"), label="Remasking (LLaDA)",
             help="which tokens a step keeps", group="llada"),
     },
-    sweeps=(SweepPreset("llada", ("llada:steps={b}",), "steps = B"),),
+    sweeps=(SweepPreset("llada", ("llada:steps={b}",), "steps = B"),
+            # ParallelBench's question on the page: run it on copy, then on shuffle (unmask-parallel-small)
+            SweepPreset("parallelism vs dependence", ("llada:steps={b}", "llada:steps=2", "llada:steps=1",
+                                                      "threshold:tau={t}"),
+                        "one token a forward, half or all the block in one, and the threshold rule at each τ")),
 )
