@@ -88,7 +88,7 @@ def _cmd_bench(args) -> None:
         raise ConfigError("--n must be in 1..100000")
     if not 1 <= args.batch <= 256:
         raise ConfigError("--batch must be in 1..256")
-    from engine.runtime.engine_loop import configure
+    from engine.runtime.jobs import configure
     configure(max_running=args.batch)          # the engine loop's running set is the bench's batch
     task = load_task_file(args.task, allow_code=args.allow_code_execution, data=args.data)
     if getattr(get_task(task), "grader", None) == "code" and not args.allow_code_execution:

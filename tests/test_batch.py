@@ -156,7 +156,7 @@ def test_decodes_run_on_the_one_engine_thread_and_leave_the_switch_interval_alon
     whichever thread submitted it (a second submitting thread adds no engine thread)."""
     import sys
     import threading
-    from engine.runtime.engine_loop import engine_loop
+    from engine.runtime.jobs import engine_loop
     before, seen = sys.getswitchinterval(), []
 
     def job():

@@ -140,7 +140,7 @@ def test_interleavings_give_the_solo_decodes(adapter, order, gaps):
     """Decodes submitted from several threads at random moments share rounds in whatever way the timing gives;
     each one's tokens, NFE and records equal its solo decode."""
     from engine.decoders.spec import parse_spec
-    from engine.runtime.engine_loop import engine_loop
+    from engine.runtime.jobs import engine_loop
     probs = get_task("arith").problems("test", len(SPECS), seed=9)
 
     def make(k):

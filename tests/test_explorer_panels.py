@@ -192,7 +192,7 @@ def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
 EXAMPLE_TABS = {"ar": [], "llada": [], "threshold": [], "branch_edit": [], "eb": ["Revisions"],
                 "edit": ["Revisions"], "remdm": ["Revisions"], "wino": ["Revisions"], "s2d2": ["S2D2"],
                 "s2d2_picks": ["S2D2"], "simsd": ["S2D2", "SimSD"], "tspd": ["TSPD + CE"], "credit": ["Credit"],
-                "klass": ["KLASS"], "prophet": ["Prophet"]}
+                "klass": ["KLASS"], "prophet": ["Prophet"], "parallel_copy": [], "parallel_shuffle": []}
 
 
 def test_each_example_shows_the_tabs_its_cards_declare():

@@ -20,7 +20,8 @@ from engine.harness.bench_stream import bench_stream
 from engine.decoders.catalogue import MAX_PROMPT_CHARS
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded, UserError
-from engine.runtime.engine_loop import Aborted, Job, engine_loop
+from engine.runtime.engine_loop import Aborted, Job
+from engine.runtime.jobs import engine_loop
 from engine.runtime.loop import Generation, why_not
 from engine.models.model import load_model
 from engine.records.trace import Trace

@@ -134,7 +134,7 @@ class EngineLoop:
     def __init__(self, max_running: int = 8, round_tokens: int = 4096):
         self.max_running, self.round_tokens = max(1, max_running), max(1, round_tokens)
         self.cond = threading.Condition()
-        self.waiting: deque[Handle] = deque()
+        self.queues: dict[str, deque[Handle]] = {}  # client -> its waiting decodes, oldest first
         self.running: list[_Running] = []
         self.rounds = 0
         self._aborts: set[Handle] = set()
@@ -153,7 +153,8 @@ class EngineLoop:
         the same to the bit however often it is repeated, when it runs alone)."""
         handles = [Handle(j, self) for j in jobs]
         with self.cond:
-            self.waiting.extend(handles)
+            for h in handles:
+                self.queues.setdefault(h.job.client, deque()).append(h)
             self.cond.notify_all()
         return handles
 
@@ -161,12 +162,18 @@ class EngineLoop:
         if handle.done:
             return
         with self.cond:
-            if handle in self.waiting:
-                self.waiting.remove(handle)
+            queue = self.queues.get(handle.job.client, ())
+            if handle in queue:
+                queue.remove(handle)
                 handle.finish(error=Aborted("aborted before it started"))
             else:
                 self._aborts.add(handle)
                 self.cond.notify_all()
+
+    @property
+    def waiting(self) -> list[Handle]:
+        """Every waiting decode, client by client."""
+        return [h for q in self.queues.values() for h in q]
 
     def on_engine_thread(self) -> bool:
         return threading.current_thread() is self.thread
@@ -175,7 +182,7 @@ class EngineLoop:
     def _serve(self) -> None:
         while True:
             with self.cond:
-                while not self.waiting and not self.running and not self._aborts:
+                while not any(self.queues.values()) and not self.running and not self._aborts:
                     self.cond.wait()
             try:
                 self._step()
@@ -246,25 +253,30 @@ class EngineLoop:
         out = []
         with self.cond:
             now = time.monotonic()
-            late = [h for h in self.waiting if h.job.budget_s is not None and now - h.submitted > h.job.budget_s]
+            late = [h for q in self.queues.values() for h in q
+                    if h.job.budget_s is not None and now - h.submitted > h.job.budget_s]
             for h in late:
-                self.waiting.remove(h)
+                self.queues[h.job.client].remove(h)
         for h in late:
             self._stop(h)
         with self.cond:
             running = Counter(r.handle.job.client for r in self.running)
             while len(self.running) + len(out) < self.max_running:
-                fits = [h for h in self.waiting if h.job.group is None or h.job.group.running < h.job.group.limit]
+                fits = [h for h in map(first_fitting, self.queues.values()) if h is not None]   # one per client
                 if not fits:
                     break
                 h = min(fits, key=lambda h: (running[h.job.client], self._served[h.job.client]))
-                self.waiting.remove(h)
+                self.queues[h.job.client].remove(h)
                 running[h.job.client] += 1
                 self._served[h.job.client] += 1
                 if h.job.group is not None:
                     h.job.group.running += 1
                 h.admitted = True
                 out.append(h)
+            # forget the clients with nothing waiting or running (a public server meets many addresses)
+            self.queues = {c: q for c, q in self.queues.items() if q}
+            active = set(self.queues) | set(running)
+            self._served = Counter({c: n for c, n in self._served.items() if c in active})
         return out
 
     def _chosen(self) -> list[_Running]:
@@ -335,6 +347,12 @@ class EngineLoop:
         handle.finish(value, error)
 
 
+def first_fitting(queue: deque) -> Handle | None:
+    """A client's oldest waiting decode whose group has room (a group's jobs queue together, so this is nearly
+    always the first)."""
+    return next((h for h in queue if h.job.group is None or h.job.group.running < h.job.group.limit), None)
+
+
 @dataclass
 class _Failed:
     error: Exception
@@ -360,37 +378,3 @@ def restore(req, lengths: list[int] | None) -> None:
     for layer, n in zip(req.cache.layers, lengths):
         if getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
             layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]
-
-
-_LOOP: EngineLoop | None = None
-_LOOP_LOCK = threading.Lock()
-
-
-def engine_loop() -> EngineLoop:
-    """The process's engine loop, started on first use (``configure`` sets its limits first)."""
-    global _LOOP
-    with _LOOP_LOCK:
-        if _LOOP is None:
-            _LOOP = EngineLoop(*default_limits())
-        return _LOOP
-
-
-def default_limits() -> tuple[int, int]:
-    """(max_running, round_tokens) from the operator's settings; max_running 0 means the device's default: 16 on
-    a CPU (a round of 16 small decodes costs ~3x one decode's forward on two cores, so 16 visitors are served in
-    ~1/5 of the time one after another), 64 on an accelerator (a forward of a few hundred tokens leaves it idle)."""
-    import torch
-    from engine import settings
-    running = settings.get("UNMASK_MAX_RUNNING") or (64 if torch.cuda.is_available() else 16)
-    return running, settings.get("UNMASK_ROUND_TOKENS")
-
-
-def configure(max_running: int | None = None, round_tokens: int | None = None) -> EngineLoop:
-    """Set the process loop's limits (the CLI's ``--batch``); they apply from the next admission on."""
-    loop = engine_loop()
-    with loop.cond:
-        if max_running is not None:
-            loop.max_running = max(1, int(max_running))
-        if round_tokens is not None:
-            loop.round_tokens = max(1, int(round_tokens))
-    return loop

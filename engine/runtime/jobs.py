@@ -1,13 +1,47 @@
-"""How callers run decodes on the process's engine loop (``engine.runtime.engine_loop``): one decode to its end
-(``drive``), or many with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the
+"""How callers reach the process's one engine loop (``engine.runtime.engine_loop``; ``engine_loop()`` starts it on
+first use, ``configure`` sets its limits): one decode to its end (``drive``), or many with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the
 Sweep, the lm-eval model, the Ray workers)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Generator
 
-from engine.runtime.engine_loop import Group, Job, engine_loop
+from engine.runtime.engine_loop import EngineLoop, Group, Job
 from engine.runtime.scheduler import Call, Forward, run_round
+
+_LOOP: EngineLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def engine_loop() -> EngineLoop:
+    """The process's engine loop, started on first use (``configure`` sets its limits first)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = EngineLoop(*default_limits())
+        return _LOOP
+
+
+def default_limits() -> tuple[int, int]:
+    """(max_running, round_tokens) from the operator's settings; max_running 0 means the device's default: 16 on
+    a CPU (a round of 16 small decodes costs ~3x one decode's forward on two cores, so 16 visitors are served in
+    ~1/5 of the time one after another), 64 on an accelerator (a forward of a few hundred tokens leaves it idle)."""
+    import torch
+    from engine import settings
+    running = settings.get("UNMASK_MAX_RUNNING") or (64 if torch.cuda.is_available() else 16)
+    return running, settings.get("UNMASK_ROUND_TOKENS")
+
+
+def configure(max_running: int | None = None, round_tokens: int | None = None) -> EngineLoop:
+    """Set the process loop's limits (the CLI's ``--batch``); they apply from the next admission on."""
+    loop = engine_loop()
+    with loop.cond:
+        if max_running is not None:
+            loop.max_running = max(1, int(max_running))
+        if round_tokens is not None:
+            loop.round_tokens = max(1, int(round_tokens))
+    return loop
 
 
 def drive(decode: Generator, client: str = ""):

@@ -88,6 +88,18 @@ STOPS = (
          "verifier map) and resampled it, and the rest of that span waited for the next draft. On 300 such "
          "problems this setting rejects 6.5 % of the drafts it examines and is right on 0.89, against 0.72 for the "
          "same rule unverified.", "s2d2_picks", "S2D2", "verifier-plot", first_rejection),
+    Stop("Copy: a line in one forward", "Another embedded model, trained by this repository on **ParallelBench**'s "
+         "tasks (`unmask-parallel-small`). Asked to **copy** a line of names, the threshold rule at τ 0.15 fills "
+         "the whole answer in one forward, and the copy is right: every slot's distribution sits on one name "
+         "(the confidence map is bright), so drawing the slots independently loses nothing.",
+         "parallel_copy", "Decode", "conf-plot", lambda trace: len(trace.records)),
+    Stop("Shuffle: where parallel decoding must fail", "The same names, the same rule and τ, asked to **shuffle** "
+         "them. Each slot's distribution is now spread over every name (the confidence map is dark), and slots "
+         "filled in one forward are drawn from their own distributions, independently: nothing stops two of them "
+         "from taking the same name, and the answer repeats one (the checker says wrong). A permutation needs each "
+         "slot to know the others' picks, which independent marginals cannot carry; one slot a forward would be "
+         "right. A threshold rule cannot tell this task from the copy: that is ParallelBench's point.",
+         "parallel_shuffle", "Decode", "conf-plot", lambda trace: len(trace.records)),
     Stop("Noise into an answer", "Another model, another kind of diffusion: **DiffusionGemma's uniform-noise "
          "canvas** (`uniform`, on the embedded `unmask-uniform-small`). The canvas starts as random tokens "
          "(struck-through grey in the text), not [MASK]s. Each step samples every slot, keeps the lowest-entropy "

@@ -9,7 +9,8 @@ is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahe
 sampled story whose answer the edits turned from wrong to right (the checker says so), wino and remdm a story in
 which a written token goes back to [MASK], eb a story; uniform, on the uniform-noise model, an arithmetic problem whose
 noise turns into the right answer; s2d2_picks, S2D2 at τ 0.3 and B 16 on picks, where the verifier rejects
-parallel drafts and the answer comes out right.
+parallel drafts and the answer comes out right; parallel_copy and parallel_shuffle, on unmask-parallel-small, the
+same names copied and shuffled by the same threshold rule (``bake_parallel``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ def main(argv=None) -> None:
         print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
     if not only or "branch_edit" in only:
         bake_branch(models.get(args.model) or load_model(args.model), out)
+    if not only or "parallel" in only:
+        bake_parallel(load_model(PARALLEL_MODEL), out)
 
 
 def bake_branch(adapter, out: Path) -> None:
@@ -133,6 +136,30 @@ def bake_branch(adapter, out: Path) -> None:
                     resume=resume_of(base, Branch(s, (pos, tok)), spec, adapter.vocab_size)).run()
     tr.save(out / "branch_edit.npz")
     print(f"branch_edit: after step {s}, {base.token_str(tok)!r} at {pos} -> {tr.meta.text!r}")
+
+
+PARALLEL_MODEL = "unmask-parallel-small"
+PARALLEL = dict(block_size=8, tau=0.15, temperature=1.0, gen_length=16)   # one decoder, one τ, for both
+
+
+def bake_parallel(adapter, out: Path) -> None:
+    """The tour's pair (assets/examples/parallel_copy.npz, parallel_shuffle.npz): the same held-out line of names
+    copied and shuffled by the same threshold rule at τ 0.15, each block filled in one forward; the first line and
+    seed where the copy is right and the shuffle repeats a name."""
+    from engine.tasks.common import Problem
+    copy, shuffle = get_task("copy"), get_task("shuffle")
+    for seed in range(8):
+        for prob in copy.problems("test", 20, seed=0):
+            line = prob.answer["line"]
+            twin = Problem(f"Q : shuffle : {' '.join(line)} . A :", "", dict(prob.answer, op="shuffle"), "shuffle")
+            runs = [Generation(adapter, p.typed, build_decoder("threshold", seed=seed, **PARALLEL)).run()
+                    for p in (prob, twin)]
+            if copy.check(runs[0].meta.text, prob) and shuffle.verdict(runs[1].meta.text, twin) == "wrong":
+                for name, tr in zip(("parallel_copy", "parallel_shuffle"), runs):
+                    tr.save(out / f"{name}.npz")
+                    print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {seed}")
+                return
+    raise SystemExit("no held-out line shows the collapse at this setting")
 
 
 def repaired(trace, prob) -> bool:
