@@ -46,8 +46,9 @@ def pick_device(requested: str | None = None) -> torch.device:
 
 
 def embedded_models() -> list[str]:
-    """The models shipped under assets/models (each a directory with a config.json)."""
-    return sorted(p.parent.name for p in (ASSETS / "models").glob("*/config.json"))
+    """The models shipped under assets/models: the catalogue's one list (``catalogue.embedded_names``)."""
+    from engine.decoders.catalogue import embedded_names
+    return embedded_names()
 
 
 def downloads_allowed() -> bool:
