@@ -28,6 +28,7 @@ class View:
     render: Callable
     doc: ModuleType | None      # whose docstring is the "how to read this" under the view (None: shared note)
     scrub: str = "cursor"       # "cursor" or "server"
+    positions: bool = False     # a step × position map: a click on a cell selects that position (scrub.js)
 
     @property
     def elem_id(self) -> str:
@@ -42,15 +43,15 @@ def card_view(v: ViewEntry) -> View:
     """A view a decoder's card names (engine.decoders.cards): its render function and its "how to read this" module."""
     module, function = v.render.split(":")
     return View(v.name, v.label, v.tab, getattr(importlib.import_module(module), function),
-                importlib.import_module(v.doc) if v.doc else None, v.scrub)
+                importlib.import_module(v.doc) if v.doc else None, v.scrub, v.positions)
 
 
 # the views every decode has (a block loop's maps, its revisions, its cache); the decoders' own views come from
 # their cards, in menu order, between the revisions and the cache
-CORE = (View("mask", "Mask state", "Decode", heatmaps.mask_state, None),
-        View("conf", "Confidence", "Decode", heatmaps.confidence, None),
-        View("entropy", "Entropy", "Decode", entropy, heatmaps),
-        View("reason", "Commit reasons", "Decode", reasons.reason_map, reasons),
+CORE = (View("mask", "Mask state", "Decode", heatmaps.mask_state, None, positions=True),
+        View("conf", "Confidence", "Decode", heatmaps.confidence, None, positions=True),
+        View("entropy", "Entropy", "Decode", entropy, heatmaps, positions=True),
+        View("reason", "Commit reasons", "Decode", reasons.reason_map, reasons, positions=True),
         View("history", "Token history of the selected position", "Revisions", revise.token_history, None,
              "server"))
 CACHE = (View("kv", "Fresh and stale K/V", "KV cache", kv.fresh_map, None),

@@ -211,11 +211,13 @@ def candidates_html(d: dict, s: int, selected: int | None) -> str:
 
 
 def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str],
-          tabs: list[str] | None = None, tune: str | None = None) -> str:
+          tabs: list[str] | None = None, tune: str | None = None, maps: list[str] = ()) -> str:
     """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped); ``tabs``: the view
     tabs with something to show for it (the browser hides the others); ``tune``: the dial whose drag the browser
-    previews on the confidence map (the threshold family's τ), or None."""
-    meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune)
+    previews on the confidence map (the threshold family's τ), or None; ``maps``: the step × position maps whose
+    cells select a position on click (the registry's, so the browser names no view)."""
+    meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune,
+                maps=list(maps))
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
     key = html.escape(f"{run}:{step}:{int(example)}", quote=True)    # what the browser compares (the JSON is large)
     return f"<div class='um-run-data' hidden data-key='{key}' data-json='{html.escape(blob, quote=True)}'></div>"

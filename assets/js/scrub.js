@@ -5,7 +5,6 @@
 // asks the server only for the views it must draw itself ("server" views), once the step settles.
 const q = (s) => element.querySelector(s);
 const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
-const MAPS = ['mask-plot', 'conf-plot', 'entropy-plot', 'reason-plot', 'verifier-plot'];
 let run = null, dataKey = null, step = 1, sel = null, timer = null, settle = null;
 // a shared link's selected position, applied to the first live run it opens
 let linkSel = parseInt(new URLSearchParams(location.search).get('pos'));
@@ -236,7 +235,8 @@ document.addEventListener('click', (e) => {
   if (t) select(parseInt(t.dataset.pos));
   if (e.target.closest && e.target.closest('[role=tab]')) setTimeout(() => { if (run) draw(); }, 60);
 });
-const bind = () => MAPS.forEach((id) => {
+// the step × position maps whose cells select a position: the page lists them in the run's data (the registry's)
+const bind = () => ((run && run.maps) || []).forEach((id) => {
   const gd = plotOf(id);
   if (!gd || gd.__umBound || !gd.on) return;
   gd.__umBound = true;

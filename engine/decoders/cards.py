@@ -44,6 +44,7 @@ class ViewEntry:
     render: str
     doc: str = ""
     scrub: str = "cursor"
+    positions: bool = False     # a step × position map: a click on a cell selects that position
 
 
 @dataclass(frozen=True)

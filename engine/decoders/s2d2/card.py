@@ -93,7 +93,7 @@ CARD = Card(
     },
     records={"draft": S2D2DraftFields, "verify": S2D2VerifyFields},
     views=(ViewEntry("verifier", "Verifier map", "S2D2", "explorer.views.verifier:verifier_map",
-                     "explorer.views.verifier"),
+                     "explorer.views.verifier", positions=True),
            ViewEntry("router", "Router timeline", "S2D2", "explorer.views.router:router_timeline",
                      "explorer.views.router"),
            ViewEntry("attn", "Attention mask of the step", "S2D2", "explorer.views.attention:attention_mask",
