@@ -22,14 +22,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(workdir: Path, **env_extra):
-    """The real app (python app.py) on a free loopback port; yields (URL, process), stops it afterwards."""
+def running_app(workdir: Path, root: Path = ROOT, **env_extra):
+    """The real app (python app.py of the checkout at ``root``) on a free loopback port; yields (URL, process),
+    stops it afterwards."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                UNMASK_CACHE_DIR=str(workdir / "cache"), GRADIO_ANALYTICS_ENABLED="False", UNMASK_THREADS="1")
     env.update(env_extra)
     log = open(workdir / "app.log", "w")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     while time.time() < deadline:

@@ -114,11 +114,13 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", default="2", help="the server's torch threads (UNMASK_THREADS)")
     ap.add_argument("--max-running", default="", help="UNMASK_MAX_RUNNING for the server (default: its own)")
     ap.add_argument("--json", default="", help="also write the rows here")
+    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
     args = ap.parse_args(argv)
     env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
     if args.max_running:
         env["UNMASK_MAX_RUNNING"] = args.max_running
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
+    root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env) as (url, proc):
         rows = measure(url, proc.pid, args.n, args.spec)
     print(table(rows))
     if args.json:
