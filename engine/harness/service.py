@@ -98,16 +98,19 @@ class DecodeService:
         return Generation(self.model(model), text, policy, budget_s=self.max_seconds, load=self.model)
 
     def stream(self, prompt: str, decoder: str, params: dict, model: str | None = None, page: bool = False,
-               client: str = "", every_s: float = 0.0, should_stop=None) -> Iterator[Trace]:
+               client: str = "", every_s: float = 0.0, should_stop=None, first_at_once: bool = True
+               ) -> Iterator[Trace]:
         """Yield a partial trace after each forward (at most one per ``every_s``); the last one yielded is the
         complete trace. The decode runs on the engine loop with every other (``engine.runtime.engine_loop``);
         ``client`` is its unit of fairness there; ``should_stop()`` true, or closing the iterator, aborts it.
+        ``first_at_once`` False: the first partial only after ``every_s`` too (a script's client, which needs no
+        first frame of a decode that ends sooner).
 
         Each partial is held back one forward, so the final forward is reported once, by the complete trace
         (which alone carries the EOS stop position and the full wall time). If the time budget runs out, the
         last trace is the partial one, with ``meta.limit`` saying which limit stopped it."""
         yield from self._stream(self.generation(prompt, decoder, params, model, page), client, every_s,
-                                should_stop)
+                                should_stop, first_at_once=first_at_once)
 
     def branch_stream(self, prompt: str, decoder: str, params: dict, model: str | None, branch,
                       page: bool = False, client: str = "", every_s: float = 0.0,
@@ -147,10 +150,10 @@ class DecodeService:
         return int(vocab[token.strip()])
 
     def _stream(self, gen: Generation, client: str = "", every_s: float = 0.0, should_stop=None,
-                budget_s: float | None = None) -> Iterator[Trace]:
+                budget_s: float | None = None, first_at_once: bool = True) -> Iterator[Trace]:
         """The generation's snapshots from the engine loop, each held back one, then its final trace."""
         job = Job(gen.streamed, client=client, budget_s=budget_s or self.max_seconds, snapshot=gen.trace,
-                  every_s=every_s, on_limit=gen.stopped)
+                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once)
         handle = engine_loop().submit(job)
         pending = None
         try:

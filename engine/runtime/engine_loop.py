@@ -52,6 +52,7 @@ class Job:
     budget_s: float | None = None           # wall seconds from submission
     snapshot: Callable[[], object] | None = None   # the decode's state to stream (called on the engine thread)
     every_s: float = 0.0                    # at most one snapshot per every_s (0: after every forward)
+    first_at_once: bool = True              # the first snapshot after the first forward (else after every_s)
     on_limit: Callable[[str], object] | None = None   # the final value of a decode stopped by its budget
     index: int = 0                          # the caller's number for it (``Scheduler``)
 
@@ -197,7 +198,8 @@ class EngineLoop:
         t0 = time.perf_counter()
         self._leave()
         for handle in self._admit():
-            r = _Running(handle, None, order=next(self._order))
+            r = _Running(handle, None, order=next(self._order),
+                         last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
             try:
                 r.decode = handle.job.start()
             except Exception as e:

@@ -50,8 +50,10 @@ def register_api(page: Page) -> None:
             chosen = page.check_model(model)
             run = page.service.branch_stream if branch else page.service.stream
             extra = (branch,) if branch else ()
-            produce = lambda should_stop: run(prompt, name, params, chosen, *extra, page=True,  # noqa: E731
-                                              client=fair.client(), every_s=0.5, should_stop=should_stop)
+            # a script reads partials twice a second: a decode that ends sooner sends only its answer
+            kw = dict(page=True, client=fair.client(), every_s=0.5, **({} if branch else {"first_at_once": False}))
+            produce = lambda should_stop: run(prompt, name, params, chosen, *extra,  # noqa: E731
+                                              should_stop=should_stop, **kw)
             async with page.gate.slot("decode", request):
                 async for f in follow(produce, page.service.max_seconds, interval=0.5):
                     if f.value is None:

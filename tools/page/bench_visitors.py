@@ -5,7 +5,8 @@
 
 Starts ``python app.py`` on a loopback port. First each visitor's prompt alone, one after another (the solo answers
 and times); then, per N, N visitors (one gradio_client each, distinct held-out prompts) submit at once. Prints a
-Markdown table per N: the makespan against one visitor alone (the mean solo time), p50 / p95 of each visitor's time
+Markdown table per N: the makespan against one visitor alone (the mean solo time of those N prompts; one at a time
+would take N times it), p50 / p95 of each visitor's time
 to its first streamed frame and to its answer, the server's tokens per second, its RSS, and whether every answer
 equals that prompt's solo answer (text, token ids, NFE).
 """
@@ -75,13 +76,14 @@ def pct(xs: list[float], q: float) -> float:
 def measure(url: str, pid: int, ns: list[int], spec: str) -> list[dict]:
     pool = prompts(max(ns))
     solo = {}
+    wave(url, pool[:1], spec)                        # warm-up: the server's first call pays its first-call costs
     for p in pool:                                   # each alone: the reference answer and time
         (o,) = wave(url, [p], spec)
         solo[p] = o
-    solo_s = statistics.mean(o["answer_s"] for o in solo.values())
     rows = []
     for n in ns:
         batch = pool[:n]
+        solo_s = statistics.mean(solo[p]["answer_s"] for p in batch)     # one of these visitors alone, on average
         outs = wave(url, batch, spec)
         makespan = max(o["answer_s"] for o in outs)
         same = all({k: o["answer"][k] for k in KEYS} == {k: solo[p]["answer"][k] for k in KEYS}
