@@ -175,3 +175,14 @@ def test_the_sweep_offers_the_families_only_on_the_model_that_knows_them_and_the
         "ar:temperature=1", "llada:steps=8,block_size=8,temperature=1", "llada:steps=2,block_size=8,temperature=1",
         "llada:steps=1,block_size=8,temperature=1", "threshold:tau=0.9,block_size=8,temperature=1",
         "threshold:tau=0.5,block_size=8,temperature=1"]
+
+
+def test_the_figure_draws_from_the_saved_results():
+    """The SVG of results/parallelbench_*.json: both tasks' points and the closed form where it applies."""
+    from pathlib import Path
+    from tools.experiments.parallelbench import figure
+    path = Path(__file__).resolve().parent.parent / "results" / "parallelbench_unmask-parallel-small.json"
+    res = json.loads(path.read_text())["results"]
+    svg = figure(res)
+    assert svg.startswith("<svg") and svg.count("<circle") > 2 * len(res["shuffle"])
+    assert "closed form s2d2" not in svg and "closed form llada" in svg

@@ -101,7 +101,8 @@ def figure(res: dict) -> str:
     series = {}
     for task in ("copy", "shuffle"):
         series[task] = [(r["tpf"], r["accuracy"], f"{task} {r['spec']}") for r in res[task]]
-    series["shuffle, closed form"] = [(r["tpf"], r["predicted"], f"closed form {r['spec']}") for r in res["shuffle"]]
+    series["shuffle, closed form"] = [(r["tpf"], r["predicted"], f"closed form {r['spec']}") for r in res["shuffle"]
+                                      if r["predicted"] is not None]     # S2D2's verified commits: no closed form
     fronts = {t: [f"{t} {res[t][i]['spec']}" for i in pareto_front([(-r["tpf"], r["accuracy"]) for r in res[t]])]
               for t in ("copy", "shuffle")}
     return scatter_svg(series, fronts, x_label="tokens per forward (log)", y_label="accuracy",
