@@ -3,7 +3,8 @@
     python -m tools.page.bench_visitors                     # N = 1, 4, 12, 32 (a few minutes on two cores)
     python -m tools.page.bench_visitors --n 1 12 --spec "threshold:tau=0.9,block_size=8" --json out.json
 
-Starts ``python app.py`` on a loopback port. First each visitor's prompt alone, one after another (the solo answers
+Starts ``python app.py`` on a loopback port. With ``--page N`` (default 4) also N real page Runs at once in
+Chromium (one browser context, so one session, each), against each prompt's page Run alone. First each visitor's prompt alone, one after another (the solo answers
 and times); then, per N, N visitors (one gradio_client each, distinct held-out prompts) submit at once. Prints a
 Markdown table per N: the makespan against one visitor alone (the mean solo time of those N prompts; one at a time
 would take N times it), p50 / p95 of each visitor's time
@@ -100,6 +101,61 @@ def measure(url: str, pid: int, ns: list[int], spec: str) -> list[dict]:
     return rows
 
 
+FINISHED = "(b) => { const t = document.querySelector('#text .um-text'); return t && t.dataset.run !== b && " \
+           "t.dataset.finished === '1'; }"
+STATE = "() => { const t = document.querySelector('#text .um-text'); return t ? [t.dataset.run, t.dataset.finished, " \
+        "t.innerText] : [null, null, null]; }"
+
+
+def page_wave(browser, url: str, batch: list[str]) -> list[dict]:
+    """Real page Runs: one browser context (a session) per prompt, each page opened and its prompt typed first;
+    then Run pressed on every page at once. Each visitor's first frame (its text shows a new run) and its finished
+    run, in seconds from the first press, and the finished text."""
+    pages = []
+    for prompt in batch:
+        pg = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        pg.goto(url + "?decoder=threshold&tau=0.9&block_size=8")
+        pg.wait_for_function("() => window.__umScrub && window.__umScrub.run", timeout=120_000)
+        pg.fill("#prompt textarea", prompt)
+        pages.append((pg, pg.evaluate(STATE)[0]))
+    t0, out = time.perf_counter(), [{} for _ in batch]
+    for pg, _ in pages:
+        pg.click("#run", no_wait_after=True)
+    while not all("answer_s" in o for o in out) and time.perf_counter() - t0 < 300:
+        for (pg, before), o in zip(pages, out):
+            if "answer_s" in o:
+                continue
+            run, finished, text = pg.evaluate(STATE)
+            if run not in (None, before):
+                o.setdefault("first_s", time.perf_counter() - t0)
+                if finished == "1":
+                    o.update(answer_s=time.perf_counter() - t0, text=text)
+        time.sleep(0.02)
+    for pg, _ in pages:
+        pg.context.close()
+    return out
+
+
+def measure_page(url: str, n: int) -> dict:
+    """N real page Runs at once against each prompt's page Run alone."""
+    from playwright.sync_api import sync_playwright
+    batch = prompts(n)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium")
+        page_wave(browser, url, batch[:1])                                   # warm-up
+        solo = [page_wave(browser, url, [q])[0] for q in batch]
+        many = page_wave(browser, url, batch)
+        browser.close()
+    solo_s = statistics.mean(o["answer_s"] for o in solo)
+    makespan = max(o["answer_s"] for o in many)
+    return dict(n=n, page=True, makespan_s=round(makespan, 3), solo_s=round(solo_s, 3),
+                makespan_x=round(makespan / solo_s, 2), first_p50=round(pct([o["first_s"] for o in many], .5), 3),
+                first_p95=round(pct([o["first_s"] for o in many], .95), 3),
+                answer_p50=round(pct([o["answer_s"] for o in many], .5), 3),
+                answer_p95=round(pct([o["answer_s"] for o in many], .95), 3),
+                identical=all(a.get("text") == b.get("text") for a, b in zip(solo, many)))
+
+
 def table(rows: list[dict]) -> str:
     head = ("| visitors | makespan (s) | × one alone | one at a time | first frame p50 / p95 (s) | answer p50 / p95 "
             "(s) | tokens/s | RSS (MiB) | answers = solo |\n|---|---|---|---|---|---|---|---|---|")
@@ -116,6 +172,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", default="2", help="the server's torch threads (UNMASK_THREADS)")
     ap.add_argument("--max-running", default="", help="UNMASK_MAX_RUNNING for the server (default: its own)")
     ap.add_argument("--json", default="", help="also write the rows here")
+    ap.add_argument("--page", type=int, default=4, help="also this many real page Runs at once in Chromium (0: none)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
     args = ap.parse_args(argv)
     env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
@@ -124,7 +181,14 @@ def main(argv=None) -> None:
     root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env) as (url, proc):
         rows = measure(url, proc.pid, args.n, args.spec)
+        page = measure_page(url, args.page) if args.page else None
     print(table(rows))
+    if page:
+        print(f"\npage Runs in Chromium, {page['n']} at once: makespan {page['makespan_s']:.2f} s = "
+              f"{page['makespan_x']:.2f}x one alone; first frame p50 / p95 {page['first_p50']:.2f} / "
+              f"{page['first_p95']:.2f} s; answers p50 / p95 {page['answer_p50']:.2f} / {page['answer_p95']:.2f} s; "
+              f"texts = solo: {'yes' if page['identical'] else 'NO'}")
+        rows.append(page)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
