@@ -29,8 +29,8 @@ def bench_stream(adapter, task_name: str, n: int, specs: list[str], seed: int = 
     """``run_bench``'s rows on problems [0, n): the finished settings' rows (in the order asked) each time one more
     finishes; the last yield also holds the settings a stop left unfinished (each row counts its problems before
     the first unfinished one).
-    ``progress(decodes done, decodes asked)``. Closing the generator stops the decodes where they are: they run
-    only while it is iterated (``engine.runtime.scheduler``: no threads)."""
+    ``progress(decodes done, decodes asked)``. Closing the generator aborts the decodes not yet ended: the engine
+    loop drops them before its next round (``engine.runtime.jobs.Scheduler``)."""
     task = get_task(task_name)
     problems = task.problems(split, n, seed=seed)
     policies = [(spec, *parse_spec(spec)) for spec in specs]
