@@ -228,3 +228,14 @@ def test_a_sweep_of_an_unknown_grid_is_a_one_line_error(bad):
     from explorer.page.sweep import sweep_specs
     with pytest.raises(UserError, match="decoder must be one of"):
         sweep_specs(bad, "0.9", "8", "")
+
+
+def test_compares_defaults_are_settings_that_apply_to_the_chosen_model():
+    from types import SimpleNamespace
+    from explorer.page.compare import compare_defaults
+    applies = lambda *ok: {"decoders": {d: None if d in ok else "no" for d in ("threshold", "s2d2", "llada", "uniform")}}  # noqa
+    page = SimpleNamespace(model_infos={"sdar": applies("threshold", "s2d2", "llada"), "llada": applies("threshold", "llada"),
+                                        "gemma": applies("uniform")})
+    assert compare_defaults(page, "sdar") == ("threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a")
+    assert compare_defaults(page, "llada") == ("threshold:tau=0.9,block_size=8", "llada:block_size=8,steps=8")
+    assert compare_defaults(page, "gemma") == ("uniform", "uniform:entropy_bound=0.5")

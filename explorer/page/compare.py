@@ -20,8 +20,10 @@ def build_compare(page: Page, prompt, model) -> None:
     gr.Markdown("Two decoder settings on the prompt above, side by side. Settings use the CLI's SPEC syntax "
                 "(`name:key=value,...`, keys as in the catalogue).")
     with gr.Row():
-        spec_a = gr.Textbox("threshold:tau=0.9,block_size=8", label="A", elem_id="spec-a")
-        spec_b = gr.Textbox("s2d2:preset=sdar-a", label="B", elem_id="spec-b")
+        first = compare_defaults(page, page.default_model)
+        a0, b0 = first if isinstance(first[0], str) else PAIRS[0]
+        spec_a = gr.Textbox(a0, label="A", elem_id="spec-a")
+        spec_b = gr.Textbox(b0, label="B", elem_id="spec-b")
     with gr.Row():
         go_btn = gr.Button("Compare", elem_id="compare")
         stop_btn = gr.Button("Stop", elem_id="compare-stop", variant="stop")
@@ -31,6 +33,23 @@ def build_compare(page: Page, prompt, model) -> None:
     evt = go_btn.click(partial(run_compare, page), [prompt, model, spec_a, spec_b], [out, fig_a, fig_b],
                        concurrency_id="model", concurrency_limit=fair.CAPACITY, api_name="compare")
     stop_btn.click(None, None, None, cancels=[evt])
+    model.change(partial(compare_defaults, page), model, [spec_a, spec_b], show_progress="hidden")
+
+
+PAIRS = (("threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a"),      # a parallel rule against its verifier
+         ("threshold:tau=0.9,block_size=8", "llada:block_size=8,steps=8"),
+         ("uniform", "uniform:entropy_bound=0.5"))
+
+
+def compare_defaults(page: Page, model) -> tuple[str, str]:
+    """Compare's two settings for a model: the first pair whose decoders both apply to it (its model info says
+    which do), so a switch of model never leaves a setting that fails on it."""
+    info = page.model_infos.get(model) if isinstance(model, str) else None
+    runs = {d for d, why in ((info or {}).get("decoders") or {}).items() if not why}
+    for a, b in PAIRS:
+        if {a.split(":")[0], b.split(":")[0]} <= runs:
+            return a, b
+    return gr.skip(), gr.skip()
 
 
 def both(page: Page, prompt, model, specs, should_stop=None):
