@@ -164,13 +164,13 @@ class Tally:
                            per_task={k: defaultdict(list, v) for k, v in d["per_task"].items()},
                            verdicts={k: Counter(v) for k, v in d["verdicts"].items()}, prompts=d["prompts"]))
 
-    def rows(self, specs: list[str], asked: int) -> list[dict]:
+    def rows(self, specs: list[str], asked: int, grader: str = "") -> list[dict]:
         done = len(self.prompts)
         if not done:
             return []
         cfgs = [(spec, *parse_spec(spec)) for spec in specs]
         return with_speedup([row(spec, name, build_decoder(name, **params).cfg, self.acc[spec], self.per_task[spec],
-                                 self.verdicts[spec], self.outcomes[spec], len(set(self.prompts)), asked)
+                                 self.verdicts[spec], self.outcomes[spec], len(set(self.prompts)), asked, grader)
                              for spec, name, params in cfgs])
 
 
@@ -186,9 +186,8 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     load = load or cached_loader(adapter.device)   # a drafter is loaded once for the run
     if warmup and not warm_up(adapter, task_name, specs[0], seed, split, budget_s, should_stop, load):
         return []
-    rows = bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
-                       load, batch).rows(specs, n)
-    return [{**r, "grader": get_task(task_name).grader_name} for r in rows]
+    return bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
+                       load, batch).rows(specs, n, get_task(task_name).grader_name)
 
 
 def warm_up(adapter, task_name: str, spec: str, seed: int, split: str, budget_s, should_stop, load) -> bool:
@@ -238,7 +237,7 @@ def tally(a: Counter, tr, wall: float, correct: bool) -> None:
 
 
 def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes: list[bool], n_prompts: int,
-        asked: int) -> dict:
+        asked: int, grader: str = "") -> dict:
     done, own = len(outcomes), cards()[name].bench
     fields = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
                   stopped_early=done < asked,
@@ -259,7 +258,7 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                   turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
                   turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]),
                   drift_mean=a["drift_sum"] / a["drift_n"] if a["drift_n"] else None,
-                  extra=own.columns(a, done) if own else {})
+                  grader=grader, extra=own.columns(a, done) if own else {})
     return BenchRow(**fields).to_json()
 
 

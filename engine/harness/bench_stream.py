@@ -19,8 +19,8 @@ def rows_of(task, problems: list, done: dict, adapter, asked: int) -> list[dict]
         tally = Tally()
         for i, (prob, (tr, sec)) in enumerate(zip(problems, results)):
             tally.add(task, prob, i, [(spec, tr, sec)], adapter, None)
-        rows += tally.rows([spec], asked)
-    return [{**r, "grader": task.grader_name} for r in with_speedup(rows)]
+        rows += tally.rows([spec], asked, task.grader_name)
+    return with_speedup(rows)
 
 
 def bench_stream(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, split: str = "test",

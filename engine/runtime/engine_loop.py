@@ -25,7 +25,6 @@ the decode that caused it fails alone with its message and the others go on.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import Counter, deque
@@ -125,7 +124,6 @@ class _Running:
     decode: Generator
     request: object = None
     last_snapshot: float = float("-inf")
-    order: int = 0
 
 
 class EngineLoop:
@@ -140,7 +138,6 @@ class EngineLoop:
         self.rounds = 0
         self._aborts: set[Handle] = set()
         self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)
-        self._order = itertools.count()
         self._rotate = 0
         self.thread = threading.Thread(target=self._serve, name="unmask-engine", daemon=True)
         self.thread.start()
@@ -198,7 +195,7 @@ class EngineLoop:
         t0 = time.perf_counter()
         self._leave()
         for handle in self._admit():
-            r = _Running(handle, None, order=next(self._order),
+            r = _Running(handle, None,
                          last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
             try:
                 r.decode = handle.job.start()

@@ -63,8 +63,8 @@ def merge(specs: list[str], parts: list[tuple[str, dict]], n: int, task: str) ->
         for s, part in parts:
             if s == spec:
                 tally.merge(Tally.from_json(part))
-        rows += tally.rows([spec], n)
-    return [{**r, "grader": get_task(task).grader_name} for r in with_speedup(rows)]
+        rows += tally.rows([spec], n, get_task(task).grader_name)
+    return with_speedup(rows)
 
 
 def sweep(model: str, task: str, n: int, specs: list[str], shard: int = 50, batch: int = 8, seed: int = 0,
