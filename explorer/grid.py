@@ -46,7 +46,8 @@ class Grid:
     @cached_property
     def end(self) -> int:
         """One past the last position any forward scored (so an EOS early stop does not show empty columns)."""
-        last = max((int(r.positions.max()) for r in self.trace.records if r.positions.size), default=self.P)
+        last = max((int(max(r.positions.max(initial=-1), r.field("fill_positions", np.zeros(0, int)).max(initial=-1)))
+                    for r in self.trace.records), default=self.P)
         return max(self.P + 1, min(last + 1, int(self.trace.meta.gen_end)))
 
     @property
@@ -90,6 +91,9 @@ class Grid:
             prev = r.field("prev_positions")
             if prev is not None:                       # edits to the finished block before (check_next)
                 cur[prev - self.P] = r.field("prev_to")
+            fill = r.field("fill_positions")
+            if fill is not None:                       # slots after the block, written by this forward
+                cur[fill - self.P] = r.field("fill_to")
             out[s] = cur
         return out
 
@@ -102,11 +106,19 @@ class Grid:
 
     @cached_property
     def committed(self) -> np.ndarray:
-        return self._fill("committed", False, bool, only_masked=False)
+        return self._with_fills(self._fill("committed", False, bool, only_masked=False), lambda r: True)
 
     @cached_property
     def reason(self) -> np.ndarray:
-        return self._fill("reason", 0, np.int8, only_masked=False)
+        return self._with_fills(self._fill("reason", 0, np.int8, only_masked=False), lambda r: r.field("fill_reason"))
+
+    def _with_fills(self, out: np.ndarray, value) -> np.ndarray:
+        """``out`` with the commits a forward made after its block (``fill_positions``) set to ``value(record)``."""
+        for s, r in enumerate(self.trace.records):
+            fill = r.field("fill_positions")
+            if fill is not None:
+                out[s, fill - self.P] = value(r)
+        return out
 
     @cached_property
     def confidence(self) -> np.ndarray:

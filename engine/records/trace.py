@@ -90,6 +90,13 @@ class RevisionFields(TypedDict, total=False):
     prev_to: np.ndarray           # (k,) and after
 
 
+class FillFields(TypedDict, total=False):
+    fill_positions: np.ndarray    # (k,) absolute positions after the block that this forward wrote (Prophet's exit
+    #                               on a full-attention model fills every [MASK] left, as its reference does)
+    fill_to: np.ndarray           # (k,) the tokens written there
+    fill_reason: int              # the Reason code of those commits
+
+
 class RngFields(TypedDict, total=False):
     rng_state: np.ndarray         # (5056,) uint8: the decode's random generator after this forward, on the
     #                               forwards that drew from it (a branch continues the run's stream from here)
@@ -103,7 +110,7 @@ class KVCacheFields(TypedDict, total=False):
 
 # the fields every decoder may emit; each decoder's own are declared on its card (engine.decoders.cards)
 RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields,
-                    "rng": RngFields}
+                    "rng": RngFields, "fill": FillFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
 

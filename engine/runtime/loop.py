@@ -36,6 +36,7 @@ class BlockContext:
         self._reason = torch.zeros(self.L, dtype=torch.int8)
         self._revised = torch.zeros(self.L, dtype=torch.int8)
         self._prev: list = []          # this forward's edits to the previous block: (positions, old, new)
+        self._fill: tuple | None = None  # this forward's writes after the block: (positions, tokens, reason)
         self._t0 = time.perf_counter()
 
     @property
@@ -65,6 +66,15 @@ class BlockContext:
         assert self.masked[rel].all(), "commit to an already decoded position"
         self.runner.tokens[self.lo + rel] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
         self._reason[rel] = int(reason)
+
+    def fill_after(self, tokens: torch.Tensor, reason: Reason) -> None:
+        """Write every [MASK] after the block with ``tokens`` (end − hi,), this forward's candidates there: a
+        full-attention forward scores the whole canvas (``Runner.later``). The record carries what was written
+        (``fill_positions``, ``fill_to``), so the blocks after it start full."""
+        r = self.runner
+        pos = self.hi + torch.nonzero(r.masked(self.hi, r.end))[:, 0]
+        r.tokens[pos] = torch.as_tensor(tokens, dtype=torch.long)[pos - self.hi]
+        self._fill = (pos.numpy().astype(np.int32), r.tokens[pos].numpy().astype(np.int32), int(reason))
 
     @property
     def written(self) -> torch.Tensor:
@@ -127,6 +137,8 @@ class BlockContext:
         if self._prev:
             pos, old, new = (np.concatenate(c).astype(np.int32) for c in zip(*self._prev))
             extra = dict(extra, prev_positions=pos, prev_from=old, prev_to=new)
+        if self._fill is not None:
+            extra = dict(extra, **dict(zip(("fill_positions", "fill_to", "fill_reason"), self._fill)))
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
             ids, p = (stats.top_ids, stats.top_p) if stats.top_ids is not None else \

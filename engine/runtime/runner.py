@@ -75,6 +75,8 @@ class Runner:
         self.kv_cache = cfg.kv_cache
         self.fresh: tuple | None = None     # [first, end) positions whose K/V the latest forward computed
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
+        self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits of the slots after its
+        #                                         block, where it scored them (full attention), else None
 
     def sharing(self, adapter) -> "Runner":
         """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
@@ -292,6 +294,7 @@ class FullRunner(Runner):
             cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, a, hi)
             logits, stats = yield self._request(ids[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
                                                 cache, want_stats, slice(lo - a, hi - a))
+            self.later = logits[hi - a:] if self.kv_cache == "prefix" else None            # (n − hi, V)
             logits = logits[lo - a:hi - a]                                                  # (L, V)
             if self.kv_cache == "prefix":
                 self.full_cache.rollback(a)
@@ -307,7 +310,7 @@ class FullRunner(Runner):
                 cache.rollback(a)
             self.full_cache, self.prefix_of = cache, lo
         self.fresh, self.drift = (0, n), (0.0 if self.cfg.measure_drift else None)       # exact
-        self.prefix = (0, logits[:lo])
+        self.prefix, self.later = (0, logits[:lo]), logits[hi:]
         return logits[lo:hi], None, stats
 
     def _drift(self, ids: torch.Tensor, lo: int, hi: int, cached: torch.Tensor) -> float:

@@ -22,8 +22,10 @@ CARD = Card(
     decoder=Decoder(
         "klass", "**KLASS** KL-adaptive stability sampling: commit every masked slot whose distribution has stopped "
         "moving (KL between consecutive forwards below ε for the last H forwards) and whose confidence is above "
-        "τ; when none is, LLaDA's quota of the most confident. Where we chose: a slot has no KL before its first "
-        "scored forward, p is untempered, and a block runs until it is full.",
+        "τ; when none is, LLaDA's quota of the most confident. On a full-attention model (LLaDA, Dream) every "
+        "forward scores the whole canvas, so a slot's KL history runs across blocks, as the reference keeps it; a "
+        "block-causal model first scores a slot in its own block's first forward. Where we chose: p is "
+        "untempered, and a block runs until it is full.",
         COMMON + ("steps", "tau", "kl_eps", "kl_history", "klass_pick"),
         overrides={"tau": dict(default=0.9, help="confidence a stable slot must exceed (KLASS: 0.9; its LLaDA "
                                                  "GSM8K script 0.6)")},

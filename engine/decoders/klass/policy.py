@@ -6,13 +6,16 @@ Per block, with LLaDA's quota schedule k_j (the block's masks over ``steps`` for
 - stable: the last H (``kl_history``) KLs are all < ε; ready = stable ∧ p_t(x̂) > τ ∧ masked;
 - if any slot is ready, commit them all (or one, by ``klass_pick``); else the step's quota, the most confident.
 
+The KL history is the reference's, kept per slot across blocks: on a full-attention model (LLaDA, Dream) every
+forward scores the whole canvas (``Runner.later``), so a slot of block 2 has a history from block 1's forwards
+and can be stable from the block's H-th forward (the reference's gate: no slot is stable before forward H of a
+block); a block-causal model first scores a slot in its own block's first forward, so there a slot can be stable
+from the block's (H + 1)-th forward. A slot's KL compares with the forward just before, where that forward scored
+it (a run with the dual cache scores the later slots only in a block's first forward).
+
 Where we chose:
 - a slot no earlier forward scored has no KL (the reference compares with zeros: a KL of about 28 nats, never
-  stable); the KL history and the previous distributions start afresh at every block. On a block-causal model that
-  is the model's own limit (a block's slots are first scored in its own first forward, so a slot can be stable
-  from the block's (H + 1)-th forward). On a full-attention model (LLaDA, Dream) it is a deviation of ours: the
-  reference's forwards score every later slot too and keep their history across blocks, so from block 2 on a slot
-  there can be stable one forward sooner than here;
+  stable);
 - p is the untempered distribution and x̂ the usual candidate, as in every decoder here (at T > 0 the reference
   takes the softmax of Gumbel-perturbed exp-logits);
 - the reference stops after ``steps`` forwards even if slots are left masked, and its quota may pick slots that
@@ -61,18 +64,37 @@ class KlassPolicy(Policy):
     name = "klass"
     config_cls = config_class("klass")
 
+    def start(self, runner) -> None:
+        self.history = torch.full((runner.end, self.cfg.kl_history), float("inf"), dtype=torch.float64)  # (n, H)
+        self.p_prev, self.prev_lo = None, 0      # the latest forward's distributions (q, V), from position prev_lo
+
+    def scored(self, ctx: BlockContext, st) -> tuple[torch.Tensor, torch.Tensor]:
+        """This forward's distributions of its block and, on a full-attention model, every slot after it (q, V),
+        and their KL against the forward before (q,); the history of those slots moves on by one."""
+        r, lo = ctx.runner, ctx.lo
+        later = r.later
+        probs = st.probs if later is None else torch.cat([st.probs, torch.softmax(r.unmaskable(later).double(), -1)])
+        kl = kl_step(probs, None)                                          # (q,) inf: no previous score
+        if self.p_prev is not None:
+            a, b = max(lo, self.prev_lo), min(lo + len(probs), self.prev_lo + len(self.p_prev))
+            if b > a:
+                kl[a - lo:b - lo] = kl_step(probs[a - lo:b - lo], self.p_prev[a - self.prev_lo:b - self.prev_lo])
+        h = self.history[lo:lo + len(probs)]
+        self.history[lo:lo + len(probs)] = torch.cat([h[:, 1:], kl[:, None]], dim=1)
+        self.p_prev, self.prev_lo = probs, lo
+        return probs, kl
+
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
         schedule = transfer_schedule(int(ctx.masked.sum()), cfg.steps or ctx.L)
-        history = torch.full((ctx.L, cfg.kl_history), float("inf"), dtype=torch.float64)   # (L, H)
-        p_prev = None
         while ctx.masked.any():
             _, st = yield from ctx.draft()
             masked = ctx.masked.clone()
-            kl = kl_step(st.probs, p_prev)                                   # (L,)
-            history = torch.cat([history[:, 1:], kl[:, None]], dim=1)
-            p_prev = st.probs
-            stable, ready = ready_slots(history, st.confidence.double(), masked, cfg.kl_eps, cfg.tau)
+            kl = self.scored(ctx, st)[1][:ctx.L]                              # (L,)
+            stable, ready = ready_slots(self.history[ctx.lo:ctx.hi], st.confidence.double(), masked, cfg.kl_eps,
+                                        cfg.tau)
+            stable &= ctx.step >= cfg.kl_history - 1           # the reference's gate, per block
+            ready &= stable
             if ready.any():
                 idx = pick(ready, st.confidence, kl, cfg.klass_pick, ctx.runner.generator)
                 ctx.commit(idx, st.candidate[idx], Reason.KL_STABLE)

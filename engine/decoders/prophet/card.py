@@ -22,11 +22,11 @@ CARD = Card(
     decoder=Decoder(
         "prophet", "**Prophet** early commit (\"diffusion language models know the answer before decoding\"): LLaDA's "
         "fixed steps, until the mean top-2 logit gap of the block's masked slots clears a bar that falls with the "
-        "decode's progress (early, mid, late); then every masked slot is committed at once, and each later block in "
-        "its first forward. Where we chose: the gap is averaged over the block's masked slots (the paper reads a "
-        "window after a prompted \"The answer is\"), and every later block gets its own first forward: needed on a "
-        "block-causal model; on a full-attention model the reference fills them all in the exit forward (a deviation "
-        "of ours there: more NFE than the reference).",
+        "decode's progress (early, mid, late); then every masked slot is committed at once. On a full-attention "
+        "model (LLaDA, Dream) the exit forward fills every [MASK] of the canvas, as the reference does; a "
+        "block-causal model's forward sees only its block, so there each later block is committed in its first "
+        "forward (so is an exit in one of the dual cache's later forwards, which skip the rows after the block). Where we chose: the gap is "
+        "averaged over the block's masked slots (the paper reads a window after a prompted \"The answer is\").",
             COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale"),
         knob="gap_scale", title="Prophet: early commit"),
     rank=3,

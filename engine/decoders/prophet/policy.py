@@ -10,11 +10,12 @@ slot is committed to its candidate in this forward and the step's quota is skipp
 Where we chose:
 - the answer region: the reference averages a window of 5 positions after a prompt-given "The answer is"; with no
   such phrase here it is the block's still-masked slots, the ones an exit commits;
-- after the exit the reference fills every remaining position from that one forward, which sees the whole canvas;
-  here each later block is committed whole in its own first forward (one forward per block, counted in NFE). On a
-  block-causal model that is the only way (a forward scores only the current block); on a full-attention model
-  (LLaDA, Dream) it is a deviation of ours, not the model's limit: Unmask's block loop commits one block at a time,
-  so the reference's NFE there is lower than ours by the number of blocks left at the exit;
+- after the exit the reference fills every remaining position from that one forward, which sees the whole canvas.
+  On a full-attention model (LLaDA, Dream) so does this one: the exit forward's candidates after the block
+  (``Runner.later``, drawn with the decode's generator) fill every [MASK] left, and the decode ends there. A
+  block-causal model's forward scores only its block, so there each later block is committed whole in its own
+  first forward (one forward per block, counted in NFE); so is an exit in one of the dual cache's later forwards,
+  which skip the rows after the block;
 - ``gap_scale`` (ours, default 1) multiplies the three bars, so a Sweep has one dial.
 """
 
@@ -70,6 +71,8 @@ class ProphetPolicy(Policy):
             if self.exited_at is not None:
                 idx = masked.nonzero()[:, 0]
                 ctx.commit(idx, st.candidate[idx], Reason.PROPHET_EXIT)
+                if ctx.runner.later is not None and len(ctx.runner.later) and self.exited_at == self.forwards:
+                    ctx.fill_after(ctx.runner.stats(ctx.runner.later).candidate, Reason.PROPHET_EXIT)
             else:
                 idx = masked_topk(st.confidence, masked, k)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
