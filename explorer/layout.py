@@ -6,6 +6,8 @@ page never touches torch."""
 
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 
 import gradio as gr
@@ -15,7 +17,7 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import fair, sessions
+from explorer.page import fair, serverlog, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.decoders.spec import parse_spec
@@ -77,21 +79,23 @@ def build_demo(page: Page) -> gr.Blocks:
 
 
 def guard_inputs(demo: gr.Blocks) -> None:
-    """Every component's own preprocessing refuses a value it cannot take (a slider sent None, a choice not
-    offered) with the page's one-line message and one short log line, not gradio's traceback echoing the value."""
-    for block in demo.blocks.values():
-        if isinstance(block, gr.components.Component):
-            block.preprocess = guarded(block.preprocess, getattr(block, "label", None) or type(block).__name__)
+    """Every value a client sends is checked by gradio's preprocessing before a handler sees it (the input count,
+    file data outside the app's files, each component's own check). Whatever it refuses is bad input by
+    definition: it becomes the page's one-line message and one short log line, not gradio's traceback echoing the
+    value. The guard sits on the Blocks, not on each component, because a handler's update (Branch here's
+    candidates, the Sweep's settings) gives a session its own copy of the component. An event that runs in the
+    browser only is refused outright: the page never sends it to the server."""
+    preprocess = demo.preprocess_data
 
-
-def guarded(preprocess, name: str):
-    def check(value):
+    async def checked(block_fn, inputs, state, explicit_call: bool = False):
+        if block_fn.fn is None:
+            raise shown_error("this event runs in the browser only")
         try:
-            return preprocess(value)
-        except Exception as e:                    # gradio's check of a client's value: bad input by definition
-            raise shown_error(f"{name}: not a value this control takes ({' '.join(str(e).split())[:120]})") \
-                from None
-    return check
+            return await preprocess(block_fn, inputs, state, explicit_call)
+        except Exception as e:   # gradio's check of a client's values (its gr.Error too): bad input by definition
+            raise shown_error(f"not a value this page takes ({' '.join(str(e).split())[:120]})") from None
+
+    demo.preprocess_data = checked
 
 
 def hide_page_handlers(demo: gr.Blocks) -> None:
@@ -216,14 +220,17 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
 
         async def linked():
-            shown = None
+            # a link to a branch: its base run is shown, then the branch, in the same event and one budget (the
+            # base run may take half of it; the branch has what is left)
+            shown, t0 = None, time.monotonic()
+            base_budget = page.service.max_seconds / 2 if branch_v else None
             async for out in run_setting(page, rp, parse, prompt_v, model_v,
                                          step_v if isinstance(step_v, int) else None, box, prev,
-                                         session=session_of(request)):
+                                         session=session_of(request), budget_s=base_budget):
                 shown = out[rp.trace] if hasattr(out.get(rp.trace), "records") else shown
                 yield out
-            if branch_v:          # a link to a branch: its base run is shown, then the branch, in the same event
-                async for out in branch.from_link(page, shown, branch_v):
+            if branch_v:
+                async for out in branch.from_link(page, shown, branch_v, started=t0):
                     yield dict(zip((bp.out, *bp.figs, more), out))
 
         async for out in fairly(page, "run", request, linked()):
@@ -238,5 +245,6 @@ def launch_kwargs() -> dict:
     """The page has no upload control: an upload above a few kB is refused (gradio answers 413). At most
     UNMASK_SESSIONS (default 256) sessions keep their state (the oldest are dropped): ~12 MiB for one that ran
     a Run, so ~3 GiB; a session unused for UNMASK_SESSION_IDLE_S is let go sooner (``explorer.page.sessions``)."""
+    serverlog.install()
     return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
                 state_session_capacity=sessions.capacity(), app_kwargs={"lifespan": sessions.lifespan()})

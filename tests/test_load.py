@@ -228,35 +228,3 @@ def test_memory_stays_flat_under_new_sessions_and_repeated_runs():
           f"runs {r[0]:.0f} -> {r[-1]:.0f} MiB (last 35: {growth(r):+.1f})")
     assert growth(s) <= 10.0
     assert growth(r) <= 8.0
-
-
-HOSTILE = [None, 1e308, [1, 2], {"a": 1}, "<img src=x onerror=alert(1)>", "../../etc/passwd", "x" * 1_000_000]
-
-
-def test_hostile_values_over_http_get_a_message_a_short_log_and_no_traceback(tmp_path):
-    """Every page event (one per handler), each input sent the same hostile value, over raw HTTP as a script would
-    send them: no error without a message, no traceback in the server's log, at most 1 KB of log per call."""
-    from tools.page.bench_memory import call
-    with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
-        cfg = json.load(urllib.request.urlopen(url + "config"))
-        seen, deps = set(), []
-        for d in cfg["dependencies"]:
-            name = d.get("api_name") or ""
-            base = "on_run" if name.startswith("on_run") else name        # 54 slider releases share one handler
-            if d["inputs"] and d.get("backend_fn", True) and base not in seen:
-                seen.add(base)
-                deps.append(d)
-        log = tmp_path / "app.log"
-        before, calls, silent = log.stat().st_size, 0, []
-        for d in deps:
-            for i, value in enumerate(HOSTILE):
-                done = call(url, d["id"], [value] * len(d["inputs"]), f"hostile{d['id']}x{i}")
-                calls += 1
-                if not done.get("success") and not (done.get("output") or {}).get("error"):
-                    silent.append(f"{d.get('api_name')}({str(value)[:20]!r})")
-        grown = log.stat().st_size - before
-        text = log.read_text()
-    print(f"{calls} hostile calls over {len(deps)} events: {len(silent)} silent errors, "
-          f"{grown / calls:.0f} B of log each")
-    assert calls >= 100 and not silent, silent[:10]
-    assert "Traceback" not in text and grown <= 1024 * calls

@@ -15,9 +15,10 @@ from engine.errors import UserError
 from explorer.page import fair
 from explorer.page.context import Page, fairly, shown_error
 from explorer.page.share import query_for
-from explorer.page.worker import follow, in_thread
+from explorer.page.worker import DrawClock, follow, in_thread
 from explorer.views.branch import branch_maps, branch_summary
 
+EST_DRAW_S = 0.2   # drawing a branch's summary and its two maps (a 256-forward run on this 2-core CPU: ~0.1 s)
 WHERE = ("<p class='um-branch-where'>Pick a step on the scrubber (and a position in the text), then press "
          "Branch here.</p>")
 
@@ -94,8 +95,9 @@ def open_branch(tr, box, step, pos, tabs_id: str):
     return point, where, radio, gr.Tabs(selected=tabs_id)
 
 
-async def run_branch(page: Page, tr, point, force_v, token_v, spec_v):
-    """Runs in a worker (``follow``), bounded by the request budget; yields (summary, map A, map B)."""
+async def run_branch(page: Page, tr, point, force_v, token_v, spec_v, started: float | None = None):
+    """Runs in a worker (``follow``), bounded by the request budget, drawing included (from ``started``, when the
+    request began before it: a link's base run); yields (summary, map A, map B)."""
     try:
         if tr is None or not isinstance(point, dict):
             raise UserError("press Branch here first: it takes the step and position shown")
@@ -111,13 +113,14 @@ async def run_branch(page: Page, tr, point, force_v, token_v, spec_v):
         branch = {"step": point["step"], "force": [point["pos"], force] if force is not None else None, "spec": spec}
         produce = lambda should_stop: page.service.branch_from(  # noqa: E731
             tr, branch, model, page=True, client=fair.client(), should_stop=should_stop)
-        last = None
-        async for f in follow(produce, page.service.max_seconds):
+        last, clock = None, DrawClock(page.service.max_seconds)
+        clock.last_s = EST_DRAW_S              # drawn once, at the end: reserve what drawing a branch takes
+        async for f in follow(produce, page.service.max_seconds, started=started, reserve=clock.reserve):
             last = f.value if f.value is not None else last
             if f.final and last is not None:
                 if f.limit:
                     gr.Warning(f.limit)
-                yield await in_thread(view, page, tr, last)
+                yield await clock.draw(view, page, tr, last)
     except UserError as e:
         raise shown_error(str(e)) from None
 
@@ -132,7 +135,7 @@ def view(page: Page, base, branch) -> tuple:
             *branch_maps(base, branch))
 
 
-async def from_link(page: Page, tr, branch_value):
+async def from_link(page: Page, tr, branch_value, started: float | None = None):
     """A link's branch (``?...&branch=...``), once its base run is shown: decoded into the Branch tab."""
     if not branch_value or tr is None or not tr.records:
         yield (gr.skip(),) * 4
@@ -140,7 +143,7 @@ async def from_link(page: Page, tr, branch_value):
     how = json.loads(branch_value)                  # checked when the link was read (explorer.state)
     point = {"step": how["step"], "pos": how["force"][0] if how.get("force") else None}
     async for out in run_branch(page, tr, point, str(how["force"][1]) if how.get("force") else None, "",
-                                how.get("spec") or ""):
+                                how.get("spec") or "", started):
         yield (*out, gr.Tabs(selected="branch"))
 
 

@@ -11,7 +11,7 @@ from engine.decoders.spec import parse_spec
 from explorer.grid import Grid
 from explorer.page import fair
 from explorer.page.context import Page, fairly, shown_error
-from explorer.page.worker import INTERVAL_S, follow, in_thread
+from explorer.page.worker import INTERVAL_S, DrawClock, follow
 from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
 
@@ -79,18 +79,20 @@ async def compared(page: Page, prompt, model, a: str, b: str):
     try:
         model = page.check_model(model)
         specs = [parse_spec(spec) for spec in (a, b)]
+        clock = DrawClock(page.service.max_seconds)      # the last drawing fits in the budget too
         async for f in follow(lambda should_stop: both(page, prompt, model, specs, should_stop),
-                                page.service.max_seconds):
+                              page.service.max_seconds, reserve=clock.reserve):
             if f.value is not None:
                 if f.limit:
                     gr.Warning(f.limit)
-                yield await in_thread(view, page, *f.value)
+                yield await clock.draw(view, page, *f.value, f.final, f.limit)
     except UserError as e:
         raise shown_error(str(e)) from None
 
 
-def view(page: Page, ta, tb):
-    """The summary and both mask maps, on one step axis and one height, so the two read against each other."""
+def view(page: Page, ta, tb, final: bool = True, limit: str | None = None):
+    """The summary and both mask maps, on one step axis and one height, so the two read against each other;
+    ``final``: the comparison has ended (``limit``: the request limit that ended it early)."""
     n = max(len(ta.records), len(tb.records))
     grids = [Grid.of(t) for t in (ta, tb)]
     cols = max(len(g.labels) for g in grids)       # one x range: both runs' columns line up, the shorter padded
@@ -98,4 +100,4 @@ def view(page: Page, ta, tb):
         height=heatmaps.rows_height(n), yaxis=dict(range=[n + 0.5, 0.5]),
         xaxis=dict(range=[-0.5, cols - 0.5], nticks=min(24, cols), tickfont=dict(size=9)))
         for t, g in zip((ta, tb), grids)]
-    return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb)), *figs)
+    return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb), final=final, limit=limit), *figs)

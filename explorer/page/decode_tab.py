@@ -25,7 +25,7 @@ from explorer.glossary import how_to_read
 from explorer.page.context import Page, shown_error
 from explorer.page.share import query_for
 from explorer.page import fair
-from explorer.page.worker import INTERVAL_S, follow, in_thread
+from explorer.page.worker import INTERVAL_S, DrawClock, follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
@@ -50,7 +50,6 @@ class Views:
                 self.tab_group]
 
 
-FINAL_RESERVE_S = 0.3   # at least this much of a run's budget is kept for drawing it once it stops
 # one colour code for the text view's slots (the same classes the text uses)
 LEGEND = ("<div class='um-legend'>"
           "<span class='um-tok um-mask'>\u25a2</span>masked"
@@ -172,12 +171,14 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     return {**out, v.run_data: data, v.delta: delta, v.tab_group: gr.Tabs(selected=visible(box) if box else tabs[0])}
 
 
-async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev, session=None):
+async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev, session=None,
+                 budget_s: float | None = None):
     """Stream a decode into the views (or take it from the trace cache), then finish the page. The engine runs in
     a worker (``follow``): the page shows its newest forward a few times a second, a cancelled request stops it,
     and the request's wall time, rendering included, is bounded by the service's budget. The cache is shared for
     the page's own prompts only; a free-text prompt's run is kept for its ``session`` alone
-    (``Page.cache_scope``). Yields (trace, parts)."""
+    (``Page.cache_scope``). ``budget_s``: this run's share of the request's budget (a link's base run leaves the
+    rest to its branch). Yields (trace, parts)."""
     key, last, t0 = None, None, time.monotonic()
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     try:
@@ -195,11 +196,10 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
         produce = lambda should_stop: page.service.stream(  # noqa: E731
             prompt_v, decoder_v, params, model, page=True, client=fair.client(), every_s=INTERVAL_S,
             should_stop=should_stop)
-        k, drawn = 0, {"s": 0.0}
-        # the final drawing (every view of the tab, the scrubber's data, the export) must fit in the budget too:
-        # reserve three times the newest frame's drawing, at least FINAL_RESERVE_S
-        reserve = lambda: min(max(FINAL_RESERVE_S, 3 * drawn["s"]), page.service.max_seconds / 2)  # noqa: E731
-        async for f in follow(produce, page.service.max_seconds, started=t0, reserve=reserve):
+        # the final drawing (every view of the tab, the scrubber's data, the export) must fit in the budget too
+        k, budget = 0, budget_s or page.service.max_seconds
+        clock = DrawClock(budget)
+        async for f in follow(produce, budget, started=t0, reserve=clock.reserve):
             last = f.value
             if last is None:
                 continue
@@ -207,9 +207,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             if f.limit:
                 last.meta.limit = f.limit
             if not f.final:
-                t_frame = time.monotonic()
-                parts = await in_thread(frame, page, v, last, visible(box), k)
-                drawn["s"], k = time.monotonic() - t_frame, k + 1
+                parts, k = await clock.draw(frame, page, v, last, visible(box), k), k + 1
                 yield last, parts
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None

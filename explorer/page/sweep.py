@@ -18,7 +18,7 @@ from engine.tasks import TASKS as SYNTHETIC
 from engine.tasks import get_task, with_task_length
 from explorer.page import fair
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error, slider_number
-from explorer.page.worker import follow
+from explorer.page.worker import DrawClock, follow
 from explorer.views.sweep import sweep_figure, sweep_table
 
 TASKS = ("arith", "story", "picks")
@@ -168,16 +168,22 @@ async def swept(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v, pr
                                                  progress=lambda i, total: box.update(done=i, total=total))
 
         rows, shown, kept = None, None, {"task": task, "rows": []}
-        async for f in follow(produce, None, heartbeat=True):   # the service bounds the sweep's own time
+        clock = DrawClock(page.service.max_seconds)      # the request's budget holds its last drawing too
+        async for f in follow(produce, page.service.max_seconds, heartbeat=True, reserve=clock.reserve):
             rows = f.value
             if not f.final:
                 progress(box["done"] / box["total"], desc=f"{box['done']}/{box['total']} decodes")
                 fresh = rows is not None and rows is not shown    # a setting finished: its row joins the plot
                 shown = rows
-                yield (sweep_figure(rows), sweep_table(rows), gr.skip(), gr.skip()) if fresh else (gr.skip(),) * 4
+                yield (*(await clock.draw(drawn, rows, False)), gr.skip(), gr.skip()) if fresh else (gr.skip(),) * 4
     except UserError as e:
         raise shown_error(str(e)) from None
     if not rows:
         raise shown_error("the sweep stopped before any problem finished")
     kept["rows"] = [dict(spec=r["spec"], outcomes=r["outcomes"]) for r in rows]
-    yield (sweep_figure(rows), sweep_table(rows), gr.update(choices=[r["spec"] for r in rows], value=None), kept)
+    yield (*(await clock.draw(drawn, rows)), gr.update(choices=[r["spec"] for r in rows], value=None), kept)
+
+
+def drawn(rows: list[dict], final: bool = True) -> tuple:
+    """The sweep's figure and table."""
+    return sweep_figure(rows), sweep_table(rows, final)

@@ -80,6 +80,28 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
         await asyncio.shield(worker)     # the slot is released only after the worker has stopped
 
 
+FINAL_RESERVE_S = 0.5   # at least this much of a request's budget is kept for its last drawing (and the
+#                         browser's: a run's final frame draws every view of its tab, ~3-4 of its frames)
+
+
+class DrawClock:
+    """How long a handler's drawing takes, so that ``follow`` stops the work early enough for the last drawing to
+    end within the budget: ``reserve()`` is four times the newest drawing (at least FINAL_RESERVE_S, at most half
+    the budget); ``draw(fn, *args)`` draws off the event loop and times it."""
+
+    def __init__(self, budget_s: float | None):
+        self.budget_s, self.last_s = budget_s, 0.0
+
+    def reserve(self) -> float:
+        return min(max(FINAL_RESERVE_S, 4 * self.last_s), (self.budget_s or 0.0) / 2)
+
+    async def draw(self, fn, *args):
+        t0 = time.monotonic()
+        out = await in_thread(fn, *args)
+        self.last_s = time.monotonic() - t0
+        return out
+
+
 async def in_thread(fn, *args):
     """CPU work of a handler (rendering figures) off the event loop, so other requests keep being served."""
     return await asyncio.to_thread(fn, *args)

@@ -9,7 +9,10 @@ from __future__ import annotations
 import html
 
 
-def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = None) -> str:
+def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = None, final: bool = True,
+                    limit: str | None = None) -> str:
+    """Both runs' NFE, TPF, speed and length side by side, and their texts. ``final``: the comparison has ended
+    (``data-final`` on it, for scripts); ``limit``: the request limit that stopped it, said under the table."""
     def row(label, va, vb, fmt, ratio=True):
         r = f"{vb / va:.2f}×" if ratio and va else (f"{vb - va:+.2f}" if not ratio else "–")
         return f"<tr><td>{label}</td><td>{fmt.format(va)}</td><td>{fmt.format(vb)}</td><td>{r}</td></tr>"
@@ -25,4 +28,6 @@ def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = 
     head = (f"<tr><th></th><th>A: {html.escape(ta.decoder)}</th><th>B: {html.escape(tb.decoder)}</th>"
             f"<th>B vs A</th></tr>")
     texts = (f"<p><b>A</b>: {html.escape(ta.text)}</p><p><b>B</b>: {html.escape(tb.text)}</p>")
-    return f"<table class='um-table'>{head}{''.join(rows)}</table>{texts}"
+    note = f"<p class='um-limit'>{html.escape(limit)}</p>" if limit else ""
+    return (f"<div class='um-compare' data-final='{int(final)}'><table class='um-table'>{head}{''.join(rows)}"
+            f"</table>{note}{texts}</div>")

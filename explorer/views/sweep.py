@@ -85,7 +85,8 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     return fig
 
 
-def sweep_table(rows: list[dict]) -> str:
+def sweep_table(rows: list[dict], final: bool = True) -> str:
+    """The sweep's rows; ``final``: the sweep has ended (``data-final`` on it, for scripts)."""
     head = ("<tr><th>setting</th><th>acc [95 % CI]</th><th>NFE</th><th>TPF</th><th>tok/s</th><th>conf ≥ 0.9</th>"
             "<th>reject rate</th></tr>")
     body = "".join(f"<tr><td>{html.escape(r['spec'])}</td><td>{stats.fmt_ci(r['accuracy'], interval(r))}</td>"
@@ -100,4 +101,5 @@ def sweep_table(rows: list[dict]) -> str:
     first = rows[0] if rows else {}
     count = (f"<p>{first['n']} problems per setting ({first.get('n_prompts', first['n'])} distinct prompts), each "
              f"decoded with its own seed.</p>" if rows else "")
-    return f"{count}<table class='um-table'>{head}{body}</table>{note}"
+    return (f"<div class='um-sweep' data-final='{int(final)}'>{count}<table class='um-table'>{head}{body}</table>"
+            f"{note}</div>")

@@ -1,0 +1,116 @@
+"""Hostile calls over raw HTTP, as a script sends them, after a session has been through every kind of update
+(a Run, Branch here, the tour, a Sweep, opening its point): every event the page has, the browser-only ones too,
+with hostile values, file data naming files outside the app, the wrong number of inputs, and a second event
+stream on one session. Each call ends with a message (never an error without one), the server logs at most 1 KB
+per call and no traceback. One app for the module (marked ``load``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+import uuid
+
+import pytest
+
+from tests.conftest import running_app
+from tools.page.bench_memory import call
+
+pytestmark = pytest.mark.load
+
+HOSTILE = [None, 1e308, [1, 2], {"a": 1}, "<img src=x onerror=alert(1)>", "x" * 1_000_000,
+           {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}},
+           {"path": "app.py", "url": "http://127.0.0.1/file=app.py", "meta": {"_type": "gradio.FileData"}}]
+
+
+def initial(cfg: dict, dep: dict) -> list:
+    """The page's starting values of an event's inputs (a gr.State is the server's: None)."""
+    comps = {c["id"]: c for c in cfg["components"]}
+    return [None if comps[i]["type"] == "state" else comps[i].get("props", {}).get("value") for i in dep["inputs"]]
+
+
+def one_per_handler(cfg: dict) -> list[dict]:
+    seen, out = set(), []
+    for d in cfg["dependencies"]:
+        name = d.get("api_name") or f"#{d['id']}"
+        base = name.rstrip("_0123456789") if name.startswith(("on_run", "draw", "partial", "lambda")) else name
+        if base not in seen:
+            seen.add(base)
+            out.append(d)
+    return out
+
+
+def updated_session(url: str, cfg: dict) -> str:
+    """A session that ran every handler once with the page's own values: a Run, Branch here at step 2 of it (the
+    candidates radio updated), the tour's stops, a Sweep (its settings' dropdown updated), its point opened."""
+    session = uuid.uuid4().hex[:11]
+    for d in cfg["dependencies"]:
+        if d.get("backend_fn", True) and d["inputs"] and d.get("api_name") != "decode":
+            values = initial(cfg, d)
+            if len(values) == 4 and values[:2] == [None, None] and values[2:] in ([None, None], [0, 0]):
+                values[2:] = [2, -1]          # Branch here: a step and no position (as the page's JS sends)
+            call(url, d["id"], values, session)
+    return session
+
+
+def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_traceback(tmp_path):
+    with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
+        cfg = json.load(urllib.request.urlopen(url + "config"))
+        session = updated_session(url, cfg)
+        log = tmp_path / "app.log"
+        before, calls, silent = log.stat().st_size, 0, []
+
+        def check(dep, data, what):
+            nonlocal calls
+            done = call(url, dep["id"], data, session)
+            calls += 1
+            if not done.get("success") and not (done.get("output") or {}).get("error"):
+                silent.append(f"{dep.get('api_name')}: {what}")
+
+        for d in one_per_handler(cfg):
+            n = len(d["inputs"])
+            for i, value in enumerate(HOSTILE):
+                check(d, [value] * n, f"hostile {i}")
+            if n:
+                check(d, [None] * (n - 1), "one input short")
+        ended = []
+
+        def stream(dep):                 # a stream that finds its session's events taken ends without a result
+            try:
+                ended.append(call(url, dep["id"], [None] * len(dep["inputs"]), session))
+            except RuntimeError:
+                ended.append(None)
+        streams = [threading.Thread(target=stream, args=(d,)) for d in cfg["dependencies"][:2]]
+        for t in streams:               # two event streams on one session at once
+            t.start()
+        for t in streams:
+            t.join(60)
+        assert len(ended) == 2 and any(ended)
+        grown = log.stat().st_size - before
+        text = log.read_text()
+    print(f"{calls} hostile calls after every update: {len(silent)} silent errors, {grown / calls:.0f} B of log each")
+    assert calls >= 150 and not silent, silent[:10]
+    assert "Traceback" not in text, text[text.index("Traceback"):][:1500]
+    assert grown <= 1024 * calls
+
+
+def test_a_second_stream_on_a_session_is_logged_in_one_line_and_other_errors_keep_their_traceback():
+    import logging
+    import sys
+
+    from fastapi.exceptions import HTTPException
+
+    from explorer.page.serverlog import STARTED, ClosedStream
+
+    def record(exc):
+        try:
+            raise exc
+        except Exception:
+            return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application\n",
+                                     None, sys.exc_info())
+    closed = RuntimeError(STARTED)
+    closed.__cause__ = HTTPException(status_code=404)
+    r = record(closed)
+    assert ClosedStream().filter(r) and r.exc_info is None and "\n" not in r.getMessage()
+    other = record(RuntimeError("a bug"))
+    assert ClosedStream().filter(other) and other.exc_info is not None
