@@ -203,8 +203,10 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
 
     def load(tab_box, request: gr.Request = None):  # gradio injects the request by its annotation
         values, run = share.url_values(page, request)
+        # a link that asks for a run: its request (and budget) starts here, at the page's load
         out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
-               c.decoder: values.get("decoder", gr.skip()), autorun: run, step_from_url: values.get("step"),
+               c.decoder: values.get("decoder", gr.skip()), autorun: time.monotonic() if run else False,
+               step_from_url: values.get("step"),
                branch_from_url: values.get("branch")}
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
         example = page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER)) if not run else None
@@ -222,11 +224,11 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         async def linked():
             # a link to a branch: its base run is shown, then the branch, in the same event and one budget (the
             # base run may take half of it; the branch has what is left)
-            shown, t0 = None, time.monotonic()
+            shown, t0 = None, min(go, time.monotonic()) if isinstance(go, float) else time.monotonic()
             base_budget = page.service.max_seconds / 2 if branch_v else None
             async for out in run_setting(page, rp, parse, prompt_v, model_v,
                                          step_v if isinstance(step_v, int) else None, box, prev,
-                                         session=session_of(request), budget_s=base_budget):
+                                         session=session_of(request), budget_s=base_budget, started=t0):
                 shown = out[rp.trace] if hasattr(out.get(rp.trace), "records") else shown
                 yield out
             if branch_v:

@@ -87,6 +87,10 @@ def test_summary_warns_about_unknown_words_and_limits(trace):
     html = render_summary(trace)
     assert "dogs" in html and "&lt;img src=x&gt;" in html and "<img" not in html
     assert "Stopped early" in html
+    trace.meta.model = "unmask-tasks-small"          # an embedded model knows only its tasks' words
+    assert "only know the words of their tasks" in render_summary(trace)
+    trace.meta.model = "tinyllada"                   # a checkpoint of the operator's: its own tokenizer's words
+    assert "only know the words" not in render_summary(trace) and "its tokenizer" in render_summary(trace)
 
 
 def test_decode_gif_has_one_frame_per_forward(trace):

@@ -172,14 +172,14 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
 
 
 async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, step_v, box, prev, session=None,
-                 budget_s: float | None = None):
+                 budget_s: float | None = None, started: float | None = None):
     """Stream a decode into the views (or take it from the trace cache), then finish the page. The engine runs in
     a worker (``follow``): the page shows its newest forward a few times a second, a cancelled request stops it,
     and the request's wall time, rendering included, is bounded by the service's budget. The cache is shared for
     the page's own prompts only; a free-text prompt's run is kept for its ``session`` alone
     (``Page.cache_scope``). ``budget_s``: this run's share of the request's budget (a link's base run leaves the
-    rest to its branch). Yields (trace, parts)."""
-    key, last, t0 = None, None, time.monotonic()
+    rest to its branch), counted from ``started`` (a link's page load; default: now). Yields (trace, parts)."""
+    key, last, t0 = None, None, started or time.monotonic()
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     try:
         model = page.check_model(model_v)

@@ -67,16 +67,18 @@ async def present(page: Page, rp: RunParts, stream, set_controls: bool = True):
 
 
 async def run_setting(page: Page, rp: RunParts, parse, prompt_v, model_v, step_v, box, prev,
-                      set_controls: bool = True, session: str | None = None, budget_s: float | None = None):
+                      set_controls: bool = True, session: str | None = None, budget_s: float | None = None,
+                      started: float | None = None):
     """Decode a setting and present it. ``parse()`` gives (decoder, params) from what the visitor sent; its
     ``UserError`` becomes the page's one-line message. ``session``: the visitor's (the trace cache's scope);
-    ``budget_s``: the run's share of the request's budget (default: all of it)."""
+    ``budget_s``: the run's share of the request's budget (default: all of it), counted from ``started`` (default:
+    now)."""
     try:
         name, params = parse()
     except UserError as e:
         raise shown_error(str(e)) from None
     async for out in present(page, rp, decode(page, rp.views, prompt_v, model_v, name, params, step_v, box, prev,
-                                            session, budget_s),
+                                            session, budget_s, started),
                              set_controls):
         yield out
 

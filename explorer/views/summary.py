@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 
 from engine.decoders.cards import cards as decoder_cards
+from engine.decoders.catalogue import embedded_names
 
 
 def card(label: str, value: str, hint: str = "") -> str:
@@ -39,8 +40,9 @@ def render_summary(trace, verdict: str | None = None) -> str:
     notes, info = [], list(info)
     if m.unknown_words:
         words = ", ".join(repr(w) for w in m.unknown_words[:12])
-        notes.append(f"The model does not know {words} (read as [UNK]): the embedded models only know the words "
-                     "of their tasks — pick an example to see them at their best.")
+        why = (": the embedded models only know the words of their tasks — pick an example to see them at their "
+               "best." if m.model in embedded_names() else ": its tokenizer has no token for them.")
+        notes.append(f"The model does not know {words} (read as [UNK]){why}")
     if m.limit:
         notes.append(f"Stopped early: {m.limit}. What finished is shown and can be explored.")
     warn = "".join(f"<div class='um-warn'>{html.escape(n)}</div>" for n in notes)

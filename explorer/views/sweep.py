@@ -86,20 +86,25 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
 
 
 def sweep_table(rows: list[dict], final: bool = True) -> str:
-    """The sweep's rows; ``final``: the sweep has ended (``data-final`` on it, for scripts)."""
-    head = ("<tr><th>setting</th><th>acc [95 % CI]</th><th>NFE</th><th>TPF</th><th>tok/s</th><th>conf ≥ 0.9</th>"
-            "<th>reject rate</th></tr>")
-    body = "".join(f"<tr><td>{html.escape(r['spec'])}</td><td>{stats.fmt_ci(r['accuracy'], interval(r))}</td>"
-                   f"<td>{r['nfe']:.1f}</td>"
+    """The sweep's rows, each with its own problem count (a setting the budget stopped has fewer); ``final``: the
+    sweep has ended (``data-final`` on it, for scripts). Wide: it scrolls sideways in its own box on a phone."""
+    head = ("<tr><th>setting</th><th>n</th><th>acc [95 % CI]</th><th>NFE</th><th>TPF</th><th>tok/s</th>"
+            "<th>conf ≥ 0.9</th><th>reject rate</th></tr>")
+    body = "".join(f"<tr><td>{html.escape(r['spec'])}</td><td>{r['n']}{'*' if r.get('stopped_early') else ''}</td>"
+                   f"<td>{stats.fmt_ci(r['accuracy'], interval(r))}</td><td>{r['nfe']:.1f}</td>"
                    f"<td>{r['tpf']:.2f}</td><td>{r['tokens_per_s']:.1f}</td>"
                    f"<td>{r.get('confident_share', float('nan')):.2f}</td>"
                    f"<td>{'–' if r.get('reject_rate') is None else format(r['reject_rate'], '.3f')}</td></tr>"
                    for r in rows)
     stopped = [r for r in rows if r.get("stopped_early")]
-    note = (f"<p>Stopped early at {stopped[0]['n']} problems per setting (time budget or Stop).</p>" if stopped
-            else "")
+    note = (f"<p>* stopped early (time budget or Stop): {', '.join(html.escape(r['spec']) for r in stopped)} "
+            "counts only the problems that finished before its first unfinished one.</p>" if stopped else "")
+    counts = sorted({r["n"] for r in rows})
     first = rows[0] if rows else {}
-    count = (f"<p>{first['n']} problems per setting ({first.get('n_prompts', first['n'])} distinct prompts), each "
-             f"decoded with its own seed.</p>" if rows else "")
-    return (f"<div class='um-sweep' data-final='{int(final)}'>{count}<table class='um-table'>{head}{body}</table>"
-            f"{note}</div>")
+    count = ("" if not rows else
+             f"<p>{first['n']} problems per setting ({first.get('n_prompts', first['n'])} distinct prompts), each "
+             "decoded with its own seed.</p>" if len(counts) == 1 else
+             f"<p>{counts[-1]} problems per setting asked; the settings the budget stopped have fewer (n), each "
+             "problem decoded with its own seed.</p>")
+    return (f"<div class='um-sweep' data-final='{int(final)}'>{count}<div class='um-scroll-x'>"
+            f"<table class='um-table'>{head}{body}</table></div>{note}</div>")
