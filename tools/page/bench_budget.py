@@ -6,7 +6,7 @@
 Starts ``python app.py`` on a loopback port and, one request at a time, sends work that needs far more than the
 budget (LLaDA, 256 slots, a forward per slot: ~2 s of forwards alone on two cores, plus drawing) down each path:
 a link that runs a setting, a page Run, Compare, a Sweep, a link with ``?branch=`` (its base run and the branch share one budget), the GIF of
-a long run, and the ``decode`` API. A request's time runs from the browser's first queue call after the action
+a long run, and the ``decode`` API (a decode, and a decode with its branch). A request's time runs from the browser's first queue call after the action
 (the click, or the link's page load) to the page showing its final state (``data-final`` / ``data-finished``, the
 branch's summary, the GIF file), and for the API from submission to its last message. Prints, per path, the
 worst and median time against the budget and how many ended later than budget + 0.5 s.
@@ -29,6 +29,7 @@ PROMPT = "Tell a story about a yak named Finn."
 SLACK_S = 0.5
 LINK = "?" + "&".join(f"{k}={v}" for k, v in SPEC.items()) + "&prompt=" + quote(PROMPT)
 CLI_SPEC = "llada:gen_length=256,block_size=32,stop_at_eos=0"
+BRANCH = json.dumps({"step": 1, "force": None, "spec": None})      # decode on from the base run's first forward
 RUN_DONE = "(b) => { const t = document.querySelector('#text .um-text'); return t && t.dataset.run !== b && " \
            "t.dataset.finished === '1'; }"
 RUN_ID = "() => { const t = document.querySelector('#text .um-text'); return t ? t.dataset.run : null; }"
@@ -59,8 +60,7 @@ def page_paths(browser, url: str) -> dict[str, float]:
     joins, out = Joins(pg), {}
     try:
         out["link"] = timed(pg, joins, lambda: pg.goto(url + LINK), RUN_DONE, "example")
-        out["link with ?branch="] = timed(pg, joins, lambda: pg.goto(url + LINK + "&branch=" + quote(
-            json.dumps({"step": 1, "force": None, "spec": None}))),
+        out["link with ?branch="] = timed(pg, joins, lambda: pg.goto(url + LINK + "&branch=" + quote(BRANCH)),
             "() => /Branched after step/.test((document.querySelector('#branch-out') || {}).innerText || '')")
         before = pg.evaluate(RUN_ID)
         out["page Run"] = timed(pg, joins, lambda: pg.click("#run"), RUN_DONE, before)
@@ -81,11 +81,12 @@ def page_paths(browser, url: str) -> dict[str, float]:
     return out
 
 
-def api_path(url: str) -> float:
+def api_path(url: str, branch: str = "") -> float:
+    """The documented API: a decode, or (``branch``) a decode and its branch in one request."""
     from gradio_client import Client
     client = Client(url, verbose=False)
     t0 = time.perf_counter()
-    for _ in client.submit(PROMPT, CLI_SPEC, api_name="/decode"):
+    for _ in client.submit(PROMPT, CLI_SPEC, "", branch, api_name="/decode"):
         pass
     return time.perf_counter() - t0
 
@@ -102,6 +103,7 @@ def measure(budget: float, repeat: int) -> dict[str, list[float]]:
                 for path, s in page_paths(browser, url).items():
                     times.setdefault(path, []).append(s)
                 times.setdefault("decode API", []).append(api_path(url))
+                times.setdefault("decode API with a branch", []).append(api_path(url, BRANCH))
             browser.close()
     return times
 
