@@ -15,6 +15,7 @@ whether it continues the previous token) and ``raw`` (the vocabulary's string). 
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 
@@ -219,5 +220,6 @@ def embed(d: dict, query: str, step: int, run: str, example: bool, server_views:
     meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune,
                 maps=list(maps))
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
-    key = html.escape(f"{run}:{step}:{int(example)}", quote=True)    # what the browser compares (the JSON is large)
+    # what the browser compares (the JSON is large): the data's own digest, as every pre-baked run is "example"
+    key = f"{html.escape(run, quote=True)}:{step}:{hashlib.blake2b(blob.encode(), digest_size=8).hexdigest()}"
     return f"<div class='um-run-data' hidden data-key='{key}' data-json='{html.escape(blob, quote=True)}'></div>"

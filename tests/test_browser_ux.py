@@ -40,15 +40,47 @@ def test_the_run_is_in_the_first_viewport_and_only_read_controls_show(page, serv
     assert not {"block_size", "tau", "steps"} & set(ux.controls(page))
 
 
-def test_every_tour_stop_shows_its_tab_view_and_text_together(page, server):
-    ux.opened(page, server)
-    rows = ux.tour(page)
-    for r in rows:
-        assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
-        assert r["errors"] == [], r                                # no error toast on the way
-    for name in {r["example"] for r in rows}:
-        steps = [r["step"] for r in rows if r["example"] == name]
-        assert steps == sorted(set(steps)), (name, steps)        # forward within one run
+def agrees(shown: dict, stop) -> None:
+    """Everything the page says of the run shown describes the stop's own run: the decoder and model boxes, the
+    link, every "step s / n" label (the slider's and the text view's), the tabs, the scrubber's run."""
+    from app import example_traces
+    from engine.decoders import catalogue
+    from explorer.registry import tabs_shown
+    tr = example_traces()[stop.example]
+    n, s = len(tr.records), stop.step(tr)
+    assert shown["n"] == n and shown["step"] == s, (stop.title, shown)
+    assert shown["labels"] and set(shown["labels"]) == {f"step {s} / {n}"}, (stop.title, shown["labels"])
+    assert shown["decoder"] == catalogue.menu_label(tr.meta.decoder), (stop.title, shown["decoder"])
+    assert shown["model"].startswith(tr.meta.model), (stop.title, shown["model"])
+    assert f"decoder={tr.meta.decoder}" in shown["link"] and f"step={s}" in shown["link"], (stop.title, shown["link"])
+    assert shown["tabs"] == tabs_shown(tr), (stop.title, shown["tabs"])
+
+
+def test_every_tour_stop_shows_its_own_run_everywhere_with_its_view_and_text_together(browser, server):
+    """At a lecture projector's 1280 × 720: each stop's tab, view and card on screen together, and the eight things
+    that describe the run shown agree with the stop's run, walking forward and back across runs."""
+    from explorer.page.tour import STOPS
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        ux.opened(page, server)
+        rows = ux.tour(page)
+        for r, stop in zip(rows, STOPS):
+            assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
+            assert r["errors"] == [], r                                # no error toast on the way
+            agrees(r["shown"], stop)
+        for name in {r["example"] for r in rows}:
+            steps = [r["step"] for r in rows if r["example"] == name]
+            assert steps == sorted(set(steps)), (name, steps)        # forward within one run
+        for i in range(len(STOPS) - 2, 4, -1):                       # back across every change of run
+            page.click("#tour-back")
+            ux.at_stop(page, i)
+            agrees(ux.shown_run(page), STOPS[i])
+        page.click("#tour-close")
+        page.click("#prev")                                          # the scrubber moves the run shown
+        page.wait_for_timeout(500)
+        agrees(ux.shown_run(page), type(STOPS[5])(**{**STOPS[5].__dict__, "step": lambda tr: STOPS[5].step(tr) - 1}))
+    finally:
+        page.close()
 
 
 def test_a_tab_with_nothing_for_the_run_is_hidden(page, server):

@@ -77,19 +77,37 @@ def choose_model(pg, name: str, decoder: str) -> None:
                          arg=catalogue.DECODERS[decoder].summary.split("**")[1], timeout=20_000)
 
 
+SHOWN = """() => { const q = (s) => document.querySelector(s), v = (s) => (q(s) || {}).value;
+  const run = window.__umScrub && window.__umScrub.run;
+  return {decoder: v('#decoder input'), model: v('#model input'), link: v('.um-link'),
+    labels: (document.body.innerText.match(/step \\d+ \\/ \\d+/g) || []),
+    tabs: [...document.querySelectorAll('#view-tabs [role=tab]')].filter(b => b.style.display !== 'none' &&
+      b.offsetParent !== null).map(b => b.innerText.trim()),
+    n: run ? run.n : null, step: window.__umScrub ? window.__umScrub.step : null}; }"""
+
+
+def shown_run(pg) -> dict:
+    """What the page says of the run shown: the decoder and model boxes, the link, every "step s / n" label (the
+    slider's and the text view's), the view tabs shown, and the scrubber's run length and step."""
+    return pg.evaluate(SHOWN)
+
+
+def at_stop(pg, i: int) -> None:
+    pg.wait_for_function("(i) => { const c = document.querySelector('#tour-card .um-tour'); return c && "
+                         "c.dataset.stop == i && document.querySelector('.um-tour-target'); }", arg=i, timeout=60_000)
+    pg.wait_for_timeout(400)
+
+
 def tour(pg) -> list[dict]:
     """Every stop in turn: the open tab, whether the stop's view and its text card are both inside the viewport,
-    whether they overlap, and the run and step shown."""
+    whether they overlap, the run and step shown, and what the page says of the run (``shown_run``)."""
     from explorer.page.tour import STOPS
     out = []
     pg.click("#tour-start")
     for i, stop in enumerate(STOPS):
         if i:
             pg.click("#tour-next")
-        pg.wait_for_function("(i) => { const c = document.querySelector('#tour-card .um-tour'); return c && "
-                             "c.dataset.stop == i && document.querySelector('.um-tour-target'); }", arg=i,
-                             timeout=60_000)
-        pg.wait_for_timeout(400)
+        at_stop(pg, i)
         boxes = pg.evaluate("(t) => [document.getElementById(t), document.getElementById('tour-card')].map(e => {"
                             "const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })",
                             stop.target)
@@ -100,7 +118,7 @@ def tour(pg) -> list[dict]:
                         overlap=not (vr <= cl or cr <= vl or vb <= ct or cb <= vt),
                         example=stop.example, step=pg.evaluate("() => window.__umScrub.step"),
                         errors=pg.evaluate("() => [...document.querySelectorAll('.toast-body')].map(t => t.innerText)"
-                                           ".filter(t => /error/i.test(t))")))
+                                           ".filter(t => /error/i.test(t))"), shown=shown_run(pg)))
     return out
 
 
