@@ -240,7 +240,8 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
 
     demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
-                          *c.components], [*rp.outputs, bp.out, *bp.figs, more], **model_run(rp))
+                          *c.components], [*rp.outputs, bp.out, *bp.figs, more], **model_run(rp)) \
+        .then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
 
 
 def launch_kwargs() -> dict:

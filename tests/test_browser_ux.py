@@ -67,6 +67,7 @@ def test_every_tour_stop_shows_its_own_run_everywhere_with_its_view_and_text_tog
         for r, stop in zip(rows, STOPS):
             assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
             assert r["errors"] == [], r                                # no error toast on the way
+            assert r["text_in_card"] == stop.text, r                   # words about the text come with it
             agrees(r["shown"], stop)
         for name in {r["example"] for r in rows}:
             steps = [r["step"] for r in rows if r["example"] == name]
@@ -119,6 +120,19 @@ def test_dragging_tau_previews_the_cells_that_would_clear_it_without_a_request(p
     assert res["marks"] > 0 and "more token" in res["note"] and "diverges" in res["note"], res
     # the browser alone redraws (no request); how fast is python -m tools.page.bench_ux's figure, not a test's
     assert res["requests"] == 0, res
+    assert res["preview_in_sight"], res      # at 1500 × 1100 the map is far below: its pinned copy carries it
+
+
+def test_the_preview_of_a_dragged_dial_is_in_sight_on_a_projector_and_a_phone(browser, server):
+    for size in ((1280, 720), (390, 844)):
+        pg = browser.new_page(viewport=dict(zip(("width", "height"), size)))
+        try:
+            ux.opened(pg, server)
+            pg.locator("#tau input[type=range]").scroll_into_view_if_needed()
+            res = ux.tune_by_eye(pg)
+            assert res["marks"] > 0 and res["preview_in_sight"], (size, res)
+        finally:
+            pg.close()
 
 
 def test_dragging_ebs_gamma_previews_the_cells_that_would_fit_under_the_bound(page, server):

@@ -239,3 +239,14 @@ def test_compares_defaults_are_settings_that_apply_to_the_chosen_model():
     assert compare_defaults(page, "sdar") == ("threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a")
     assert compare_defaults(page, "llada") == ("threshold:tau=0.9,block_size=8", "llada:block_size=8,steps=8")
     assert compare_defaults(page, "gemma") == ("uniform", "uniform:entropy_bound=0.5")
+
+
+def test_a_visitors_model_switch_brings_that_models_example_unless_the_prompt_is_their_own():
+    from types import SimpleNamespace
+    from explorer.page.controls import prompt_for_model
+    page = SimpleNamespace(examples={"tasks": [("Tell a story about a yak.", None), ("3 + 4 =", None)],
+                                     "parallel": [("copy: pam bob", None)], "bare": []})
+    assert prompt_for_model(page, "parallel", "Tell a story about a yak.") == "copy: pam bob"
+    assert prompt_for_model(page, "parallel", "") == "copy: pam bob"
+    for kept in (("tasks", "3 + 4 ="), ("parallel", "my own words"), ("bare", "3 + 4 ="), (None, "3 + 4 =")):
+        assert not isinstance(prompt_for_model(page, *kept), str), kept     # the prompt stays (gr.skip)

@@ -213,14 +213,33 @@ function tune(v) {
   if (i < 0) window.Plotly.addTraces(gd, {type: 'scatter', mode: 'markers', name, x: xs, y: ys,
     hoverinfo: 'skip', showlegend: false, marker: {symbol: 'square-open', size: 10, color: '#ff00ff', line: {width: 2}}});
   else window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
+  peekAt(gd, name);
   tuneNote.textContent = `at ${dial.sym} ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} ` +
     dial.words + (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
     (fewer ? `, and ${fewer} of its commits would not` : '') + ' (magenta squares on the confidence map). ' +
     'After the first extra commit the real run diverges: release the slider to decode it.';
 }
+// the map is often far below the dial (on a projector, on a phone): while it is out of sight a small copy of it,
+// pinned in a corner, carries the preview, until the dial is released
+let peek = null;
+function peekAt(gd, name) {
+  const r = gd.getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= innerHeight) { if (peek) peek.style.display = 'none'; return; }
+  if (!peek) { peek = document.createElement('div'); peek.id = 'um-tune-peek'; document.body.appendChild(peek); }
+  peek.style.display = '';
+  const mine = peek.data ? peek.data.findIndex((t) => t.name === name) : -1, i = gd.data.findIndex((t) => t.name === name);
+  if (peek.__umKey === dataKey && mine >= 0) { window.Plotly.restyle(peek, {x: [gd.data[i].x], y: [gd.data[i].y]}, [mine]); return; }
+  peek.__umKey = dataKey;
+  window.Plotly.react(peek, gd.data, Object.assign({}, gd.layout, {width: Math.min(420, innerWidth - 20), height: 250, shapes: [],
+    annotations: [], margin: {l: 34, r: 8, t: 26, b: 26}, title: {text: 'confidence map · magenta: would pass',
+    font: {size: 12}}}), {displayModeBar: false, staticPlot: true});
+}
 document.addEventListener('input', (e) => {
   const box = e.target.closest && run && run.tune && e.target.closest('#' + run.tune);
   if (box) tune(parseFloat(e.target.value));
+});
+document.addEventListener('change', (e) => {
+  if (peek && e.target.closest && run && run.tune && e.target.closest('#' + run.tune)) peek.style.display = 'none';
 });
 
 q('.um-prev').addEventListener('click', () => { stop(); go(step - 1); });

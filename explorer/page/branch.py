@@ -85,6 +85,15 @@ HERE_JS = ("(tr, box, s, p) => { const u = window.__umScrub; "
            "return [tr, box, u ? u.step : s, u ? (u.sel === null ? -1 : u.sel) : p]; }")
 
 
+# the result of Branch here, or of a link's branch, is far below the scrubber: bring it into sight
+SHOW_JS = ("(...a) => { const e = document.getElementById('{id}'); "
+           "if (e && e.innerText.trim()) e.scrollIntoView({block: 'start', behavior: 'instant'}); return a; }")
+
+
+def show_js(elem_id: str) -> str:
+    return SHOW_JS.replace("{id}", elem_id)
+
+
 def open_branch(tr, box, step, pos, tabs_id: str):
     """The branch panel opened at the scrubber's step and position (the browser's, else the last settled)."""
     here = dict(box) if isinstance(box, dict) else {}
@@ -151,7 +160,8 @@ def wire_branch(page: Page, parts: BranchParts, here: gr.Button, tr_state, box_s
                 model_run: dict) -> None:
     step, pos = gr.Number(visible=False), gr.Number(visible=False)
     here.click(lambda tr, box, s, p: open_branch(tr, box, s, p, tabs_id), [tr_state, box_state, step, pos],
-               [parts.point, parts.where, parts.force, tabs], js=HERE_JS, show_progress="hidden")
+               [parts.point, parts.where, parts.force, tabs], js=HERE_JS, show_progress="hidden") \
+        .then(None, js=show_js("branch-where"))
 
     async def on_branch(request: gr.Request, tr, point, force_v, token_v, spec_v):
         async for out in fairly(page, "branch", request, run_branch(page, tr, point, force_v, token_v, spec_v)):

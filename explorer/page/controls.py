@@ -215,8 +215,21 @@ def on_model(page, model: str, decoder: str):
     rows, info = page.examples.get(model, []), page.model_infos.get(model)
     menu = decoder_choices(info)
     keep = isinstance(decoder, str) and decoder in {d for _, d in menu}
+    # a kept decoder is not sent again: this answer may arrive after a later update set another run's decoder
+    # (the tour moving on), which it must not undo
     return (gr.Dropdown(choices=example_choices(rows), value=None), model_summary(info, rows),
-            gr.Dropdown(choices=menu, value=decoder if keep else menu[0][1]))
+            gr.Dropdown(choices=menu) if keep else gr.Dropdown(choices=menu, value=menu[0][1]))
+
+
+def prompt_for_model(page, model, prompt):
+    """A visitor's own switch of model (not a run shown, which brings its prompt): the new model's first example
+    replaces a prompt that was another model's example; a prompt the visitor typed stays."""
+    rows = page.examples.get(model, []) if isinstance(model, str) else []
+    mine = {r[0] for r in rows}
+    examples = {r[0] for rs in page.examples.values() for r in rs}
+    if rows and prompt not in mine and (not prompt or prompt in examples):
+        return rows[0][0]
+    return gr.skip()
 
 
 def example_prompt(choice):
@@ -228,4 +241,5 @@ def wire_controls(page, c: Controls) -> None:
     c.decoder.change(partial(on_decoder, c.keys), c.decoder, [c.decoder_info, *c.boxes.values(), *c.components])
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
     c.model.change(partial(on_model, page), [c.model, c.decoder], [c.examples, c.model_card, c.decoder])
+    c.model.input(partial(prompt_for_model, page), [c.model, c.prompt], c.prompt, show_progress="hidden")
     c.examples.change(example_prompt, c.examples, c.prompt)

@@ -24,6 +24,7 @@ class Stop:
     target: str                  # elem_id of the view it points at
     step: Callable               # trace -> 1-based slider step
     branch: str = ""             # a pre-baked branch of the example, shown in the Branch tab
+    text: bool = False           # its words point at the text: the card carries a copy of it at the stop's step
 
 
 def s2d2_steps(trace) -> list[int]:
@@ -66,18 +67,18 @@ STOPS = (
     Stop("Prompt and blocks", "The answer area starts fully **masked** (grey in the mask map, ▢ in the text). It "
          "is cut into **blocks** of B positions; the dotted lines in the maps are block boundaries. Blocks are "
          "decoded left to right; inside a block, positions are filled in parallel.",
-         "s2d2", "Decode", "mask-plot", nth(0)),
+         "s2d2", "Decode", "mask-plot", nth(0), text=True),
     Stop("Draft", "Each row of a map is one **forward**. A *draft* forward proposes a token for every masked "
          "position of the block (faded in the text view); the confidence map shows how sure the model is of each "
          "proposal: yellow is sure, dark blue unsure.",
-         "s2d2", "Decode", "conf-plot", nth(1)),
+         "s2d2", "Decode", "conf-plot", nth(1), text=True),
     Stop("Verify", "S2D2 then spends one more forward to **verify** the first masked span with the same model in "
          "autoregressive mode. In the verifier map, green cells were accepted; a red cell was rejected and "
          "resampled, and the draft after it is thrown away.",
          "s2d2", "S2D2", "verifier-plot", nth(2)),
     Stop("Commit", "Tokens that were accepted, or whose confidence clears τ, are **committed** (orange in the mask "
          "map, outlined in orange in the text) and kept. The commit-reason map says which rule took each token.",
-         "s2d2", "Decode", "reason-plot", nth(3)),
+         "s2d2", "Decode", "reason-plot", nth(3), text=True),
     Stop("Speed and quality", "The cards count forwards (NFE) and tokens per forward (TPF). Move τ, B or the "
          "router's cost c and release: more tokens per forward is faster, but commits made while unsure can be "
          "wrong, and the checker says so.",
@@ -105,13 +106,13 @@ STOPS = (
          "(struck-through grey in the text), not [MASK]s. Each step samples every slot, keeps the lowest-entropy "
          "samples while Σ H − max H stays within γ (green in the map) and replaces the rest with fresh noise; this "
          "is the first step at which half of the canvas was kept.",
-         "uniform", "Canvas", "canvas-plot", canvas_step),
+         "uniform", "Canvas", "canvas-plot", canvas_step, text=True),
     Stop("A change of mind", "Another decode, with **token editing** (`edit`): a block filled its last slots in "
          "one forward and wrote *{old}*, which contradicts the rest of the story. A later forward of the same "
          "block looks at it again; the model now prefers *{new}* with p > τ_edit, so the token is rewritten: a "
          "purple diamond on the mask map (hover it for old → new), and in the text the old word struck through "
          "before the new one, outlined in purple. No extra forward was spent.",
-         "edit", "Decode", "mask-plot", revision_step),
+         "edit", "Decode", "mask-plot", revision_step, text=True),
     Stop("Take the wheel", "What if the model had written something else? **Branch here** (under the step "
          "slider) rewound the opening story to this step, forced an unlikely candidate into its first masked slot, "
          "and let token editing (`edit`) decode on from there. The Branch tab shows both futures: the texts with "
@@ -132,12 +133,15 @@ def first_revision(trace) -> dict:
 
 
 def card_html(i: int, stop: Stop, trace) -> str:
-    """The pinned card: the stop's text (with the words of its run), and which view it points at (read by the
-    page's tour script)."""
+    """The pinned card: the stop's text (with the words of its run), a copy of the run's text at the stop's step
+    when its words point at it (the text view itself is above the view the stop shows, out of sight on a
+    projector), and which view it points at (read by the page's tour script)."""
     from explorer.glossary import inline_markdown
+    from explorer.views.text import render_text
     body = stop.body.format(**first_revision(trace)) if "{old}" in stop.body else stop.body
+    copy = f"<div class='um-tour-text'>{render_text(trace, stop.step(trace) - 1)}</div>" if stop.text else ""
     return (f"<div class='um-tour' data-target='{html.escape(stop.target)}' data-stop='{i}'>"
-            f"<b>{i + 1}/{len(STOPS)} · {html.escape(stop.title)}</b><div>{inline_markdown(body)}</div></div>")
+            f"<b>{i + 1}/{len(STOPS)} · {html.escape(stop.title)}</b><div>{inline_markdown(body)}</div>{copy}</div>")
 
 
 # after a stop is shown: scroll its view into sight below the card, outline it (and nothing else)

@@ -115,6 +115,7 @@ def tour(pg) -> list[dict]:
         out.append(dict(stop=stop.title, tab=pg.evaluate(TAB_OPEN), wanted_tab=stop.tab, target=stop.target,
                         view_in_sight=pg.evaluate(IN_VIEW, "#" + stop.target),
                         card_in_sight=pg.evaluate(IN_VIEW, "#tour-card"),
+                        text_in_card=pg.evaluate("() => !!document.querySelector('#tour-card .um-tour-text .um-text')"),
                         overlap=not (vr <= cl or cr <= vl or vb <= ct or cb <= vt),
                         example=stop.example, step=pg.evaluate("() => window.__umScrub.step"),
                         errors=pg.evaluate("() => [...document.querySelectorAll('.toast-body')].map(t => t.innerText)"
@@ -128,20 +129,27 @@ TUNE = """async ([dial, v0, dv, sym]) => { const r = document.querySelector('#' 
     r.dispatchEvent(new Event('input', {bubbles: true})); await frame(); out.push(performance.now() - t); }
   const gd = document.querySelector('#conf-plot .js-plotly-plot');
   const marks = gd.data.find((t) => t.name === 'would pass ' + sym);
-  return [out, document.getElementById('tune-note').textContent, marks ? marks.x.length : -1]; }"""
+  const seen = (e) => { if (!e || !e.getClientRects().length || getComputedStyle(e).display === 'none') return false;
+    const b = e.getBoundingClientRect(); return b.top >= 0 && b.bottom <= innerHeight && b.height > 0; };
+  const peek = document.getElementById('um-tune-peek'), pm = peek && peek.data &&
+    peek.data.find((t) => t.name === 'would pass ' + sym);
+  return [out, document.getElementById('tune-note').textContent, marks ? marks.x.length : -1,
+          seen(gd) || (seen(peek) && !!pm && pm.x.length === marks.x.length)]; }"""
 
 
 def tune_by_eye(pg, dial: str = "tau", v0: float = 0.9, dv: float = -0.08, sym: str = "τ") -> dict:
     """Drag a dial (τ over the opening example by default; input events, no release) from v0 in 10 steps of dv:
-    the overlay's latency per event, its note and its marks, and how many requests the page sent meanwhile."""
+    the overlay's latency per event, its note and its marks, how many requests the page sent meanwhile, and
+    whether the preview is in sight (the map itself, or its pinned copy carrying the same marks)."""
     import statistics
     sent = []
     listener = lambda r: sent.append(r.url)  # noqa: E731
     pg.wait_for_selector("#conf-plot .js-plotly-plot", timeout=60_000)   # drawn after the text on a busy machine
     pg.on("request", listener)
-    times, note, marks = pg.evaluate(TUNE, [dial, v0, dv, sym])
+    times, note, marks, preview = pg.evaluate(TUNE, [dial, v0, dv, sym])
     pg.remove_listener("request", listener)
-    return dict(median_ms=statistics.median(times), max_ms=max(times), note=note, marks=marks, requests=len(sent))
+    return dict(median_ms=statistics.median(times), max_ms=max(times), note=note, marks=marks, requests=len(sent),
+                preview_in_sight=preview)
 
 
 def phone_run(pg, base: str) -> dict:
