@@ -6,6 +6,7 @@ page never touches torch."""
 
 from __future__ import annotations
 
+import html
 import time
 
 from pathlib import Path
@@ -159,9 +160,12 @@ def wire_runs(page, rp: RunParts, sw) -> None:
         if row is None:
             raise shown_error("run a sweep and choose a setting first")
         try:
-            prompt, name, params = page.service.sweep_problem(result["task"], spec, row["outcomes"], index)
+            prompt, name, params, prob = page.service.sweep_problem(result["task"], spec, row["outcomes"], index)
         except UserError as e:
             raise shown_error(str(e)) from None
+        page.remember(prob)                      # its run gets the task's verdict in the summary
+        gr.Info(html.escape(f"From the sweep: {result['task']} problem {index + 1}, which {spec} got wrong there; "
+                            "decoded again with the same seed (the checker's verdict is in the summary)."))
         async for out in fairly(page, "run", request, run_setting(
                 page, rp, lambda: (name, params), prompt, model_v, None, box, prev, session=session_of(request))):
             yield out

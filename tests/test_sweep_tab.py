@@ -47,10 +47,13 @@ def test_a_wrong_answer_of_a_sweep_opens_as_the_run_the_sweep_decoded():
     assert len(choices) == row["outcomes"].count("0") >= 1
     problems = get_task("picks").problems("test", 20, seed=0)
     for label, i in choices[:3]:
-        prompt, name, params = service.sweep_problem("picks", spec, row["outcomes"], i)
+        prompt, name, params, prob = service.sweep_problem("picks", spec, row["outcomes"], i)
         assert prompt == problems[i].prompt and label.startswith(f"#{i + 1}:")
         tr = service.run(prompt, name, params)
         assert not get_task("picks").check(tr.meta.text, problems[i]), tr.meta.text
+        page.remember(prob)                       # opened on the page: its run gets the checker's verdict
+        assert prob is problems[i] or prob.prompt == problems[i].prompt
+        assert page.verdict(tr) == get_task("picks").verdict(tr.meta.text, prob) != "valid"
     right = row["outcomes"].index("1")
     with pytest.raises(UserError):
         service.sweep_problem("picks", spec, row["outcomes"], right)
@@ -79,7 +82,10 @@ def test_a_data_task_sweeps_on_a_real_tokenizer_and_lists_its_wrong_answers(tmp_
     problems = get_task("gsm8k").problems("test", 2)
     assert choices and all(problems[i].prompt.startswith("Question: ") for _, i in choices)
     row = next(r for r in result["rows"] if r["spec"] == spec)
-    prompt, name, params = service.sweep_problem("gsm8k", spec, row["outcomes"], choices[0][1])
+    prompt, name, params, prob = service.sweep_problem("gsm8k", spec, row["outcomes"], choices[0][1])
     assert prompt == problems[choices[0][1]].prompt and params["gen_length"] == "256"
+    page.remember(prob)                           # GSM8K's grader gives an opened problem's verdict too
+    tr = service.run(prompt, name, params)
+    assert page.verdict(tr) == get_task("gsm8k").verdict(tr.meta.text, prob)
     with pytest.raises(Exception, match="needs a model with a real tokenizer"):
         asyncio.run(collect("unmask-tasks-small", "gsm8k"))

@@ -178,10 +178,10 @@ class DecodeService:
             pass
         return last
 
-    def sweep_problem(self, task: str, spec: str, outcomes: str, index: int) -> tuple[str, str, dict]:
-        """(prompt, decoder, params) that decode problem ``index`` of a sweep's row exactly as the sweep did: the
-        task's test problem, and the setting with the seed the bench gave that problem (``problem_seed``). Only a
-        problem the row counted wrong can be asked for."""
+    def sweep_problem(self, task: str, spec: str, outcomes: str, index: int) -> tuple[str, str, dict, object]:
+        """(prompt, decoder, params, problem) that decode problem ``index`` of a sweep's row exactly as the sweep
+        did: the task's test problem, and the setting with the seed the bench gave that problem
+        (``problem_seed``). Only a problem the row counted wrong can be asked for."""
         from engine.harness.bench import problem_seed
         from engine.tasks import get_task
         if not isinstance(outcomes, str) or not isinstance(index, int) or not 0 <= index < len(outcomes) \
@@ -190,7 +190,7 @@ class DecodeService:
         name, params = parse_spec(spec)
         cfg = build_decoder(name, page=True, **params).cfg
         prob = get_task(task).problems("test", index + 1, seed=0)[index]
-        return prob.prompt, name, {**params, "seed": problem_seed(cfg.seed, 0, index)}
+        return prob.prompt, name, {**params, "seed": problem_seed(cfg.seed, 0, index)}, prob
 
     def sweep(self, specs: list[str], n: int, progress=None, model: str | None = None, task: str = "arith",
               page: bool = True, should_stop=None) -> list[dict]:

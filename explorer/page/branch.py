@@ -86,8 +86,10 @@ HERE_JS = ("(tr, box, s, p) => { const u = window.__umScrub; "
 
 
 # the result of Branch here, or of a link's branch, is far below the scrubber: bring it into sight
-SHOW_JS = ("(...a) => { const e = document.getElementById('{id}'); "
-           "if (e && e.innerText.trim()) e.scrollIntoView({block: 'start', behavior: 'instant'}); return a; }")
+# (after the tab that holds it has been drawn: its text is empty while the tab is hidden)
+SHOW_JS = ("(...a) => { setTimeout(() => { const e = document.getElementById('{id}'); "
+           "if (e && e.innerText.trim()) e.scrollIntoView({block: 'start', behavior: 'instant'}); }, 150); "
+           "return a; }")
 
 
 def show_js(elem_id: str) -> str:

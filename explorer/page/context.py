@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import logging
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ log = logging.getLogger("unmask")
 
 # a session's page state (runs, a sweep's rows) is let go after this long without an update
 STATE_TTL_S = 20 * 60
+OPENED = 256            # problems the Sweep opened whose verdicts the page keeps (held-out, not visitors' text)
 
 def shown_error(e: Exception | str) -> gr.Error:
     """What a visitor's bad input becomes: a one-line pop-up, HTML-escaped (gradio renders pop-up text as HTML, and
@@ -71,13 +73,23 @@ class Page:
     models: tuple[str, ...] = ()                      # the models a visitor may pick (the operator's list)
     model_infos: dict = field(default_factory=dict)   # name -> service.model_info()
     gate: FairGate = field(default_factory=FairGate)  # the model's fair share among visitors (explorer.page.fair)
+    opened: OrderedDict = field(default_factory=OrderedDict)   # prompt -> Problem the Sweep opened (its verdict)
 
     @property
     def default_model(self) -> str:
         return self.models[0] if self.models else ""
 
+    def remember(self, prob: Problem) -> None:
+        """A held-out problem the Sweep opened, so its run gets the task's verdict (the last OPENED of them)."""
+        self.opened[prob.prompt.strip()] = prob
+        self.opened.move_to_end(prob.prompt.strip())
+        while len(self.opened) > OPENED:
+            self.opened.popitem(last=False)
+
     def problem(self, prompt: str | None) -> Problem | None:
         text = (prompt or "").strip()
+        if text in self.opened:
+            return self.opened[text]
         for rows in self.examples.values():
             for shown, prob in rows:
                 if shown == text or prob.prompt == text:
@@ -94,9 +106,10 @@ class Page:
         return session
 
     def verdict(self, trace) -> str | None:
-        """The task checker's verdict when the trace's prompt is one of the example problems."""
+        """The task checker's verdict when the trace's prompt is one of the example problems, or a problem the
+        Sweep opened (GSM8K's too)."""
         prob = self.problem(trace.meta.prompt)
-        if prob is None or prob.task not in TASKS:   # a chat prompt has no checker
+        if prob is None or (prob.task not in TASKS and prob not in self.opened.values()):   # a chat has no checker
             return None
         return get_task(prob.task).verdict(trace.meta.text, prob)
 
