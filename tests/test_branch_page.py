@@ -1,6 +1,7 @@
 """The page's "Branch here" (explorer/page/branch.py, explorer/views/branch.py), driven as gradio calls it."""
 
 import asyncio
+import re
 
 import gradio as gr
 import pytest
@@ -43,6 +44,8 @@ def test_branch_here_offers_the_selected_positions_candidates_as_tokens(run):
     choices = radio.constructor_args["choices"]
     assert point == {"step": step, "pos": pos} and "still masked" in where and f"after step {step}" in where
     assert choices and all(not label.startswith("?") and value.isdigit() for label, value in choices)
+    # the probabilities as the candidates panel prints them (scrub.fmt: three digits), of the forward named
+    assert all(re.search(r"\(\d\.\d{3}\)$", label) for label, _ in choices) and f"forward {step + 1}" in where
     decoded = next(p for p in range(run.meta.prompt_len, run.meta.gen_end) if canvas_after(run, step)[p]
                    != run.meta.mask_token_id)
     _, where, radio = choose_point(run, {"step": step, "pos": decoded})

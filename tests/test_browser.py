@@ -254,7 +254,7 @@ def test_branch_here_forces_a_candidate_and_shows_both_futures(page, server):
     page.click("#branch-here")
     page.wait_for_selector(f"#branch-where >> text=after step {mid} of {n}", timeout=15000)
     page.wait_for_function(f"() => {{ const r = document.querySelector('#branch-where').getBoundingClientRect(); "
-                           "return r.top >= 0 && r.top < innerHeight; }", timeout=5000)     # brought into sight
+                           "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)     # brought into sight
     page.wait_for_selector("#branch-where >> text=still masked", timeout=15000)
     page.locator("#branch-force label").last.click()
     page.click("#branch-run")
@@ -270,5 +270,5 @@ def test_branch_here_forces_a_candidate_and_shows_both_futures(page, server):
     page.goto(server + link)                      # the link decodes the run again, then the branch
     page.wait_for_selector(f"#branch-out >> text=Branched after step {mid}", timeout=90000)
     page.wait_for_function("() => { const r = document.querySelector('#branch-out').getBoundingClientRect(); "
-                           "return r.top >= 0 && r.top < innerHeight; }", timeout=5000)     # in sight
+                           "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)     # in sight
     assert page.locator("#branch-out").inner_text() == texts

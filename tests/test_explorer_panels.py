@@ -250,3 +250,19 @@ def test_a_visitors_model_switch_brings_that_models_example_unless_the_prompt_is
     assert prompt_for_model(page, "parallel", "") == "copy: pam bob"
     for kept in (("tasks", "3 + 4 ="), ("parallel", "my own words"), ("bare", "3 + 4 ="), (None, "3 + 4 =")):
         assert not isinstance(prompt_for_model(page, *kept), str), kept     # the prompt stays (gr.skip)
+
+
+def test_sweep_labels_fit_name_only_what_differs_and_are_never_cut():
+    from explorer.views.sweep import short_label, sweep_figure
+    assert short_label("ar:temperature=1") == "AR"
+    assert short_label("threshold:tau=0.5,block_size=8,temperature=1") == "τ 0.5 B 8"
+    # three frontier points within a hair of each other, one far: the crowded ones keep one label between them
+    rows = [dict(spec="ar:temperature=1", decoder="ar", accuracy=0.9, tpf=1.0, tokens_per_s=50.0, nfe=20.0, n=50)] + [
+        dict(spec=f"threshold:tau={t},block_size=8,temperature=1", decoder="threshold", accuracy=a, tpf=x,
+             tokens_per_s=50 * x, nfe=5.0, n=50)
+        for t, a, x in ((0.9, 0.900, 3.00), (0.8, 0.897, 3.05), (0.7, 0.894, 3.10), (0.3, 0.60, 6.0))]
+    fig = sweep_figure(rows)
+    thr = next(t for t in fig.data if t.name == "threshold" and t.mode == "markers+text" and t.xaxis == "x")
+    labelled = [t for t in thr.text if t]
+    assert labelled == ["τ 0.9 B 8", "τ 0.3 B 8"] and thr.cliponaxis is False, list(thr.text)
+    assert not any("temperature" in str(t.text) for t in fig.data if t.text is not None)

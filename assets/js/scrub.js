@@ -215,8 +215,9 @@ function tune(v) {
   else window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
   peekAt(gd, name);
   tuneNote.textContent = `at ${dial.sym} ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} ` +
-    dial.words + (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
-    (fewer ? `, and ${fewer} of its commits would not` : '') + ' (magenta squares on the confidence map). ' +
+    `would ${dial.words}` + (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
+    ' (magenta squares on the confidence map)' + (fewer ? `; ${fewer} of its commits do not ${dial.words} at ` +
+    `${dial.sym} ${v.toFixed(2)} (a forward always commits at least its best token)` : '') + '. ' +
     'After the first extra commit the real run diverges: release the slider to decode it.';
 }
 // the map is often far below the dial (on a projector, on a phone): while it is out of sight a small copy of it,

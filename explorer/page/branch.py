@@ -16,6 +16,7 @@ from explorer.page import fair
 from explorer.page.context import Page, fairly, shown_error
 from explorer.page.share import query_for
 from explorer.page.worker import DrawClock, follow, in_thread
+from explorer.scrub import fmt
 from explorer.views.branch import branch_maps, branch_summary
 
 EST_DRAW_S = 0.2   # drawing a branch's summary and its two maps (a 256-forward run on this 2-core CPU: ~0.1 s)
@@ -68,9 +69,11 @@ def choose_point(tr, box) -> tuple:
             rec = tr.records[min(step, n - 1)]          # the forward after the branch point proposes these
             rel = pos - int(rec.positions[0]) if len(rec.positions) else -1
             if rec.has("topk_ids") and 0 <= rel < len(rec.positions):
-                choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({float(q):.2f})", str(int(t)))
+                # one formatter with the candidates panel (per-mille, three digits)
+                choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({fmt(int(round(float(q) * 1000)), 3)})", str(int(t)))
                            for t, q in zip(rec.field("topk_ids")[rel], rec.field("topk_p")[rel]) if t >= 0]
-            note = f"position {pos}, still masked: force one of its candidates, or type a token"
+            note = (f"position {pos}, still masked: force one of the candidates forward {min(step, n - 1) + 1} "
+                    "proposed for it, or type a token")
         else:
             note = f"position {pos} is already decoded after step {step}: select a masked one to force a token"
     else:

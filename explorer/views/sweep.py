@@ -40,12 +40,30 @@ def interval(r: dict) -> tuple[float, float]:
     return stats.wilson(round(r["accuracy"] * r["n"]), r["n"])
 
 
+SHARED = ("temperature", "gen_length")   # the sweep's own settings, the same for every point: not in its label
+LABEL_GAP = (0.09, 0.05)                 # a label is kept this far (fractions of the x and y ranges) from the last
+
+
 def short_label(spec: str) -> str:
-    """'threshold:tau=0.9,block_size=8' -> 'τ 0.9 B 8': what a point's text shows."""
-    _, _, keys = spec.partition(":")
+    """'threshold:tau=0.9,block_size=8' -> 'τ 0.9 B 8': what a point's text shows ("AR" for the baseline)."""
+    name, _, keys = spec.partition(":")
+    if name == BASELINE_DECODER:
+        return "AR"
     words = {"tau": "τ", "tau_s": "τ_s", "block_size": "B"}
-    return " ".join(f"{words.get(k, k)} {v}" for k, _, v in (kv.partition("=") for kv in keys.split(",") if kv)) \
-        or spec
+    return " ".join(f"{words.get(k, k)} {v}" for k, _, v in (kv.partition("=") for kv in keys.split(",") if kv)
+                    if k not in SHARED) or spec
+
+
+def thinned(x: np.ndarray, y: np.ndarray, keep: set[int], span: tuple[float, float]) -> set[int]:
+    """The points of ``keep`` whose labels fit: in order of x, one whose point is closer than LABEL_GAP to the last
+    labelled one loses its label (its hover and the table still give it)."""
+    out, last = set(), None
+    for i in sorted(keep, key=lambda i: (x[i], y[i])):
+        if last is None or abs(x[i] - x[last]) >= LABEL_GAP[0] * span[0] or \
+                abs(y[i] - y[last]) >= LABEL_GAP[1] * span[1]:
+            out.add(i)
+            last = i
+    return out
 
 
 def sweep_figure(rows: list[dict]) -> go.Figure:
@@ -55,6 +73,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     if not rows:
         return fig.update_layout(height=360, template="unmask")
     families = list(dict.fromkeys(r.get("decoder", "") for r in rows))
+    accs = [r["accuracy"] for r in rows]
     for k, fam in enumerate(families):
         sub = [r for r in rows if r.get("decoder", "") == fam]
         acc, labels = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub]
@@ -64,9 +83,12 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
         for col, key in ((1, "tpf"), (2, "tokens_per_s")):
             x = np.array([r[key] for r in sub])
             on_front = set(pareto(x, acc).tolist()) if fam != BASELINE_DECODER else set(range(len(sub)))
-            # only the frontier's points carry a label (the rest pile up): every point has its hover
-            fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels,
-                                     text=[short_label(t) if i in on_front else "" for i, t in enumerate(labels)],
+            # only the frontier's points carry a label, and only where it fits (the rest pile up): every point has
+            # its hover
+            xs = [r[key] for r in rows]
+            shown = thinned(x, acc, on_front, (max(xs) - min(xs) or 1.0, max(accs) - min(accs) or 1.0))
+            fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels, cliponaxis=False,
+                                     text=[short_label(t) if i in shown else "" for i, t in enumerate(labels)],
                                      textposition="top center",
                                      textfont=dict(size=9), error_y=bars, marker=dict(size=9, color=colour),
                                      name=fam or "setting", legendgroup=fam, showlegend=len(families) > 1 and col == 1,
