@@ -89,3 +89,15 @@ def test_a_data_task_sweeps_on_a_real_tokenizer_and_lists_its_wrong_answers(tmp_
     assert page.verdict(tr) == get_task("gsm8k").verdict(tr.meta.text, prob)
     with pytest.raises(Exception, match="needs a model with a real tokenizer"):
         asyncio.run(collect("unmask-tasks-small", "gsm8k"))
+
+
+def test_the_default_sweep_shows_the_trade_off_on_the_default_model():
+    """The Sweep as a visitor first finds it (picks at T = 1 on the page's model): accuracy moves with the setting,
+    AR on top, so the first run teaches (arithmetic at T = 0 was 1.000 everywhere on some grids)."""
+    from explorer.page.sweep import DEFAULT, sweep_specs
+    service = DecodeService(default_model="unmask-tasks-small", max_seconds=120)
+    specs = sweep_specs("threshold", DEFAULT["taus"], DEFAULT["blocks"], "", DEFAULT["temperature"])
+    rows = service.sweep(specs, 20, task=DEFAULT["task"], model="unmask-tasks-small")
+    acc = {r["spec"]: r["accuracy"] for r in rows}
+    assert max(acc.values()) - min(acc.values()) >= 0.15, acc
+    assert acc["ar:temperature=1"] >= max(v for k, v in acc.items() if "block_size=16" in k), acc
