@@ -29,6 +29,7 @@ class View:
     doc: ModuleType | None      # whose docstring is the "how to read this" under the view (None: shared note)
     scrub: str = "cursor"       # "cursor" or "server"
     positions: bool = False     # a step × position map: a click on a cell selects that position (scrub.js)
+    previews: bool = False      # the map a dragged dial's preview marks (scrub.js's tune by eye)
 
     @property
     def elem_id(self) -> str:
@@ -49,7 +50,7 @@ def card_view(v: ViewEntry) -> View:
 # the views every decode has (a block loop's maps, its revisions, its cache); the decoders' own views come from
 # their cards, in menu order, between the revisions and the cache
 CORE = (View("mask", "Mask state", "Decode", heatmaps.mask_state, None, positions=True),
-        View("conf", "Confidence", "Decode", heatmaps.confidence, None, positions=True),
+        View("conf", "Confidence", "Decode", heatmaps.confidence, None, positions=True, previews=True),
         View("entropy", "Entropy", "Decode", entropy, heatmaps, positions=True),
         View("reason", "Commit reasons", "Decode", reasons.reason_map, reasons, positions=True),
         View("history", "Token history of the selected position", "Revisions", revise.token_history, None,

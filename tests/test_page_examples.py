@@ -46,3 +46,20 @@ def test_the_opening_examples_dial_changes_its_outcome():
     other = Generation(load_model("unmask-tasks-small"), opener.meta.prompt,
                        build_decoder("threshold", **params)).run()
     assert other.meta.text != opener.meta.text or abs(other.nfe - opener.nfe) >= 0.25 * opener.nfe
+
+
+def test_each_decoders_card_describes_its_shipped_example():
+    """A decoder's example lives on its card (``Example``): the shipped trace was decoded with the card's setting,
+    on its model, from its task, and the bake knows what the card asks it to show."""
+    from engine.decoders.cards import cards
+    from engine.tasks import get_task
+    from tools.experiments.bake_examples import SHOWS
+    examples = {n: c.example for n, c in cards().items() if c.example}
+    assert {"threshold", "llada", "ar", "s2d2", "simsd", "tspd", "edit", "uniform"} <= set(examples)
+    for name, ex in examples.items():
+        tr = Trace.load(EXAMPLES / f"{name}.npz")
+        assert tr.meta.decoder == name and ex.shows in SHOWS, name
+        assert all(tr.meta.params[k] == v for k, v in ex.setting.items()), (name, ex.setting, tr.meta.params)
+        assert tr.meta.model == (ex.model or "unmask-tasks-small"), name
+        prompts = {p.typed for p in get_task(ex.task).problems("test", ex.problems, seed=0)}
+        assert tr.meta.prompt in prompts, name

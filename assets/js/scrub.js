@@ -198,7 +198,7 @@ const DIALS = {
   tau: {sym: 'τ', cells: () => run.cand, pass: (h, k) => h >= k, words: 'clear the bar'},
   entropy_bound: {sym: 'γ', cells: () => run.need, pass: (h, k) => h <= k, words: 'fit under the bound'}};
 function tune(v) {
-  const gd = plotOf('conf-plot'), dial = run && DIALS[run.tune];
+  const gd = run && plotOf(run.tune_map), dial = run && DIALS[run.tune];
   if (!dial || !gd || !gd.data || !window.Plotly || isNaN(v)) return;
   const k = Math.round(v * 100), labels = gd.data[0].x, xs = [], ys = [], name = `would pass ${dial.sym}`;
   let lo = Infinity, hi = -Infinity, fewer = 0;

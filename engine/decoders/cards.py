@@ -49,9 +49,15 @@ class ViewEntry:
 
 @dataclass(frozen=True)
 class Example:
-    """The pre-baked example of the decoder (assets/examples/<name>.npz): its setting and the held-out task."""
+    """The pre-baked example of the decoder (assets/examples/<name>.npz): its setting, the held-out task and how
+    many of its first test problems the bake may try, the embedded model it runs on (None: the page's), and what
+    the decode must show (``tools.experiments.bake_examples.SHOWS``: "rejects", "revises", "lookahead", "right",
+    "turned_right"; "" = the first decode)."""
     setting: dict
     task: str = "story"
+    problems: int = 10
+    model: str | None = None
+    shows: str = ""
 
 
 @dataclass(frozen=True)

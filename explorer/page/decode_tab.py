@@ -157,7 +157,7 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
                        [x.elem_id for x in VIEWS if x.scrub == "server"], tabs,
                        getattr(catalogue.DECODERS.get(tr.meta.decoder), "preview", "") or None,
-                       [x.elem_id for x in VIEWS if x.positions])
+                       [x.elem_id for x in VIEWS if x.positions], next(x.elem_id for x in VIEWS if x.previews))
     names = None
     if isinstance(box, dict):
         if visible(box) not in tabs:         # the open tab has nothing for this run: open its first that has

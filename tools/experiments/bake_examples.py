@@ -2,8 +2,9 @@
 
     python -m tools.experiments.bake_examples [--model unmask-tasks-small]
 
-threshold (the page's opening run) decodes the app's first held-out story at T = 1; llada and ar the first
-arithmetic problem. The others are chosen to show their mechanism at work:
+Each decoder's example is on its card (``Example``: setting, task, model, what it must show). threshold (the page's
+opening run) decodes the app's first held-out story at T = 1; llada and ar the first arithmetic problem. The others
+are chosen to show their mechanism at work:
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
 is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
 sampled story whose answer the edits turned from wrong to right (the checker says so), wino and remdm a story in
@@ -27,52 +28,33 @@ from engine.tasks import get_task
 from engine.records.trace import Reason
 
 OUT = Path(__file__).resolve().parents[2] / "assets" / "examples"
-SETTINGS = {
-    # the page opens on it: a story at T = 1 whose text changes when τ is dragged to its low end
-    "threshold": dict(block_size=8, tau=0.9, temperature=1.0),
-    "llada": dict(block_size=8, steps=8),
-    "ar": dict(),
-    "s2d2": dict(block_size=8, tau=0.9, steps=4, router="always", temperature=1.0),
-    "simsd": dict(block_size=8, acceptance="mrs", temperature=1.0),
-    # the look-ahead fires rarely on this model (1 of 36 sampled decodes, and only with κ = 0, s_min = 1 and a
-    # low-noise filter): the example shows that rare case, and its settings say so
-    "tspd": dict(block_size=16, tau=0.9, controller="heuristic", temperature=1.0, kappa=0.0, s_min=1, alpha=0.0,
-                 q_level=0.02, q_vel=0.02, r=0.05),
-    "edit": dict(block_size=8, temperature=1.0),
-    "wino": dict(block_size=8, temperature=1.0),
-    "remdm": dict(block_size=8, temperature=1.0),
-    "eb": dict(block_size=8, temperature=1.0),
-    "uniform": dict(),
-}
-SETTINGS.update({n: c.example.setting for n, c in cards().items() if c.example})
-MODEL_OF = {"uniform": "unmask-uniform-small"}       # decoders shown on another embedded model
+EXAMPLES = {n: c.example for n, c in cards().items() if c.example}     # each decoder's own, on its card
 # further examples of one decoder in another setting: name -> (decoder, settings, task); the tour shows them
 EXTRA = {"s2d2_picks": ("s2d2", dict(block_size=16, tau=0.3, steps=4, router="always", gamma=2.0, temperature=1.0),
                         "picks")}
-STORIES = ("s2d2", "simsd", "tspd", "edit", "wino", "remdm", "eb",
-           *(n for n, c in cards().items() if c.example and c.example.task == "story"))
 
 
-def wanted(name: str, trace, adapter=None, prob=None) -> bool:
-    """Whether a trace shows what this decoder's example is for."""
-    if name == "edit":
-        counts = revision_counts(adapter, get_task(prob.task), prob, trace,
-                                 get_task(prob.task).verdict(trace.meta.text, prob) == "valid")
-        return counts["turned_right"] == 1
-    if name in ("wino", "remdm"):
-        return any(r.has("revised") for r in trace.records)
-    if name in ("s2d2", "simsd"):
-        return any(r.kind == "verify" and r.field("rejected_at") is not None for r in trace.records)
-    if name == "tspd":
-        return any((r.reason == Reason.CE_LOOKAHEAD).any() for r in trace.records)
-    if name == "uniform":
-        return get_task(prob.task).verdict(trace.meta.text, prob) == "valid"
-    return True
+def turned_right(trace, adapter, prob) -> bool:
+    task = get_task(prob.task)
+    return revision_counts(adapter, task, prob, trace, task.verdict(trace.meta.text, prob) == "valid")[
+        "turned_right"] == 1
 
 
-def bake(adapter, name: str, params: dict, problems: list, seeds: int = 12, want=None):
-    """The first (seed, problem) whose decode shows the mechanism; the first problem if none does."""
-    want = want or (lambda tr, prob: wanted(name, tr, adapter, prob))
+# what a card's example may ask its decode to show (``Example.shows``): trace, adapter, problem -> bool
+SHOWS = {
+    "": lambda tr, adapter, prob: True,
+    "rejects": lambda tr, adapter, prob: any(r.kind == "verify" and r.field("rejected_at") is not None
+                                             for r in tr.records),
+    "revises": lambda tr, adapter, prob: any(r.has("revised") for r in tr.records),
+    "lookahead": lambda tr, adapter, prob: any((r.reason == Reason.CE_LOOKAHEAD).any() for r in tr.records),
+    "right": lambda tr, adapter, prob: get_task(prob.task).verdict(tr.meta.text, prob) == "valid",
+    "turned_right": turned_right,
+}
+
+
+def bake(adapter, name: str, params: dict, problems: list, want, seeds: int = 12):
+    """The first (seed, problem) whose decode shows the mechanism (``want(trace, problem)``); the first problem if
+    none does."""
     for seed in range(seeds):
         for prob in problems:
             tr = Generation(adapter, prob.typed, build_decoder(name, gen_length=64, seed=seed, **params)).run()
@@ -90,20 +72,16 @@ def main(argv=None) -> None:
     models = {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    first = get_task("arith").problems("test", 1, seed=0)
-    opener = get_task("story").problems("test", 1, seed=0)
-    arith = get_task("arith").problems("test", 10, seed=0)
-    stories = get_task("story").problems("test", 10, seed=0)
     only = set(args.only.split(",")) - {""}
-    for name, params in SETTINGS.items():
+    for name, ex in EXAMPLES.items():
         if only and name not in only:
             continue
-        key = MODEL_OF.get(name, args.model)
+        key = ex.model or args.model
         if key not in models:
             models[key] = load_model(key)
-        problems = stories if name in STORIES else arith if name == "uniform" else opener if name == "threshold" \
-            else first
-        tr = bake(models[key], name, params, problems)
+        adapter, shows = models[key], SHOWS[ex.shows]
+        tr = bake(adapter, name, ex.setting, get_task(ex.task).problems("test", ex.problems, seed=0),
+                  lambda tr, prob: shows(tr, adapter, prob))
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
     for name, (decoder, params, task) in EXTRA.items():
@@ -111,7 +89,7 @@ def main(argv=None) -> None:
             continue
         if args.model not in models:
             models[args.model] = load_model(args.model)
-        tr = bake(models[args.model], decoder, params, get_task(task).problems("test", 10, seed=0), want=repaired)
+        tr = bake(models[args.model], decoder, params, get_task(task).problems("test", 10, seed=0), repaired)
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
     if not only or "branch_edit" in only:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card
+from engine.decoders.cards import Card, Example
 from engine.decoders.params import COMMON, Decoder
 
 
@@ -10,4 +10,5 @@ CARD = Card(
     decoder=Decoder("ar", "**Autoregressive**: the same model with block size 1, one token per forward.", COMMON,
         overrides={"block_size": dict(default=1, lo=1, hi=1, page=(1, 1))}),
     menu=('Baseline', 'autoregressive, one token per forward'), rank=2,
+    example=Example(dict(), "arith", problems=1),
 )

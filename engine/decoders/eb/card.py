@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, ReasonEntry, ViewEntry
+from engine.decoders.cards import Card, Example, ReasonEntry, ViewEntry
 from engine.decoders.params import COMMON, Decoder
 
 
@@ -30,4 +30,8 @@ CARD = Card(
     reasons={
         "ENTROPY_BOUND": ReasonEntry(12, "EB entropy bound", "#8c6d31", "eb"),   # within the entropy bound's prefix
     },
+    glossary=(
+        ("EB, γ", "entropy-bounded commits: the lowest-entropy slots while Σ H − max H ≤ γ, a bound on their mutual dependence (also DiffusionGemma's sampler)"),
+    ),
+    example=Example(dict(block_size=8, temperature=1.0), "story"),
 )

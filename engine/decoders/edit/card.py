@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card
+from engine.decoders.cards import Card, Example
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -33,4 +33,8 @@ CARD = Card(
             help="T2T on a finished block at no extra forward (ours); off: the reference's post steps only",
             group="edit"),
     },
+    glossary=(
+        ("edit (τ_edit)", "LLaDA2.1's token-to-token rule: a written token is rewritten when the model prefers another with p > τ_edit; *post-block edit steps* are forwards after a block is full that only edit"),
+    ),
+    example=Example(dict(block_size=8, temperature=1.0), "story", shows="turned_right"),
 )

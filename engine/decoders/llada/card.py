@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card, SweepPreset
+from engine.decoders.cards import Card, Example, SweepPreset
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -20,4 +20,8 @@ CARD = Card(
             SweepPreset("parallelism vs dependence", ("llada:steps={b}", "llada:steps=2", "llada:steps=1",
                                                       "threshold:tau={t}"),
                         "one token a forward, half or all the block in one, and the threshold rule at each τ")),
+    glossary=(
+        ("LLaDA fixed steps", "each block gets `steps` forwards; each commits its share of the most confident tokens"),
+    ),
+    example=Example(dict(block_size=8, steps=8), "arith", problems=1),
 )

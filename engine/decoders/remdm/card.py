@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card
+from engine.decoders.cards import Card, Example
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -26,4 +26,8 @@ CARD = Card(
             "per written token; conf: σ_max · softmax(−p at unmasking) over the block's written tokens",
             group="remdm"),
     },
+    glossary=(
+        ("ReMDM", "remasking diffusion: each step may send the least supported written tokens (a share η) back to `[MASK]`"),
+    ),
+    example=Example(dict(block_size=8, temperature=1.0), "story", shows="revises"),
 )

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, ReasonEntry, ViewEntry
+from engine.decoders.cards import Card, Example, ReasonEntry, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -106,4 +106,16 @@ CARD = Card(
         "FALLBACK": ReasonEntry(7, "S2D2 fallback", "#08519c", "fb"),
               # committed by the base rule after (or instead of) verification
     },
+    glossary=(
+        ("draft", "S2D2: the ordinary block-diffusion forward, proposing a token at every masked position"),
+        ("verify", "S2D2: one extra forward of the same model in block-size-1 (AR) mode through the 2L mask"),
+        ("span", "the first contiguous run of masked positions; only it can be verified"),
+        ("accept / reject / resample", "a draft x̂ is kept with probability min(1, (q/p)^γ) (γ = 1: exact speculative sampling); at the first rejection a token is drawn from max(q − p, 0) and the rest of the span waits"),
+        ("estimator α", "a cheap guess of a draft's acceptance chance: exp(−β·H̃), margin, …"),
+        ("K̂", "expected accepted tokens Σ_k Π_{i≤k} α_i"),
+        ("router", "decides whether verifying is worth its cost: score s = K̂ − c (static) or K̂ − c·N_hi (dynamic), thresholds, hysteresis, or a UCB bandit"),
+        ("N_hi", "masked positions the threshold rule would commit anyway this step"),
+        ("2L", "the verifier's layout: the block's L positions twice, once as drafted tokens and once as masks, so one forward scores every draft autoregressively"),
+    ),
+    example=Example(dict(block_size=8, tau=0.9, steps=4, router="always", temperature=1.0), "story", shows="rejects"),
 )

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import BenchCounts, Card, ViewEntry
+from engine.decoders.cards import BenchCounts, Card, Example, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -99,4 +99,11 @@ CARD = Card(
                      "explorer.views.simsd", "server"),),
     shows=("step_of",),
     tab_note="The round's temporal mask is the attention view in the S2D2 tab.",
+    glossary=(
+        ("drafter / target", "SimSD: a small model drafts the whole block in its own S steps; the large target checks every draft in one forward"),
+        ("reveal step t", "SimSD: the drafter step at which a slot was revealed (1 = first); the target's mask copy of that slot sees the block as it was just before step t"),
+        ("temporal mask", "SimSD's verification mask over [leftover · drafts · mask copies]: each query sees one version (token or mask) of every block position, gated by reveal steps"),
+        ("bonus token", "SimSD: at the first rejected slot the target's own token (argmax, or a residual sample under MRS) is committed; a fully accepted draft gets none"),
+    ),
+    example=Example(dict(block_size=8, acceptance="mrs", temperature=1.0), "story", shows="rejects"),
 )

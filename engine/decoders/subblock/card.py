@@ -26,4 +26,7 @@ CARD = Card(
             help="Fast-dLLM v2: a sub-block whose first "
             "slot is decided runs alone against the block's stale K/V", group="subblock"),
     },
+    glossary=(
+        ("sub-block", "Fast-dLLM v2: the block is decoded in sub-blocks left to right, the threshold rule inside the current one"),
+    ),
 )

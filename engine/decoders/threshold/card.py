@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card
+from engine.decoders.cards import Card, Example
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -15,4 +15,9 @@ CARD = Card(
         "rule": Param(str, "fastdllm", choices=("fastdllm", "sdar"), label="Threshold rule",
             help="fastdllm: all c ≥ τ (at least one); sdar: c > τ, else the step's quota", group="threshold"),
     },
+    glossary=(
+        ("threshold (Fast-dLLM)", "commit every masked token with confidence ≥ τ, and at least the most confident one"),
+    ),
+    # the page opens on it: a story at T = 1 whose text changes when τ is dragged to its low end
+    example=Example(dict(block_size=8, tau=0.9, temperature=1.0), "story", problems=1),
 )

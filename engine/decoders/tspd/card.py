@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, ReasonEntry, SweepPreset, ViewEntry
+from engine.decoders.cards import Card, Example, ReasonEntry, SweepPreset, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -96,4 +96,15 @@ CARD = Card(
         "FORCED_PROGRESS": ReasonEntry(11, "forced progress", "#bcbddc", "force"),
               # nothing qualified; the best-scored position is committed
     },
+    glossary=(
+        ("level / velocity", "CE's Kalman state on z = logit(confidence)"),
+        ("forecast / horizon", "the predicted z some steps ahead; the horizon grows with decoded left context, shrinks with uncertainty"),
+        ("LCB", "lower confidence bound ẑ − κσ of the forecast; look-ahead commits when it clears logit(τ)"),
+        ("κσ", "TSPD + CE: κ standard deviations σ of the forecast below its mean (κ = 1.64: a one-sided 95 % bound)"),
+        ("PROPOSED", "TSPD + CE details reconstructed by this project: the horizon rule's inputs and the feature families come from the paper, the formulas are ours"),
+    ),
+    # the look-ahead fires rarely on this model (1 of 36 sampled decodes, and only with κ = 0, s_min = 1 and a
+    # low-noise filter): the example shows that rare case, and its settings say so
+    example=Example(dict(block_size=16, tau=0.9, controller="heuristic", temperature=1.0, kappa=0.0, s_min=1,
+                         alpha=0.0, q_level=0.02, q_vel=0.02, r=0.05), "story", shows="lookahead"),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.decoders.cards import BenchCounts, Card, ViewEntry
+from engine.decoders.cards import BenchCounts, Card, Example, ViewEntry
 from engine.decoders.eb.card import EBFields
 from engine.decoders.params import Decoder, Param
 
@@ -75,4 +75,11 @@ CARD = Card(
     hides=("Decode", "Revisions"),       # a canvas has no [MASK] slots: its own maps show the commits
     tab_note="The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every step keeps "
              "the lowest-entropy samples within the bound γ, renoising the rest.",
+    glossary=(
+        ("canvas (uniform noise)", "DiffusionGemma: a block of `canvas_length` slots that starts as random tokens, not [MASK]s; each step samples every slot, **keeps** the samples inside the entropy bound and **renoises** the rest with fresh random tokens"),
+        ("self-conditioning", "DiffusionGemma feeds each step's (tempered) logits to the next step as a soft embedding added to the canvas's"),
+        ("stopping test", "a canvas ends when its argmax is unchanged for `stability_threshold` steps and its mean entropy is below `confidence_threshold`, or after `max_denoising_steps`"),
+        ("noise / kept", "on a uniform canvas a slot holds a random token (noise, struck-through grey in the text) until the entropy bound keeps its sample"),
+    ),
+    example=Example(dict(), "arith", model="unmask-uniform-small", shows="right"),
 )

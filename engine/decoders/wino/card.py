@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from engine.decoders.cards import Card, ViewEntry
+from engine.decoders.cards import Card, Example, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -29,4 +29,8 @@ CARD = Card(
     views=(ViewEntry("wino", "WINO: drafted vs re-masked", "Revisions", "explorer.views.revise:wino_counts",
                      "explorer.views.revise"),),
     shows=("drafted",),
+    glossary=(
+        ("WINO", "wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask a drafted token whose p falls below τ_narrow in a later forward"),
+    ),
+    example=Example(dict(block_size=8, temperature=1.0), "story", shows="revises"),
 )
