@@ -44,12 +44,15 @@ def updated_session(url: str, cfg: dict) -> str:
     """A session that ran every handler once with the page's own values: a Run, Branch here at step 2 of it (the
     candidates radio updated), the tour's stops, a Sweep (its settings' dropdown updated), its point opened."""
     session = uuid.uuid4().hex[:11]
-    for d in cfg["dependencies"]:
+    runs_first = sorted(one_per_handler(cfg), key=lambda d: not (d.get("api_name") or "").startswith("on_run"))
+    for d in runs_first:                  # a run first, so Branch here and the rest have a run to act on
         if d.get("backend_fn", True) and d["inputs"] and d.get("api_name") != "decode":
             values = initial(cfg, d)
             if len(values) == 4 and values[:2] == [None, None] and values[2:] in ([None, None], [0, 0]):
                 values[2:] = [2, -1]          # Branch here: a step and no position (as the page's JS sends)
-            call(url, d["id"], values, session)
+            done = call(url, d["id"], values, session)
+            if len(values) == 4 and values[2:] == [2, -1]:
+                assert done.get("success"), done          # Branch here updated the candidates radio
     return session
 
 

@@ -62,10 +62,11 @@ def router_timeline(trace, step: int | None = None, grid=None, selected: int | N
     shapes += cursor(step, axis="x")
     title = f"router: {first['router']} ({first.get('score_type', '')}, c={first.get('cost')})"
     # the legend sits above the panels, clear of the step axis's title below them, and carries the router's name
-    # as its own title line: a figure title would sit where a phone wraps the legend to three lines
+    # as its own title line: a figure title would sit where a phone wraps the legend to three lines. It is
+    # anchored right: the page's label of the plot covers its top-left corner
     fig.update_layout(shapes=shapes, height=460, template="unmask", barmode="group",
                       margin=dict(l=60, r=10, t=30, b=46),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom",
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom",
                                   title=dict(text=f"<b>{title}</b>", side="top")))
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_yaxes(title_text="score s", row=1, col=1)

@@ -39,10 +39,15 @@ def prompts(n: int) -> list[str]:
     return out[:n]
 
 
+OPEN = {"on": False}   # --open-sessions: each visitor's session exists before the clock (as a page visitor's does)
+
+
 def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     """One visitor: submit, note the first streamed frame and the answer (seconds from the common start)."""
     from gradio_client import Client
     client = Client(url, verbose=False)
+    if OPEN["on"]:             # a one-token decode: gradio makes the session's state (every component's config)
+        client.predict(prompt, "ar:gen_length=1", api_name="/decode")
     start = threading.Event()
     out["client"], out["start"] = client, start
     start.wait()
@@ -174,7 +179,10 @@ def main(argv=None) -> None:
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--page", type=int, default=4, help="also this many real page Runs at once in Chromium (0: none)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
+    ap.add_argument("--open-sessions", action="store_true", help="each visitor's session made before the clock "
+                    "starts (a page visitor's exists from the page's load; an API client's from its first call)")
     args = ap.parse_args(argv)
+    OPEN["on"] = args.open_sessions
     env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
     if args.max_running:
         env["UNMASK_MAX_RUNNING"] = args.max_running
