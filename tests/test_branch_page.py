@@ -101,3 +101,14 @@ def test_the_tour_takes_the_wheel_on_the_opening_story():
     html_, fig_a, fig_b = branch.view(Page(None, {}), base, br)
     assert f"Branched after step {stop.step(base)}" in html_ and "forced" in html_ and "edit" in html_
     assert "<mark" in html_                                   # the futures part somewhere
+
+
+def test_a_links_branch_shares_the_budget_of_its_base_run(page, run):
+    """A link's branch runs on the clock its base run started (``started``): with the whole budget already spent
+    by the base, the branch does not start, and says so in one line (before, it got a budget of its own)."""
+    import time
+    point = {"step": 2, "pos": None}
+    with pytest.raises(gr.Error, match="the branch did not start: stopped after"):
+        drive(run_branch(page, run, point, None, "", "", started=time.monotonic() - 2 * page.service.max_seconds))
+    (html_, _, _), = drive(run_branch(page, run, point, None, "", "", started=time.monotonic()))
+    assert "Branched after step 2" in html_                      # with its share of the budget left, it runs

@@ -135,6 +135,8 @@ async def run_branch(page: Page, tr, point, force_v, token_v, spec_v, started: f
                 if f.limit:
                     gr.Warning(f.limit)
                 yield await clock.draw(view, page, tr, last)
+            elif f.final and f.limit:             # the budget ran out before the branch's first forward
+                raise UserError(f"the branch did not start: {f.limit}")
     except UserError as e:
         raise shown_error(str(e)) from None
 
