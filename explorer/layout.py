@@ -59,7 +59,7 @@ def build_demo(page: Page) -> gr.Blocks:
                     with gr.Tab("Masks"):
                         masks.build_masks()
                     with gr.Tab("Glossary"):
-                        gr.Markdown(GLOSSARY)
+                        gr.Markdown(GLOSSARY, elem_id="glossary")
                 sh = share.build_share()
             with gr.Column(scale=1, min_width=300, elem_id="params-col"):
                 c = controls.build_params(page, bar)

@@ -46,8 +46,8 @@ def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     """One visitor: submit, note the first streamed frame and the answer (seconds from the common start)."""
     from gradio_client import Client
     client = Client(url, verbose=False)
-    if OPEN["on"]:             # a one-token decode: gradio makes the session's state (every component's config)
-        client.predict(prompt, "ar:gen_length=1", api_name="/decode")
+    if OPEN["on"]:             # an eight-token decode: gradio makes the session's state (every component's config)
+        client.predict(prompt, "ar:gen_length=8", api_name="/decode")
     start = threading.Event()
     out["client"], out["start"] = client, start
     start.wait()
