@@ -109,12 +109,16 @@ def hue(k: int | None) -> str:
     return "#e8e8e8" if k is None else f"hsl({120 * k // 100}, 70%, 82%)"
 
 
-def revised_from(changes: list, s: int, t: int):
-    """The written token a slot held before its token at step s, if a decoder rewrote it (None otherwise)."""
+def revised_from(changes: list, s: int, t: int, since: int = -1):
+    """The written token a slot held before its token at step s, if a decoder rewrote it (None otherwise). Only
+    from ``since``, the slot's first commit, on: before it a uniform canvas's slot holds noise, whose replacement is
+    the commit, not a change of mind."""
     out = None
     for step, v in changes:
         if step > s:
             break
+        if step < since:
+            continue
         if v != -1 and v != t:
             out = v
         elif v == -1:
@@ -152,7 +156,7 @@ def chips(d: dict, s: int, selected: int | None) -> list[dict]:
                      f"decoded at step {d['cstep'][j] + 1} with p {fmt(d['cconf'][j], 2)}")
             if now:
                 cls.append("um-new")
-            r = revised_from(d["tok"][j], s, t)
+            r = revised_from(d["tok"][j], s, t, min(d["new"][j]))
             if r is not None:
                 old = d["disp"][r][0]
                 cls.append("um-rev")

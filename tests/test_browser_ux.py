@@ -196,3 +196,19 @@ def test_phone_heatmap_position_labels_do_not_overlap(browser, server):
         assert overlaps == [], overlaps
     finally:
         pg.close()
+
+
+def test_branch_here_brings_its_panel_into_sight_on_a_projector_and_a_phone(browser, server):
+    for size in ((1280, 720), (390, 844)):
+        pg = browser.new_page(viewport=dict(zip(("width", "height"), size)))
+        try:
+            ux.opened(pg, server)
+            pg.locator("#step").fill("5")
+            pg.locator("#text .um-mask").first.click()
+            pg.wait_for_function("() => document.querySelector('#position').value !== ''", timeout=15000)
+            pg.click("#branch-here")
+            pg.wait_for_selector("#branch-where >> text=after step 5", timeout=15000)
+            pg.wait_for_function("() => { const r = document.querySelector('#branch-where').getBoundingClientRect(); "
+                                 "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)
+        finally:
+            pg.close()

@@ -118,6 +118,10 @@ def test_sweep_points_carry_wilson_bars_labels_and_the_table_intervals():
     assert not any(t.mode == "lines" and t.name.startswith("ar") for t in fig.data)   # AR is a point, no front
     table = sweep_table(rows)
     assert "0.800 [0.670, 0.888]" in table and "48 distinct" not in table and "50 distinct prompts" in table
+    assert "<div class='um-scroll-x'><table" in table       # a phone scrolls it sideways (assets/style.css)
+    rows[1].update(n=30, stopped_early=True)                 # the budget stopped this setting first
+    table = sweep_table(rows)
+    assert "<td>30*</td>" in table and "<td>50</td>" in table and "have fewer (n)" in table
 
 
 def test_offered_models_get_short_names_and_resolve(sdar_dir):

@@ -63,3 +63,26 @@ def test_each_decoders_card_describes_its_shipped_example():
         assert tr.meta.model == (ex.model or "unmask-tasks-small"), name
         prompts = {p.typed for p in get_task(ex.task).problems("test", ex.problems, seed=0)}
         assert tr.meta.prompt in prompts, name
+
+
+def test_a_finished_uniform_canvas_reads_as_its_answer_not_as_revisions():
+    """A canvas slot holds noise until it is kept: the noise's replacement is the commit, not a change of mind, so
+    the finished uniform run's text has no struck-through chips; an edit that rewrote a written token still has."""
+    from explorer.views.text import render_text
+    uniform, edit = (Trace.load(EXAMPLES / f"{n}.npz") for n in ("uniform", "edit"))
+    assert "um-rev" not in render_text(uniform) and "um-new" in render_text(uniform)
+    assert render_text(edit, edit.revisions()[0][0]).count("um-rev") >= 1
+
+
+def test_the_canvas_map_prints_tokens_in_its_cells_only_while_they_fit():
+    from explorer.views import canvas
+    tr = Trace.load(EXAMPLES / "uniform.npz")
+    (heat,) = [t for t in canvas.canvas_map(tr).data if t.type == "heatmap"]
+    assert heat.texttemplate == "%{text}" and len(heat.x) <= canvas.MAX_LABELLED
+    wide = canvas.MAX_LABELLED
+    try:
+        canvas.MAX_LABELLED = len(heat.x) - 1                      # as if the canvas were wider than that
+        (heat,) = [t for t in canvas.canvas_map(tr).data if t.type == "heatmap"]
+        assert heat.texttemplate == "" and "holds" in heat.customdata[-1][0]      # the hover still names it
+    finally:
+        canvas.MAX_LABELLED = wide

@@ -16,10 +16,11 @@ const at = (changes, s) => { let out = null; for (const [t, v] of changes) { if 
 const fmt = (k, digits) => (k === null ? '–' : (k / 10 ** digits).toFixed(digits));
 const hue = (k) => (k === null ? '#e8e8e8' : `hsl(${Math.floor(120 * k / 100)}, 70%, 82%)`);
 
-function revisedFrom(changes, s, t) {
+function revisedFrom(changes, s, t, since) {   // from the slot's first commit on (before it: a canvas's noise)
   let out = null;
   for (const [step, v] of changes) {
     if (step > s) break;
+    if (step < since) continue;
     if (v !== -1 && v !== t) out = v; else if (v === -1) out = null;
   }
   return out;
@@ -53,7 +54,7 @@ function chips(d, s, selected) {
       title = now ? `decoded at this step with p ${fmt(d.cconf[j], 2)}` :
         `decoded at step ${d.cstep[j] + 1} with p ${fmt(d.cconf[j], 2)}`;
       if (now) cls.push('um-new');
-      const r = revisedFrom(d.tok[j], s, t);
+      const r = revisedFrom(d.tok[j], s, t, Math.min(...d.new[j]));
       if (r !== null) { old = d.disp[r][0]; cls.push('um-rev'); title += `; revised from "${old}"`; }
     }
     if (cont) cls.push('um-cont');
@@ -269,6 +270,9 @@ function thinTicks(gd) {
   const ax = gd.layout && gd.layout.xaxis;
   if (window.innerWidth < 700 && ax && ax.type === 'category' && ax.nticks !== NARROW_TICKS && window.Plotly)
     window.Plotly.relayout(gd, {'xaxis.nticks': NARROW_TICKS, 'xaxis.tickangle': -90});
+  // and a heatmap's tokens printed in its cells (the canvas map) would overprint: the hover keeps them
+  const cells = (gd.data || []).map((t, i) => (t.type === 'heatmap' && t.texttemplate ? i : -1)).filter((i) => i >= 0);
+  if (window.innerWidth < 700 && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
 }
 const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
   if (gd.__umFollow || !gd.on) return;

@@ -23,6 +23,7 @@ from explorer.views.heatmaps import cursor, discrete_scale, hline, step_position
 LATER, NOISE, KEPT, OUTPUT = 0, 1, 2, 3
 COLOURS = ["#ffffff", "#d9d9d9", "#74c476", "#6baed6"]
 NAMES = {NOISE: "random noise", KEPT: "kept sample", OUTPUT: "output"}
+MAX_LABELLED = 32    # columns up to which each cell prints its token (beyond, ~20 px a cell: they overprint)
 
 
 def canvas_codes(trace, g: Grid) -> np.ndarray:
@@ -62,8 +63,11 @@ def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selecte
     g = grid or Grid.of(trace)
     codes = canvas_codes(trace, g)
     text = np.where(codes == LATER, "", token_labels(trace, g.tokens)).astype(object)
+    # a token in its cell only while the cells are wide enough to hold one (the hover always names it; a phone
+    # drops them too: scrub.js)
+    shown = "%{text}" if codes.shape[1] <= MAX_LABELLED else ""
     data = [dict(type="heatmap", z=codes, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=-0.5, zmax=3.5,
-                 colorscale=discrete_scale(COLOURS), showscale=False, text=text, texttemplate="%{text}",
+                 colorscale=discrete_scale(COLOURS), showscale=False, text=text, texttemplate=shown,
                  textfont=dict(size=9), customdata=_hover(trace, g, codes),
                  hovertemplate="pos %{x} · step %{y}<br>%{customdata}<extra></extra>")]
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,

@@ -177,7 +177,9 @@ def confidence(trace, step: int | None = None, grid: Grid | None = None, selecte
     z = quantize(getattr(g, field))
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
                  colorscale=percent_scale(), showscale=False,
-                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}}% (a cell without colour: the slot was not masked)<extra></extra>")]
+                 # one byte a cell on the wire leaves no "no value" for the hover to test: it says what 200 means
+                 hovertemplate=f"pos %{{x}} · step %{{y}}<br>{field} %{{z}} in percent ({NO_VALUE}: not masked at "
+                               "this step, no value)<extra></extra>")]
     # the candidate behind each cell is in the mask map's hover: sending the same 65 k strings again per map
     # tripled a long run's payload
     data += committed_marks(g)
