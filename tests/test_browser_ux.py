@@ -198,6 +198,19 @@ def test_phone_heatmap_position_labels_do_not_overlap(browser, server):
         pg.close()
 
 
+def test_on_a_phone_the_tours_first_stop_shows_its_view_and_the_text_it_speaks_of(browser, server):
+    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        ux.opened(pg, server)
+        pg.click("#tour-start")
+        ux.at_stop(pg, 0)
+        seen = "(s) => { const e = document.querySelector(s); if (!e) return false; const r = e.getBoundingClientRect(); " \
+               "return r.bottom > 0 && r.top < innerHeight && r.height > 0; }"
+        assert pg.evaluate(seen, "#tour-card .um-tour-text .um-text") and pg.evaluate(seen, "#mask-plot")
+    finally:
+        pg.close()
+
+
 def test_branch_here_brings_its_panel_into_sight_on_a_projector_and_a_phone(browser, server):
     for size in ((1280, 720), (390, 844)):
         pg = browser.new_page(viewport=dict(zip(("width", "height"), size)))
