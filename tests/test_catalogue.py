@@ -136,3 +136,16 @@ def test_a_config_has_no_silent_fallback():
     with pytest.raises(ConfigError):
         build_decoder("uniform", temperature=1.0)
     assert set(build_decoder("threshold").cfg.params()) == set(catalogue.params_of("threshold"))
+
+
+def test_settle_takes_only_declared_parameters():
+    """What a model decides (a canvas length, generation defaults) may set the decoder's own parameters and the
+    common ones; any other name is the caller's bug, refused (before, any attribute was set)."""
+    from engine.decoders import build_decoder
+    from engine.decoders.catalogue import settle
+    cfg = build_decoder("dream", gen_length=16).cfg
+    assert settle(cfg, "test", block_size=16).block_size == 16
+    with pytest.raises(KeyError, match="not parameters of dream"):
+        settle(cfg, "test", tau_wide=0.3)
+    with pytest.raises(KeyError, match="not parameters"):
+        settle(cfg, "test", anything=1)

@@ -182,6 +182,9 @@ def settle(cfg, source: str, **values):
     decoder's rules), and a bad one is the model's error (``source`` names where it came from); a common parameter
     the decoder does not take (its block size) is the decoder's to set. The original config is left as it was."""
     spec, out = params_of(cfg.decoder_name), copy.copy(cfg)
+    undeclared = set(values) - set(spec) - set(COMMON)
+    if undeclared:            # a bug of the caller, not a model's or a visitor's error
+        raise KeyError(f"settle: {sorted(undeclared)} are not parameters of {cfg.decoder_name}")
     try:
         for k, v in values.items():
             if k in spec:
