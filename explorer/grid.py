@@ -9,9 +9,11 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable
 
 import numpy as np
 
+from engine.records.trace import fields
 from explorer.tokens import token_labels
 
 MASKED, DECODED, NEW = 0, 1, 2
@@ -68,14 +70,16 @@ class Grid:
             out[s, cols[keep]] = np.asarray(getattr(r, field))[keep]
         return out
 
-    def extra(self, key: str, fill=np.nan, dtype=np.float32) -> np.ndarray:
-        """(steps, positions) of a per-position record field a decoder adds (``fill`` where a record lacks it)."""
+    def extra(self, contract: type, get: Callable, fill=np.nan, dtype=np.float32) -> np.ndarray:
+        """(steps, positions) of a per-position field a decoder adds to its records, read as ``get(fields)`` from
+        the records its ``contract`` (its card's) declares (``fill`` where a record lacks it)."""
         out = np.full((self.n_steps, self.end - self.P), fill, dtype=dtype)
         for s, r in enumerate(self.trace.records):
-            if r.has(key):
+            f = fields(r, contract)
+            if f is not None and get(f) is not None:
                 cols = r.positions - self.P
                 keep = (cols >= 0) & (cols < out.shape[1])
-                out[s, cols[keep]] = np.asarray(r.field(key))[keep]
+                out[s, cols[keep]] = np.asarray(get(f))[keep]
         return out
 
     @cached_property

@@ -21,6 +21,9 @@ import json
 
 import numpy as np
 
+from engine.decoders.eb.card import EBFields
+from engine.decoders.uniform.card import UniformFields
+from engine.records.trace import own_records
 from explorer.grid import Grid
 from explorer.tokens import display
 
@@ -76,10 +79,10 @@ def bound_needed(trace, g: Grid) -> list:
     left side at its rank, ``eb_bound[eb_order]``): a γ drag commits exactly the cells whose need is ≤ γ. Empty
     lists for other decoders."""
     need = [[] for _ in range(g.end - g.P)]
-    for s, r in enumerate(trace.records):
-        if not r.has("eb_order"):
+    for s, r, f in own_records(trace, EBFields, UniformFields):
+        if f.eb_order is None:
             continue
-        rank, bound = r.field("eb_order"), r.field("eb_bound")
+        rank, bound = f.eb_order, f.eb_bound
         for i in np.flatnonzero((rank >= 0) & (r.positions >= g.P) & (r.positions < g.end)):
             need[int(r.positions[i]) - g.P].append([s, hundredths(float(bound[rank[i]]))])
     return need

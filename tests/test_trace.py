@@ -37,3 +37,44 @@ def test_trace_rejects_garbage(adapter, tmp_path):
     arrays["__meta__"] = np.array(str(arrays["__meta__"]).replace('"format": 1', '"format": 99'))
     with pytest.raises(TraceFormatError, match="unsupported trace format 99"):
         Trace.from_arrays(arrays)
+
+
+def test_a_records_own_fields_are_read_by_attribute_and_checked_per_decoder_and_kind():
+    """Views read a decoder's fields as attributes of its card's contract (``fields``): a record of another
+    decoder or kind has none, an undeclared name is an AttributeError; a trace saved earlier still reads so."""
+    from pathlib import Path
+
+    import pytest
+
+    from engine.decoders.klass.card import KlassFields
+    from engine.decoders.prophet.card import ProphetFields
+    from engine.decoders.s2d2.card import S2D2VerifyFields
+    from engine.records.trace import Trace, fields, own_records
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "klass.npz")
+    own = own_records(tr, KlassFields)
+    assert len(own) == sum(r.kind == "draft" for r in tr.records) > 0
+    f = own[0][2]
+    assert f.kl.shape == own[0][1].positions.shape and f.kl_eps == tr.meta.params["kl_eps"]
+    with pytest.raises(AttributeError, match="not a field"):
+        f.prophet_gap                                    # another decoder's field
+    assert fields(own[0][1], ProphetFields) is None and fields(own[0][1], S2D2VerifyFields) is None
+    assert not own_records(Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "s2d2.npz"),
+                           KlassFields)
+
+
+def test_a_decoder_may_emit_only_the_fields_its_card_declares_for_the_kind():
+    import pytest
+
+    from engine.decoders import build_decoder
+    from engine.decoders.klass.policy import KlassPolicy
+    from engine.runtime.loop import Generation
+    from tests.conftest import ScriptedAdapter
+
+    class Stray(KlassPolicy):
+        def run_block(self, ctx):
+            _, st = yield from ctx.draft()
+            ctx.commit(ctx.masked.nonzero()[:, 0], st.candidate[ctx.masked], 0 + 1)
+            yield ctx.emit("draft", st, prophet_gap=1.0)    # Prophet's field on a KLASS record
+    policy = Stray(build_decoder("klass", block_size=4, gen_length=4, use_cache=False).cfg)
+    with pytest.raises(AssertionError, match=r"klass.draft records do not declare \['prophet_gap'\]"):
+        Generation(ScriptedAdapter(lambda t: [(20 + k, 0.9) for k in range(4)]), [1, 10, 11, 12], policy).run()

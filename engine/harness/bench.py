@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.decoders.s2d2.card import S2D2VerifyFields
+from engine.decoders.simsd.card import SimSDVerifyFields
+from engine.records.trace import fields
 from engine.harness import stats
 from engine.harness.bench_row import BenchRow
 from engine.decoders.catalogue import SEED_MAX
@@ -53,10 +56,9 @@ def teaching_counts(trace) -> dict:
             was_masked = r.tokens_before == mask_id
             out["masked_conf"] += int(was_masked.sum())
             out["confident"] += int((r.confidence[was_masked] >= CONFIDENT).sum())
-        elif r.kind == "verify":
-            examined = int(np.isfinite(r.field("ratio")).sum())
-            out["verified"] += examined
-            out["rejected"] += int(r.field("rejected_at") is not None)
+        elif (f := fields(r, S2D2VerifyFields, SimSDVerifyFields)) is not None:
+            out["verified"] += int(np.isfinite(f.ratio).sum())
+            out["rejected"] += int(f.rejected_at is not None)
     return out
 
 

@@ -113,6 +113,14 @@ RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv
                     "rng": RngFields, "fill": FillFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
+GENERIC = ("candidates", "revise", "kv_cache", "rng", "fill")      # the contracts every decoder's records may carry
+
+
+def contract(decoder: str, kind: str) -> frozenset:
+    """The fields a record of this decoder and kind may carry: the generic ones and its card's own."""
+    own = RECORD_CONTRACTS.get(f"{decoder}.{kind}")
+    return frozenset(k for c in GENERIC for k in RECORD_CONTRACTS[c].__annotations__) | \
+        frozenset(own.__annotations__ if own else ())
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",
                 "margin", "entropy")
@@ -136,6 +144,7 @@ class StepRecord:
     nfe: int                     # cumulative forwards after this one
     wall_ms: float
     extra: dict = field(default_factory=dict)
+    decoder: str = field(default="", compare=False, repr=False)   # whose card declares its fields (set by Trace)
 
     @property
     def n_committed(self) -> int:
@@ -152,6 +161,37 @@ class StepRecord:
         return self.field(name) is not None
 
 
+class Fields:
+    """One record's fields as a contract declares them (a card's TypedDict of one decoder's record kind, or a
+    generic one): ``f.logit_gap`` reads a declared field (None where this forward has none); an undeclared name is
+    an AttributeError, a bug."""
+    __slots__ = ("_extra", "_names")
+
+    def __init__(self, extra: dict, names):
+        self._extra, self._names = extra, names
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in self._names:
+            raise AttributeError(f"{name!r} is not a field this record's contract declares")
+        return self._extra.get(name)
+
+
+def fields(r: StepRecord, *contracts: type) -> Fields | None:
+    """The record's fields under the first of ``contracts`` that is its own (its decoder's card declares it for
+    the record's kind, or a generic contract), else None (another decoder's record, or another kind)."""
+    own = RECORD_CONTRACTS.get(f"{r.decoder}.{r.kind}")
+    for c in contracts:
+        if c is own or any(c is RECORD_CONTRACTS[g] for g in GENERIC):
+            return Fields(r.extra, c.__annotations__)
+    return None
+
+
+def own_records(trace, *contracts: type) -> list[tuple[int, "StepRecord", Fields]]:
+    """(index, record, its fields) of every record of the trace that one of ``contracts`` (cards' types)
+    declares."""
+    return [(s, r, f) for s, r in enumerate(trace.records) if (f := fields(r, *contracts)) is not None]
+
+
 @dataclass
 class Trace:
     meta: TraceMeta           # a dict is taken as the fields it names (tests and old callers)
@@ -160,6 +200,8 @@ class Trace:
     def __post_init__(self):
         if not isinstance(self.meta, TraceMeta):
             self.meta = TraceMeta.from_dict(dict(self.meta))
+        for r in self.records:           # a record's fields are read through its decoder's card (``fields``)
+            r.decoder = self.meta.decoder
 
     # ---- summary -------------------------------------------------------------------------------------------
     @property

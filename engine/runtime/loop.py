@@ -19,7 +19,7 @@ from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-e
 from engine.errors import BudgetExceeded, ConfigError
 from engine.runtime.sampling import TOP_K, TokenStats
 from engine.records.trace_meta import TraceMeta
-from engine.records.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace
+from engine.records.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace, contract
 
 
 class BlockContext:
@@ -309,6 +309,8 @@ class Generation:
     def _record(self, rec: StepRecord) -> StepRecord:
         """Keep a record, add the engine time since the clock was last reset, and enforce the time budget
         (the caller resets the clock when the consumer hands control back)."""
+        stray = set(rec.extra) - contract(self.policy.name, rec.kind)
+        assert not stray, f"{self.policy.name}.{rec.kind} records do not declare {sorted(stray)} (its card's records)"
         self.records.append(rec)
         self.wall_s += time.perf_counter() - self._clock
         if self.budget_s is not None and self.wall_s > self.budget_s:

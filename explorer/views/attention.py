@@ -14,13 +14,20 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.decoders.s2d2.card import S2D2DraftFields, S2D2VerifyFields
+from engine.decoders.simsd.card import SimSDVerifyFields
+from engine.records.trace import fields
 from explorer.views.heatmaps import empty_figure
+
+
+MASKED = (S2D2DraftFields, S2D2VerifyFields, SimSDVerifyFields)     # the records that carry their attention mask
 
 
 def nearest_masked_record(trace, step: int | None):
     s = len(trace.records) - 1 if step is None else step
     for i in range(min(s, len(trace.records) - 1), -1, -1):
-        if trace.records[i].has("attn_mask"):
+        f = fields(trace.records[i], *MASKED)
+        if f is not None and f.attn_mask is not None:
             return i
     return None
 
@@ -31,12 +38,14 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
     if i is None:
         return empty_figure("no attention mask recorded by this step")
     r = trace.records[i]
-    m = np.asarray(r.field("attn_mask")).astype(int)
+    f = fields(r, *MASKED)
+    m = np.asarray(f.attn_mask).astype(int)
     lo = int(r.positions[0])
     L = len(r.positions)
-    if r.kind == "verify" and r.has("step_of"):           # SimSD: block rows, then one copy per drafted slot
-        t = np.asarray(r.field("step_of"))
-        a, n = r.field("span")
+    simsd = fields(r, SimSDVerifyFields)
+    if simsd is not None and simsd.step_of is not None:   # SimSD: block rows, then one copy per drafted slot
+        t = np.asarray(simsd.step_of)
+        a, n = simsd.span
         labels = [f"{lo + k}" if k < a - lo else f"D{lo + k} t={t[k]}" for k in range(L)]
         labels += [f"M{a + k} t={t[a - lo + k]}" for k in range(n)]
     elif r.kind == "verify":
@@ -46,8 +55,9 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
     fig.add_trace(go.Heatmap(z=m, x=labels, y=labels[:m.shape[0]], colorscale=[[0, "#f7f7f7"], [1, "#08519c"]],
                              showscale=False, xgap=1, ygap=1,
                              hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>"))
-    span = r.field("span")
-    if r.kind == "verify" and span and not r.has("step_of"):
+    s2d2 = fields(r, S2D2VerifyFields)
+    span = s2d2.span if s2d2 is not None else None
+    if span:
         a, n = span[0] - lo, span[1]
         for off in (0, L):  # outline the span in both halves
             fig.add_shape(type="rect", x0=a - 0.5 + off, x1=a + n - 0.5 + off, y0=a - 0.5 + L, y1=a + n - 0.5 + L,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.decoders.uniform.card import UniformFields
+from engine.records.trace import own_records
 from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import cursor, discrete_scale, hline, step_position_figure, empty_figure
@@ -45,11 +47,11 @@ def canvas_codes(trace, g: Grid) -> np.ndarray:
 def _hover(trace, g: Grid, codes: np.ndarray) -> np.ndarray:
     held = token_labels(trace, g.tokens)
     out = np.where(codes == LATER, "not started", held).astype(object)
-    for s, r in enumerate(trace.records):
-        if not r.has("denoised"):
+    for s, r, f in own_records(trace, UniformFields):
+        if f.denoised is None:
             continue
         cols = r.positions - g.P
-        sample, h = token_labels(trace, r.field("denoised")), r.field("entropy_nats")
+        sample, h = token_labels(trace, f.denoised), f.entropy_nats
         for k, j in enumerate(cols):
             if 0 <= j < out.shape[1]:
                 out[s, j] = f"holds {held[s, j]} · sampled {sample[k]} · H {h[k]:.2f} nats · {NAMES[codes[s, j]]}"
@@ -57,7 +59,7 @@ def _hover(trace, g: Grid, codes: np.ndarray) -> np.ndarray:
 
 
 def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    if not any(r.has("denoised") for r in trace.records):
+    if not any(f.denoised is not None for _, _, f in own_records(trace, UniformFields)):
         return empty_figure("The canvas map shows a uniform-noise decode: run the uniform decoder on a DiffusionGemma "
                       "model.")
     g = grid or Grid.of(trace)
@@ -85,12 +87,12 @@ def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selecte
 
 
 def stopping(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    rows = [(s + 1, r.field("mean_entropy"), r.field("stable"), r.field("confident"), r.committed.mean())
-            for s, r in enumerate(trace.records) if r.has("mean_entropy")]
+    own = [(s, r, f) for s, r, f in own_records(trace, UniformFields) if f.mean_entropy is not None]
+    rows = [(s + 1, f.mean_entropy, f.stable, f.confident, r.committed.mean()) for s, r, f in own]
     if not rows:
         return empty_figure("The stopping test is recorded by the uniform decoder on every denoising step.")
     x, h, stable, confident, kept = (np.array(c) for c in zip(*rows))
-    threshold = next(r.field("confidence_threshold") for r in trace.records if r.has("mean_entropy"))
+    threshold = own[0][2].confidence_threshold
     fig = go.Figure([
         go.Bar(x=x, y=kept, yaxis="y2", name="share kept", marker_color="#c7e9c0", opacity=0.6,
                hovertemplate="step %{x}: %{y:.0%} kept<extra></extra>"),

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.decoders.tspd.card import TSPDDraftFields
 from engine.records.trace import TrajectoryClass
 from explorer.grid import Grid
 from explorer.views.heatmaps import (MISSING_CODE, NO_VALUE, categorical_missing_scale, colour_bar, cursor,
@@ -23,10 +24,10 @@ CLASS_COLOURS = ["#f0f0f0", "#31a354", "#de2d26", "#969696", "#3182bd"]
 
 def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     g = grid or Grid.of(trace)
-    lcb = quantize(1 / (1 + np.exp(-g.extra("lcb_h"))))
+    lcb = quantize(1 / (1 + np.exp(-g.extra(TSPDDraftFields, lambda f: f.lcb_h))))
     # "not masked" is MISSING_CODE, not -1: a 0xFF byte is "/" in base64, which to_json escapes to 6 bytes
-    horizon = g.extra("horizon", -1, np.int16)
-    klass = g.extra("klass", -1, np.int16)
+    horizon = g.extra(TSPDDraftFields, lambda f: f.horizon, -1, np.int16)
+    klass = g.extra(TSPDDraftFields, lambda f: f.klass, -1, np.int16)
     horizon = np.where(horizon < 0, MISSING_CODE, horizon).astype(np.uint8)
     klass = np.where(klass < 0, MISSING_CODE, klass).astype(np.uint8)
     # short titles: the class legend goes below the plots, where it cannot run into the horizon's title

@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.decoders.eb.card import EBFields
+from engine.decoders.wino.card import WinoFields
+from engine.records.trace import fields, own_records
 from explorer.grid import Grid
 from explorer.views.heatmaps import cursor, hline, empty_figure
 
@@ -43,11 +46,13 @@ def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected
     """EB's choice at the step: sorted entropies, the bound's left side against γ, the committed prefix."""
     g = grid or Grid.of(trace)
     s = g.n_steps - 1 if step is None else int(step)
-    i = next((t for t in range(s, -1, -1) if trace.records[t].has("eb_order")), None)
+    i = next((t for t in range(s, -1, -1) if (f := fields(trace.records[t], EBFields)) is not None
+              and f.eb_order is not None), None)
     if i is None:
         return empty_figure("EB records its entropies and bound on every forward: run the eb decoder.")
     r = trace.records[i]
-    rank, h, lhs = r.field("eb_order"), r.field("entropy_nats"), r.field("eb_bound")
+    f = fields(r, EBFields)
+    rank, h, lhs = f.eb_order, f.entropy_nats, f.eb_bound
     order = np.argsort(np.where(rank >= 0, rank, 1 << 20))[: int((rank >= 0).sum())]
     labels = [f"{int(r.positions[k])} {trace.token_str(int(r.candidate[k]))}" for k in order]
     took = r.committed[order]
@@ -57,13 +62,13 @@ def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected
                              line=dict(color="#de2d26")))
     return fig.update_layout(height=300, template="unmask", margin=dict(l=50, r=10, t=36, b=70),
                              title=dict(text=f"EB at step {i + 1}: committed (brown) while Σ H − max H ≤ γ = "
-                                             f"{r.field('gamma'):g}", x=0.01, font=dict(size=14)),
-                             shapes=[hline(float(r.field("gamma")), color="#444", dash="dash", width=1,
+                                             f"{f.gamma:g}", x=0.01, font=dict(size=14)),
+                             shapes=[hline(float(f.gamma), color="#444", dash="dash", width=1,
                                            xref="paper")], legend=dict(x=0.01, y=0.99))
 
 
 def wino_counts(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    rows = [(t + 1, r.field("drafted"), r.field("rejected")) for t, r in enumerate(trace.records) if r.has("drafted")]
+    rows = [(t + 1, f.drafted, f.rejected) for t, _, f in own_records(trace, WinoFields) if f.drafted is not None]
     if not rows:
         return empty_figure("WINO records what it drafted and re-masked on every forward: run the wino decoder.")
     x, drafted, rejected = (list(c) for c in zip(*rows))

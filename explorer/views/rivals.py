@@ -16,6 +16,10 @@ import math
 import numpy as np
 from plotly.colors import get_colorscale
 
+from engine.decoders.credit.card import CreditFields
+from engine.decoders.klass.card import KlassFields
+from engine.decoders.prophet.card import ProphetFields
+from engine.records.trace import own_records
 from explorer.grid import Grid
 from explorer.views.heatmaps import (NO_VALUE, colour_bar, committed_marks, cursor, empty_figure, figure,
                                       percent_scale, quantize, step_position_figure)
@@ -25,13 +29,13 @@ REVERSED_VIRIDIS = [[1 - x, c] for x, c in reversed(get_colorscale("Viridis"))] 
 
 
 def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
-    rows = [(s + 1, r) for s, r in enumerate(trace.records) if r.has("prophet_gap")]
+    rows = [(s + 1, f) for s, _, f in own_records(trace, ProphetFields) if f.prophet_gap is not None]
     if not rows:
         return empty_figure("Prophet records its answer gap on every forward: run the prophet decoder.")
     x = [s for s, _ in rows]
-    gap = [r.field("prophet_gap") for _, r in rows]
-    bar = [r.field("prophet_bar") for _, r in rows]
-    exit_at = next((s for s, r in rows if r.field("exited")), None)
+    gap = [f.prophet_gap for _, f in rows]
+    bar = [f.prophet_bar for _, f in rows]
+    exit_at = next((s for s, f in rows if f.exited), None)
     data = [dict(type="scatter", x=x, y=gap, mode="lines+markers", name="mean logit gap of the masked slots",
                  line=dict(color="#555"), hovertemplate="step %{x}<br>gap %{y:.2f}<extra></extra>"),
             dict(type="scatter", x=x, y=bar, mode="lines", name="bar of the phase", line=dict(color="#e7298a",
@@ -50,16 +54,17 @@ def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, select
 
 def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
     g = grid or Grid.of(trace)
-    if not any(r.has("kl") for r in trace.records):
+    own = [f for _, _, f in own_records(trace, KlassFields) if f.kl is not None]
+    if not own:
         return empty_figure("KLASS records each slot's KL on every forward: run the klass decoder.")
     lo, hi = KL_DECADES
-    kl = g.extra("kl")
+    kl = g.extra(KlassFields, lambda f: f.kl)
     z = quantize(1 - (np.clip(np.log10(np.maximum(kl, 1e-30)), lo, hi) - lo) / (hi - lo))
-    eps = next(r.field("kl_eps") for r in trace.records if r.has("kl_eps"))
+    eps = own[0].kl_eps
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=0, zmax=NO_VALUE,
                  colorscale=percent_scale(), showscale=False, customdata=kl,
                  hovertemplate="pos %{x} · step %{y}<br>KL %{customdata:.2e} nats<extra></extra>")]
-    stable = np.argwhere(g.extra("kl_stable", False, bool))
+    stable = np.argwhere(g.extra(KlassFields, lambda f: f.kl_stable, False, bool))
     data.append(dict(type="scatter", x=g.labels[stable[:, 1]], y=stable[:, 0] + 1, mode="markers", name="stable",
                      marker=dict(symbol="circle-open", size=9, color="#e7298a"), hoverinfo="skip"))
     data += committed_marks(g) + [colour_bar("log₁₀ KL", REVERSED_VIRIDIS, lo, hi)]
@@ -69,11 +74,11 @@ def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected
 
 def credit_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):
     g = grid or Grid.of(trace)
-    if not any(r.has("credit") for r in trace.records):
+    if not any(f.credit is not None for _, _, f in own_records(trace, CreditFields)):
         return empty_figure("Credit decoding records each slot's credit on every forward: run the credit decoder.")
     params = trace.meta.params
     top = params["credit_alpha"] * math.log1p(1 / max(1e-9, 1 - params["credit_beta"]))   # the most C can add
-    boost = g.extra("credit_boost")
+    boost = g.extra(CreditFields, lambda f: f.credit_boost)
     data = [dict(type="heatmap", z=quantize(boost / max(top, 1e-9)), x=g.labels, y=np.arange(1, g.n_steps + 1),
                  zmin=0, zmax=NO_VALUE, colorscale=percent_scale(), showscale=False, customdata=boost,
                  hovertemplate="pos %{x} · step %{y}<br>logit + %{customdata:.3f}<extra></extra>"),

@@ -14,11 +14,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.decoders.s2d2.card import S2D2DraftFields
+from engine.records.trace import own_records
 from explorer.views.heatmaps import cursor, empty_figure, hline
 
 
 def router_rows(trace) -> list[tuple[int, dict]]:
-    return [(s, r.field("router")) for s, r in enumerate(trace.records) if r.kind == "draft" and r.has("router")]
+    return [(s, f.router) for s, _, f in own_records(trace, S2D2DraftFields) if f.router is not None]
 
 
 def router_timeline(trace, step: int | None = None, grid=None, selected: int | None = None) -> go.Figure:

@@ -12,7 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.records.trace import Verdict
+from engine.decoders.simsd.card import SimSDVerifyFields
+from engine.records.trace import Verdict, own_records
 from explorer.views.heatmaps import empty_figure, vline
 
 COLOURS = {Verdict.ACCEPTED: ("accepted", "#31a354"), Verdict.RESAMPLED: ("rejected → bonus", "#de2d26"),
@@ -20,25 +21,25 @@ COLOURS = {Verdict.ACCEPTED: ("accepted", "#31a354"), Verdict.RESAMPLED: ("rejec
 
 
 def simsd_rounds(trace, step: int | None = None, grid=None, selected: int | None = None) -> go.Figure:
-    rounds = [(s, r) for s, r in enumerate(trace.records) if r.kind == "verify" and r.has("step_of")]
+    rounds = [(s, r, f) for s, r, f in own_records(trace, SimSDVerifyFields) if f.step_of is not None]
     if not rounds:
         return empty_figure("no SimSD round in this run")
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.08,
                         subplot_titles=("reveal step × verdict", "tokens kept"))
     for code, (name, colour) in COLOURS.items():
         xs, ys, text = [], [], []
-        for k, (s, r) in enumerate(rounds):
-            sel = np.flatnonzero(np.asarray(r.field("verdict")) == code)
+        for k, (s, r, f) in enumerate(rounds):
+            sel = np.flatnonzero(np.asarray(f.verdict) == code)
             xs += [k + 1] * len(sel)
-            ys += np.asarray(r.field("step_of"))[sel].tolist()
+            ys += np.asarray(f.step_of)[sel].tolist()
             text += [f"pos {int(r.positions[j])} · step {s + 1}" for j in sel]
         if xs:
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=text,
                                      marker=dict(color=colour, size=10, symbol="square"),
                                      hovertemplate="round %{x} · reveal t=%{y}<br>%{text}<extra>" + name +
                                                    "</extra>"), 1, 1)
-    kept = [r.field("accepted") + (r.field("rejected_at") is not None) for _, r in rounds]
-    drafted = [r.field("span")[1] for _, r in rounds]
+    kept = [f.accepted + (f.rejected_at is not None) for _, _, f in rounds]
+    drafted = [f.span[1] for _, _, f in rounds]
     fig.add_trace(go.Bar(x=list(range(1, len(rounds) + 1)), y=drafted, marker_color="#e0e0e0", name="drafted",
                          showlegend=False), 1, 2)
     fig.add_trace(go.Bar(x=list(range(1, len(rounds) + 1)), y=kept, marker_color="#3182bd", name="kept"), 1, 2)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.decoders.tspd.card import TSPDDraftFields
+from engine.records.trace import fields
 from explorer.grid import Grid
 from explorer.views.heatmaps import cursor, hline
 
@@ -72,13 +74,14 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 def add_fan(fig: go.Figure, rec, pos: int, s: int, y_now: float, colour: str) -> None:
     """CE's forecast made at step s (0-based) for one position: the band ± κσ, the mean and the LCB at h."""
-    if not rec.has("forecast_mean") or pos not in rec.positions:
+    f = fields(rec, TSPDDraftFields)
+    if f is None or f.forecast_mean is None or pos not in rec.positions:
         return
     i = int(np.flatnonzero(rec.positions == pos)[0])
-    mean, std = rec.field("forecast_mean")[i], rec.field("forecast_std")[i]
+    mean, std = f.forecast_mean[i], f.forecast_std[i]
     if np.isnan(mean).any():
         return
-    kappa = float(rec.field("kappa", 1.64))
+    kappa = float(f.kappa if f.kappa is not None else 1.64)
     hs = s + 1 + np.arange(1, len(mean) + 1)
     start = y_now if not np.isnan(y_now) else _sigmoid(mean[0])
     # the band is the forecast's own 90 % spread, whatever κ the rule uses (with κ = 0 a ± κσ band would vanish);
@@ -90,7 +93,7 @@ def add_fan(fig: go.Figure, rec, pos: int, s: int, y_now: float, colour: str) ->
     fig.add_trace(go.Scatter(x=np.r_[s + 1, hs], y=np.r_[start, _sigmoid(mean)], mode="lines",
                              line=dict(color=colour, dash="dot"), showlegend=False,
                              hovertemplate="forecast step %{x}: %{y:.3f}<extra></extra>"))
-    h = int(rec.field("horizon")[i])
+    h = int(f.horizon[i])
     if h >= 1:
         fig.add_trace(go.Scatter(x=[s + 1 + h], y=[_sigmoid(mean[h - 1] - kappa * std[h - 1])], mode="markers",
                                  marker=dict(symbol="triangle-up", size=10, color=colour),

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.records.trace import Reason, Verdict
+from engine.decoders.s2d2.card import S2D2VerifyFields
+from engine.decoders.simsd.card import SimSDVerifyFields
+from engine.records.trace import Reason, Verdict, fields
 from explorer.grid import Grid
 from explorer.tokens import token_labels
 from explorer.views.heatmaps import step_position_figure
@@ -34,13 +36,13 @@ def verifier_grid(trace, g: Grid):
         reason = np.asarray(r.reason)
         c = np.where(reason == Reason.ACCEPT, ACCEPTED, np.where(reason == Reason.RESAMPLE, RESAMPLED,
                      np.where(reason == Reason.FALLBACK, FALLBACK, np.where(reason > 0, OTHER, NONE))))
-        if r.kind == "verify":
-            c = np.where((np.asarray(r.field("verdict", 0)) == Verdict.PENDING) & (c == NONE), PENDING, c)
-            for name, arr in (("p_draft", p), ("q_draft", q), ("ratio", ratio)):
-                if r.has(name):
-                    arr[s, cols[keep]] = np.asarray(r.field(name))[keep]
-            if r.has("draft_tokens"):
-                draft[s, cols[keep]] = np.asarray(r.field("draft_tokens"))[keep]
+        f = fields(r, S2D2VerifyFields, SimSDVerifyFields)
+        if f is not None:
+            c = np.where((np.asarray(f.verdict if f.verdict is not None else 0) == Verdict.PENDING) & (c == NONE),
+                         PENDING, c)
+            for value, arr in ((f.p_draft, p), (f.q_draft, q), (f.ratio, ratio), (f.draft_tokens, draft)):
+                if value is not None:
+                    arr[s, cols[keep]] = np.asarray(value)[keep]
         code[s, cols[keep]] = c[keep]
     return code, p, q, ratio, draft
 

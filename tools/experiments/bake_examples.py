@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from explorer.page.tour import rejecting
 from engine.harness.bench import revision_counts
 from engine.decoders.cards import cards
 from engine.decoders import build_decoder
@@ -43,8 +44,7 @@ def turned_right(trace, adapter, prob) -> bool:
 # what a card's example may ask its decode to show (``Example.shows``): trace, adapter, problem -> bool
 SHOWS = {
     "": lambda tr, adapter, prob: True,
-    "rejects": lambda tr, adapter, prob: any(r.kind == "verify" and r.field("rejected_at") is not None
-                                             for r in tr.records),
+    "rejects": lambda tr, adapter, prob: bool(rejecting(tr)),
     "revises": lambda tr, adapter, prob: any(r.has("revised") for r in tr.records),
     "lookahead": lambda tr, adapter, prob: any((r.reason == Reason.CE_LOOKAHEAD).any() for r in tr.records),
     "right": lambda tr, adapter, prob: get_task(prob.task).verdict(tr.meta.text, prob) == "valid",
@@ -142,8 +142,7 @@ def bake_parallel(adapter, out: Path) -> None:
 
 def repaired(trace, prob) -> bool:
     """A verify forward rejected a draft and the answer came out right: the verifier repaired a parallel commit."""
-    return get_task(prob.task).verdict(trace.meta.text, prob) == "valid" and sum(
-        r.kind == "verify" and r.field("rejected_at") is not None for r in trace.records) >= 2
+    return get_task(prob.task).verdict(trace.meta.text, prob) == "valid" and len(rejecting(trace)) >= 2
 
 
 if __name__ == "__main__":
