@@ -58,6 +58,9 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
             box["error"] = e
 
     t0 = time.monotonic() if started is None else started
+    if budget_s is not None and time.monotonic() - t0 > budget_s - reserve():   # spent before it began: no work
+        yield Followed(None, final=True, limit=wall_limit(budget_s, time.monotonic() - t0))
+        return
     # the request's context (its client, explorer.page.fair) goes with it into the worker
     worker = asyncio.get_running_loop().run_in_executor(WORKERS, contextvars.copy_context().run, work)
     limit = None
