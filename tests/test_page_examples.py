@@ -86,3 +86,13 @@ def test_the_canvas_map_prints_tokens_in_its_cells_only_while_they_fit():
         assert heat.texttemplate == "" and "holds" in heat.customdata[-1][0]      # the hover still names it
     finally:
         canvas.MAX_LABELLED = wide
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.npz")), ids=lambda p: p.stem)
+def test_every_view_draws_every_prebaked_example_at_a_middle_step_with_a_position_selected(path):
+    """What the scrubber asks when a step settles (``on_settle``): each view at a step inside the run, not only at
+    its end (a view that reads its records per step broke only there)."""
+    from explorer.render import render_views
+    tr = Trace.load(path)
+    out = render_views(tr, len(tr.records) // 2, int(tr.meta.prompt_len) + 1, None)
+    assert out and all(v is not None for v in out.values())

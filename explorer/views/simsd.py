@@ -44,7 +44,7 @@ def simsd_rounds(trace, step: int | None = None, grid=None, selected: int | None
                          showlegend=False), 1, 2)
     fig.add_trace(go.Bar(x=list(range(1, len(rounds) + 1)), y=kept, marker_color="#3182bd", name="kept"), 1, 2)
     if step is not None:
-        now = [k for k, (s, _) in enumerate(rounds) if s <= step]
+        now = [k for k, (s, _, _) in enumerate(rounds) if s <= step]
         if now:
             fig.add_shape(vline(now[-1] + 1, yref="y domain"), row=1, col=1)
     fig.update_layout(barmode="overlay", height=340, template="unmask", margin=dict(l=50, r=10, t=40, b=40),
