@@ -18,7 +18,8 @@ from tools.page.bench_memory import call
 
 pytestmark = pytest.mark.load
 
-HOSTILE = [None, 1e308, [1, 2], {"a": 1}, "<img src=x onerror=alert(1)>", "x" * 1_000_000,
+# (lists, dicts and NaN go to every handler in-process too: tests/test_fuzz_endpoints.py)
+HOSTILE = [None, 1e308, "<img src=x onerror=alert(1)>", "x" * 1_000_000,
            {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}},
            {"path": "app.py", "url": "http://127.0.0.1/file=app.py", "meta": {"_type": "gradio.FileData"}}]
 
@@ -92,7 +93,7 @@ def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_trace
         grown = log.stat().st_size - before
         text = log.read_text()
     print(f"{calls} hostile calls after every update: {len(silent)} silent errors, {grown / calls:.0f} B of log each")
-    assert calls >= 150 and not silent, silent[:10]
+    assert calls >= 120 and not silent, silent[:10]
     assert "Traceback" not in text, text[text.index("Traceback"):][:1500]
     assert grown <= 1024 * calls
 

@@ -40,7 +40,7 @@ BOXES = """(div) => { const out = [];
 
 def figures(names: list[str] | None = None) -> list[tuple[str, str, int, dict]]:
     """(example, view, 1-based step, figure JSON) for every figure view of every pre-baked example's shown tabs,
-    at the first, the middle and the last step."""
+    at the middle and the last step (the first holds the least text: the others cover what it could collide)."""
     from engine.records.trace import Trace
     from explorer import registry
     from explorer.grid import Grid
@@ -52,7 +52,7 @@ def figures(names: list[str] | None = None) -> list[tuple[str, str, int, dict]]:
         tabs = registry.tabs_shown(trace)
         g, n = Grid.of(trace), len(trace.records)
         for view in (v for t in tabs for v in registry.in_tab(t)):
-            for s in sorted({0, n // 2, n - 1}):
+            for s in sorted({n // 2, n - 1}):
                 fig = view.render(trace, s, g, None)
                 if hasattr(fig, "to_plotly_json"):
                     out.append((path.stem, view.name, s + 1, json.loads(fig.to_json())))
