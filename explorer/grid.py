@@ -48,7 +48,7 @@ class Grid:
     @cached_property
     def end(self) -> int:
         """One past the last position any forward scored (so an EOS early stop does not show empty columns)."""
-        last = max((int(max(r.positions.max(initial=-1), r.field("fill_positions", np.zeros(0, int)).max(initial=-1)))
+        last = max((int(max([r.positions.max(initial=-1), *(p.max(initial=-1) for p, _ in r.outside())]))
                     for r in self.trace.records), default=self.P)
         return max(self.P + 1, min(last + 1, int(self.trace.meta.gen_end)))
 
@@ -92,12 +92,8 @@ class Grid:
             cols = r.positions - self.P
             keep = (cols >= 0) & (cols < cur.size)
             cur[cols[keep]] = r.tokens_after[keep]
-            prev = r.field("prev_positions")
-            if prev is not None:                       # edits to the finished block before (check_next)
-                cur[prev - self.P] = r.field("prev_to")
-            fill = r.field("fill_positions")
-            if fill is not None:                       # slots after the block, written by this forward
-                cur[fill - self.P] = r.field("fill_to")
+            for positions, tokens in r.outside():      # edits to the block before, fills of the slots after
+                cur[positions - self.P] = tokens
             out[s] = cur
         return out
 

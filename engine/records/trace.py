@@ -13,6 +13,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import lru_cache
 from pathlib import Path
 from typing import TypedDict
 
@@ -113,14 +114,15 @@ RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv
                     "rng": RngFields, "fill": FillFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
-GENERIC = ("candidates", "revise", "kv_cache", "rng", "fill")      # the contracts every decoder's records may carry
+GENERIC = tuple(RECORD_CONTRACTS[g] for g in ("candidates", "revise", "kv_cache", "rng", "fill"))   # every record's
+GENERIC_FIELDS = frozenset(k for c in GENERIC for k in c.__annotations__)
 
 
+@lru_cache(maxsize=None)
 def contract(decoder: str, kind: str) -> frozenset:
     """The fields a record of this decoder and kind may carry: the generic ones and its card's own."""
     own = RECORD_CONTRACTS.get(f"{decoder}.{kind}")
-    return frozenset(k for c in GENERIC for k in RECORD_CONTRACTS[c].__annotations__) | \
-        frozenset(own.__annotations__ if own else ())
+    return GENERIC_FIELDS | frozenset(own.__annotations__ if own else ())
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",
                 "margin", "entropy")
@@ -160,6 +162,12 @@ class StepRecord:
     def has(self, name: str) -> bool:
         return self.field(name) is not None
 
+    def outside(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(positions, tokens) this forward wrote outside its block: edits to the finished block before it
+        (``prev_positions``) and slots after it (``fill_positions``)."""
+        return [(self.extra[p], self.extra[t])
+                for p, t in (("prev_positions", "prev_to"), ("fill_positions", "fill_to")) if p in self.extra]
+
 
 class Fields:
     """One record's fields as a contract declares them (a card's TypedDict of one decoder's record kind, or a
@@ -181,7 +189,7 @@ def fields(r: StepRecord, *contracts: type) -> Fields | None:
     the record's kind, or a generic contract), else None (another decoder's record, or another kind)."""
     own = RECORD_CONTRACTS.get(f"{r.decoder}.{r.kind}")
     for c in contracts:
-        if c is own or any(c is RECORD_CONTRACTS[g] for g in GENERIC):
+        if c is own or c in GENERIC:
             return Fields(r.extra, c.__annotations__)
     return None
 

@@ -60,10 +60,9 @@ def canvas_after(base, step: int) -> list[int]:
     for rec in base.records[:step]:
         for p, t in zip(rec.positions.tolist(), rec.tokens_after.tolist()):
             canvas[p] = t
-        for key, to in (("prev_positions", "prev_to"), ("fill_positions", "fill_to")):
-            if rec.has(key):
-                for p, t in zip(rec.field(key).tolist(), rec.field(to).tolist()):
-                    canvas[p] = t
+        for positions, tokens in rec.outside():
+            for p, t in zip(positions.tolist(), tokens.tolist()):
+                canvas[p] = t
     return canvas
 
 

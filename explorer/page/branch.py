@@ -127,8 +127,7 @@ async def run_branch(page: Page, tr, point, force_v, token_v, spec_v, started: f
         branch = {"step": point["step"], "force": [point["pos"], force] if force is not None else None, "spec": spec}
         produce = lambda should_stop: page.service.branch_from(  # noqa: E731
             tr, branch, model, page=True, client=fair.client(), should_stop=should_stop)
-        last, clock = None, DrawClock(page.service.max_seconds)
-        clock.last_s = EST_DRAW_S              # drawn once, at the end: reserve what drawing a branch takes
+        last, clock = None, DrawClock(page.service.max_seconds, EST_DRAW_S)     # drawn once, at the end
         async for f in follow(produce, page.service.max_seconds, started=started, reserve=clock.reserve):
             last = f.value if f.value is not None else last
             if f.final and last is not None:

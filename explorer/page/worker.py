@@ -90,10 +90,11 @@ FINAL_RESERVE_S = 0.5   # at least this much of a request's budget is kept for i
 class DrawClock:
     """How long a handler's drawing takes, so that ``follow`` stops the work early enough for the last drawing to
     end within the budget: ``reserve()`` is four times the newest drawing (at least FINAL_RESERVE_S, at most half
-    the budget); ``draw(fn, *args)`` draws off the event loop and times it."""
+    the budget); ``draw(fn, *args)`` draws off the event loop and times it. ``expected_s``: the drawing a handler
+    that draws only once, at the end, must reserve before it has timed any."""
 
-    def __init__(self, budget_s: float | None):
-        self.budget_s, self.last_s = budget_s, 0.0
+    def __init__(self, budget_s: float | None, expected_s: float = 0.0):
+        self.budget_s, self.last_s = budget_s, expected_s
 
     def reserve(self) -> float:
         return min(max(FINAL_RESERVE_S, 4 * self.last_s), (self.budget_s or 0.0) / 2)

@@ -82,7 +82,8 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
         bars = dict(type="data", symmetric=False, array=ci[:, 1] - acc, arrayminus=acc - ci[:, 0], thickness=1)
         for col, key in ((1, "tpf"), (2, "tokens_per_s")):
             x = np.array([r[key] for r in sub])
-            on_front = set(pareto(x, acc).tolist()) if fam != BASELINE_DECODER else set(range(len(sub)))
+            front = pareto(x, acc)
+            on_front = set(front.tolist()) if fam != BASELINE_DECODER else set(range(len(sub)))
             # only the frontier's points carry a label, and only where it fits (the rest pile up): every point has
             # its hover
             xs = [r[key] for r in rows]
@@ -96,7 +97,6 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
                                                    "<extra></extra>"), 1, col)
             if fam == BASELINE_DECODER:   # the bar: its points, no frontier
                 continue
-            front = pareto(x, acc)
             fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color=colour, shape="hv"),
                                      name=f"{fam} Pareto frontier".strip(), legendgroup=fam, showlegend=col == 1,
                                      hoverinfo="skip"), 1, col)
