@@ -109,7 +109,8 @@ class Page:
         """The task checker's verdict when the trace's prompt is one of the example problems, or a problem the
         Sweep opened (GSM8K's too)."""
         prob = self.problem(trace.meta.prompt)
-        if prob is None or (prob.task not in TASKS and prob not in self.opened.values()):   # a chat has no checker
+        opened = prob is not None and self.opened.get(trace.meta.prompt.strip()) is prob
+        if prob is None or (prob.task not in TASKS and not opened):   # a chat prompt has no checker
             return None
         return get_task(prob.task).verdict(trace.meta.text, prob)
 
