@@ -36,7 +36,10 @@ SPECS = ["ar", "llada:block_size=8,steps=8", "llada:block_size=8,steps=4,remaski
 OTHER_SPECS = [("unmask-tasks-small", "simsd:block_size=8"),
                ("unmask-tasks-small", "simsd:block_size=8,acceptance=mrs,temperature=1,seed=2,use_cache=0"),
                ("unmask-uniform-small", "uniform"), ("unmask-uniform-small", "uniform:seed=3"),
-               ("dream", "dream:gen_length=16,steps=8"), ("dream", "dream:gen_length=16,steps=8,temperature=1,seed=1")]
+               ("dream", "dream:gen_length=16,steps=8"), ("dream", "dream:gen_length=16,steps=8,temperature=1,seed=1"),
+               # the rivals on a full-attention model: Prophet's exit fills the canvas, KLASS's history spans blocks
+               ("dream", "prophet:gen_length=16,block_size=4,gap_scale=0"),
+               ("dream", "klass:gen_length=16,block_size=4,kl_eps=10,tau=0.01")]
 
 
 def summarise(trace) -> dict:
