@@ -27,13 +27,14 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def call(url: str, fn: int, data: list, session: str) -> dict:
-    """One event of the page, as gradio's own client sends it; its completion message."""
+def call(url: str, fn: int, data: list, session: str, timeout_s: float = 120) -> dict:
+    """One event of the page, as gradio's own client sends it; its completion message (``timeout_s``: how long
+    its event stream may stay silent)."""
     body = json.dumps({"data": data, "fn_index": fn, "session_hash": session, "event_data": None,
                        "trigger_id": None}).encode()
     req = urllib.request.Request(url + "gradio_api/queue/join", body, {"Content-Type": "application/json"})
     urllib.request.urlopen(req, timeout=30).read()
-    with urllib.request.urlopen(url + f"gradio_api/queue/data?session_hash={session}", timeout=120) as r:
+    with urllib.request.urlopen(url + f"gradio_api/queue/data?session_hash={session}", timeout=timeout_s) as r:
         for line in r:
             if b"process_completed" in line:
                 return json.loads(line[5:])
