@@ -58,3 +58,43 @@ def test_stray_copies_of_updated_controls_are_dropped_and_the_page_s_own_kept():
     assert prune_strays(h, page_ids) == 1
     assert set(state.blocks_config.blocks) == page_ids and copy._id not in state.config_values
     assert state.blocks_config.blocks[box._id] is copy   # the update itself stays
+
+
+def lazy_and_eager():
+    """A small page with an input, an output and a state; a lazy and an eager session of it."""
+    from gradio.state_holder import SessionState
+    from explorer.page.session_state import LazySessionState
+    with gr.Blocks() as demo:
+        gr.State([1])
+        box, out = gr.Textbox("hi", label="in"), gr.Textbox(label="out")
+        gr.Slider(0, 9, 3)
+        box.submit(lambda s: s.upper(), box, out)
+    return demo, box, LazySessionState(demo), SessionState(demo)
+
+
+def test_a_lazy_session_builds_nothing_until_an_event_touches_a_component():
+    import asyncio
+    demo, box, lazy, eager = lazy_and_eager()
+    assert lazy.config_values == {} and len(eager.config_values) >= 4
+    fn = next(iter(demo.fns.values()))
+    asyncio.run(demo.preprocess_data(fn, ["typed"], lazy))       # gradio's own preprocessing of one event
+    asyncio.run(demo.preprocess_data(fn, ["typed"], eager))
+    assert set(lazy.config_values) == {box._id}                    # the input the event carried, nothing else
+    assert lazy.config_values[box._id] == eager.config_values[box._id]
+    assert lazy.config_values[box._id]["props"]["value"] == "typed"
+
+
+def test_a_lazy_session_s_components_are_gradio_s_own():
+    """What a deep link reads: every component's configuration, as gradio builds it at the session's start."""
+    _, _, lazy, eager = lazy_and_eager()
+    assert sorted(map(str, lazy.components)) == sorted(map(str, eager.components))
+    assert lazy.state_data == eager.state_data and lazy.blocks_config.blocks == eager.blocks_config.blocks
+
+
+def test_installed_sessions_are_lazy_for_the_app_and_its_blocks():
+    from explorer.page.session_state import LazySessionState, install
+    demo, *_ = lazy_and_eager()
+    app = gr.routes.App.create_app(demo)
+    install(app)
+    assert app.state_holder is demo.state_holder
+    assert isinstance(app.state_holder["s"], LazySessionState)

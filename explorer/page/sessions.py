@@ -16,6 +16,7 @@ import datetime
 import logging
 
 from engine import settings
+from explorer.page import session_state
 
 IDLE_S = 600.0
 SWEEP_EVERY_S = 5.0
@@ -84,6 +85,7 @@ def lifespan(idle_s: float | None = None):
 
     @contextlib.asynccontextmanager
     async def run(app):
+        session_state.install(app)
         task = asyncio.create_task(sweep_forever(app))
         try:
             yield
