@@ -216,12 +216,13 @@ def test_a_decoders_own_summary_cards_come_from_its_card():
     """SimSD's card adds its target-equivalent NFE and what it means; another decoder's run has neither."""
     from pathlib import Path
 
+    from engine.decoders.simsd.card import SimSDSummary
     from engine.records.trace import Trace
     from explorer.views.summary import render_summary
     root = Path(__file__).resolve().parents[1] / "assets" / "examples"
     simsd, other = Trace.load(root / "simsd.npz"), Trace.load(root / "threshold.npz")
     html = render_summary(simsd)
-    assert f"{simsd.meta.summary['target_equiv_nfe']:.1f}" in html and "target-equiv. NFE" in html
+    assert f"{simsd.meta.own(SimSDSummary).target_equiv_nfe:.1f}" in html     # a pre-baked trace, saved flat and "target-equiv. NFE" in html
     assert "SimSD runs two models" in html
     assert "target-equiv" not in render_summary(other) and "SimSD" not in render_summary(other)
 

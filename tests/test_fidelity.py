@@ -12,6 +12,7 @@ from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.decoders.s2d2.verify import accept_stochastic
 from engine.runtime.sampling import transformed_probs
 from tests.conftest import ScriptedAdapter
+from engine.decoders.simsd.card import SimSDSummary
 
 
 def inputs(score=0.0, span_len=1, block_len=8, progress=0.0, mean_entropy=0.0) -> RouterInputs:
@@ -96,9 +97,9 @@ def test_mrs_with_a_greedy_drafter_says_it_is_biased():
     target = load_model("unmask-tasks-small", device="cpu")
     prompt = "Q : Name two different fruits . A :"
     mrs = Generation(target, prompt, build_decoder("simsd", acceptance="mrs", block_size=4, gen_length=8)).run()
-    assert "biased" in mrs.meta.summary["caveat"]
+    assert "biased" in mrs.meta.own(SimSDSummary).caveat
     hot = build_decoder("simsd", acceptance="mrs", block_size=4, gen_length=8, temperature=1.0)
-    assert Generation(target, prompt, hot).run().meta.summary["caveat"] is None
+    assert Generation(target, prompt, hot).run().meta.own(SimSDSummary).caveat is None
 
 
 def test_simsd_reveal_order_reads_the_tempered_probability():

@@ -6,6 +6,7 @@ from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from engine.records.trace import Reason, Verdict
 from tests.conftest import ScriptedAdapter
+from engine.decoders.s2d2.card import S2D2Summary
 
 PROMPT = [1, 10, 11, 12, 13, 14, 15, 16]           # 8 tokens: the block of 8 after it is fully masked
 COMMON = dict(block_size=8, gen_length=8, use_cache=False, stop_at_eos=False)
@@ -53,7 +54,7 @@ def test_s2d2_greedy_accepts_the_matching_prefix_and_resamples_the_first_mismatc
     assert v.field("accepted") == 3 and v.field("rejected_at") == 8 + 3 and v.field("resampled") == 40
     assert v.field("verdict").tolist() == [Verdict.ACCEPTED] * 3 + [Verdict.RESAMPLED] + [Verdict.PENDING] * 4
     assert c[3] == {k: (20 + k, Reason.ACCEPT) for k in range(4, 8)}   # the next span verifies in full
-    assert tr.meta.summary["accepted_tokens"] == 7 and tr.meta.summary["verify_forwards"] == 2
+    assert tr.meta.own(S2D2Summary) == S2D2Summary(accepted_tokens=7, verify_forwards=2)
 
 
 def test_s2d2_router_never_falls_back_to_the_dynamic_rule():

@@ -20,6 +20,7 @@ from engine.runtime.loop import Generation
 from engine.records.trace import Reason
 from explorer import registry
 from tests.conftest import ScriptedAdapter
+from engine.decoders.prophet.card import ProphetSummary
 
 PROMPT = [1, 10, 11, 12, 13, 14, 15, 16]           # 8 tokens: the blocks after it are fully masked
 
@@ -56,18 +57,18 @@ def test_prophet_exits_in_the_mid_phase_then_commits_each_later_block_in_one_for
     assert [r.field("prophet_bar") for r in tr.records] == [7.5] * 5 + [5.0, 5.0]     # forward 7: 7/16 < 0.67
     assert tr.records[5].field("prophet_gap") == pytest.approx(gap_of(0.9), abs=1e-5)
     assert [r.field("exited") for r in tr.records] == [False] * 5 + [True, True]
-    assert tr.meta.summary["exit_forward"] == 6
+    assert tr.meta.own(ProphetSummary).exit_forward == 6
 
 
 def test_prophet_in_its_last_block_commits_only_that_block_and_the_scale_moves_every_bar():
     tr = run(lambda t: [(20 + k, 0.5) for k in range(8)], gen_length=16, name="prophet")   # gap 3.89 throughout
     c = commits(tr)   # block 1 by the quota (bars 7.5, 5.0); block 2: forwards 9, 10 mid, 11 late: 3.89 ≥ 2.5
-    assert [len(s) for s in c] == [1] * 10 + [6] and tr.meta.summary["exit_forward"] == 11
+    assert [len(s) for s in c] == [1] * 10 + [6] and tr.meta.own(ProphetSummary).exit_forward == 11
     assert tr.records[-1].field("progress") == pytest.approx(11 / 16)
     scaled = run(lambda t: [(20 + k, 0.9) for k in range(8)], gen_length=16, name="prophet", gap_scale=2.0)
-    assert scaled.meta.summary["exit_forward"] == 11                     # bars 15, 10, 5: only the late one ≤ 6.09
+    assert scaled.meta.own(ProphetSummary).exit_forward == 11                     # bars 15, 10, 5: only the late one ≤ 6.09
     assert run(lambda t: [(20 + k, 0.5) for k in range(8)], gen_length=16, name="prophet",
-               gap_scale=0.0).meta.summary["exit_forward"] == 1         # every bar 0: the first forward commits all
+               gap_scale=0.0).meta.own(ProphetSummary).exit_forward == 1         # every bar 0: the first forward commits all
 
 
 # ---- KLASS ------------------------------------------------------------------------------------------------

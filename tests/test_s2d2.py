@@ -16,6 +16,7 @@ from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.decoders.s2d2.verify import accept_stochastic, verify_logits
 from engine.runtime.sampling import make_generator
 from engine.runtime.jobs import drive
+from engine.decoders.s2d2.card import S2D2Summary
 
 EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "models" / "unmask-arith-tiny"
 
@@ -146,7 +147,7 @@ def test_nfe_accounting(adapter, fuse):
     kinds = tr.meta.nfe_by_kind
     assert sum(kinds.values()) == tr.nfe == len(tr.records)
     assert kinds.get("draft", 0) == sum(r.kind == "draft" for r in tr.records)
-    assert kinds.get("verify", 0) == sum(r.kind == "verify" for r in tr.records) == tr.meta.summary["verify_forwards"]
+    assert kinds.get("verify", 0) == sum(r.kind == "verify" for r in tr.records) == tr.meta.own(S2D2Summary).verify_forwards
     assert (kinds.get("commit", 0) + kinds.get("prefill", 0) > 0) == (not fuse)
 
 

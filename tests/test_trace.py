@@ -78,3 +78,31 @@ def test_a_decoder_may_emit_only_the_fields_its_card_declares_for_the_kind():
     policy = Stray(build_decoder("klass", block_size=4, gen_length=4, use_cache=False).cfg)
     with pytest.raises(AssertionError, match=r"klass.draft records do not declare \['prophet_gap'\]"):
         Generation(ScriptedAdapter(lambda t: [(20 + k, 0.9) for k in range(4)]), [1, 10, 11, 12], policy).run()
+
+
+def test_a_decoder_s_summary_is_its_card_s_type_and_an_older_trace_s_loads(tmp_path):
+    """Saved flat beside the metadata, read back typed; another decoder's type reads as None; a trace saved before
+    a field existed (or in the old nested layout) loads with the defaults."""
+    from engine.decoders.cards import SpeculativeSummary
+    from engine.decoders.s2d2.card import S2D2Summary
+    from engine.decoders.simsd.card import SimSDSummary
+    from engine.decoders.uniform.card import UniformSummary
+    from engine.records.trace_meta import TraceMeta
+    meta = TraceMeta.from_dict(dict(decoder="s2d2", accepted_tokens=5, verify_forwards=2))
+    assert meta.own(S2D2Summary) == S2D2Summary(accepted_tokens=5, verify_forwards=2)
+    assert meta.own(SpeculativeSummary) == SpeculativeSummary(accepted_tokens=5)      # the bench's generic read
+    assert meta.own(SimSDSummary) is None and TraceMeta(decoder="threshold").own(SpeculativeSummary) is None
+    old = TraceMeta.from_dict(dict(decoder="s2d2", accepted_tokens=5))                # before verify_forwards
+    assert old.own(S2D2Summary).verify_forwards == 0
+    nested = TraceMeta.from_dict(dict(decoder="uniform", uniform=dict(t_max=0.3)))     # the layout before types
+    assert nested.own(UniformSummary) == UniformSummary()
+
+
+def test_a_policy_s_summary_must_be_its_card_s_type(adapter):
+    import pytest
+    from engine.decoders import build_decoder
+    from engine.runtime.loop import Generation
+    policy = build_decoder("prophet", gen_length=8)
+    policy.summary = lambda runner: {"exit_forward": 1}                          # a plain dict: refused
+    with pytest.raises(AssertionError, match="prophet's summary"):
+        Generation(adapter, adapter.encode_prompt("hi"), policy).run()

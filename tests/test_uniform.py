@@ -11,6 +11,7 @@ from engine.errors import ConfigError
 from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from tests.families import write_diffusion_gemma
+from engine.decoders.uniform.card import UniformSummary
 
 # generation configs: DiffusionGemma's defaults, a permissive bound that stops early, no stability requirement
 CONFIGS = {"strict": dict(confidence_threshold=0.005, sampler_config={"entropy_bound": 0.1,
@@ -44,7 +45,7 @@ def test_uniform_gives_generates_tokens(dg, seed):
 
 def test_records_carry_the_canvas_the_bound_and_the_stopping_test(dg):
     trace = Generation(dg, dg.encode_prompt("what is 1 + 2 ?"), build_decoder("uniform", seed=3, gen_length=16)).run()
-    c = trace.meta.summary["uniform"]
+    c = trace.meta.own(UniformSummary)
     steps = [r for r in trace.records if r.kind == "draft"]
     for prev, r in zip(trace.records, trace.records[1:]):
         if r.kind != "draft":
@@ -53,14 +54,14 @@ def test_records_carry_the_canvas_the_bound_and_the_stopping_test(dg):
         acc = r.committed
         order = np.argsort(r.field("eb_order"))
         bound = r.field("eb_bound")
-        assert acc.sum() == (bound <= c["entropy_bound"]).sum() >= 1         # the lowest-entropy slot always
+        assert acc.sum() == (bound <= c.entropy_bound).sum() >= 1         # the lowest-entropy slot always
         assert acc[order[: int(acc.sum())]].all()                             # accepted = the sorted prefix
         final = r is steps[-1] or trace.records[trace.records.index(r) + 1].kind == "encode"
         if not final:
             assert (r.tokens_after[acc] == r.field("denoised")[acc]).all()    # kept samples, the rest is noise
         else:
             assert (r.tokens_after == r.candidate).all()                      # the output is the argmax canvas
-        assert c["t_min"] - 1e-6 <= r.field("temperature") <= c["t_max"] + 1e-6      # float32, as generate
+        assert c.t_min - 1e-6 <= r.field("temperature") <= c.t_max + 1e-6      # float32, as generate
     temps = [r.field("temperature") for r in steps if r.block == 0]
     assert temps == sorted(temps, reverse=True)                                # t_max -> t_min
 
@@ -70,7 +71,7 @@ def test_parameters_override_the_generation_config_and_others_are_refused(dg):
     tr = Generation(dg, ids, build_decoder("uniform", seed=0, gen_length=8, max_denoising_steps=3, t_min=0.1,
                                            t_max=0.3, stability_threshold=0)).run()
     assert len([r for r in tr.records if r.kind == "draft"]) <= 3
-    assert tr.meta.summary["uniform"]["t_max"] == 0.3 and tr.meta.params["max_denoising_steps"] == 3
+    assert tr.meta.own(UniformSummary).t_max == 0.3 and tr.meta.params["max_denoising_steps"] == 3
     with pytest.raises(ConfigError, match="uniform"):
         Generation(dg, ids, build_decoder("threshold"))
     with pytest.raises(ConfigError, match="t_max"):

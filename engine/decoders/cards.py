@@ -80,6 +80,19 @@ class BenchCounts:
 
 
 @dataclass(frozen=True)
+class RunSummary:
+    """A decoder's own totals of a run (its card's ``summary_type`` subclasses this; its policy's ``summary``
+    returns one). Saved flat beside the trace's metadata and read back with ``TraceMeta.own``; every field has a
+    default, so a trace saved before a field existed still loads."""
+
+
+@dataclass(frozen=True)
+class SpeculativeSummary(RunSummary):
+    """The totals every draft-and-verify decoder has (the bench's acceptance column reads them)."""
+    accepted_tokens: int = 0         # drafted tokens a verifier accepted
+
+
+@dataclass(frozen=True)
 class Card:
     decoder: Decoder
     menu: tuple[str, str]                                   # (group, plain words) in the page's decoder menu
@@ -99,6 +112,7 @@ class Card:
     reference_defaults: dict = field(default_factory=dict)
     # the run's own summary cards on the page: meta (TraceMeta) -> ([(label, value, hint)], [notes])
     summary: Callable | None = None
+    summary_type: type | None = None     # its RunSummary subclass: the run's own totals in the trace's metadata
 
 
 @lru_cache(maxsize=None)

@@ -33,7 +33,7 @@ from engine.harness.bench_row import BenchRow
 from engine.decoders.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.decoders.applies import needs_of
-from engine.decoders.cards import cards
+from engine.decoders.cards import SpeculativeSummary, cards
 from engine.errors import BudgetExceeded
 from engine.runtime.loop import Generation
 from engine.runtime.resources import cached_loader
@@ -234,7 +234,7 @@ def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, see
 def tally(a: Counter, tr, wall: float, correct: bool) -> None:
     a.update(teaching_counts(tr))
     a.update(wall=wall, correct=correct, nfe=tr.nfe, nfe_paper=tr.nfe_paper, tokens=tr.meta.generated_tokens,
-             accepted_tokens=tr.meta.summary.get("accepted_tokens", 0),
+             accepted_tokens=own.accepted_tokens if (own := tr.meta.own(SpeculativeSummary)) else 0,
              **{f"nfe_{k}": v for k, v in tr.meta.nfe_by_kind.items()})
 
 

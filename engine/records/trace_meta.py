@@ -2,13 +2,17 @@
 the page notes about the run it shows. Saved flat in the trace's JSON (``Trace.to_arrays``), versioned by the
 trace format; a trace saved before a field existed loads with that field's default.
 
-Code reads fields as attributes only (``meta.nfe``); the decoder's own totals are in ``meta.summary``, its
-``Policy.summary`` (S2D2's accepted tokens, SimSD's forwards per model, ...).
+Code reads fields as attributes only (``meta.nfe``); the decoder's own totals (its ``Policy.summary``: S2D2's
+accepted tokens, SimSD's forwards per model, ...) are saved in ``meta.summary`` and read as its card's typed
+``RunSummary`` with ``meta.own(SimSDSummary)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from typing import TypeVar
+
+S = TypeVar("S")
 
 
 @dataclass
@@ -61,6 +65,17 @@ class TraceMeta:
         known = {k: v for k, v in d.items() if k in names and k != "summary"}
         rest = {k: v for k, v in d.items() if k not in names}
         return cls(**known, summary={**d.get("summary", {}), **rest})
+
+    def own(self, summary_type: type[S]) -> S | None:
+        """The run's own totals as ``summary_type`` (a card's ``RunSummary`` or a base of it, such as
+        ``SpeculativeSummary``) when this run's decoder declares that type or a subclass of it, else None; a field
+        the saved trace lacks (saved before it existed) takes its default."""
+        from engine.decoders.cards import cards
+        card = cards().get(self.decoder)
+        declared = card.summary_type if card else None
+        if declared is None or not issubclass(declared, summary_type):
+            return None
+        return summary_type(**{f.name: self.summary[f.name] for f in fields(summary_type) if f.name in self.summary})
 
     def to_dict(self) -> dict:
         """Flat: the fields, then the decoder's summary keys beside them (as saved)."""

@@ -8,12 +8,14 @@ record); the ``Runner`` (``engine/runtime/runner.py``) owns the canvas, the cach
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Iterator
 
 import numpy as np
 import torch
 
 from engine.decoders.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
+from engine.decoders.cards import cards
 from engine.runtime.resources import resolve
 from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
@@ -194,9 +196,9 @@ class Policy:
     def run_block(self, ctx: BlockContext) -> Iterator[StepRecord]:
         raise NotImplementedError
 
-    def summary(self, runner: Runner) -> dict:
-        """Decoder-specific run totals added to the trace metadata."""
-        return {}
+    def summary(self, runner: Runner):
+        """The run's own totals: an instance of its card's ``summary_type`` (None: it has none)."""
+        return None
 
 
 class Generation:
@@ -341,6 +343,13 @@ class Generation:
         prefill and K/V-store forwards, DiffusionGemma's decoder forwards only)."""
         return self.runner.nfe_paper(self.records)
 
+    def own_summary(self) -> dict:
+        """The policy's summary, checked against its card's type, as the flat fields the trace saves."""
+        own = self.policy.summary(self.runner)
+        declared = cards()[self.policy.name].summary_type
+        assert own is None or type(own) is declared, f"{self.policy.name}'s summary is not its card's {declared}"
+        return asdict(own) if own is not None else {}
+
     def trace(self) -> Trace:
         a, r = self.adapter, self.runner
         ids = self.generated_ids()
@@ -360,6 +369,6 @@ class Generation:
             cache=r.cache_name,
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
-            engine_version=__import__("engine").__version__, **self.policy.summary(r),
+            engine_version=__import__("engine").__version__, **self.own_summary(),
             **({"branch": dict(self.resume.meta, nfe_resume=r.nfe["resume"])} if self.resume is not None else {}))
         return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

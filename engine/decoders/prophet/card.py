@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, Example, ReasonEntry, ViewEntry
+from engine.decoders.cards import Card, Example, ReasonEntry, RunSummary, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -16,6 +17,11 @@ class ProphetFields(TypedDict):
     prophet_bar: float        # the bar in force at this forward's phase (early, mid or late)
     progress: float           # forwards so far / the decode's nominal forwards (steps per block × blocks)
     exited: bool              # this forward commits the rest at once (the exit, or a block after it)
+
+
+@dataclass(frozen=True)
+class ProphetSummary(RunSummary):
+    exit_forward: int | None = None   # the forward whose gap cleared its bar (None: the decode never exited)
 
 
 CARD = Card(
@@ -41,6 +47,7 @@ CARD = Card(
         "gap_scale": Param(float, 1.0, 0.0, 10.0, label="gap scale (ours)", help="multiplies the three bars: one "
                            "dial for the Sweep (1 = the paper's)", step=0.05, page=(0.0, 4.0), group="prophet"),
     },
+    summary_type=ProphetSummary,
     reasons={"PROPHET_EXIT": ReasonEntry(13, "Prophet early commit", "#e7298a", "exit")},
     records={"draft": ProphetFields},
     views=(ViewEntry("prophet", "Prophet: the answer gap against its bar", "Prophet",

@@ -30,6 +30,7 @@ from engine.decoders.catalogue import config_class
 from engine.decoders.schedule import masked_topk, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
+from engine.decoders.prophet.card import ProphetSummary
 
 PHASES = (0.33, 0.67)   # progress at which the bar moves from early to mid, and from mid to late
 
@@ -80,5 +81,5 @@ class ProphetPolicy(Policy):
                            prophet_gap=mean_gap, prophet_bar=float(bar), progress=float(progress),
                            exited=self.exited_at is not None)
 
-    def summary(self, runner) -> dict:
-        return dict(exit_forward=self.exited_at)
+    def summary(self, runner) -> ProphetSummary:
+        return ProphetSummary(exit_forward=self.exited_at)

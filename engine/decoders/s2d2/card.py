@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, Example, ReasonEntry, ViewEntry
+from engine.decoders.cards import Card, Example, ReasonEntry, SpeculativeSummary, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -41,6 +42,11 @@ class S2D2VerifyFields(TypedDict):
     ratio: np.ndarray             # (L,) acceptance ratio min(1, (q/p)^γ), NaN outside the examined span
     p_draft: np.ndarray           # (L,) p(x̂)
     q_draft: np.ndarray           # (L,) q(x̂)
+
+
+@dataclass(frozen=True)
+class S2D2Summary(SpeculativeSummary):
+    verify_forwards: int = 0          # the router's paid verifications
 
 
 CARD = Card(
@@ -92,6 +98,7 @@ CARD = Card(
             group="s2d2"),
     },
     records={"draft": S2D2DraftFields, "verify": S2D2VerifyFields},
+    summary_type=S2D2Summary,
     views=(ViewEntry("verifier", "Verifier map", "S2D2", "explorer.views.verifier:verifier_map",
                      "explorer.views.verifier", positions=True),
            ViewEntry("router", "Router timeline", "S2D2", "explorer.views.router:router_timeline",

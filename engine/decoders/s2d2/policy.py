@@ -25,7 +25,7 @@ from engine.decoders.s2d2.routers import RouterInputs, make_router
 from engine.decoders.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
 from engine.runtime.sampling import TokenStats, transformed_probs
 from engine.records.trace import Reason, Verdict
-from engine.decoders.s2d2.card import S2D2DraftFields, S2D2VerifyFields
+from engine.decoders.s2d2.card import S2D2DraftFields, S2D2Summary, S2D2VerifyFields
 
 
 @dataclass
@@ -93,8 +93,8 @@ class S2D2Policy(Policy):
         self.router.reset()
         self.accepted = 0
 
-    def summary(self, runner) -> dict:
-        return dict(accepted_tokens=self.accepted, verify_forwards=runner.nfe.get("verify", 0))
+    def summary(self, runner) -> S2D2Summary:
+        return S2D2Summary(accepted_tokens=self.accepted, verify_forwards=runner.nfe.get("verify", 0))
 
     def run_block(self, ctx: BlockContext):
         B = self.cfg.block_size

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import BenchCounts, Card, Example, ViewEntry
+from engine.decoders.cards import BenchCounts, Card, Example, SpeculativeSummary, ViewEntry
 from engine.decoders.params import COMMON, Decoder, Param
 
 
@@ -30,11 +31,22 @@ class SimSDVerifyFields(TypedDict):
     q_draft: np.ndarray           # (L,) the target's q(d)
 
 
+@dataclass(frozen=True)
+class SimSDSummary(SpeculativeSummary):
+    drafter: str = ""
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    param_ratio: float = 0.0             # the drafter's parameters over the target's
+    target_equiv_nfe: float | None = None   # target forwards + param_ratio × drafter forwards
+    verified_tokens: int = 0
+    acceptance_rate: float | None = None
+    caveat: str | None = None            # a setting whose acceptance test is biased, said in the summary
+
+
 def counts(trace) -> dict:
     """Forwards per model (the decoder's summary) and the records' wall times of drafter and target forwards."""
-    s = trace.meta.summary
-    out = dict(target_forwards=s["target_forwards"], draft_forwards=s["draft_forwards"],
-               param_ratio=s["param_ratio"])
+    s = trace.meta.own(SimSDSummary)
+    out = dict(target_forwards=s.target_forwards, draft_forwards=s.draft_forwards, param_ratio=s.param_ratio)
     for kind in ("draft", "verify"):
         ms = [r.wall_ms for r in trace.records if r.kind == kind]
         out.update({f"{kind}_ms": sum(ms), f"{kind}_n": len(ms)})
@@ -57,15 +69,15 @@ def two_model_costs(a, done: int) -> dict:
 
 def summary_cards(meta) -> tuple[list, list]:
     """The page's summary of a SimSD run: its NFE priced in target forwards, and what that price means."""
-    s = meta.summary
-    if s.get("target_equiv_nfe") is None:
+    s = meta.own(SimSDSummary)
+    if s is None or s.target_equiv_nfe is None:
         return [], []
-    both = f"{s['target_forwards']} target and {s['draft_forwards']} drafter forwards"
-    return ([("target-equiv. NFE", f"{s['target_equiv_nfe']:.1f}",
-              f"{both}, the drafter's priced at the parameter ratio {s['param_ratio']:.3f} (the bench uses the "
+    both = f"{s.target_forwards} target and {s.draft_forwards} drafter forwards"
+    return ([("target-equiv. NFE", f"{s.target_equiv_nfe:.1f}",
+              f"{both}, the drafter's priced at the parameter ratio {s.param_ratio:.3f} (the bench uses the "
               "measured time ratio)")],
             [f"SimSD runs two models: NFE counts {both} alike; target-equivalent NFE prices a drafter forward at "
-             f"the parameter ratio {s['param_ratio']:.3f} of a target forward (an expectation for memory-bound "
+             f"the parameter ratio {s.param_ratio:.3f} of a target forward (an expectation for memory-bound "
              "hardware; the bench measures the time ratio)."])
 
 
@@ -95,6 +107,7 @@ CARD = Card(
     bench=BenchCounts(counts, two_model_costs, ("target_forwards", "draft_forwards", "time_ratio", "param_ratio",
                                                 "target_equiv_nfe", "tpf", "cost_model", "acceptance_rate")),
     summary=summary_cards,
+    summary_type=SimSDSummary,
     views=(ViewEntry("simsd", "Reveal order and verdicts", "SimSD", "explorer.views.simsd:simsd_rounds",
                      "explorer.views.simsd", "server"),),
     shows=("step_of",),

@@ -29,7 +29,7 @@ from engine.runtime.loop import BlockContext, Policy, Runner, Tail
 from engine.decoders.s2d2.verify import accept_greedy, accept_stochastic
 from engine.runtime.sampling import token_stats, transformed_probs
 from engine.records.trace import Reason
-from engine.decoders.simsd.card import SimSDDraftFields, SimSDVerifyFields
+from engine.decoders.simsd.card import SimSDDraftFields, SimSDSummary, SimSDVerifyFields
 
 def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
     """(L + n, L + n) over [leftover | drafts | copies] (cache columns dropped: every row sees the cache)."""
@@ -123,7 +123,7 @@ class SimSDPolicy(Policy):
             resampled=v.token, span=[int(ctx.lo + idx[0]), len(idx)],
             **verdict_arrays(ctx.L, slots, v, ctx.reasons))
 
-    def summary(self, runner) -> dict:
+    def summary(self, runner) -> SimSDSummary:
         """Forwards per model and the target-equivalent cost (drafter forwards priced by the parameter ratio; the
         measured time ratio is added by the bench from the records' wall times)."""
         t = sum(v for k, v in runner.nfe.items() if k != "draft")
@@ -133,6 +133,7 @@ class SimSDPolicy(Policy):
         caveat = ("MRS with a greedy (argmax) drafter is biased: its drafts are not samples of p, so min(1, q/p) "
                   "does not leave q's distribution; use acceptance=greedy or temperature > 0"
                   if self.cfg.acceptance == "mrs" and self.cfg.temperature == 0 else None)
-        return dict(drafter=self.drafter.name, target_forwards=t, draft_forwards=d, param_ratio=ratio, caveat=caveat,
-                    target_equiv_nfe=t + ratio * d, accepted_tokens=self.accepted, verified_tokens=self.verified,
-                    acceptance_rate=self.accepted / self.verified if self.verified else None)
+        return SimSDSummary(drafter=self.drafter.name, target_forwards=t, draft_forwards=d, param_ratio=ratio,
+                            caveat=caveat, target_equiv_nfe=t + ratio * d, accepted_tokens=self.accepted,
+                            verified_tokens=self.verified,
+                            acceptance_rate=self.accepted / self.verified if self.verified else None)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from engine.decoders.cards import BenchCounts, Card, Example, ViewEntry
+from engine.decoders.cards import BenchCounts, Card, Example, RunSummary, ViewEntry
 from engine.decoders.eb.card import EBFields
 from engine.decoders.params import Decoder, Param
 
@@ -32,6 +34,18 @@ def columns(a, done: int) -> dict:
         return {}
     return dict(denoise_steps_per_canvas=a["denoise_steps"] / a["canvases"],
                 renoised_share=a["renoised"] / max(1, a["canvas_slots"]))
+
+
+@dataclass(frozen=True)
+class UniformSummary(RunSummary):
+    """The canvas's settings as the run used them (the model's own where the page left 0 or -1)."""
+    canvas_length: int = 0
+    max_denoising_steps: int = 0
+    entropy_bound: float = 0.0
+    t_min: float = 0.0
+    t_max: float = 0.0
+    stability_threshold: int = 0
+    confidence_threshold: float = 0.0
 
 
 CARD = Card(
@@ -64,6 +78,7 @@ CARD = Card(
             step=0.001, page=(0.0, 1.0), group="uniform"),
     },
     records={"draft": UniformFields},
+    summary_type=UniformSummary,
     bench=BenchCounts(counts, columns, ("denoise_steps_per_canvas", "renoised_share")),
     views=(ViewEntry("canvas", "The canvas, step by step", "Canvas", "explorer.views.canvas:canvas_map"),
            ViewEntry("stopping", "Stopping test", "Canvas", "explorer.views.canvas:stopping"),

@@ -30,6 +30,7 @@ from engine.decoders.catalogue import config_class, settle
 from engine.errors import ConfigError
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats
+from engine.decoders.uniform.card import UniformSummary
 
 
 def accept_canvas(entropy: torch.Tensor, gamma: float):
@@ -116,9 +117,8 @@ class UniformPolicy(Policy):
                 return
             canvas, sc = new, a.conditioning(logits)
 
-    def summary(self, runner) -> dict:
+    def summary(self, runner) -> UniformSummary:
         c = self.cfg
-        return {"uniform": dict(canvas_length=c.block_size, max_denoising_steps=c.max_denoising_steps,
-                                entropy_bound=c.entropy_bound, t_min=c.t_min, t_max=c.t_max,
-                                stability_threshold=c.stability_threshold,
-                                confidence_threshold=c.confidence_threshold)}
+        return UniformSummary(canvas_length=c.block_size, max_denoising_steps=c.max_denoising_steps,
+                              entropy_bound=c.entropy_bound, t_min=c.t_min, t_max=c.t_max,
+                              stability_threshold=c.stability_threshold, confidence_threshold=c.confidence_threshold)
