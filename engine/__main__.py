@@ -1,6 +1,6 @@
 """Command line: ``python -m engine generate|bench|tasks|train``. A stable contract: other tools parse ``--json``.
 
-Decoder flags are made from the parameter catalogue (``engine.decoders.catalogue``): every parameter is
+Decoder flags are made from the parameter catalogue (``engine.catalogue.catalogue``): every parameter is
 ``--name-with-dashes``
 (booleans ``--X / --no-X``), and ``bench`` takes the same keys in SPEC strings.
 """
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.errors import ConfigError, UserError
 
 # a decoder's own parameters are the group named after it: the CLI titles it as the catalogue does
@@ -59,7 +59,7 @@ def _cmd_generate(args) -> None:
                          allow_download=args.allow_download or None)
     tr = Generation(adapter, prompt, policy).run()
     if args.branch:                            # the run again from its state after a step (engine.runtime.branch)
-        from engine.runtime.branch import branch_generation
+        from engine.harness.service import branch_generation
         tr = branch_generation(adapter, tr, args.branch).run()
     if args.trace_out:
         tr.save(args.trace_out)

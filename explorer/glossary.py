@@ -6,7 +6,7 @@ import html
 import inspect
 import re
 
-from engine.decoders.cards import cards
+from engine.catalogue.cards import cards
 
 GLOSSARY = r"""
 | term | meaning |

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
@@ -21,7 +21,7 @@ from explorer.page.api import register_api
 from explorer.page import fair, serverlog, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
 MODEL = dict(concurrency_id="model", concurrency_limit=fair.CAPACITY)   # the gate lets one at a time run

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from engine.decoders.cards import ViewEntry, cards
-from engine.decoders.catalogue import DECODERS
+from engine.catalogue.cards import ViewEntry, cards
+from engine.catalogue.catalogue import DECODERS
 from explorer.views import heatmaps, kv, reasons, revise
 
 
@@ -41,7 +41,7 @@ def entropy(trace, step, grid, selected):
 
 
 def card_view(v: ViewEntry) -> View:
-    """A view a decoder's card names (engine.decoders.cards): its render function and its "how to read this" module."""
+    """A view a decoder's card names (engine.catalogue.cards): its render function and its "how to read this" module."""
     module, function = v.render.split(":")
     return View(v.name, v.label, v.tab, getattr(importlib.import_module(module), function),
                 importlib.import_module(v.doc) if v.doc else None, v.scrub, v.positions)

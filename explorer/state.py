@@ -1,6 +1,6 @@
 """Controls <-> URL query parameters, so a link reproduces a run: ``?decoder=s2d2&tau=0.85&block_size=4&prompt=...``.
 
-The keys are the catalogue's parameter names (``engine.decoders.catalogue``). Values are parsed by each parameter's type
+The keys are the catalogue's parameter names (``engine.catalogue.catalogue``). Values are parsed by each parameter's type
 and clamped to its page range; unknown keys, unparsable or non-finite values are ignored and reported (as plain
 text: the page escapes it), never fatal.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.runtime.branch import branch_json, parse_branch
 from engine.errors import ConfigError
 

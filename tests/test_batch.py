@@ -31,7 +31,7 @@ def same_records(a, b) -> None:
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_batched_decodes_equal_batch_one(adapter, spec):
-    from engine.decoders.spec import parse_spec
+    from engine.catalogue.spec import parse_spec
     name, params = parse_spec(spec)
     probs = get_task("arith").problems("test", 6, seed=1)
     make = [lambda p=p, i=i: Generation(adapter, p.prompt, build_decoder(name, seed=i, gen_length=24, **params))
@@ -106,7 +106,7 @@ def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_p
     shapes = [(8, 12), (16, 12), (30, 0), (8, 5)]
     together, alone = _requests(model, shapes), _requests(model, shapes)
     if forward == "ragged":
-        from engine.runtime import ragged
+        from engine.models import ragged
         assert ragged.installed(model)
     outs = getattr(batch if forward != "ragged" else ragged, f"{forward}_forward")(model, together)
     for r, o, a in zip(together, outs, alone):
@@ -205,7 +205,7 @@ def test_the_drafter_and_canvas_requests_batch_too(model, spec):
     encoder and decoder forwards run alone inside the round. Either way each decode equals its batch-1 decode."""
     from engine.models.model import load_model
     from engine.runtime.resources import cached_loader
-    from engine.decoders.spec import parse_spec
+    from engine.catalogue.spec import parse_spec
     a, load = load_model(model, device="cpu"), cached_loader("cpu")
     name, params = parse_spec(spec)
     make = [lambda p=p, i=i: Generation(a, p.prompt, build_decoder(name, seed=i, gen_length=16, **params), load=load)

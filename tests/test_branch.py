@@ -2,7 +2,8 @@
 
 import pytest
 
-from engine.runtime.branch import Branch, branch_generation, canvas_after, parse_branch, resume_of
+from engine.harness.service import branch_generation
+from engine.runtime.branch import Branch, canvas_after, parse_branch, resume_of
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
 from engine.runtime.loop import Generation
@@ -179,7 +180,8 @@ def test_a_deeply_nested_branch_is_one_line_not_a_recursion_error():
 def test_a_branch_of_a_branch_starts_where_its_base_stood(small):
     """Through the Python API: the second branch reads the first branch's canvas, which began at its own resume
     point (not from an all-masked canvas)."""
-    from engine.runtime.branch import branch_generation, canvas_after
+    from engine.harness.service import branch_generation
+    from engine.runtime.branch import canvas_after
     kw = dict(tau=0.7, block_size=8)
     base = Generation(small, story()[0], build_decoder("threshold", gen_length=32, **kw)).run()
     first = branch_generation(small, base, {"step": 3, "spec": "ar"}).run()

@@ -171,7 +171,7 @@ def test_a_tour_stop_is_the_run_shown_everywhere(page, server):
     page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run === 'example' && "
                            "document.querySelector('#link').value.includes('decoder=s2d2')", timeout=30000)
     page.wait_for_selector("#export >> text=/unmask-s2d2/", timeout=30000)        # the export is the tour's run
-    from engine.decoders.catalogue import menu_label      # the menu shows the decoder in plain words
+    from engine.catalogue.catalogue import menu_label      # the menu shows the decoder in plain words
     page.wait_for_function("(l) => document.querySelector('#decoder input').value === l", arg=menu_label("s2d2"),
                            timeout=30000)
 

@@ -31,7 +31,7 @@ def test_the_run_is_in_the_first_viewport_and_only_read_controls_show(page, serv
     assert all(ux.first_view(page).values()), ux.first_view(page)
     shown = ux.controls(page)
     assert len(shown) <= 15, shown
-    from engine.decoders import catalogue
+    from engine.catalogue import catalogue
     params = {k for k in shown if k in catalogue.PARAMS}
     assert params <= set(catalogue.params_of("threshold")), params
     ux.choose_decoder(page, "s2d2")
@@ -44,7 +44,7 @@ def agrees(shown: dict, stop) -> None:
     """Everything the page says of the run shown describes the stop's own run: the decoder and model boxes, the
     link, every "step s / n" label (the slider's and the text view's), the tabs, the scrubber's run."""
     from app import example_traces
-    from engine.decoders import catalogue
+    from engine.catalogue import catalogue
     from explorer.registry import tabs_shown
     tr = example_traces()[stop.example]
     n, s = len(tr.records), stop.step(tr)

@@ -7,11 +7,11 @@ from urllib.parse import parse_qsl
 import gradio as gr
 import pytest
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.__main__ import build_parser
 from engine.decoders import DECODERS, build_decoder
 from engine.errors import ConfigError
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 from explorer.page.controls import build_controls, decoder_params
 from explorer.page.context import Page
 from explorer.state import parse_query, to_query
@@ -114,7 +114,7 @@ def test_presets_and_names_are_defined_once():
 
 
 def test_numbers_take_ascii_digits_only():
-    from engine.decoders.catalogue import PARAMS
+    from engine.catalogue.catalogue import PARAMS
     from engine.errors import ConfigError
     for raw in ("٠.٩", "९", "0x1", "1_0"):
         with pytest.raises(ConfigError):
@@ -142,7 +142,7 @@ def test_settle_takes_only_declared_parameters():
     """What a model decides (a canvas length, generation defaults) may set the decoder's own parameters and the
     common ones; any other name is the caller's bug, refused (before, any attribute was set)."""
     from engine.decoders import build_decoder
-    from engine.decoders.catalogue import settle
+    from engine.catalogue.catalogue import settle
     cfg = build_decoder("dream", gen_length=16).cfg
     assert settle(cfg, "test", block_size=16).block_size == 16
     with pytest.raises(KeyError, match="not parameters of dream"):

@@ -139,7 +139,7 @@ SPECS = ["ar", "threshold:tau=0.7,block_size=4", "s2d2:block_size=4,router=alway
 def test_interleavings_give_the_solo_decodes(adapter, order, gaps):
     """Decodes submitted from several threads at random moments share rounds in whatever way the timing gives;
     each one's tokens, NFE and records equal its solo decode."""
-    from engine.decoders.spec import parse_spec
+    from engine.catalogue.spec import parse_spec
     from engine.runtime.jobs import engine_loop
     probs = get_task("arith").problems("test", len(SPECS), seed=9)
 
@@ -165,7 +165,7 @@ def test_interleavings_give_the_solo_decodes(adapter, order, gaps):
                                         ("unmask-uniform-small", "uniform")])
 def test_drafter_and_canvas_decodes_beside_others_give_their_solo_decodes(model, spec):
     """SimSD's drafter forwards and the uniform canvas's calls share rounds with another model's decode."""
-    from engine.decoders.spec import parse_spec
+    from engine.catalogue.spec import parse_spec
     from engine.models.model import load_model
     from engine.runtime.jobs import run_batched
     from engine.runtime.resources import cached_loader

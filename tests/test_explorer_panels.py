@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from explorer.export import to_csv, to_json
@@ -192,7 +192,7 @@ def test_opening_a_finished_runs_tab_leaves_its_server_views_to_the_scrubber():
 
 
 # the tabs each pre-baked example shows: the core tabs by their rules, a decoder's tab from its card's fields, and
-# the canvas hiding the mask-slot tabs (engine.decoders.cards.Card.hides)
+# the canvas hiding the mask-slot tabs (engine.catalogue.cards.Card.hides)
 EXAMPLE_TABS = {"ar": [], "llada": [], "threshold": [], "branch_edit": [], "eb": ["Revisions"],
                 "edit": ["Revisions"], "remdm": ["Revisions"], "wino": ["Revisions"], "s2d2": ["S2D2"],
                 "s2d2_picks": ["S2D2"], "simsd": ["S2D2", "SimSD"], "tspd": ["TSPD + CE"], "credit": ["Credit"],

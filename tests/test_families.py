@@ -255,10 +255,10 @@ def test_shifted_model_with_a_first_block_at_position_zero(models):
 
 
 def test_each_need_refuses_a_model_that_lacks_it_with_its_reason():
-    """engine.decoders.applies against what each model kind offers (ModelAdapter.offers / CanvasAdapter.offers)."""
+    """engine.catalogue.applies against what each model kind offers (ModelAdapter.offers / CanvasAdapter.offers)."""
     from types import SimpleNamespace
 
-    from engine.decoders.applies import why_not
+    from engine.catalogue.applies import why_not
     from engine.models.model import CanvasAdapter, ModelAdapter
 
     def model(kind, shift=0, cls=ModelAdapter):

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.decoders import build_decoder
 from engine.errors import UserError
 from engine.harness.service import DecodeService
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 from explorer.state import parse_query
 
 FUZZ = settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture],

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.runtime.cache import BlockCache
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation

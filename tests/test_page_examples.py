@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.records.trace import Trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"
@@ -51,7 +51,7 @@ def test_the_opening_examples_dial_changes_its_outcome():
 def test_each_decoders_card_describes_its_shipped_example():
     """A decoder's example lives on its card (``Example``): the shipped trace was decoded with the card's setting,
     on its model, from its task, and the bake knows what the card asks it to show."""
-    from engine.decoders.cards import cards
+    from engine.catalogue.cards import cards
     from engine.tasks import get_task
     from tools.experiments.bake_examples import SHOWS
     examples = {n: c.example for n, c in cards().items() if c.example}

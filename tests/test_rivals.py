@@ -163,8 +163,8 @@ def test_each_rival_has_its_view_in_its_tab(name):
 
 
 def test_defaults_that_differ_from_the_released_code_are_declared_on_the_card():
-    from engine.decoders import catalogue
-    from engine.decoders.cards import cards
+    from engine.catalogue import catalogue
+    from engine.catalogue.cards import cards
     for name in ("edit", "remdm"):
         declared = cards()[name].reference_defaults
         assert declared, name

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.decoders import build_decoder
 from engine.decoders.s2d2.policy import first_span
 from engine.runtime.loop import Generation

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.decoders import build_decoder
 from engine.decoders.simsd.policy import verification_mask
 from engine.runtime.loop import Generation, Tail

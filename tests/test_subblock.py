@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
 from engine.runtime.loop import Generation

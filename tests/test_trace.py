@@ -83,7 +83,7 @@ def test_a_decoder_may_emit_only_the_fields_its_card_declares_for_the_kind():
 def test_a_decoder_s_summary_is_its_card_s_type_and_an_older_trace_s_loads(tmp_path):
     """Saved flat beside the metadata, read back typed; another decoder's type reads as None; a trace saved before
     a field existed (or in the old nested layout) loads with the defaults."""
-    from engine.decoders.cards import SpeculativeSummary
+    from engine.catalogue.cards import SpeculativeSummary
     from engine.decoders.s2d2.card import S2D2Summary
     from engine.decoders.simsd.card import SimSDSummary
     from engine.decoders.uniform.card import UniformSummary

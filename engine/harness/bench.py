@@ -30,10 +30,10 @@ from engine.decoders.simsd.card import SimSDVerifyFields
 from engine.records.trace import fields
 from engine.harness import stats
 from engine.harness.bench_row import BenchRow
-from engine.decoders.catalogue import SEED_MAX
+from engine.catalogue.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
-from engine.decoders.applies import needs_of
-from engine.decoders.cards import SpeculativeSummary, cards
+from engine.catalogue.applies import needs_of
+from engine.catalogue.cards import SpeculativeSummary, cards
 from engine.errors import BudgetExceeded
 from engine.runtime.loop import Generation
 from engine.runtime.resources import cached_loader

@@ -1,13 +1,13 @@
 """One bench row: a setting's counts over its problems, typed (``BenchRow``), written out as the JSON the CLI, the
 experiments, the Sweep and the README's tables read (``to_json``). A decoder's own columns (SimSD's forwards per
-model, the uniform canvas's denoising steps) come from its card (``engine.decoders.cards.BenchCounts``) and sit in
+model, the uniform canvas's denoising steps) come from its card (``engine.catalogue.cards.BenchCounts``) and sit in
 ``extra``, flat in the JSON."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from engine.decoders.cards import cards
+from engine.catalogue.cards import cards
 
 
 @dataclass

@@ -39,7 +39,7 @@ from engine.errors import ConfigError, UserError
 from engine.models.model import load_model
 from engine.runtime.resources import cached_loader
 from engine.runtime.jobs import Scheduler
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 
 LOGLIKELIHOOD = ("unmask: log-likelihood requests are not supported: a diffusion model has no left-to-right "
                  "likelihood (LLaDA estimates one by Monte-Carlo over masking ratios); use generate_until tasks")
@@ -49,7 +49,7 @@ def spec_of(decoder: str, keys: dict) -> tuple[str, dict]:
     """(name, params) of the SPEC. lm_eval splits --model_args at every comma, so the SPEC's later keys arrive as
     arguments of their own (``decoder=threshold:tau=0.9,block_size=32`` gives block_size=32 beside it): those
     are the SPEC's; any other name is an error."""
-    from engine.decoders import catalogue
+    from engine.catalogue import catalogue
     name, params = parse_spec(decoder)
     unknown = sorted(k for k in keys if k not in catalogue.PARAMS)
     if unknown:

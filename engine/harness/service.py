@@ -15,16 +15,28 @@ from typing import Iterator
 import torch
 
 from engine import settings
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.harness.bench_stream import bench_stream
-from engine.decoders.catalogue import MAX_PROMPT_CHARS
+from engine.catalogue.catalogue import MAX_PROMPT_CHARS
 from engine.decoders import build_decoder, parse_spec
 from engine.errors import BudgetExceeded, UserError
+from engine.runtime.branch import parse_branch, resume_of
 from engine.runtime.engine_loop import Aborted, Job
 from engine.runtime.jobs import engine_loop
 from engine.runtime.loop import Generation, why_not
 from engine.models.model import load_model
 from engine.records.trace import Trace
+
+def branch_generation(adapter, base, branch, budget_s: float | None = None, load=None, page: bool = False):
+    """The branch's decode (a ``Generation``) from ``base``, a finished trace of the same model: ``branch`` as
+    ``parse_branch`` reads it. Without a spec the branch runs the base's decoder with the base's parameters; a spec
+    without ``gen_length`` keeps the base's."""
+    how, spec = parse_branch(branch)
+    name, params = parse_spec(spec) if spec else (base.meta.decoder, dict(base.meta.params))
+    params.setdefault("gen_length", base.meta.gen_end - base.meta.prompt_len)
+    return Generation(adapter, base.meta.prompt, build_decoder(name, page=page, **params), budget_s=budget_s,
+                      load=load, resume=resume_of(base, how, spec or "", adapter.vocab_size))
+
 
 MAX_SWEEP_SETTINGS = 48
 MAX_SWEEP_PROBLEMS = 200
@@ -119,7 +131,6 @@ class DecodeService:
         from the base's state after ``branch``'s step, with its forced token, under its decoder
         (``engine.runtime.branch``). The base and the branch share one budget; a base stopped by it is the last
         trace."""
-        from engine.runtime.branch import parse_branch
         parse_branch(branch)                      # a malformed branch is refused before the base is decoded
         t0 = time.monotonic()
         base = None
@@ -136,7 +147,6 @@ class DecodeService:
                     every_s: float = 0.0, should_stop=None, spent_s: float = 0.0) -> Iterator[Trace]:
         """A branch of a finished run of ``model`` (the page's own trace, kept on the server), as ``stream``;
         ``spent_s``: what the request has already spent of its budget."""
-        from engine.runtime.branch import branch_generation
         left = max(self.max_seconds - spent_s, 1e-3)
         gen = branch_generation(self.model(model), base, branch, left, self.model, page)
         yield from self._stream(gen, client, every_s, should_stop, left)

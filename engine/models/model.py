@@ -27,7 +27,7 @@ from transformers.utils import logging as hf_logging
 from engine.errors import ModelLoadError
 from engine.models import precision
 from engine.models.families import FAMILIES, Family
-from engine.runtime import masks, ragged
+from engine.models import masks, ragged
 
 TASK_NAMES = ("arith", "story", "picks", "mix", "parallel")    # embedded task models take "Q : ... A :" prompts
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -47,7 +47,7 @@ def pick_device(requested: str | None = None) -> torch.device:
 
 def embedded_models() -> list[str]:
     """The models shipped under assets/models: the catalogue's one list (``catalogue.embedded_names``)."""
-    from engine.decoders.catalogue import embedded_names
+    from engine.catalogue.catalogue import embedded_names
     return embedded_names()
 
 
@@ -106,21 +106,21 @@ class ModelAdapter:
     prompt_template: str | None = None   # "Q : {} A :" for the embedded task models
     path: Path | None = None             # the model directory (decoders read fitted side files from it)
     info: dict = field(default_factory=dict)
-    ragged = True                        # sdpa attention runs through engine.runtime.ragged's wrapper
+    ragged = True                        # sdpa attention runs through engine.models.ragged's wrapper
 
     def __post_init__(self):
         params = inspect.signature(self.model.forward).parameters
         # transformers 5.2x renamed past_key_values -> cache; 5.0 only knows the old name
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         if self.ragged:
-            ragged.install(self.model)       # batched rounds pass their layout to the forward (engine.runtime.ragged)
+            ragged.install(self.model)       # batched rounds pass their layout to the forward (engine.models.ragged)
 
     @property
     def vocab_size(self) -> int:
         return self.model.config.get_text_config().vocab_size
 
     def offers(self) -> frozenset[str]:
-        """What a decoder's ``needs`` (engine.decoders.applies) may ask of this model: its attention kind, [MASK]
+        """What a decoder's ``needs`` (engine.catalogue.applies) may ask of this model: its attention kind, [MASK]
         slots to fill, and position-aligned logits."""
         return frozenset({self.attention, "mask_slots"} | ({"no_shift"} if not self.logit_shift else set()))
 

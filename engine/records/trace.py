@@ -19,7 +19,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import card_reasons, cards
+from engine.catalogue.cards import card_reasons, cards
 from engine.records.trace_meta import TraceMeta
 
 TRACE_FORMAT = 1
@@ -109,7 +109,7 @@ class KVCacheFields(TypedDict, total=False):
     drift: float                  # max |Δ logit| of the block's rows against an uncached forward (measure_drift)
 
 
-# the fields every decoder may emit; each decoder's own are declared on its card (engine.decoders.cards)
+# the fields every decoder may emit; each decoder's own are declared on its card (engine.catalogue.cards)
 RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields,
                     "rng": RngFields, "fill": FillFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})

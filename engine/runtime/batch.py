@@ -1,7 +1,7 @@
 """The layouts of one batched forward: the requests of a round (``engine.runtime.scheduler``) that run on one model.
 
     ragged   the queries side by side in one row of sum(q) tokens; attention per decode, on its own cache, which
-             is neither copied nor padded (``engine.runtime.ragged``): on a CPU, always (a CPU runs a few small
+             is neither copied nor padded (``engine.models.ragged``): on a CPU, always (a CPU runs a few small
              attention calls as fast as one large one)
     packed   the same row, but one attention over all caches side by side, each query masked to its own cache
              and queries: on an accelerator, when attention is cheap beside the projections (short contexts)
@@ -18,7 +18,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from engine.runtime import ragged
+from engine.models import ragged
 
 
 def cache_len(cache) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from engine.decoders.catalogue import MAX_PROMPT_CHARS
+from engine.catalogue.catalogue import MAX_PROMPT_CHARS
 from engine.errors import ConfigError
 
 
@@ -119,16 +119,3 @@ def branch_json(how: Branch, spec: str | None) -> str:
     """A branch as ``parse_branch`` reads it back (the page's link carries it)."""
     return json.dumps({"step": how.step, "force": list(how.force) if how.force else None, "spec": spec},
                       separators=(",", ":"))
-
-
-def branch_generation(adapter, base, branch, budget_s: float | None = None, load=None, page: bool = False):
-    """The branch's decode (a ``Generation``) from ``base``, a finished trace of the same model: ``branch`` as
-    ``parse_branch`` reads it. Without a spec the branch runs the base's decoder with the base's parameters; a spec
-    without ``gen_length`` keeps the base's."""
-    from engine.decoders import build_decoder, parse_spec
-    from engine.runtime.loop import Generation
-    how, spec = parse_branch(branch)
-    name, params = parse_spec(spec) if spec else (base.meta.decoder, dict(base.meta.params))
-    params.setdefault("gen_length", base.meta.gen_end - base.meta.prompt_len)
-    return Generation(adapter, base.meta.prompt, build_decoder(name, page=page, **params), budget_s=budget_s,
-                      load=load, resume=resume_of(base, how, spec or "", adapter.vocab_size))

@@ -14,8 +14,8 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from engine.decoders.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
-from engine.decoders.cards import cards
+from engine.catalogue.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
+from engine.catalogue.cards import cards
 from engine.runtime.resources import resolve
 from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
@@ -163,7 +163,7 @@ class BlockContext:
 
 class Policy:
     """A decoder: ``run_block`` drives one block to completion, yielding a record per forward. Its config class
-    is made from the parameter catalogue (``engine.decoders.catalogue.config_class``). ``revises``: it may rewrite or
+    is made from the parameter catalogue (``engine.catalogue.catalogue.config_class``). ``revises``: it may rewrite or
     re-mask tokens it wrote in the current block (``BlockContext.revise``); the others commit once."""
     name = "base"
     config_cls: type

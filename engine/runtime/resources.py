@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.errors import ConfigError
 
 

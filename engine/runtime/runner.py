@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.runtime.cache import BlockCache, SpliceCache
 from engine.runtime.sampling import TokenStats, make_generator, token_stats
 from engine.errors import ConfigError

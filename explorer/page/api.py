@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import gradio as gr
 
 from engine.errors import UserError
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 from explorer.page import fair
 from explorer.page.context import Page
 from explorer.page.fair import Busy

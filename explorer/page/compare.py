@@ -7,7 +7,7 @@ from functools import partial
 import gradio as gr
 
 from engine.errors import UserError
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 from explorer.grid import Grid
 from explorer.page import fair
 from explorer.page.context import Page, fairly, shown_error

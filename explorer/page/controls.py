@@ -1,6 +1,6 @@
 """Controls: the prompt, the model, the decoder and every catalogue parameter as a control.
 
-Each control is made from its ``engine.decoders.catalogue`` entry (type, range on the page, label, help); its
+Each control is made from its ``engine.catalogue.catalogue`` entry (type, range on the page, label, help); its
 elem_id is the parameter's name. Parameters shared by several decoders (τ, B, steps) are one control;
 ``decoder_params`` maps the page's values onto what the chosen decoder takes, clamped to that decoder's range.
 """
@@ -16,8 +16,8 @@ import gradio as gr
 
 from explorer.page.context import shown_error
 
-from engine.decoders import catalogue
-from engine.decoders.catalogue import Param
+from engine.catalogue import catalogue
+from engine.catalogue.catalogue import Param
 
 # a decoder's own parameters are the group named after it, titled in its catalogue entry
 GROUP_TITLES = {**{d.name: d.title for d in catalogue.DECODERS.values()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine import __version__ as ENGINE_VERSION
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.errors import UserError
 from explorer import scrub
 from explorer.glossary import how_to_read

@@ -1,4 +1,4 @@
-"""Masks: the attention masks the engine builds (``engine.runtime.masks``), for any block size and span."""
+"""Masks: the attention masks the engine builds (``engine.models.masks``), for any block size and span."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from explorer.views.mask_explorer import B_MAX, KINDS, mask_explorer
 
 
 def build_masks() -> None:
-    gr.Markdown("The attention masks the engine builds (from `engine.runtime.masks`), for any block size and span.")
+    gr.Markdown("The attention masks the engine builds (from `engine.models.masks`), for any block size and span.")
     with gr.Row():
         kind = gr.Radio(list(KINDS), value="2L verifier", label="pattern")
         B = gr.Slider(1, B_MAX, value=4, step=1, label="block size B")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.errors import UserError
 from explorer.page.context import Page, shown_error
 from explorer.page.controls import decoder_choices

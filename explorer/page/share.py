@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from explorer.page.context import Page, js, shown_error
 from explorer.page.controls import decoder_params
 from explorer.state import parse_query, to_query

@@ -11,8 +11,8 @@ from functools import partial
 
 import gradio as gr
 
-from engine.decoders import catalogue
-from engine.decoders.cards import SweepPreset, cards
+from engine.catalogue import catalogue
+from engine.catalogue.cards import SweepPreset, cards
 from engine.errors import UserError
 from engine.tasks import TASKS as SYNTHETIC
 from engine.tasks import get_task, with_task_length

@@ -6,7 +6,7 @@ a token-causal mask, then one [MASK] query per position that sees only the draft
 drafting (S2D2 draft_ver): the decided prefix of the block is encoded token-causally, masked rows see the whole
 block. SimSD temporal: the draft tokens D (labelled with the step t that revealed them) and one mask copy M per
 token; M_i sees exactly the block as it was just before step t_i, so one target forward replays the draft's whole
-denoising order. The span is outlined in red. The matrices come from ``engine.runtime.masks``, the same code the
+denoising order. The span is outlined in red. The matrices come from ``engine.models.masks``, the same code the
 decoders run.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.decoders.catalogue import PARAMS
+from engine.catalogue.catalogue import PARAMS
 
-from engine.runtime import masks
+from engine.models import masks
 
 KINDS = ("block-causal", "2L verifier", "partial-causal draft", "SimSD temporal")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.decoders.cards import cards
+from engine.catalogue.cards import cards
 from engine.records.trace import Reason
 from explorer.grid import Grid
 from explorer.tokens import token_labels

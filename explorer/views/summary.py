@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import html
 
-from engine.decoders.cards import cards as decoder_cards
-from engine.decoders.catalogue import embedded_names
+from engine.catalogue.cards import cards as decoder_cards
+from engine.catalogue.catalogue import embedded_names
 
 
 def card(label: str, value: str, hint: str = "") -> str:

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine.harness import stats
-from engine.decoders.catalogue import BASELINE_DECODER
+from engine.catalogue.catalogue import BASELINE_DECODER
 
 
 def pareto(x: np.ndarray, y: np.ndarray) -> np.ndarray:

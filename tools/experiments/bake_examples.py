@@ -21,7 +21,7 @@ from pathlib import Path
 
 from explorer.page.tour import rejecting
 from engine.harness.bench import revision_counts
-from engine.decoders.cards import cards
+from engine.catalogue.cards import cards
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from engine.models.model import load_model

@@ -151,7 +151,7 @@ def agreement(adapter, prompt: str, gen: int) -> dict:
 def gsm8k_rows(path: str, device, n: int, gen: int) -> list[dict]:
     """The field's number on a real checkpoint: threshold and S2D2 (where it applies) on the first n GSM8K test
     problems, batched, with the usual row fields (accuracy with its interval, NFE, TPF, tokens/s)."""
-    from engine.decoders.applies import why_not
+    from engine.catalogue.applies import why_not
     from engine.harness.bench import run_bench
     from engine.models.model import load_model
     adapter = load_model(path, device=str(device))

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from engine.decoders.spec import parse_spec
+from engine.catalogue.spec import parse_spec
 from tools.page import bench_main
 
 PROMPT = "Tell a story about a yak named Finn."

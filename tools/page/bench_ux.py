@@ -59,7 +59,7 @@ def controls(pg) -> list[str]:
 
 def choose_decoder(pg, name: str) -> None:
     """Pick a decoder in the menu by its value (the menu shows plain words)."""
-    from engine.decoders import catalogue
+    from engine.catalogue import catalogue
     pg.click("#decoder input")
     pg.get_by_role("option", name=catalogue.menu_label(name)).click()
     pg.wait_for_function("(t) => document.querySelector('#decoder-info').innerText.includes(t)",
@@ -70,7 +70,7 @@ def choose_model(pg, name: str, decoder: str) -> None:
     """Pick a model in the picker; wait until the decoder it brings (``decoder``) is described."""
     import re
 
-    from engine.decoders import catalogue
+    from engine.catalogue import catalogue
     pg.click("#model input")
     pg.get_by_role("option", name=re.compile("^" + re.escape(name))).click()
     pg.wait_for_function("(t) => document.querySelector('#decoder-info').innerText.includes(t)",

@@ -1,9 +1,9 @@
-"""Autoregressive's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""Autoregressive's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card, Example
-from engine.decoders.params import COMMON, Decoder
+from engine.catalogue.cards import Card, Example
+from engine.catalogue.params import COMMON, Decoder
 
 
 CARD = Card(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 

@@ -6,8 +6,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, Example, ViewEntry
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import Card, Example, ViewEntry
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 class CreditFields(TypedDict):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.decoders.catalogue import config_class, settle
+from engine.catalogue.catalogue import config_class, settle
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats
 from engine.records.trace import Reason

@@ -1,4 +1,4 @@
-"""EB's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""EB's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, Example, ReasonEntry, ViewEntry
-from engine.decoders.params import COMMON, Decoder
+from engine.catalogue.cards import Card, Example, ReasonEntry, ViewEntry
+from engine.catalogue.params import COMMON, Decoder
 
 
 class EBFields(TypedDict):

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason

@@ -1,9 +1,9 @@
-"""LLaDA fixed steps's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""LLaDA fixed steps's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card, Example, SweepPreset
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import Card, Example, SweepPreset
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 CARD = Card(

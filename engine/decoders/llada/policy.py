@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason

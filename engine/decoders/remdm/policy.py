@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision

@@ -1,4 +1,4 @@
-"""S2D2's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""S2D2's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, Example, ReasonEntry, SpeculativeSummary, ViewEntry
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import Card, Example, ReasonEntry, SpeculativeSummary, ViewEntry
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 ROUTERS = ("always", "never", "span", "score", "hysteresis", "ucb")

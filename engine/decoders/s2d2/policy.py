@@ -4,7 +4,7 @@
 
 The fallback is SDAR's dynamic rule (``block_diffusion_generate``): if this step committed fewer than its quota k_t, commit every
 still-masked position with confidence > τ if there are at least k_t - done of them, else the top ones.
-``router=never`` is therefore exactly ``threshold:rule=sdar``. Parameters and presets: ``engine.decoders.catalogue``.
+``router=never`` is therefore exactly ``threshold:rule=sdar``. Parameters and presets: ``engine.catalogue.catalogue``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engine.runtime import masks
-from engine.decoders.catalogue import config_class
+from engine.models import masks
+from engine.catalogue.catalogue import config_class
 from engine.decoders.s2d2.card import S2D2_PRESETS
 from engine.decoders.schedule import block_schedule, quota_at
 from engine.decoders.threshold.policy import dynamic_commit

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.runtime import masks
+from engine.models import masks
 from engine.runtime.loop import Tail
 
 

@@ -1,4 +1,4 @@
-"""SimSD's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""SimSD's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import BenchCounts, Card, Example, SpeculativeSummary, ViewEntry
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import BenchCounts, Card, Example, SpeculativeSummary, ViewEntry
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 class SimSDDraftFields(TypedDict):

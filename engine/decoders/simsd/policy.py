@@ -20,8 +20,8 @@ import math
 import numpy as np
 import torch
 
-from engine.runtime import masks
-from engine.decoders.catalogue import config_class
+from engine.models import masks
+from engine.catalogue.catalogue import config_class
 from engine.decoders.s2d2.policy import verdict_arrays
 from engine.decoders.schedule import masked_topk
 from engine.decoders.threshold.policy import dynamic_commit

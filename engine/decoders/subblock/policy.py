@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats, token_stats
 from engine.records.trace import Reason

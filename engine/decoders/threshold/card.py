@@ -1,9 +1,9 @@
-"""The threshold rule's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""The threshold rule's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
-from engine.decoders.cards import Card, Example
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import Card, Example
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 CARD = Card(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import block_schedule, masked_topk, quota_at
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason

@@ -1,4 +1,4 @@
-"""TSPD + CE (PROPOSED)'s card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""TSPD + CE (PROPOSED)'s card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import TypedDict
 
 import numpy as np
 
-from engine.decoders.cards import Card, Example, ReasonEntry, SweepPreset, ViewEntry
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import Card, Example, ReasonEntry, SweepPreset, ViewEntry
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 class TSPDDraftFields(TypedDict):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.decoders.tspd.controller import CARD_FILE, MLPController, heuristic_fix
 from engine.decoders.tspd.features import F, Trajectories
 from engine.decoders.tspd.kalman import KalmanParams, TrendFilter, logit

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.decoders.cards import BenchCounts, Card, Example, RunSummary, ViewEntry
+from engine.catalogue.cards import BenchCounts, Card, Example, RunSummary, ViewEntry
 from engine.decoders.eb.card import EBFields
-from engine.decoders.params import Decoder, Param
+from engine.catalogue.params import Decoder, Param
 
 
 class UniformFields(EBFields):     # with EB's acceptance of the canvas

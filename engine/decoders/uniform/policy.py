@@ -26,7 +26,7 @@ import math
 import numpy as np
 import torch
 
-from engine.decoders.catalogue import config_class, settle
+from engine.catalogue.catalogue import config_class, settle
 from engine.errors import ConfigError
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats

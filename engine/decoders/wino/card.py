@@ -1,11 +1,11 @@
-"""WINO's card (torch-free): what the decoder adds besides its rule (engine.decoders.cards)."""
+"""WINO's card (torch-free): what the decoder adds besides its rule (engine.catalogue.cards)."""
 
 from __future__ import annotations
 
 from typing import TypedDict
 
-from engine.decoders.cards import Card, Example, ViewEntry
-from engine.decoders.params import COMMON, Decoder, Param
+from engine.catalogue.cards import Card, Example, ViewEntry
+from engine.catalogue.params import COMMON, Decoder, Param
 
 
 class WinoFields(TypedDict):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.decoders.catalogue import config_class
+from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision

@@ -19,7 +19,7 @@ import torch
 from transformers import AttentionInterface, DynamicCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from engine.runtime import masks
+from engine.models import masks
 
 NAME = "unmask_ragged_"
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from engine.decoders import catalogue
+from engine.catalogue import catalogue
 from engine.errors import ConfigError
 
 # each need a decoder may have, and the refusal when a model lacks it ({d}: the decoder, {m}: the model)

@@ -4,7 +4,7 @@ A decoder folder ``engine/decoders/<name>/`` holds ``policy.py`` (its ``Policy``
 ``card.py`` (``CARD``, a ``Card``; torch-free). Every index the rest of Unmask reads is built from the cards by one
 scan, so adding such a decoder touches only its folder, its view module and its tests:
 
-- the catalogue's decoders, parameters and menu (``engine.decoders.catalogue``; the Sweep's dial is ``Decoder.knob``);
+- the catalogue's decoders, parameters and menu (``engine.catalogue.catalogue``; the Sweep's dial is ``Decoder.knob``);
 - the commit-reason codes and the record contracts (``engine.records.trace``);
 - the page's views and tabs (``explorer.registry``) and the reasons' colours (``explorer.views.reasons``);
 - its bench counters and columns (``engine.harness.bench``) and its summary cards (``explorer.views.summary``);
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
-from engine.decoders.params import Decoder, Param
+from engine.catalogue.params import Decoder, Param
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,9 @@ class Card:
 
 @lru_cache(maxsize=None)
 def cards() -> dict[str, Card]:
-    """Every decoder folder's card, by decoder name (imported once; the folders' ``card.py`` are torch-free)."""
+    """Every decoder folder's card, by decoder name (imported once; the folders' ``card.py`` are torch-free).
+    The decoders are plug-ins: the ground floor finds their cards by scanning the folders and never imports a
+    policy (the one import up a floor that tests/test_floors.py allows)."""
     import engine.decoders as pkg
     found = {}
     for m in pkgutil.iter_modules(pkg.__path__):

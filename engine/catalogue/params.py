@@ -1,5 +1,5 @@
 """One catalogue parameter (``Param``): its type, default, range and words, and how a raw value becomes a checked
-one. The catalogue (``engine.decoders.catalogue``) holds the instances."""
+one. The catalogue (``engine.catalogue.catalogue``) holds the instances."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class Decoder:
     rules: tuple = ()                                  # (predicate over the values, message) cross-field checks
     proposed: bool = False                             # our design, labelled so in the page
     needs: tuple = ()                                  # "block_causal", "full", "no_shift", "canvas": what the
-    #                                                    model must offer (engine.decoders.applies)
+    #                                                    model must offer (engine.catalogue.applies)
     title: str = ""                                    # the page's box for the parameters of group == name
     revises: bool = False                              # may rewrite or re-mask tokens it wrote
     knob: str = ""                                     # the parameter a sweep varies (its speed/quality dial); none

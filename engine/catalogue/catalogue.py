@@ -3,7 +3,7 @@
 For each parameter: its name (the same in the engine, CLI, SPEC strings, URL and page), type, default, range,
 label and one-line help. The decoders' config dataclasses, engine validation, CLI flags, SPEC parsing, URL parsing
 and the page's controls are all derived from ``PARAMS`` and ``DECODERS``. A decoder in its own folder brings its
-entries on its card (``engine.decoders.cards``); the others are written here. ``page`` narrows a range on the
+entries on its card (``engine.catalogue.cards``); the others are written here. ``page`` narrows a range on the
 public page.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ import copy
 import dataclasses
 from pathlib import Path
 
-from engine.decoders.cards import cards
+from engine.catalogue.cards import cards
 from engine.errors import ConfigError
-from engine.decoders.params import COMMON, Decoder, Param  # noqa: F401  (re-exported: catalogue.COMMON, ...)
+from engine.catalogue.params import COMMON, Decoder, Param  # noqa: F401  (re-exported: catalogue.COMMON, ...)
 
 DEFAULT_DECODER = "threshold"  # the decoder a page, a CLI call or a SPEC without a name gets
 BASELINE_DECODER = "ar"        # the quality bar every bench and sweep decodes beside the settings
@@ -64,7 +64,7 @@ for _k, _p in PARAMS.items():
     object.__setattr__(_p, "name", _k)
 
 
-DECODERS: dict[str, Decoder] = {}   # every decoder, from its folder's card (engine.decoders.cards), in menu order
+DECODERS: dict[str, Decoder] = {}   # every decoder, from its folder's card (engine.catalogue.cards), in menu order
 # the decoder menu in plain words, grouped (the page's dropdown lists them in this order)
 MENU_GROUPS = ("Baseline", "Speculative", "Trajectory", "Changes its mind", "Family's own sampler")
 MENU: dict[str, tuple[str, str]] = {}
@@ -72,7 +72,7 @@ MENU: dict[str, tuple[str, str]] = {}
 
 def _index_cards() -> None:
     """Every decoder lives in its own folder and brings its entry, parameters and menu words on its card
-    (engine.decoders.cards); the menu lists the groups in MENU_GROUPS order, each by its cards' ranks."""
+    (engine.catalogue.cards); the menu lists the groups in MENU_GROUPS order, each by its cards' ranks."""
     found = cards()
     order = sorted(found, key=lambda n: (MENU_GROUPS.index(found[n].menu[0]), found[n].rank, n))
     for name in order:
@@ -170,7 +170,7 @@ def config_class(name: str) -> type:
     cls = dataclasses.make_dataclass(f"{name.capitalize()}Config", fields, bases=(ConfigBase,))
     cls.decoder_name = name
     # its fields, declared where a reader looks (help(cfg), an IDE's hover): name, type, default, range, meaning
-    cls.__doc__ = f"{name}'s parameters, made from engine.decoders.catalogue:\n" + "\n".join(
+    cls.__doc__ = f"{name}'s parameters, made from engine.catalogue.catalogue:\n" + "\n".join(
         f"    {k}: {p.type.__name__} = {p.default!r}  {p.interval() if p.lo is not None and p.type is not bool else ''}"
         f"  {p.label} — {p.help}" for k, p in params_of(name).items())
     return cls
