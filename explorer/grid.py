@@ -110,12 +110,12 @@ class Grid:
 
     @cached_property
     def reason(self) -> np.ndarray:
-        return self._with_fills(self._fill("reason", 0, np.int8, only_masked=False), lambda r: r.field("fill_reason"))
+        return self._with_fills(self._fill("reason", 0, np.int8, only_masked=False), lambda r: r.fill.fill_reason)
 
     def _with_fills(self, out: np.ndarray, value) -> np.ndarray:
         """``out`` with the commits a forward made after its block (``fill_positions``) set to ``value(record)``."""
         for s, r in enumerate(self.trace.records):
-            fill = r.field("fill_positions")
+            fill = r.fill.fill_positions
             if fill is not None:
                 out[s, fill - self.P] = value(r)
         return out

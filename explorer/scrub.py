@@ -59,9 +59,9 @@ def _build(trace, g: Grid) -> dict:
     for s, j in np.argwhere(g.candidate >= 0):
         cand[j].append([int(s), sid(g.candidate[s, j]), hundredths(g.confidence[s, j])])
     for s, r in enumerate(trace.records):
-        if not r.has("topk_ids"):
+        ids, ps = r.topk.topk_ids, r.topk.topk_p
+        if ids is None:
             continue
-        ids, ps = r.field("topk_ids"), r.field("topk_p")
         for i in np.flatnonzero((r.tokens_before == mask_id) & (r.positions >= g.P) & (r.positions < g.end)):
             topk[int(r.positions[i]) - g.P].append(
                 [s, [sid(t) for t in ids[i]], [int(round(float(p) * 1000)) for p in ps[i]]])

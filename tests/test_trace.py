@@ -60,6 +60,11 @@ def test_a_records_own_fields_are_read_by_attribute_and_checked_per_decoder_and_
     assert fields(own[0][1], ProphetFields) is None and fields(own[0][1], S2D2VerifyFields) is None
     assert not own_records(Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "s2d2.npz"),
                            KlassFields)
+    r = own[0][1]                                        # the generic contracts, by attribute too
+    assert r.topk.topk_ids is r.extra["topk_ids"] and r.topk.topk_ids.shape == (len(r.positions), 5)
+    assert r.kv.drift is None and r.fill.fill_positions is None      # declared, absent from this forward
+    with pytest.raises(AttributeError, match="not a field"):
+        r.topk.kl                                        # a KLASS field is not a candidates field
 
 
 def test_a_decoder_may_emit_only_the_fields_its_card_declares_for_the_kind():

@@ -50,8 +50,8 @@ def teaching_counts(trace) -> dict:
     fills = card is None or "mask_slots" in needs_of(trace.meta.decoder)     # a canvas has no [MASK] slots
     out = Counter(card.bench.count(trace) if card is not None and card.bench else {})
     for r in trace.records:
-        if r.has("drift"):                 # Fast-dLLM's caches with measure_drift
-            out.update(drift_n=1, drift_sum=r.field("drift"))
+        if r.kv.drift is not None:                 # Fast-dLLM's caches with measure_drift
+            out.update(drift_n=1, drift_sum=r.kv.drift)
         if r.kind == "draft" and fills:
             was_masked = r.tokens_before == mask_id
             out["masked_conf"] += int(was_masked.sum())

@@ -162,6 +162,27 @@ class StepRecord:
     def has(self, name: str) -> bool:
         return self.field(name) is not None
 
+    # the generic contracts, read by attribute (``r.topk.topk_ids``; None where this forward has none)
+    @property
+    def topk(self) -> "Fields":
+        return Fields(self.extra, CandidateFields.__annotations__)
+
+    @property
+    def revision(self) -> "Fields":
+        return Fields(self.extra, RevisionFields.__annotations__)
+
+    @property
+    def kv(self) -> "Fields":
+        return Fields(self.extra, KVCacheFields.__annotations__)
+
+    @property
+    def rng(self) -> "Fields":
+        return Fields(self.extra, RngFields.__annotations__)
+
+    @property
+    def fill(self) -> "Fields":
+        return Fields(self.extra, FillFields.__annotations__)
+
     def outside(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """(positions, tokens) this forward wrote outside its block: edits to the finished block before it
         (``prev_positions``) and slots after it (``fill_positions``)."""
@@ -235,11 +256,12 @@ class Trace:
         (``prev_positions``, always edits)."""
         out = []
         for s, r in enumerate(self.records):
-            if r.has("prev_positions"):
+            rv = r.revision
+            if rv.prev_positions is not None:
                 out += [(s, int(p), int(Revision.EDIT), int(a), int(b))
-                        for p, a, b in zip(r.field("prev_positions"), r.field("prev_from"), r.field("prev_to"))]
-            if r.has("revised"):
-                codes, old = r.field("revised"), r.field("revised_from")
+                        for p, a, b in zip(rv.prev_positions, rv.prev_from, rv.prev_to)]
+            if rv.revised is not None:
+                codes, old = rv.revised, rv.revised_from
                 out += [(s, int(r.positions[i]), int(codes[i]), int(old[i]), int(r.tokens_after[i]))
                         for i in np.flatnonzero(codes)]
         return out

@@ -80,7 +80,7 @@ def resume_of(base, branch: Branch, spec: str, vocab_size: int) -> Resume:
     canvas = canvas_after(base, branch.step) if isinstance(branch.step, int) and branch.step >= 0 else None
     branch.check(base, vocab_size, canvas)
     m = base.meta
-    drawn = [r.field("rng_state") for r in base.records[:branch.step] if r.has("rng_state")]
+    drawn = [r.rng.rng_state for r in base.records[:branch.step] if r.rng.rng_state is not None]
     return Resume(canvas, branch.force,
                   dict(base_decoder=m.decoder, base_params=m.params, base_prompt=m.prompt, step=branch.step,
                        force=list(branch.force) if branch.force else None, spec=spec, canvas=list(canvas),

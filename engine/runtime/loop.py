@@ -355,8 +355,8 @@ class Generation:
         ids = self.generated_ids()
         seen = set(r.tokens.tolist()) | {int(t) for rec in self.records for t in rec.candidate if t >= 0} | {
             int(t) for rec in self.records for t in rec.tokens_after} | {   # a uniform canvas's noise, step by step
-            int(t) for rec in self.records if rec.field("topk_ids") is not None   # the candidates panel's top-5
-            for t in np.unique(rec.field("topk_ids")) if t >= 0}
+            int(t) for rec in self.records if rec.topk.topk_ids is not None   # the candidates panel's top-5
+            for t in np.unique(rec.topk.topk_ids) if t >= 0}
         vocab = {str(t): s for t, s in zip(sorted(seen), a.token_strings(sorted(seen)))}
         meta = dict(
             model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,

@@ -68,10 +68,10 @@ def choose_point(tr, box) -> tuple:
         if canvas_after(tr, step)[pos] == m.mask_token_id:
             rec = tr.records[min(step, n - 1)]          # the forward after the branch point proposes these
             rel = pos - int(rec.positions[0]) if len(rec.positions) else -1
-            if rec.has("topk_ids") and 0 <= rel < len(rec.positions):
+            if rec.topk.topk_ids is not None and 0 <= rel < len(rec.positions):
                 # one formatter with the candidates panel (per-mille, three digits)
                 choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({fmt(int(round(float(q) * 1000)), 3)})", str(int(t)))
-                           for t, q in zip(rec.field("topk_ids")[rel], rec.field("topk_p")[rel]) if t >= 0]
+                           for t, q in zip(rec.topk.topk_ids[rel], rec.topk.topk_p[rel]) if t >= 0]
             note = (f"position {pos}, still masked: force one of the candidates forward {min(step, n - 1) + 1} "
                     "proposed for it, or type a token")
         else:

@@ -21,13 +21,13 @@ COLOURS = ["#d9d9d9", "#74c476"]
 
 
 def fresh_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    if not any(r.has("kv_fresh") for r in trace.records):
+    if not any(r.kv.kv_fresh is not None for r in trace.records):
         return empty_figure("Fresh and stale K/V are recorded with kv_cache=prefix or dual on a full-attention model "
                       "(LLaDA, Dream).")
     g = grid or Grid.of(trace)
     z = np.zeros((g.n_steps, g.end - g.P), np.int8)
     for s, r in enumerate(trace.records):
-        a, b = r.field("kv_fresh", [0, 0])
+        a, b = r.kv.kv_fresh or (0, 0)
         z[s, max(0, a - g.P):max(0, b - g.P)] = 1
     data = [dict(type="heatmap", z=z, x=g.labels, y=np.arange(1, g.n_steps + 1), zmin=-0.5, zmax=1.5,
                  colorscale=discrete_scale(COLOURS), showscale=False,
@@ -42,7 +42,7 @@ def fresh_map(trace, step: int | None = None, grid: Grid | None = None, selected
 
 
 def drift(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
-    rows = [(s + 1, r.field("drift")) for s, r in enumerate(trace.records) if r.has("drift")]
+    rows = [(s + 1, r.kv.drift) for s, r in enumerate(trace.records) if r.kv.drift is not None]
     if not rows:
         return empty_figure("Run with measure_drift on (and kv_cache prefix or dual) to see the drift per forward.")
     x, y = zip(*rows)

@@ -45,7 +45,7 @@ def turned_right(trace, adapter, prob) -> bool:
 SHOWS = {
     "": lambda tr, adapter, prob: True,
     "rejects": lambda tr, adapter, prob: bool(rejecting(tr)),
-    "revises": lambda tr, adapter, prob: any(r.has("revised") for r in tr.records),
+    "revises": lambda tr, adapter, prob: any(r.revision.revised is not None for r in tr.records),
     "lookahead": lambda tr, adapter, prob: any((r.reason == Reason.CE_LOOKAHEAD).any() for r in tr.records),
     "right": lambda tr, adapter, prob: get_task(prob.task).verdict(tr.meta.text, prob) == "valid",
     "turned_right": turned_right,
@@ -107,7 +107,7 @@ def bake_branch(adapter, out: Path) -> None:
     m, s = base.meta, len(base.records) // 2
     pos = canvas_after(base, s).index(m.mask_token_id)
     rec = base.records[s]
-    tok = int(rec.field("topk_ids")[pos - int(rec.positions[0])][-1])
+    tok = int(rec.topk.topk_ids[pos - int(rec.positions[0])][-1])
     params = {k: v for k, v in m.params.items() if k in ("block_size", "gen_length", "temperature", "seed", "tau")}
     spec = "edit:" + ",".join(f"{k}={v}" for k, v in params.items())
     tr = Generation(adapter, m.prompt, build_decoder("edit", **params),
