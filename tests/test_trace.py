@@ -67,22 +67,37 @@ def test_a_records_own_fields_are_read_by_attribute_and_checked_per_decoder_and_
         r.topk.kl                                        # a KLASS field is not a candidates field
 
 
-def test_a_decoder_may_emit_only_the_fields_its_card_declares_for_the_kind():
+def test_a_decoder_may_emit_only_the_payload_its_card_declares_for_the_kind():
+    """Its own fields travel as its card's dataclass for the record's kind; another decoder's payload, a decoder
+    field passed loose, or a payload on a kind its card gives none are refused."""
     import pytest
 
     from engine.decoders import build_decoder
+    from engine.decoders.klass.card import KlassFields
     from engine.decoders.klass.policy import KlassPolicy
+    from engine.decoders.prophet.card import ProphetFields
     from engine.runtime.loop import Generation
     from tests.conftest import ScriptedAdapter
 
-    class Stray(KlassPolicy):
-        def run_block(self, ctx):
-            _, st = yield from ctx.draft()
-            ctx.commit(ctx.masked.nonzero()[:, 0], st.candidate[ctx.masked], 0 + 1)
-            yield ctx.emit("draft", st, prophet_gap=1.0)    # Prophet's field on a KLASS record
-    policy = Stray(build_decoder("klass", block_size=4, gen_length=4, use_cache=False).cfg)
-    with pytest.raises(AssertionError, match=r"klass.draft records do not declare \['prophet_gap'\]"):
-        Generation(ScriptedAdapter(lambda t: [(20 + k, 0.9) for k in range(4)]), [1, 10, 11, 12], policy).run()
+    def emitting(kind, *payload, **loose):
+        class Emits(KlassPolicy):
+            def run_block(self, ctx):
+                _, st = yield from ctx.draft()
+                ctx.commit(ctx.masked.nonzero()[:, 0], st.candidate[ctx.masked], 0 + 1)
+                yield ctx.emit(kind, st, *payload, **loose)
+        policy = Emits(build_decoder("klass", block_size=4, gen_length=4, use_cache=False).cfg)
+        return Generation(ScriptedAdapter(lambda t: [(20 + k, 0.9) for k in range(4)]), [1, 10, 11, 12], policy).run()
+
+    nan = np.full(4, np.nan, np.float32)
+    tr = emitting("draft", KlassFields(kl=nan, kl_stable=np.zeros(4, bool), klass_ready=0, kl_eps=0.01))
+    assert tr.records[0].extra["kl_eps"] == 0.01
+    gap = ProphetFields(logit_gap=nan, prophet_gap=1.0, prophet_bar=2.0, progress=0.5, exited=False)
+    with pytest.raises(AssertionError, match=r"klass.draft records carry \['exited', 'logit_gap'"):
+        emitting("draft", gap)                                              # Prophet's payload on a KLASS record
+    with pytest.raises(AssertionError, match="not generic record fields"):
+        emitting("draft", prophet_gap=1.0)                                  # a decoder's field passed loose
+    with pytest.raises(AssertionError, match=r"klass.verify records carry"):
+        emitting("verify", KlassFields(kl=nan, kl_stable=np.zeros(4, bool), klass_ready=0, kl_eps=0.01))
 
 
 def test_a_decoder_s_summary_is_its_card_s_type_and_an_older_trace_s_loads(tmp_path):

@@ -99,7 +99,7 @@ class Card:
     rank: int = 0                                           # its place in its menu group
     params: dict[str, Param] = field(default_factory=dict)  # the parameters only this decoder reads
     reasons: dict[str, ReasonEntry] = field(default_factory=dict)   # Reason member name -> entry
-    records: dict[str, type] = field(default_factory=dict)  # record kind ("draft") -> TypedDict of its fields
+    records: dict[str, type] = field(default_factory=dict)  # record kind ("draft") -> the dataclass of its payload
     views: tuple[ViewEntry, ...] = ()
     shows: tuple[str, ...] = ()          # record fields whose presence shows the views' tab for a run
     hides: tuple[str, ...] = ()          # tabs such a run hides (their views do not fit it)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
+from dataclasses import fields as dataclass_fields
 from enum import IntEnum
 from functools import lru_cache
 from pathlib import Path
@@ -113,16 +114,25 @@ class KVCacheFields(TypedDict, total=False):
 RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv_cache": KVCacheFields,
                     "rng": RngFields, "fill": FillFields}
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
-EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in t.__annotations__)
+
+
+def declared(contract: type) -> frozenset:
+    """The field names a contract declares: a card's record dataclass (its bases' fields too) or a generic
+    TypedDict."""
+    return frozenset(f.name for f in dataclass_fields(contract)) if is_dataclass(contract) else \
+        frozenset(contract.__annotations__)
+
+
+EXTRA_FIELDS = frozenset(k for t in RECORD_CONTRACTS.values() for k in declared(t))
 GENERIC = tuple(RECORD_CONTRACTS[g] for g in ("candidates", "revise", "kv_cache", "rng", "fill"))   # every record's
-GENERIC_FIELDS = frozenset(k for c in GENERIC for k in c.__annotations__)
+GENERIC_FIELDS = frozenset(k for c in GENERIC for k in declared(c))
 
 
 @lru_cache(maxsize=None)
 def contract(decoder: str, kind: str) -> frozenset:
     """The fields a record of this decoder and kind may carry: the generic ones and its card's own."""
     own = RECORD_CONTRACTS.get(f"{decoder}.{kind}")
-    return GENERIC_FIELDS | frozenset(own.__annotations__ if own else ())
+    return GENERIC_FIELDS | (declared(own) if own else frozenset())
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",
                 "margin", "entropy")
@@ -191,7 +201,7 @@ class StepRecord:
 
 
 class Fields:
-    """One record's fields as a contract declares them (a card's TypedDict of one decoder's record kind, or a
+    """One record's fields as a contract declares them (a card's dataclass of one decoder's record kind, or a
     generic one): ``f.logit_gap`` reads a declared field (None where this forward has none); an undeclared name is
     an AttributeError, a bug."""
     __slots__ = ("_extra", "_names")
@@ -211,7 +221,7 @@ def fields(r: StepRecord, *contracts: type) -> Fields | None:
     own = RECORD_CONTRACTS.get(f"{r.decoder}.{r.kind}")
     for c in contracts:
         if c is own or c in GENERIC:
-            return Fields(r.extra, c.__annotations__)
+            return Fields(r.extra, declared(c))
     return None
 
 

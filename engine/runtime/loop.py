@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from dataclasses import fields as dataclass_fields
 from typing import Iterator
 
 import numpy as np
@@ -21,7 +22,7 @@ from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-e
 from engine.errors import BudgetExceeded, ConfigError
 from engine.runtime.sampling import TOP_K, TokenStats
 from engine.records.trace_meta import TraceMeta
-from engine.records.trace import EXTRA_FIELDS, Reason, Revision, StepRecord, Trace, contract
+from engine.records.trace import GENERIC_FIELDS, Reason, Revision, StepRecord, Trace, contract
 
 
 class BlockContext:
@@ -121,10 +122,14 @@ class BlockContext:
         self.runner.uncache_from(int(positions.min()) // B * B)   # the block-causal cache holds whole blocks
         self._prev.append((positions.numpy(), old.numpy(), self.runner.tokens[positions].numpy()))
 
-    def emit(self, kind: str, stats: TokenStats | None, **extra) -> StepRecord:
-        """Close the current forward: build its record and start a new one. ``extra`` keys must be declared in
-        ``engine.records.trace.RECORD_CONTRACTS``."""
-        assert set(extra) <= EXTRA_FIELDS, f"undeclared record fields: {set(extra) - EXTRA_FIELDS}"
+    def emit(self, kind: str, stats: TokenStats | None, own=None, **generic) -> StepRecord:
+        """Close the current forward: build its record and start a new one. ``own``: the decoder's payload, an
+        instance of the record dataclass its card declares for ``kind`` (checked by ``Generation._record``);
+        ``generic``: fields of the contracts every decoder shares (``engine.records.trace.GENERIC``)."""
+        assert set(generic) <= GENERIC_FIELDS, f"not generic record fields: {set(generic) - GENERIC_FIELDS}"
+        extra = dict(generic)
+        if own is not None:                        # stored flat (as saved); a shallow copy, arrays not copied
+            extra.update({f.name: getattr(own, f.name) for f in dataclass_fields(own)})
         after = self.tokens.clone()
         if self._revised.any():
             extra = dict(extra, revised=self._revised.numpy().copy(),
@@ -311,8 +316,10 @@ class Generation:
     def _record(self, rec: StepRecord) -> StepRecord:
         """Keep a record, add the engine time since the clock was last reset, and enforce the time budget
         (the caller resets the clock when the consumer hands control back)."""
-        stray = set(rec.extra) - contract(self.policy.name, rec.kind)
-        assert not stray, f"{self.policy.name}.{rec.kind} records do not declare {sorted(stray)} (its card's records)"
+        own = set(rec.extra) - GENERIC_FIELDS
+        declared = contract(self.policy.name, rec.kind) - GENERIC_FIELDS
+        assert not own or own == declared, (f"{self.policy.name}.{rec.kind} records carry {sorted(own)}, not the "
+                                            f"payload its card declares ({sorted(declared)})")
         self.records.append(rec)
         self.wall_s += time.perf_counter() - self._clock
         if self.budget_s is not None and self.wall_s > self.budget_s:

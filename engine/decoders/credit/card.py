@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,7 +10,8 @@ from engine.catalogue.cards import Card, Example, ViewEntry
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class CreditFields(TypedDict):
+@dataclass(frozen=True)
+class CreditFields:
     credit: np.ndarray        # (L,) the block's credit C[i, x̂_i] of each masked slot's candidate (NaN elsewhere)
     credit_boost: np.ndarray  # (L,) α · log(1 + C[i, x̂_i]): what the credit added to the candidate's logit
     raw_conf: np.ndarray      # (L,) the candidate's p without the credit (the record's confidence is the fused p)

@@ -21,6 +21,7 @@ from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
+from engine.decoders.credit.card import CreditFields
 
 TIE = 1e-5   # dInfer's slack below the best confidence
 
@@ -66,6 +67,7 @@ class CreditPolicy(Policy):
             ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
             ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
             at, m = token_p(credit, st.candidate).numpy(), masked.numpy()
-            yield ctx.emit("draft", st, credit=np.where(m, at, np.nan).astype(np.float32),
-                           credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),
-                           raw_conf=np.where(m, token_p(raw.probs, st.candidate).numpy(), np.nan).astype(np.float32))
+            yield ctx.emit("draft", st, CreditFields(
+                credit=np.where(m, at, np.nan).astype(np.float32),
+                credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),
+                raw_conf=np.where(m, token_p(raw.probs, st.candidate).numpy(), np.nan).astype(np.float32)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,7 +10,8 @@ from engine.catalogue.cards import Card, ViewEntry
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class DreamFields(TypedDict):
+@dataclass(frozen=True)
+class DreamFields:
     dream_score: np.ndarray       # (L,) each masked slot's score under `alg` (NaN elsewhere or not scored)
     alg: str
 

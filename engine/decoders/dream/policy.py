@@ -24,6 +24,7 @@ from engine.catalogue.catalogue import config_class, settle
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats
 from engine.records.trace import Reason
+from engine.decoders.dream.card import DreamFields
 
 
 def filtered(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
@@ -79,8 +80,8 @@ class DreamPolicy(Policy):
             if len(score) == int(masked.sum()):
                 full_score[masked] = score.float()
             ctx.commit(take, tokens, Reason.SCHEDULE)
-            yield ctx.emit("draft", stats_of(logits, masked, x0, probs), dream_score=full_score.numpy(),
-                           alg=c.alg)
+            yield ctx.emit("draft", stats_of(logits, masked, x0, probs),
+                           DreamFields(dream_score=full_score.numpy(), alg=c.alg))
 
     def step(self, r, ctx, mask_logits, masked, t, s, last: bool):
         """(score, x̂, probs of the masked slots, block-relative slots to reveal, their tokens) for one step."""

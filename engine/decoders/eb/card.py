@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,7 +10,8 @@ from engine.catalogue.cards import Card, Example, ReasonEntry, ViewEntry
 from engine.catalogue.params import COMMON, Decoder
 
 
-class EBFields(TypedDict):
+@dataclass(frozen=True)
+class EBFields:
     entropy_nats: np.ndarray      # (L,) entropy in nats of each masked slot's sampling distribution (NaN elsewhere)
     eb_order: np.ndarray          # (L,) rank of each masked slot by entropy, lowest first (-1 elsewhere)
     eb_bound: np.ndarray          # (L,) at each rank: cumulative entropy minus the largest, the bound's left side

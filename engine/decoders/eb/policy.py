@@ -17,6 +17,7 @@ import torch
 from engine.catalogue.catalogue import config_class
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
+from engine.decoders.eb.card import EBFields
 
 
 def entropy_bound_prefix(entropy: torch.Tensor, masked: torch.Tensor, gamma: float):
@@ -45,6 +46,6 @@ class EBPolicy(Policy):
             masked = ctx.masked.clone()
             chosen, rank, lhs = entropy_bound_prefix(nats, masked, gamma)
             ctx.commit(chosen, st.candidate[chosen], Reason.ENTROPY_BOUND)
-            yield ctx.emit("draft", st, entropy_nats=np.where(masked.numpy(), nats.numpy(), np.nan).astype(np.float32),
-                           eb_order=rank.numpy().astype(np.int32), eb_bound=lhs.numpy().astype(np.float32),
-                           gamma=float(gamma))
+            yield ctx.emit("draft", st, EBFields(
+                entropy_nats=np.where(masked.numpy(), nats.numpy(), np.nan).astype(np.float32),
+                eb_order=rank.numpy().astype(np.int32), eb_bound=lhs.numpy().astype(np.float32), gamma=float(gamma)))

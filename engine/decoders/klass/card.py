@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,7 +10,8 @@ from engine.catalogue.cards import Card, Example, ReasonEntry, ViewEntry
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class KlassFields(TypedDict):
+@dataclass(frozen=True)
+class KlassFields:
     kl: np.ndarray            # (L,) KL(p_now ‖ p_previous forward) in nats at each masked slot (NaN: no previous
     #                           forward scored it, or not masked)
     kl_stable: np.ndarray     # (L,) bool: the last `kl_history` KLs all below ε

@@ -31,6 +31,7 @@ from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
+from engine.decoders.klass.card import KlassFields
 
 EPS = 1e-12   # the reference's guard inside both logs
 
@@ -102,5 +103,6 @@ class KlassPolicy(Policy):
                 idx = masked_topk(st.confidence, masked, quota_at(schedule, ctx.step))
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
             shown = masked.numpy() & np.isfinite(kl.numpy())
-            yield ctx.emit("draft", st, kl=np.where(shown, kl.numpy(), np.nan).astype(np.float32),
-                           kl_stable=(stable & masked).numpy(), klass_ready=int(ready.sum()), kl_eps=float(cfg.kl_eps))
+            yield ctx.emit("draft", st, KlassFields(
+                kl=np.where(shown, kl.numpy(), np.nan).astype(np.float32), kl_stable=(stable & masked).numpy(),
+                klass_ready=int(ready.sum()), kl_eps=float(cfg.kl_eps)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
 
 import numpy as np
 
@@ -11,7 +10,8 @@ from engine.catalogue.cards import Card, Example, ReasonEntry, RunSummary, ViewE
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class ProphetFields(TypedDict):
+@dataclass(frozen=True)
+class ProphetFields:
     logit_gap: np.ndarray     # (L,) top-1 minus top-2 logit at each masked slot (NaN elsewhere)
     prophet_gap: float        # their mean over the block's masked slots: what the early-exit test reads
     prophet_bar: float        # the bar in force at this forward's phase (early, mid or late)

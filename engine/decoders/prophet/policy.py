@@ -30,7 +30,7 @@ from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
-from engine.decoders.prophet.card import ProphetSummary
+from engine.decoders.prophet.card import ProphetFields, ProphetSummary
 
 PHASES = (0.33, 0.67)   # progress at which the bar moves from early to mid, and from mid to late
 
@@ -77,9 +77,9 @@ class ProphetPolicy(Policy):
             else:
                 idx = masked_topk(st.confidence, masked, k)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
-            yield ctx.emit("draft", st, logit_gap=np.where(masked.numpy(), gap.numpy(), np.nan).astype(np.float32),
-                           prophet_gap=mean_gap, prophet_bar=float(bar), progress=float(progress),
-                           exited=self.exited_at is not None)
+            yield ctx.emit("draft", st, ProphetFields(
+                logit_gap=np.where(masked.numpy(), gap.numpy(), np.nan).astype(np.float32), prophet_gap=mean_gap,
+                prophet_bar=float(bar), progress=float(progress), exited=self.exited_at is not None))
 
     def summary(self, runner) -> ProphetSummary:
         return ProphetSummary(exit_forward=self.exited_at)

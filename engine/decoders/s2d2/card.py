@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
 
 import numpy as np
 
@@ -24,13 +23,15 @@ S2D2_PRESETS = {
     "speed": dict(block_size=16, router="hysteresis", tau_on=1.0, tau_off=-2.0, estimator="entropy"),
 }
 
-class S2D2DraftFields(TypedDict):
+@dataclass(frozen=True)
+class S2D2DraftFields:
     router: dict                  # every router input and its decision (engine.decoders.s2d2.routers)
     verified: bool                # whether a verify forward follows
     attn_mask: np.ndarray         # (L, L) bool: the in-block drafting mask
 
 
-class S2D2VerifyFields(TypedDict):
+@dataclass(frozen=True)
+class S2D2VerifyFields:
     attn_mask: np.ndarray         # (2L, 2L) bool: the 2L verifier mask
     draft_tokens: np.ndarray      # (L,) the draft being verified
     q_top: np.ndarray             # (L,) the verifier's argmax

@@ -109,14 +109,14 @@ class S2D2Policy(Policy):
             self.route(ctx, s)
             if not s.verify:
                 s.done = self.fallback(ctx, s)
-            yield ctx.emit("draft", s.st, **S2D2DraftFields(router=s.router, verified=s.verify,
+            yield ctx.emit("draft", s.st, S2D2DraftFields(router=s.router, verified=s.verify,
                                                              attn_mask=s.draft_mask.numpy()))
             if s.verify:
                 yield from self.verify_span(ctx, s)
                 s.done += self.fallback(ctx, s)
             self.router.update(s.verify, s.done)
             if s.verify:
-                yield ctx.emit("verify", None, **self.verify_fields(ctx, s))
+                yield ctx.emit("verify", None, self.verify_fields(ctx, s))
 
     # ---- stages ----------------------------------------------------------------------------------------------
     def draft(self, ctx: BlockContext, s: S2D2Step):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
 
 import numpy as np
 
@@ -11,12 +10,14 @@ from engine.catalogue.cards import BenchCounts, Card, Example, SpeculativeSummar
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class SimSDDraftFields(TypedDict):
+@dataclass(frozen=True)
+class SimSDDraftFields:
     draft_tokens: np.ndarray      # (L,) the block as the drafter has revealed it so far ([MASK] where not yet)
     step_of: np.ndarray           # (L,) reveal step t of each drafted slot (1-based; 0 = not drafted this round)
 
 
-class SimSDVerifyFields(TypedDict):
+@dataclass(frozen=True)
+class SimSDVerifyFields:
     attn_mask: np.ndarray         # (L + n, L + n) bool: the verification mask over [block | mask copies]
     draft_tokens: np.ndarray      # (L,) the drafted block
     step_of: np.ndarray           # (L,) reveal steps

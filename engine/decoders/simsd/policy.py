@@ -84,7 +84,7 @@ class SimSDPolicy(Policy):
                       else dynamic_commit(conf, masked, c.tau, k))
             for j in reveal.tolist():
                 x[j], step_of[j], p_store[j] = st.candidate[j], s + 1, p[j]
-            yield ctx.emit("draft", st, **SimSDDraftFields(draft_tokens=x.numpy().astype(np.int32),
+            yield ctx.emit("draft", st, SimSDDraftFields(draft_tokens=x.numpy().astype(np.int32),
                                                            step_of=step_of.copy()))
 
     def verify(self, ctx: BlockContext, slots: torch.Tensor, x: torch.Tensor, step_of: np.ndarray, p_store: dict):
@@ -111,7 +111,7 @@ class SimSDPolicy(Policy):
             ctx.commit(slots[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
         self.accepted += v.accepted
         self.verified += len(v.ratios)
-        return ctx.emit("verify", None, **self.verify_fields(ctx, slots, x, step_of, m, q, v))
+        return ctx.emit("verify", None, self.verify_fields(ctx, slots, x, step_of, m, q, v))
 
     def verify_fields(self, ctx, slots, x, step_of, m, q, v) -> SimSDVerifyFields:
         idx = slots.numpy()

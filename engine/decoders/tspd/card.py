@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,7 +10,8 @@ from engine.catalogue.cards import Card, Example, ReasonEntry, SweepPreset, View
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class TSPDDraftFields(TypedDict):
+@dataclass(frozen=True)
+class TSPDDraftFields:
     features: np.ndarray          # (L, 14) controller features (NaN where not masked)
     score: np.ndarray             # (L,) controller score
     level: np.ndarray             # (L,) Kalman level of z = logit(confidence)

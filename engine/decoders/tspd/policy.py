@@ -100,7 +100,7 @@ class TSPDPolicy(Policy):
             for stage in (self.observe, self.control, self.forecast, self.classify, self.stabilise, self.progress):
                 stage(b, s)
             self.commit(ctx, s)
-            yield ctx.emit("draft", st, **self.fields(b, s))
+            yield ctx.emit("draft", st, self.fields(b, s))
 
     # ---- stages ----------------------------------------------------------------------------------------------
     def observe(self, b: TSPDBlock, s: TSPDStep) -> None:

@@ -11,6 +11,7 @@ from engine.decoders.eb.card import EBFields
 from engine.catalogue.params import Decoder, Param
 
 
+@dataclass(frozen=True)
 class UniformFields(EBFields):     # with EB's acceptance of the canvas
     denoised: np.ndarray          # (L,) the step's sample at every slot (multinomial at the step's temperature)
     temperature: float            # t_min + (t_max − t_min) · n / N at remaining step n of N

@@ -30,7 +30,7 @@ from engine.catalogue.catalogue import config_class, settle
 from engine.errors import ConfigError
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats
-from engine.decoders.uniform.card import UniformSummary
+from engine.decoders.uniform.card import UniformFields, UniformSummary
 
 
 def accept_canvas(entropy: torch.Tensor, gamma: float):
@@ -108,11 +108,11 @@ class UniformPolicy(Policy):
             stable, confident = stop(argmax, entropy)
             final = (stable and confident) or n == 1
             ctx.rewrite(argmax if final else new, accepted)
-            yield ctx.emit("draft", canvas_stats(probs, entropy), denoised=sample.numpy().astype(np.int32),
-                           entropy_nats=entropy.numpy().astype(np.float32), eb_order=rank.numpy().astype(np.int32),
-                           eb_bound=bound.numpy().astype(np.float32), gamma=float(c.entropy_bound),
-                           temperature=float(temperature), stable=stable, confident=confident,
-                           mean_entropy=float(entropy.mean()), confidence_threshold=float(c.confidence_threshold))
+            yield ctx.emit("draft", canvas_stats(probs, entropy), UniformFields(
+                denoised=sample.numpy().astype(np.int32), entropy_nats=entropy.numpy().astype(np.float32),
+                eb_order=rank.numpy().astype(np.int32), eb_bound=bound.numpy().astype(np.float32),
+                gamma=float(c.entropy_bound), temperature=float(temperature), stable=stable, confident=confident,
+                mean_entropy=float(entropy.mean()), confidence_threshold=float(c.confidence_threshold)))
             if final:
                 return
             canvas, sc = new, a.conditioning(logits)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from dataclasses import dataclass
 
 from engine.catalogue.cards import Card, Example, ViewEntry
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
-class WinoFields(TypedDict):
+@dataclass(frozen=True)
+class WinoFields:
     drafted: int                  # slots drafted at the wide threshold this forward
     rejected: int                 # drafted slots re-masked at the narrow threshold this forward
 

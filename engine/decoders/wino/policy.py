@@ -23,6 +23,7 @@ from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision
+from engine.decoders.wino.card import WinoFields
 
 
 def max_accept(masked: int) -> int:
@@ -71,6 +72,6 @@ class WinoPolicy(Policy):
             reject = narrow_out(p_written, written, cfg.tau_narrow, len(idx), last_accept)
             ctx.revise(reject, None, Revision.WINO_REJECT)
             last_accept = len(idx)
-            yield ctx.emit("draft", st, drafted=len(idx), rejected=len(reject))
+            yield ctx.emit("draft", st, WinoFields(drafted=len(idx), rejected=len(reject)))
             if not ctx.masked.any():
                 return
