@@ -126,3 +126,22 @@ def test_a_policy_s_summary_must_be_its_card_s_type(adapter):
     policy.summary = lambda runner: {"exit_forward": 1}                          # a plain dict: refused
     with pytest.raises(AssertionError, match="prophet's summary"):
         Generation(adapter, adapter.encode_prompt("hi"), policy).run()
+
+
+def test_the_shared_verify_payload_reads_every_draft_and_verify_decoder_s_verify_records():
+    """S2D2's and SimSD's verify payloads extend VerifyFields: one read serves the verifier's map, the bench and
+    the tour; their draft records and other decoders' records are not verify records."""
+    from pathlib import Path
+
+    from engine.catalogue.cards import VerifyFields
+    from engine.decoders.s2d2.card import S2D2VerifyFields
+    from engine.records.trace import own_records
+    root = Path(__file__).resolve().parent.parent / "assets" / "examples"
+    for name in ("s2d2", "simsd"):
+        tr = Trace.load(root / f"{name}.npz")
+        own = own_records(tr, VerifyFields)
+        assert [s for s, *_ in own] == [s for s, r in enumerate(tr.records) if r.kind == "verify"] != []
+        assert all(f.accepted >= 0 and f.verdict.shape == r.positions.shape for _, r, f in own)
+    simsd = Trace.load(root / "simsd.npz")
+    assert not own_records(simsd, S2D2VerifyFields)                 # a sibling's payload is not a base
+    assert not own_records(Trace.load(root / "threshold.npz"), VerifyFields)

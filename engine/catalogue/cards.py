@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
+import numpy as np
+
 from engine.catalogue.params import Decoder, Param
 
 
@@ -77,6 +79,23 @@ class BenchCounts:
     count: Callable
     columns: Callable
     names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VerifyFields:
+    """What a verify record of every draft-and-verify decoder carries (its card's verify payload subclasses this,
+    so the verifier's map, the bench's rejection count and the tour read any of them)."""
+    attn_mask: np.ndarray         # the verification forward's attention mask (bool)
+    draft_tokens: np.ndarray      # (L,) the draft being verified
+    q_top: np.ndarray             # (L,) the verifier's argmax (-1 where nothing was drafted)
+    accepted: int                 # accepted prefix length
+    rejected_at: int | None       # absolute position of the first rejection
+    resampled: int | None         # the token committed there instead
+    span: list                    # [first absolute position, number of drafted slots examined]
+    verdict: np.ndarray           # (L,) Verdict codes
+    ratio: np.ndarray             # (L,) acceptance ratio, NaN outside the examined span
+    p_draft: np.ndarray           # (L,) the drafter's p of its token
+    q_draft: np.ndarray           # (L,) the verifier's q of that token
 
 
 @dataclass(frozen=True)

@@ -25,15 +25,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.decoders.s2d2.card import S2D2VerifyFields
-from engine.decoders.simsd.card import SimSDVerifyFields
 from engine.records.trace import fields
 from engine.harness import stats
 from engine.harness.bench_row import BenchRow
 from engine.catalogue.catalogue import SEED_MAX
 from engine.decoders import build_decoder, parse_spec
 from engine.catalogue.applies import needs_of
-from engine.catalogue.cards import SpeculativeSummary, cards
+from engine.catalogue.cards import SpeculativeSummary, VerifyFields, cards
 from engine.errors import BudgetExceeded
 from engine.runtime.loop import Generation
 from engine.runtime.resources import cached_loader
@@ -56,7 +54,7 @@ def teaching_counts(trace) -> dict:
             was_masked = r.tokens_before == mask_id
             out["masked_conf"] += int(was_masked.sum())
             out["confident"] += int((r.confidence[was_masked] >= CONFIDENT).sum())
-        elif (f := fields(r, S2D2VerifyFields, SimSDVerifyFields)) is not None:
+        elif (f := fields(r, VerifyFields)) is not None:
             out["verified"] += int(np.isfinite(f.ratio).sum())
             out["rejected"] += int(f.rejected_at is not None)
     return out

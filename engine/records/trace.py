@@ -219,8 +219,8 @@ def fields(r: StepRecord, *contracts: type) -> Fields | None:
     """The record's fields under the first of ``contracts`` that is its own (its decoder's card declares it for
     the record's kind, or a generic contract), else None (another decoder's record, or another kind)."""
     own = RECORD_CONTRACTS.get(f"{r.decoder}.{r.kind}")
-    for c in contracts:
-        if c is own or c in GENERIC:
+    for c in contracts:      # a shared base (VerifyFields) reads every decoder's payload that extends it
+        if c is own or c in GENERIC or (own is not None and is_dataclass(c) and issubclass(own, c)):
             return Fields(r.extra, declared(c))
     return None
 

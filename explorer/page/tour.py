@@ -12,13 +12,9 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.decoders.s2d2.card import S2D2VerifyFields
-from engine.decoders.simsd.card import SimSDVerifyFields
+from engine.catalogue.cards import VerifyFields
 from engine.records.trace import own_records
 from explorer.page.context import Page, shown_error
-
-
-VERIFIES = (S2D2VerifyFields, SimSDVerifyFields)    # the verify records that can reject a draft
 
 
 @dataclass(frozen=True)
@@ -57,7 +53,7 @@ def canvas_step(trace) -> int:
 
 def rejecting(trace) -> list[int]:
     """0-based indices of the verify forwards that rejected a draft."""
-    return [i for i, _, f in own_records(trace, *VERIFIES) if f.rejected_at is not None]
+    return [i for i, _, f in own_records(trace, VerifyFields) if f.rejected_at is not None]
 
 
 def first_rejection(trace) -> int:

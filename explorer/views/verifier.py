@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.decoders.s2d2.card import S2D2VerifyFields
-from engine.decoders.simsd.card import SimSDVerifyFields
+from engine.catalogue.cards import VerifyFields
 from engine.records.trace import Reason, Verdict, fields
 from explorer.grid import Grid
 from explorer.tokens import token_labels
@@ -36,7 +35,7 @@ def verifier_grid(trace, g: Grid):
         reason = np.asarray(r.reason)
         c = np.where(reason == Reason.ACCEPT, ACCEPTED, np.where(reason == Reason.RESAMPLE, RESAMPLED,
                      np.where(reason == Reason.FALLBACK, FALLBACK, np.where(reason > 0, OTHER, NONE))))
-        f = fields(r, S2D2VerifyFields, SimSDVerifyFields)
+        f = fields(r, VerifyFields)
         if f is not None:
             c = np.where((np.asarray(f.verdict if f.verdict is not None else 0) == Verdict.PENDING) & (c == NONE),
                          PENDING, c)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.catalogue.cards import Card, Example, ReasonEntry, SpeculativeSummary, ViewEntry
+from engine.catalogue.cards import Card, Example, ReasonEntry, SpeculativeSummary, VerifyFields, ViewEntry
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
@@ -31,18 +31,8 @@ class S2D2DraftFields:
 
 
 @dataclass(frozen=True)
-class S2D2VerifyFields:
-    attn_mask: np.ndarray         # (2L, 2L) bool: the 2L verifier mask
-    draft_tokens: np.ndarray      # (L,) the draft being verified
-    q_top: np.ndarray             # (L,) the verifier's argmax
-    accepted: int                 # accepted prefix length
-    rejected_at: int | None       # absolute position of the first rejection
-    resampled: int | None         # token drawn there
-    span: list                    # [first absolute position, length]
-    verdict: np.ndarray           # (L,) Verdict codes
-    ratio: np.ndarray             # (L,) acceptance ratio min(1, (q/p)^γ), NaN outside the examined span
-    p_draft: np.ndarray           # (L,) p(x̂)
-    q_draft: np.ndarray           # (L,) q(x̂)
+class S2D2VerifyFields(VerifyFields):
+    """The common verify payload: attn_mask is the (2L, 2L) verifier mask, ratio min(1, (q/p)^γ)."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.catalogue.cards import BenchCounts, Card, Example, SpeculativeSummary, ViewEntry
+from engine.catalogue.cards import BenchCounts, Card, Example, SpeculativeSummary, VerifyFields, ViewEntry
 from engine.catalogue.params import COMMON, Decoder, Param
 
 
@@ -17,19 +17,10 @@ class SimSDDraftFields:
 
 
 @dataclass(frozen=True)
-class SimSDVerifyFields:
-    attn_mask: np.ndarray         # (L + n, L + n) bool: the verification mask over [block | mask copies]
-    draft_tokens: np.ndarray      # (L,) the drafted block
+class SimSDVerifyFields(VerifyFields):
+    """The common verify payload (attn_mask over [block | mask copies], (L + n, L + n); ratio 1 match / 0
+    mismatch when greedy; p_draft the drafter's p at its reveal step), and each slot's reveal step."""
     step_of: np.ndarray           # (L,) reveal steps
-    q_top: np.ndarray             # (L,) the target's argmax at each drafted slot (-1 elsewhere)
-    accepted: int                 # accepted prefix length
-    rejected_at: int | None       # absolute position of the first rejection
-    resampled: int | None         # the bonus token committed there
-    span: list                    # [first drafted absolute position, number of drafted slots]
-    verdict: np.ndarray           # (L,) Verdict codes
-    ratio: np.ndarray             # (L,) acceptance ratio (greedy: 1 match / 0 mismatch)
-    p_draft: np.ndarray           # (L,) the drafter's p(d) at its reveal step
-    q_draft: np.ndarray           # (L,) the target's q(d)
 
 
 @dataclass(frozen=True)
