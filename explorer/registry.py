@@ -17,6 +17,7 @@ from typing import Callable
 
 from engine.catalogue.cards import ViewEntry, cards
 from engine.catalogue.catalogue import DECODERS
+from engine.records.trace import fields
 from explorer.views import heatmaps, kv, reasons, revise
 
 
@@ -70,20 +71,20 @@ for _c in CARDS:      # a card's note heads its tab unless the tab already has o
 BY_NAME = {v.name: v for v in VIEWS}
 
 
-def has(trace, *fields: str) -> bool:
-    """Whether any record of the trace carries one of these record fields."""
-    return any(r.has(f) for r in trace.records for f in fields)
+def has(trace, *contracts: type) -> bool:
+    """Whether any record of the trace carries one of these payloads (a card's record dataclass, or a base of it)."""
+    return any(fields(r, *contracts) is not None for r in trace.records)
 
 
 # which core tabs have something to show for a run, read from its records (no decoder is named)
 CORE_SHOWS = {"Decode": lambda tr: True,
               "Revisions": lambda tr: bool(tr.revisions()),
-              "KV cache": lambda tr: has(tr, "kv_fresh")}
+              "KV cache": lambda tr: any(r.kv.kv_fresh is not None for r in tr.records)}
 
 
 def tabs_shown(trace) -> list[str]:
     """The view tabs with something to show for this run, in page order: a core tab by its rule, a card's tab when
-    a record carries one of the card's fields, minus the tabs such a card hides. A tab without anything to show is
+    a record carries one of the card's payloads, minus the tabs such a card hides. A tab without anything to show is
     hidden, never an empty placeholder."""
     if trace is None:
         return []

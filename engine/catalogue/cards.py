@@ -120,7 +120,7 @@ class Card:
     reasons: dict[str, ReasonEntry] = field(default_factory=dict)   # Reason member name -> entry
     records: dict[str, type] = field(default_factory=dict)  # record kind ("draft") -> the dataclass of its payload
     views: tuple[ViewEntry, ...] = ()
-    shows: tuple[str, ...] = ()          # record fields whose presence shows the views' tab for a run
+    shows: tuple[type, ...] = ()         # record payloads whose presence shows the views' tab for a run
     hides: tuple[str, ...] = ()          # tabs such a run hides (their views do not fit it)
     tab_note: str = ""                   # the note above that tab
     glossary: tuple[tuple[str, str], ...] = ()              # (term, meaning) rows of the glossary

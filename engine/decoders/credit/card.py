@@ -37,7 +37,7 @@ CARD = Card(
     records={"draft": CreditFields},
     views=(ViewEntry("credit", "Credit: the evidence behind each candidate", "Credit",
                      "explorer.views.rivals:credit_map", "explorer.views.rivals"),),
-    shows=("credit",),
+    shows=(CreditFields,),
     tab_note="Credit decoding adds to each candidate's logit the evidence of the block's earlier forwards (dInfer).",
     glossary=(("credit (dInfer)", "per slot and token, a decaying sum of p₁^γ over the block's forwards in which "
                                   "the token was top-1; α · log(1 + credit) is added to its logit"),),

@@ -38,7 +38,7 @@ CARD = Card(
     records={"draft": DreamFields},
     views=(ViewEntry("dream", "Dream: the step's ranking", "Revisions", "explorer.views.dream:ranking",
                      "explorer.views.dream", "server"),),
-    shows=("dream_score",),
+    shows=(DreamFields,),
     glossary=(
         ("Dream's score (alg)", "which masked slots a `dream` step reveals: the best by p (maskgit_plus), by top-2 margin (topk_margin) or by minus the entropy (entropy), or at random (origin)"),
     ),

@@ -27,7 +27,7 @@ CARD = Card(
     records={"draft": EBFields},
     views=(ViewEntry("eb", "EB: sorted entropies and the bound", "Revisions", "explorer.views.revise:eb_prefix",
                      scrub="server"),),
-    shows=("eb_order",),
+    shows=(EBFields,),
     reasons={
         "ENTROPY_BOUND": ReasonEntry(12, "EB entropy bound", "#8c6d31", "eb"),   # within the entropy bound's prefix
     },

@@ -47,7 +47,7 @@ CARD = Card(
     records={"draft": KlassFields},
     views=(ViewEntry("klass", "KLASS: each slot's KL against ε", "KLASS",
                      "explorer.views.rivals:klass_map", "explorer.views.rivals"),),
-    shows=("kl",),
+    shows=(KlassFields,),
     tab_note="KLASS commits a slot once its distribution has stopped moving between forwards and it is confident.",
     glossary=(("KL stability (KLASS)", "KL(p_t ‖ p_t−1) between a slot's distributions in consecutive forwards; a "
                                        "slot whose last H KLs are below ε and whose confidence is above τ is "

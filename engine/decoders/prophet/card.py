@@ -52,7 +52,7 @@ CARD = Card(
     records={"draft": ProphetFields},
     views=(ViewEntry("prophet", "Prophet: the answer gap against its bar", "Prophet",
                      "explorer.views.rivals:prophet_gap", "explorer.views.rivals", "server"),),
-    shows=("prophet_gap",),
+    shows=(ProphetFields,),
     tab_note="Prophet commits the rest of the answer once the model's top-2 gap says it already knows it "
              "(Li et al.); the bar falls as the decode progresses.",
     glossary=(("Prophet gap", "top-1 minus top-2 logit, averaged over the block's masked slots; once it clears the "

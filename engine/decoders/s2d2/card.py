@@ -96,7 +96,7 @@ CARD = Card(
                      "explorer.views.router"),
            ViewEntry("attn", "Attention mask of the step", "S2D2", "explorer.views.attention:attention_mask",
                      "explorer.views.attention", "server")),
-    shows=("attn_mask",),                # SimSD's rounds carry their temporal mask too
+    shows=(S2D2DraftFields, VerifyFields),   # SimSD's rounds carry their verification mask too
     reasons={
         "ACCEPT": ReasonEntry(5, "S2D2 accept", "#31a354", "acc"),   # draft token accepted by the verifier
         "RESAMPLE": ReasonEntry(6, "S2D2 resample", "#de2d26", "res"),

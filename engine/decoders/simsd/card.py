@@ -102,7 +102,7 @@ CARD = Card(
     summary_type=SimSDSummary,
     views=(ViewEntry("simsd", "Reveal order and verdicts", "SimSD", "explorer.views.simsd:simsd_rounds",
                      "explorer.views.simsd", "server"),),
-    shows=("step_of",),
+    shows=(SimSDDraftFields, SimSDVerifyFields),
     tab_note="The round's temporal mask is the attention view in the S2D2 tab.",
     glossary=(
         ("drafter / target", "SimSD: a small model drafts the whole block in its own S steps; the large target checks every draft in one forward"),

@@ -80,7 +80,7 @@ CARD = Card(
                      "explorer.views.trajectory", "server"),
            ViewEntry("ce", "Forecast LCB, horizon, class", "TSPD + CE", "explorer.views.ce_maps:ce_maps",
                      "explorer.views.ce_maps")),
-    shows=("horizon",),
+    shows=(TSPDDraftFields,),
     sweeps=(SweepPreset("tspd vs threshold", ("threshold:tau={t}", "tspd:tau_s={t}"),
                         "the threshold rule's τ and TSPD's controller τ_s on the same problems"),
             SweepPreset("tspd vs rivals", ("threshold:tau=0.9", "tspd", "prophet:gap_scale=1.5", "klass",

@@ -87,7 +87,7 @@ CARD = Card(
                      scrub="server"),
            ViewEntry("canvas_history", "Token history of the selected position", "Canvas",
                      "explorer.views.revise:token_history", "explorer.views.canvas", "server")),
-    shows=("denoised",),
+    shows=(UniformFields,),
     hides=("Decode", "Revisions"),       # a canvas has no [MASK] slots: its own maps show the commits
     tab_note="The uniform-noise decoder of DiffusionGemma: the canvas starts as random tokens and every step keeps "
              "the lowest-entropy samples within the bound γ, renoising the rest.",

@@ -29,7 +29,7 @@ CARD = Card(
     records={"draft": WinoFields},
     views=(ViewEntry("wino", "WINO: drafted vs re-masked", "Revisions", "explorer.views.revise:wino_counts",
                      "explorer.views.revise"),),
-    shows=("drafted",),
+    shows=(WinoFields,),
     glossary=(
         ("WINO", "wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask a drafted token whose p falls below τ_narrow in a later forward"),
     ),
