@@ -27,6 +27,7 @@ from engine.runtime.loop import Generation, why_not
 from engine.models.model import load_model
 from engine.records.trace import Trace
 
+
 def branch_generation(adapter, base, branch, budget_s: float | None = None, load=None, page: bool = False):
     """The branch's decode (a ``Generation``) from ``base``, a finished trace of the same model: ``branch`` as
     ``parse_branch`` reads it. Without a spec the branch runs the base's decoder with the base's parameters; a spec

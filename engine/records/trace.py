@@ -116,6 +116,7 @@ RECORD_CONTRACTS = {"candidates": CandidateFields, "revise": RevisionFields, "kv
 RECORD_CONTRACTS.update({f"{n}.{kind}": t for n, c in cards().items() for kind, t in c.records.items()})
 
 
+@lru_cache(maxsize=None)
 def declared(contract: type) -> frozenset:
     """The field names a contract declares: a card's record dataclass (its bases' fields too) or a generic
     TypedDict."""
@@ -175,23 +176,23 @@ class StepRecord:
     # the generic contracts, read by attribute (``r.topk.topk_ids``; None where this forward has none)
     @property
     def topk(self) -> "Fields":
-        return Fields(self.extra, CandidateFields.__annotations__)
+        return Fields(self.extra, declared(CandidateFields))
 
     @property
     def revision(self) -> "Fields":
-        return Fields(self.extra, RevisionFields.__annotations__)
+        return Fields(self.extra, declared(RevisionFields))
 
     @property
     def kv(self) -> "Fields":
-        return Fields(self.extra, KVCacheFields.__annotations__)
+        return Fields(self.extra, declared(KVCacheFields))
 
     @property
     def rng(self) -> "Fields":
-        return Fields(self.extra, RngFields.__annotations__)
+        return Fields(self.extra, declared(RngFields))
 
     @property
     def fill(self) -> "Fields":
-        return Fields(self.extra, FillFields.__annotations__)
+        return Fields(self.extra, declared(FillFields))
 
     def outside(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """(positions, tokens) this forward wrote outside its block: edits to the finished block before it

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TypeVar
 
+from engine.catalogue.cards import cards
+
 S = TypeVar("S")
 
 
@@ -70,7 +72,6 @@ class TraceMeta:
         """The run's own totals as ``summary_type`` (a card's ``RunSummary`` or a base of it, such as
         ``SpeculativeSummary``) when this run's decoder declares that type or a subclass of it, else None; a field
         the saved trace lacks (saved before it existed) takes its default."""
-        from engine.catalogue.cards import cards
         card = cards().get(self.decoder)
         declared = card.summary_type if card else None
         if declared is None or not issubclass(declared, summary_type):
