@@ -174,25 +174,11 @@ class StepRecord:
         return self.field(name) is not None
 
     # the generic contracts, read by attribute (``r.topk.topk_ids``; None where this forward has none)
-    @property
-    def topk(self) -> "Fields":
-        return Fields(self.extra, declared(CandidateFields))
-
-    @property
-    def revision(self) -> "Fields":
-        return Fields(self.extra, declared(RevisionFields))
-
-    @property
-    def kv(self) -> "Fields":
-        return Fields(self.extra, declared(KVCacheFields))
-
-    @property
-    def rng(self) -> "Fields":
-        return Fields(self.extra, declared(RngFields))
-
-    @property
-    def fill(self) -> "Fields":
-        return Fields(self.extra, declared(FillFields))
+    topk = property(lambda self: Fields(self.extra, declared(CandidateFields)))
+    revision = property(lambda self: Fields(self.extra, declared(RevisionFields)))
+    kv = property(lambda self: Fields(self.extra, declared(KVCacheFields)))
+    rng = property(lambda self: Fields(self.extra, declared(RngFields)))
+    fill = property(lambda self: Fields(self.extra, declared(FillFields)))
 
     def outside(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """(positions, tokens) this forward wrote outside its block: edits to the finished block before it
