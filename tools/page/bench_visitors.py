@@ -40,10 +40,15 @@ def prompts(n: int) -> list[str]:
 
 
 OPEN = {"on": False}   # --open-sessions: each visitor's session exists before the clock (as a page visitor's does)
+CLIENT = {"kind": "gradio"}   # --client: gradio_client, or plain HTTP (gradio's documented /call/ route)
 
 
 def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     """One visitor: submit, note the first streamed frame and the answer (seconds from the common start)."""
+    (visit_http if CLIENT["kind"] == "http" else visit_gradio)(url, prompt, spec, t0, out)
+
+
+def visit_gradio(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     from gradio_client import Client
     # a visitor's own machine pays its client's costs: without ssl_verify=False gradio_client loads the CA bundle
     # for each of its HTTP requests (~40 ms of CPU, on loopback HTTP where no certificate is ever checked), which
@@ -58,6 +63,32 @@ def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     for value in client.submit(prompt, spec, api_name="/decode"):
         first = first if first is not None else time.perf_counter() - t0[0]
         last = value
+    out.update(first_s=first, answer_s=time.perf_counter() - t0[0], answer=last)
+
+
+def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
+    """The same call over gradio's plain HTTP route (POST /gradio_api/call/decode, then its event stream): no
+    client-side polling (gradio_client reads its stream's messages every 50 ms, which quantizes a short call's
+    time); each call is a new session, as a new visitor's."""
+    import httpx
+    client = httpx.Client(base_url=url, timeout=120)
+    start = threading.Event()
+    out["client"], out["start"] = client, start
+    start.wait()
+    event_id = client.post("gradio_api/call/decode", json={"data": [prompt, spec, "", ""]}).json()["event_id"]
+    first, last, event = None, None, None
+    with client.stream("GET", f"gradio_api/call/decode/{event_id}") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event in ("generating", "complete"):
+                first = first if first is not None else time.perf_counter() - t0[0]
+                last = json.loads(line[6:])[0]
+                if event == "complete":
+                    break
+            elif line.startswith("data: ") and event == "error":
+                raise RuntimeError(f"the decode failed: {line[6:200]}")
+    client.close()
     out.update(first_s=first, answer_s=time.perf_counter() - t0[0], answer=last)
 
 
@@ -182,10 +213,13 @@ def main(argv=None) -> None:
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--page", type=int, default=4, help="also this many real page Runs at once in Chromium (0: none)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
+    ap.add_argument("--client", choices=("gradio", "http"), default="gradio", help="gradio_client (the README's "
+                    "way), or plain HTTP on gradio's /call/ route (no client-side polling)")
     ap.add_argument("--open-sessions", action="store_true", help="each visitor's session made before the clock "
                     "starts (a page visitor's exists from the page's load; an API client's from its first call)")
     args = ap.parse_args(argv)
     OPEN["on"] = args.open_sessions
+    CLIENT["kind"] = args.client
     env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
     if args.max_running:
         env["UNMASK_MAX_RUNNING"] = args.max_running
