@@ -94,7 +94,9 @@ def guard_inputs(demo: gr.Blocks) -> None:
         try:
             return await preprocess(block_fn, inputs, state, explicit_call)
         except Exception as e:   # gradio's check of a client's values (its gr.Error too): bad input by definition
-            raise shown_error(f"not a value this page takes ({' '.join(str(e).split())[:120]})") from None
+            # a script reads the decode API's errors as text (as decode's own); the page's pop-ups are HTML
+            raise shown_error(f"not a value this page takes ({' '.join(str(e).split())[:120]})",
+                              escape=block_fn.api_name != "decode") from None
 
     demo.preprocess_data = checked
 

@@ -81,14 +81,14 @@ def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_trace
 
         def stream(dep):   # a stream that finds its session's events taken ends (or waits) without a result
             try:
-                ended.append(call(url, dep["id"], [None] * len(dep["inputs"]), session, timeout_s=15))
+                ended.append(call(url, dep["id"], [None] * len(dep["inputs"]), session, timeout_s=20, total_s=20))
             except (RuntimeError, OSError):
                 ended.append(None)
         streams = [threading.Thread(target=stream, args=(d,)) for d in cfg["dependencies"][:2]]
         for t in streams:               # two event streams on one session at once
             t.start()
         for t in streams:
-            t.join(60)
+            t.join(90)        # a waiting stream ends by its next heartbeat after 20 s (every 15 s)
         assert len(ended) == 2 and any(ended)
         grown = log.stat().st_size - before
         text = log.read_text()

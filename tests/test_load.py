@@ -167,6 +167,29 @@ def test_the_api_branches_a_run(app):
         cl.predict(PROMPTS[0], "threshold", "", '{"step": 9999}', api_name="/decode")
 
 
+def test_the_api_over_plain_http_answers_and_its_errors_read_as_text(app):
+    """gradio's plain route (POST /gradio_api/call/decode, then its event stream; bench_visitors --client http):
+    the answer, and a call one input short refused in one line a script reads as text (no HTML entities; the
+    page's pop-ups are escaped)."""
+    url, _ = app
+
+    def call(data):
+        req = urllib.request.Request(url + "gradio_api/call/decode", json.dumps({"data": data}).encode(),
+                                     {"Content-Type": "application/json"})
+        event_id = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]
+        lines = urllib.request.urlopen(f"{url}gradio_api/call/decode/{event_id}", timeout=60).read().decode()
+        event = next(ln[7:] for ln in lines.splitlines() if ln.startswith("event: ") and ln[7:] != "heartbeat")
+        return event, json.loads(next(ln[6:] for ln in lines.splitlines() if ln.startswith("data: ")
+                                      and ln[6:] != "null"))
+
+    event, data = call([PROMPTS[0], "threshold:tau=0.9,block_size=8", "", ""])
+    assert event in ("complete", "generating") and data[0]["decoder"] == "threshold" and data[0]["text"]
+    event, data = call([PROMPTS[0], "threshold"])
+    message = data["error"] if isinstance(data, dict) else str(data)
+    assert event == "error" and "not a value this page takes" in message and "didn't" in message
+    assert "&#" not in message and "\n" not in message
+
+
 def test_cancelled_decodes_stop_and_free_the_slot(app):
     """Three heavy decode calls cancelled while processing: the server is idle within a second and the next call is
     served at once (the slot was freed because the work stopped, not before)."""

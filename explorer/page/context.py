@@ -22,12 +22,13 @@ log = logging.getLogger("unmask")
 STATE_TTL_S = 20 * 60
 OPENED = 256            # problems the Sweep opened whose verdicts the page keeps (held-out, not visitors' text)
 
-def shown_error(e: Exception | str) -> gr.Error:
+def shown_error(e: Exception | str, escape: bool = True) -> gr.Error:
     """What a visitor's bad input becomes: a one-line pop-up, HTML-escaped (gradio renders pop-up text as HTML, and
-    the text may be the visitor's own), logged at INFO without a traceback (it is not a bug)."""
+    the text may be the visitor's own; ``escape=False`` for an API's caller, who reads it as text), logged at INFO
+    without a traceback (it is not a bug)."""
     text = str(e)
     log.info("user error: %s", text[:200])
-    return gr.Error(html.escape(text), print_exception=False)
+    return gr.Error(html.escape(text) if escape else text, print_exception=False)
 
 
 def slider_number(v, name: str, lo: int, hi: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -27,17 +28,21 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def call(url: str, fn: int, data: list, session: str, timeout_s: float = 120) -> dict:
+def call(url: str, fn: int, data: list, session: str, timeout_s: float = 120, total_s: float | None = None) -> dict:
     """One event of the page, as gradio's own client sends it; its completion message (``timeout_s``: how long
-    its event stream may stay silent)."""
+    its event stream may stay silent; ``total_s``: how long it may last, heartbeats or not, checked at each of its
+    lines: gradio sends a heartbeat every 15 s, so a stream that waits may never be silent for long)."""
     body = json.dumps({"data": data, "fn_index": fn, "session_hash": session, "event_data": None,
                        "trigger_id": None}).encode()
     req = urllib.request.Request(url + "gradio_api/queue/join", body, {"Content-Type": "application/json"})
     urllib.request.urlopen(req, timeout=30).read()
+    t0 = time.monotonic()
     with urllib.request.urlopen(url + f"gradio_api/queue/data?session_hash={session}", timeout=timeout_s) as r:
         for line in r:
             if b"process_completed" in line:
                 return json.loads(line[5:])
+            if total_s is not None and time.monotonic() - t0 > total_s:
+                raise RuntimeError(f"no result within {total_s:g} s")
     raise RuntimeError("the event stream ended without a result")
 
 
