@@ -2,14 +2,16 @@
 
     python -m tools.page.bench_visitors                     # N = 1, 4, 12, 32 (a few minutes on two cores)
     python -m tools.page.bench_visitors --n 1 12 --spec "threshold:tau=0.9,block_size=8" --json out.json
+    python -m tools.page.bench_visitors --client gradio     # through gradio_client instead of plain HTTP
 
-Starts ``python app.py`` on a loopback port. With ``--page N`` (default 4) also N real page Runs at once in
-Chromium (one browser context, so one session, each), against each prompt's page Run alone. First each visitor's prompt alone, one after another, three times
-(the solo answer, and the median time); then, per N, N visitors (one gradio_client each, distinct held-out prompts) submit at once. Prints a
-Markdown table per N: the makespan against one visitor alone (the mean solo time of those N prompts; one at a time
-would take N times it), p50 / p95 of each visitor's time
-to its first streamed frame and to its answer, the server's tokens per second, its RSS, and whether every answer
-equals that prompt's solo answer (text, token ids, NFE).
+Starts ``python app.py`` on a loopback port. First each visitor's prompt alone, one after another, three times (the
+solo answer, and the median time); then, per N, N visitors (distinct held-out prompts; each its own HTTP client
+on gradio's plain ``/call/decode`` route, or its own ``gradio_client``) submit at once. Prints a Markdown table per
+N: the makespan against one visitor alone (the mean solo time of those N prompts; one at a time would take N times
+it), p50 / p95 of each visitor's time to its first streamed frame and to its answer, the server's tokens per
+second, its RSS, and whether every answer equals that prompt's solo answer (text, token ids, NFE). With ``--page
+N`` (default 4) also N real page Runs at once in Chromium (one browser context, so one session, each), against
+each prompt's page Run alone.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def prompts(n: int) -> list[str]:
 
 
 OPEN = {"on": False}   # --open-sessions: each visitor's session exists before the clock (as a page visitor's does)
-CLIENT = {"kind": "gradio"}   # --client: gradio_client, or plain HTTP (gradio's documented /call/ route)
+CLIENT = {"kind": "http"}   # --client: plain HTTP (gradio's documented /call/ route), or gradio_client
 
 
 def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
@@ -213,11 +215,13 @@ def main(argv=None) -> None:
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--page", type=int, default=4, help="also this many real page Runs at once in Chromium (0: none)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
-    ap.add_argument("--client", choices=("gradio", "http"), default="gradio", help="gradio_client (the README's "
-                    "way), or plain HTTP on gradio's /call/ route (no client-side polling)")
+    ap.add_argument("--client", choices=("http", "gradio"), default="http", help="plain HTTP on gradio's /call/ "
+                    "route (no client-side polling), or gradio_client (which reads its stream every 50 ms)")
     ap.add_argument("--open-sessions", action="store_true", help="each visitor's session made before the clock "
                     "starts (a page visitor's exists from the page's load; an API client's from its first call)")
     args = ap.parse_args(argv)
+    if args.open_sessions and args.client == "http":
+        ap.error("--open-sessions needs --client gradio (each plain call is a new session)")
     OPEN["on"] = args.open_sessions
     CLIENT["kind"] = args.client
     env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
