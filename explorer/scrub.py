@@ -22,7 +22,6 @@ import json
 import numpy as np
 
 from engine.decoders.eb.card import EBFields
-from engine.decoders.uniform.card import UniformFields
 from engine.records.trace import own_records
 from explorer.grid import Grid
 from explorer.tokens import display
@@ -79,7 +78,7 @@ def bound_needed(trace, g: Grid) -> list:
     left side at its rank, ``eb_bound[eb_order]``): a γ drag commits exactly the cells whose need is ≤ γ. Empty
     lists for other decoders."""
     need = [[] for _ in range(g.end - g.P)]
-    for s, r, f in own_records(trace, EBFields, UniformFields):
+    for s, r, f in own_records(trace, EBFields):     # the uniform canvas's payload extends EB's
         if f.eb_order is None:
             continue
         rank, bound = f.eb_order, f.eb_bound

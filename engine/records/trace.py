@@ -129,11 +129,10 @@ GENERIC = tuple(RECORD_CONTRACTS[g] for g in ("candidates", "revise", "kv_cache"
 GENERIC_FIELDS = frozenset(k for c in GENERIC for k in declared(c))
 
 
-@lru_cache(maxsize=None)
-def contract(decoder: str, kind: str) -> frozenset:
-    """The fields a record of this decoder and kind may carry: the generic ones and its card's own."""
+def payload_fields(decoder: str, kind: str) -> frozenset:
+    """The fields of the payload this decoder's card declares for records of this kind (empty: none)."""
     own = RECORD_CONTRACTS.get(f"{decoder}.{kind}")
-    return GENERIC_FIELDS | (declared(own) if own else frozenset())
+    return declared(own) if own else frozenset()
 
 ARRAY_FIELDS = ("positions", "tokens_before", "tokens_after", "committed", "reason", "candidate", "confidence",
                 "margin", "entropy")

@@ -22,7 +22,7 @@ from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-e
 from engine.errors import BudgetExceeded, ConfigError
 from engine.runtime.sampling import TOP_K, TokenStats
 from engine.records.trace_meta import TraceMeta
-from engine.records.trace import GENERIC_FIELDS, Reason, Revision, StepRecord, Trace, contract
+from engine.records.trace import GENERIC_FIELDS, Reason, Revision, StepRecord, Trace, payload_fields
 
 
 class BlockContext:
@@ -317,7 +317,7 @@ class Generation:
         """Keep a record, add the engine time since the clock was last reset, and enforce the time budget
         (the caller resets the clock when the consumer hands control back)."""
         own = set(rec.extra) - GENERIC_FIELDS
-        declared = contract(self.policy.name, rec.kind) - GENERIC_FIELDS
+        declared = payload_fields(self.policy.name, rec.kind)
         assert not own or own == declared, (f"{self.policy.name}.{rec.kind} records carry {sorted(own)}, not the "
                                             f"payload its card declares ({sorted(declared)})")
         self.records.append(rec)

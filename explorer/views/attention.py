@@ -14,13 +14,14 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from engine.catalogue.cards import VerifyFields
 from engine.decoders.s2d2.card import S2D2DraftFields, S2D2VerifyFields
 from engine.decoders.simsd.card import SimSDVerifyFields
 from engine.records.trace import fields
 from explorer.views.heatmaps import empty_figure
 
 
-MASKED = (S2D2DraftFields, S2D2VerifyFields, SimSDVerifyFields)     # the records that carry their attention mask
+MASKED = (S2D2DraftFields, VerifyFields)     # the records that carry their attention mask (S2D2's and SimSD's)
 
 
 def nearest_masked_record(trace, step: int | None):

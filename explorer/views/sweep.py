@@ -74,6 +74,8 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
         return fig.update_layout(height=360, template="unmask")
     families = list(dict.fromkeys(r.get("decoder", "") for r in rows))
     accs = [r["accuracy"] for r in rows]
+    spans = {key: (max(r[key] for r in rows) - min(r[key] for r in rows) or 1.0, max(accs) - min(accs) or 1.0)
+             for key in ("tpf", "tokens_per_s")}          # the ranges labels are thinned against, every family alike
     for k, fam in enumerate(families):
         sub = [r for r in rows if r.get("decoder", "") == fam]
         acc, labels = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub]
@@ -86,8 +88,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
             on_front = set(front.tolist()) if fam != BASELINE_DECODER else set(range(len(sub)))
             # only the frontier's points carry a label, and only where it fits (the rest pile up): every point has
             # its hover
-            xs = [r[key] for r in rows]
-            shown = thinned(x, acc, on_front, (max(xs) - min(xs) or 1.0, max(accs) - min(accs) or 1.0))
+            shown = thinned(x, acc, on_front, spans[key])
             fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels, cliponaxis=False,
                                      text=[short_label(t) if i in shown else "" for i, t in enumerate(labels)],
                                      textposition="top center",
