@@ -22,6 +22,8 @@ from explorer.export_dir import ExportDir
 from explorer.layout import build_demo, launch_kwargs
 from explorer.page.context import Page, offered_names
 from explorer.page.fair import FairGate
+from explorer.page import proxy
+from explorer.page.presence import STREAMS
 from explorer.store import TraceStore
 
 TASKS_MODEL = "unmask-tasks-small"
@@ -79,7 +81,7 @@ def create_app():
     cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
     page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=ExportDir(),
-                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running))
+                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running, streams=STREAMS))
     return build_demo(page)
 
 
@@ -90,8 +92,9 @@ if __name__ == "__main__":
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     # X-Forwarded-For only from the proxies the operator names (uvicorn reads this when it starts; its own
-    # default trusts loopback, where a local client could forge any address)
-    os.environ["FORWARDED_ALLOW_IPS"] = settings.get("UNMASK_TRUSTED_PROXIES")
+    # default trusts loopback, where a local client could forge any address); on a Space without named proxies
+    # the app's own middleware reads the platform's header (explorer.page.proxy)
+    os.environ["FORWARDED_ALLOW_IPS"] = proxy.forwarded_allow_ips()
     try:
         demo = create_app()
     except UserError as e:       # a model the operator named cannot be loaded (a bad path, a link out, a hub id)

@@ -56,14 +56,19 @@ SETTINGS = {s.name: s for s in (
             "(0: the device's default, 16 on a CPU, 64 on an accelerator)"),
     Setting("UNMASK_ROUND_TOKENS", int, 4096, 1, 1 << 20, "query tokens in one round of the engine loop "
             "(a round always runs at least one request)"),
-    Setting("UNMASK_PER_ADDRESS", int, 4, 2, 10_000, "a client's running and waiting requests, of all kinds and "
-            "sessions together"),
+    Setting("UNMASK_WAITING", int, 256, 1, 8192, "requests waiting for the model, all clients together (the fair "
+            "queue's bound; beyond it the newest request of the client holding the most is refused)"),
+    Setting("UNMASK_PER_ADDRESS", int, 128, 2, 8192, "requests of one client (address) waiting for the model, all "
+            "its sessions and kinds together (128: a class of 64 behind one address, each with one running and "
+            "one waiting)"),
     Setting("UNMASK_TRUSTED_PROXIES", str, "", doc="addresses or networks (commas) whose X-Forwarded-For is "
-            "believed (uvicorn's FORWARDED_ALLOW_IPS); empty: none, the socket's address counts"),
+            "believed (uvicorn's FORWARDED_ALLOW_IPS); empty: none, the socket's address counts, except on a Space "
+            "(SPACE_ID set), where the right-most non-private X-Forwarded-For address counts"),
     Setting("UNMASK_SESSIONS", int, 256, 1, 100_000, "sessions whose page state is kept"),
     Setting("UNMASK_SESSION_IDLE_S", float, 600.0, 1.0, 1e7, "seconds after which an idle session's state goes"),
     Setting("UNMASK_THREADS", int, 0, 0, 1024, "torch's intra-op threads (0: torch's default)"),
-    Setting("UNMASK_QUEUE", int, 32, 1, 10_000, "gradio's queue size"),
+    Setting("UNMASK_QUEUE", int, 32, 1, 10_000, "gradio's queue size, for the events that do not run the model "
+            "(those wait in the fair queue)"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
     Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
 )}

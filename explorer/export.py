@@ -56,8 +56,12 @@ def export_files(trace, directory: Path) -> list[str]:
     return [str(p) for p in paths]
 
 
-def export_gif(trace, directory: Path, budget_s: float | None = None) -> str:
-    """The animated GIF (``explorer.gif``; seconds for a long run, so made only on request, within a budget)."""
+def export_gif(trace, directory: Path, budget_s: float | None = None, should_stop=None) -> str | None:
+    """The animated GIF (``explorer.gif``; seconds for a long run, so made only on request, within a budget); None
+    when ``should_stop()`` ended it."""
+    data = decode_gif(trace, budget_s=budget_s, should_stop=should_stop)
+    if data is None:
+        return None
     path = stem_of(trace, directory).with_suffix(".gif")
-    path.write_bytes(decode_gif(trace, budget_s=budget_s))
+    path.write_bytes(data)
     return str(path)

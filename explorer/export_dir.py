@@ -65,14 +65,17 @@ class ExportDir:
         self.enforce_cap()
         return paths
 
-    def write_gif(self, trace, budget_s: float | None = None) -> str:
-        """The run's GIF, made once: a second request for the same trace gets the same file (while it lasts)."""
+    def write_gif(self, trace, budget_s: float | None = None, should_stop=None) -> str | None:
+        """The run's GIF, made once: a second request for the same trace gets the same file (while it lasts); None
+        when ``should_stop()`` ended it (its visitor left)."""
         import hashlib
         key = hashlib.sha256(trace.to_bytes()).hexdigest()
         done = self.gifs.get(key)
         if done is not None and Path(done).is_file():
             return done
-        path = export_gif(trace, self.path, budget_s)
+        path = export_gif(trace, self.path, budget_s, should_stop)
+        if path is None:
+            return None
         self.gifs[key] = path
         self.enforce_cap()
         return path

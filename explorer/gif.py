@@ -123,10 +123,10 @@ def frame(trace, d: dict, g: Grid, s: int, row: list[dict], boxes, fonts) -> Ima
     return img
 
 
-def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None) -> bytes:
+def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None, should_stop=None) -> bytes | None:
     """The GIF's bytes (at most MAX_FRAMES forwards: longer traces are sampled evenly, the last kept). With a
     budget, the last frame is drawn first and timed, and the frames are thinned so that drawing and encoding them
-    fit in about half of it."""
+    fit in about half of it. ``should_stop()`` true between two frames (the visitor left) ends it with None."""
     import time
     g = Grid.of(trace)
     d = payload(trace, g)
@@ -141,7 +141,12 @@ def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None) ->
     steps = list(range(g.n_steps))
     if len(steps) > most:
         steps = sorted(set(np.linspace(0, g.n_steps - 1, most).astype(int).tolist()))
-    frames = [frame(trace, d, g, s, rows[s], boxes, fonts) for s in steps[:-1]] + [last]
+    frames = []
+    for s in steps[:-1]:
+        if should_stop is not None and should_stop():
+            return None
+        frames.append(frame(trace, d, g, s, rows[s], boxes, fonts))
+    frames.append(last)
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], loop=0,
                    duration=[ms_per_frame] * (len(frames) - 1) + [2500], optimize=False)

@@ -18,13 +18,13 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import fair, serverlog, sessions
+from explorer.page import fair, presence, proxy, serverlog, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.catalogue.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
-MODEL = dict(concurrency_id="model", concurrency_limit=fair.CAPACITY)   # the gate lets one at a time run
+MODEL = dict(concurrency_id="model", concurrency_limit=fair.CAPACITY)   # every one reaches the gate, which orders them
 
 
 def model_run(rp: RunParts) -> dict:
@@ -256,4 +256,15 @@ def launch_kwargs() -> dict:
     a Run, so ~3 GiB; a session unused for UNMASK_SESSION_IDLE_S is let go sooner (``explorer.page.sessions``)."""
     serverlog.install()
     return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
-                state_session_capacity=sessions.capacity(), app_kwargs={"lifespan": sessions.lifespan()})
+                state_session_capacity=sessions.capacity(),
+                app_kwargs={"lifespan": sessions.lifespan(), "middleware": middleware()})
+
+
+def middleware() -> list:
+    """Each session's open event streams counted (``presence.Presence``: a gone client's work stops); on a Space
+    without a named proxy, the visitor's address read from the platform's ``X-Forwarded-For`` (``proxy``)."""
+    from starlette.middleware import Middleware
+    out = [Middleware(presence.Presence)]
+    if proxy.mode() == "space":
+        out.append(Middleware(proxy.SpaceClient))
+    return out

@@ -1,14 +1,18 @@
-"""The model's fair share among visitors (``explorer.page.fair``): one running and one waiting request per session
-and kind, a wider cap per address, round robin between visitors, and nothing held by a visitor who left."""
+"""Fair queueing of the model (``explorer.page.fair``): work-conserving (no refusal while there is a free place or
+room in the queue), round robin over clients and, within one, over its sessions; a session's own rule (one running
+and one waiting per kind); refusal of the newest request of the client holding the most when the queue is full;
+waiters whose client left passed over; nothing kept once everything has ended."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from types import SimpleNamespace
 
 import pytest
 
 from explorer.page.fair import Busy, FairGate
+from explorer.page.presence import Gone, Streams
 
 
 def visitor(session: str, host: str = "10.0.0.1"):
@@ -19,6 +23,10 @@ async def hold(gate, kind, request, log, name, release: asyncio.Event):
     async with gate.slot(kind, request):
         log.append(name)
         await release.wait()
+
+
+def empty(gate: FairGate) -> bool:
+    return not (gate.held or gate.queues or gate.running or gate.served or gate.last) and gate.active == 0
 
 
 def test_a_session_gets_one_running_and_one_waiting_request_per_kind():
@@ -37,106 +45,190 @@ def test_a_session_gets_one_running_and_one_waiting_request_per_kind():
         await asyncio.gather(first, second, other_kind)
         return log, gate
     log, gate = asyncio.run(scenario())
-    assert log == ["a1", "a2", "a-sweep"] and not gate.held and gate.active == 0
+    assert log == ["a1", "a2", "a-sweep"] and empty(gate)
 
 
-def test_a_second_visitor_is_served_before_a_flooders_waiting_request():
+def test_a_class_of_64_behind_one_address_is_all_admitted_and_served_round_robin():
+    """64 sessions of one address, each pressing Run twice, 16 places: none refused (128 requests, the default
+    per-client bound), every session's first request served before any session's second."""
     async def scenario():
-        gate, log = FairGate(), []
-        gates = {n: asyncio.Event() for n in ("a1", "a2", "b1")}
-        a, b = visitor("a", "10.0.0.1"), visitor("b", "10.0.0.2")
-        tasks = [asyncio.create_task(hold(gate, "decode", a, log, "a1", gates["a1"]))]
-        await asyncio.sleep(0)
-        tasks.append(asyncio.create_task(hold(gate, "decode", a, log, "a2", gates["a2"])))
-        await asyncio.sleep(0)
-        refused = 0
-        for _ in range(18):                                   # the rest of a flood of 20
-            try:
-                async with gate.slot("decode", a):
-                    pass
-            except Busy:
-                refused += 1
-        tasks.append(asyncio.create_task(hold(gate, "decode", b, log, "b1", gates["b1"])))
-        await asyncio.sleep(0)
-        for name in ("a1", "b1", "a2"):
-            gates[name].set()
-            await asyncio.sleep(0.01)
+        gate, log = FairGate(concurrent=16), []
+        gos = {}
+        tasks = []
+        for rnd in range(2):
+            for i in range(64):
+                name = f"s{i}-{rnd}"
+                gos[name] = asyncio.Event()
+                tasks.append(asyncio.create_task(hold(gate, "run", visitor(f"s{i}"), log, name, gos[name])))
+                await asyncio.sleep(0)
+        assert gate.active == 16 and gate.waiting == 112
+        while len(log) < 128:                           # the running ones finish, in the order they started
+            for name in list(log):
+                gos[name].set()
+            await asyncio.sleep(0)
+        for go in gos.values():
+            go.set()
         await asyncio.gather(*tasks)
-        return log, refused
-    log, refused = asyncio.run(scenario())
-    assert refused == 18 and log == ["a1", "b1", "a2"]       # b waited for one request, not for a's queue
-
-
-def test_an_address_shared_by_many_sessions_has_a_wider_cap():
-    async def scenario():
-        gate, log, go = FairGate(per_address=3), [], asyncio.Event()
-        tasks = [asyncio.create_task(hold(gate, "run", visitor(f"s{i}"), log, i, go)) for i in range(3)]
-        await asyncio.sleep(0)
-        with pytest.raises(Busy):
-            async with gate.slot("run", visitor("s9")):
-                pass
-        go.set()
-        await asyncio.gather(*tasks)
-        return log
-    assert asyncio.run(scenario()) == [0, 1, 2]
-
-
-def test_a_visitor_who_leaves_while_waiting_holds_nothing():
-    async def scenario():
-        gate, log, go = FairGate(), [], asyncio.Event()
-        a, b = visitor("a", "10.0.0.1"), visitor("b", "10.0.0.2")
-        running = asyncio.create_task(hold(gate, "run", a, log, "a1", go))
-        await asyncio.sleep(0)
-        waiting = asyncio.create_task(hold(gate, "run", b, log, "b1", go))
-        await asyncio.sleep(0)
-        waiting.cancel()                                     # b closes the tab
-        await asyncio.sleep(0)
-        go.set()
-        await running
-        after = asyncio.create_task(hold(gate, "run", b, log, "b2", go))
-        await after
         return log, gate
     log, gate = asyncio.run(scenario())
-    assert log == ["a1", "b2"] and not gate.held and gate.active == 0 and not gate.waiting
+    firsts = [i for i, name in enumerate(log) if name.endswith("-0")]
+    assert len(log) == 128 and max(firsts) < min(i for i, n in enumerate(log) if n.endswith("-1"))
+    assert empty(gate)
 
 
-def test_one_client_with_twenty_sessions_holds_its_cap_of_all_kinds_and_another_client_is_served_at_once():
-    """20 sessions from one address, decode and compare mixed: only per_address (4) are admitted, the rest refused
-    at once with the client's message; a second address is admitted straight away (places are free)."""
+def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_address():
+    """One place, held. Address A: a flooding session f (five kinds, two requests each: all within its session's
+    rule), then classmates s1 and s2; address B: one visitor. Order of service: f's first (it came first), B, s1,
+    s2, and only then f's other nine."""
     async def scenario():
-        gate, log, go = FairGate(per_address=4, concurrent=16), [], asyncio.Event()
-        held, refused = [], []
-        for i in range(20):
-            kind = "decode" if i % 2 else "compare"
-            try:
-                async with gate.slot(kind, visitor(f"s{i}")):
-                    pass
-            except Busy as e:
-                refused.append(str(e))
-                continue
-            held.append(asyncio.create_task(hold(gate, kind, visitor(f"s{i}"), log, f"a{i}", go)))
-            await asyncio.sleep(0)
-        other = asyncio.create_task(hold(gate, "decode", visitor("b", "10.0.0.2"), log, "b", go))
+        gate, log = FairGate(concurrent=1), []
+        gos, tasks = {}, []
+
+        def start(name, kind, req):
+            gos[name] = asyncio.Event()
+            tasks.append(asyncio.create_task(hold(gate, kind, req, log, name, gos[name])))
+
+        start("x", "run", visitor("x", "10.0.0.9"))
         await asyncio.sleep(0)
-        admitted_at_once = "b" in log
+        for kind in ("run", "compare", "sweep", "branch", "decode"):
+            for k in range(2):
+                start(f"f-{kind}-{k}", kind, visitor("f", "10.0.0.1"))
+        start("s1", "run", visitor("s1", "10.0.0.1"))
+        start("s2", "run", visitor("s2", "10.0.0.1"))
+        start("b1", "run", visitor("b1", "10.0.0.2"))
+        await asyncio.sleep(0)
+        assert gate.waiting == 13
+        while len(log) < 14:
+            gos[log[-1]].set()                          # the one running finishes
+            await asyncio.sleep(0)
+        gos[log[-1]].set()
+        await asyncio.gather(*tasks)
+        return log, gate
+    log, gate = asyncio.run(scenario())
+    assert log[:5] == ["x", "f-run-0", "b1", "s1", "s2"] and sorted(log[5:]) == sorted(
+        f"f-{k}-{i}" for k in ("run", "compare", "sweep", "branch", "decode") for i in range(2) if (k, i) != ("run", 0))
+    assert empty(gate)
+
+
+def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most():
+    async def scenario():
+        gate, log = FairGate(concurrent=1, waiting_cap=4, per_client=3), []
+        go, tasks, refused = asyncio.Event(), {}, {}
+
+        def start(name, req):
+            async def run():
+                try:
+                    await hold(gate, "run", req, log, name, go)
+                except Busy as e:
+                    refused[name] = str(e)
+            tasks[name] = asyncio.create_task(run())
+
+        start("x", visitor("x", "10.0.0.9"))            # holds the place
+        for i in range(3):
+            start(f"a{i}", visitor(f"a{i}", "10.0.0.1"))
+        await asyncio.sleep(0)
+        start("a3", visitor("a3", "10.0.0.1"))          # over its client's bound (3): refused itself
+        start("b0", visitor("b0", "10.0.0.2"))          # the queue is now full (4)
+        await asyncio.sleep(0)
+        start("c0", visitor("c0", "10.0.0.3"))          # full: A holds the most, its newest (a2) makes room
+        await asyncio.sleep(0)
+        start("a4", visitor("a4", "10.0.0.1"))          # full, and A still holds the most (2 + itself): refused
+        await asyncio.sleep(0)
+        assert set(refused) == {"a3", "a2", "a4"} and gate.waiting == 4
         go.set()
-        await asyncio.gather(*held, other)
-        return log, refused, admitted_at_once
-    log, refused, at_once = asyncio.run(scenario())
-    assert sum(name.startswith("a") for name in log) == 4 and at_once
-    assert len(refused) == 16 and all("your address already has 4" in r for r in refused)
+        await asyncio.gather(*tasks.values())
+        return log, refused, gate
+    log, refused, gate = asyncio.run(scenario())
+    assert all("queue is full" in m for m in refused.values())
+    assert log == ["x", "a0", "b0", "c0", "a1"] and empty(gate)
+
+
+def test_a_waiter_whose_client_left_is_passed_over_and_holds_nothing():
+    """b's stream opens and closes while its request waits: when the place frees it goes to c, and b's request
+    ends with ``Gone``; a waiter cancelled by gradio holds nothing either."""
+    async def scenario():
+        streams = Streams()
+        streams.installed = True
+        gate, log, go = FairGate(concurrent=1, streams=streams), [], asyncio.Event()
+        for s in ("a", "b", "c", "d"):
+            streams.opened(s)
+        running = asyncio.create_task(hold(gate, "run", visitor("a", "10.0.0.1"), log, "a", go))
+        await asyncio.sleep(0)
+        gone = asyncio.create_task(hold(gate, "run", visitor("b", "10.0.0.2"), log, "b", go))
+        cancelled = asyncio.create_task(hold(gate, "run", visitor("d", "10.0.0.4"), log, "d", go))
+        waiting = asyncio.create_task(hold(gate, "run", visitor("c", "10.0.0.3"), log, "c", go))
+        await asyncio.sleep(0)
+        streams.closed("b")                             # b closes its tab
+        cancelled.cancel()
+        go.set()
+        await asyncio.gather(running, waiting)
+        with pytest.raises(Gone):
+            await gone
+        return log, gate
+    log, gate = asyncio.run(scenario())
+    assert log == ["a", "c"] and empty(gate)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_traffic_is_work_conserving_and_leaves_nothing_behind(seed):
+    """Random arrivals (four addresses, twelve sessions, four kinds), finishes and cancels: at every step no place
+    is free while a request waits, a request is refused only by its session's rule or a full queue, and the gate
+    is empty at the end."""
+    rng = random.Random(seed)
+
+    async def scenario():
+        gate = FairGate(concurrent=3, waiting_cap=10, per_client=6)
+        gos, tasks, outcomes = [], [], []
+
+        async def one(req, kind, go):
+            mine = gate.held[(kind, req.session_hash)]
+            try:
+                async with gate.slot(kind, req):
+                    await go.wait()
+                outcomes.append("served")
+            except Busy as e:                           # at arrival (its session's rule, a full queue), or
+                outcomes.append("refused")              # later, to make room in a full queue
+                assert mine >= 2 if "running and one waiting" in str(e) else "queue is full" in str(e)
+            except asyncio.CancelledError:
+                outcomes.append("cancelled")
+
+        for _ in range(300):
+            r = rng.random()
+            if r < 0.5:
+                req = visitor(f"s{rng.randrange(12)}", f"10.0.0.{rng.randrange(4)}")
+                go = asyncio.Event()
+                gos.append(go)
+                tasks.append(asyncio.create_task(one(req, rng.choice(("run", "compare", "sweep", "decode")), go)))
+            elif r < 0.9 and gos:
+                gos.pop(rng.randrange(len(gos))).set()
+            elif tasks:
+                tasks[rng.randrange(len(tasks))].cancel()
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert gate.active <= gate.concurrent
+            assert gate.active == gate.concurrent or gate.waiting == 0, "a place is free while a request waits"
+        for go in gos:
+            go.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return gate, outcomes
+    gate, outcomes = asyncio.run(scenario())
+    assert "served" in outcomes and empty(gate)
 
 
 def test_the_app_believes_forwarded_for_only_from_the_operators_proxies(monkeypatch):
-    """app.py hands UNMASK_TRUSTED_PROXIES to uvicorn (FORWARDED_ALLOW_IPS): by default no peer is a trusted
-    proxy, so a loopback client's forged X-Forwarded-For changes nothing."""
+    """Off a Space, app.py hands UNMASK_TRUSTED_PROXIES to uvicorn (FORWARDED_ALLOW_IPS): by default no peer is a
+    trusted proxy, so a loopback client's forged X-Forwarded-For changes nothing."""
     from uvicorn.middleware.proxy_headers import _TrustedHosts
-    from engine import settings
+    from explorer.page import proxy
     monkeypatch.delenv("UNMASK_TRUSTED_PROXIES", raising=False)
-    trusted = _TrustedHosts(settings.get("UNMASK_TRUSTED_PROXIES"))
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert proxy.mode() == "named"
+    trusted = _TrustedHosts(proxy.forwarded_allow_ips())
     assert "127.0.0.1" not in trusted and "::1" not in trusted
     monkeypatch.setenv("UNMASK_TRUSTED_PROXIES", "10.0.0.0/8")
-    trusted = _TrustedHosts(settings.get("UNMASK_TRUSTED_PROXIES"))
+    trusted = _TrustedHosts(proxy.forwarded_allow_ips())
     assert "10.1.2.3" in trusted and "127.0.0.1" not in trusted
+    monkeypatch.setenv("SPACE_ID", "someone/unmask")       # named proxies win on a Space too
+    assert proxy.mode() == "named"
     src = (__import__("pathlib").Path(__file__).resolve().parent.parent / "app.py").read_text()
-    assert 'os.environ["FORWARDED_ALLOW_IPS"] = settings.get("UNMASK_TRUSTED_PROXIES")' in src
+    assert 'os.environ["FORWARDED_ALLOW_IPS"] = proxy.forwarded_allow_ips()' in src

@@ -6,8 +6,9 @@
                                                    "threshold:tau=0.9,block_size=8", api_name="/decode")
 
 It streams: ``Client.submit`` sees a partial summary about twice a second; ``predict`` returns the last, complete
-one. A cancelled call (``job.cancel()``) or a client that goes away stops the decode between forwards, and its
-slot is freed only once the decode has stopped.
+one. A cancelled call (``job.cancel()``) or a client that goes away (it closed its stream, or never opened one:
+``explorer.page.presence``) stops the decode between forwards, and its place is freed only once the decode has
+stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from engine.catalogue.spec import parse_spec
 from explorer.page import fair
 from explorer.page.context import Page
 from explorer.page.fair import Busy
+from explorer.page.presence import Gone
 from explorer.page.worker import follow
 
 SUMMARY_KEYS = ("text", "token_ids", "nfe", "decoder", "params", "generated_tokens", "model")
@@ -63,5 +65,7 @@ def register_api(page: Page) -> None:
                     yield summary(f.value)
         except (UserError, Busy) as e:
             raise gr.Error(str(e), print_exception=False) from None   # a client reads it as text: not escaped
+        except Gone:
+            return                                                     # its client left: nobody to answer
 
     gr.api(decode, api_name="decode", concurrency_id="model", concurrency_limit=fair.CAPACITY)

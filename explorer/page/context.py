@@ -13,6 +13,7 @@ import gradio as gr
 
 from engine.errors import UserError
 from explorer.page.fair import Busy, FairGate
+from explorer.page.presence import Gone
 from engine.tasks import TASKS, Problem, get_task
 
 log = logging.getLogger("unmask")
@@ -126,10 +127,12 @@ class Page:
 
 async def fairly(page: Page, kind: str, request, outputs):
     """The outputs of a request that runs the model, once the gate lets it (``explorer.page.fair``); a visitor
-    beyond its share gets the page's one-line message."""
+    beyond its share, or refused by a full queue, gets the page's one-line message; one who left gets nothing more."""
     try:
         async with page.gate.slot(kind, request):
             async for out in outputs:
                 yield out
     except Busy as e:
         raise shown_error(str(e)) from None
+    except Gone:
+        log.info("%s abandoned: its client left", kind)

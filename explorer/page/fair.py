@@ -1,44 +1,50 @@
-"""Fair use of the one model among the visitors of a public Space.
+"""Fair queueing of the one model among the visitors of a public Space: it orders requests, and refuses none while
+the model has a free place or the queue has room (work-conserving, as Linux's fq and DRR schedulers, vLLM's and
+SGLang's priority queues and gradio's own queue).
 
-Every request that runs the model (a run of the page, Compare, Sweep, the ``decode`` API) passes the gate. The unit
-of fairness is the client: its address, as the socket gives it, or as ``X-Forwarded-For`` gives it only when the
-peer is a proxy the operator named (``UNMASK_TRUSTED_PROXIES``, applied by app.py to uvicorn's
-``FORWARDED_ALLOW_IPS``; otherwise a forged header changes nothing). A client holds at most ``UNMASK_PER_ADDRESS``
-(default 4) running and waiting requests of all kinds together, however many sessions it opens; within that, a
-session holds one running and one waiting request of each kind. Further requests are refused at once with a
-one-line message.
+Every request that runs the model (a run of the page, Compare, Branch, Sweep, the ``decode`` API) passes the gate.
+Up to ``concurrent`` requests (the engine loop's ``max_running``) hold a place at once and share the loop's batched
+rounds; the others wait here. When a place frees, it goes to the **client** (an address, ``explorer.page.proxy``)
+with the fewest requests running, then the fewest turns taken since it last had nothing to do (max-min fairness,
+as the engine loop's admission), the least recently served first among equals; within that client, to its
+**session** chosen the same way; within the session, to its oldest request. So twelve visitors behind
+one address (a class on a school's network, or every visitor of a Space without a named proxy) are served like any
+twelve, a flooding session of that address waits behind its classmates' first requests, and a visitor from another
+address gets the next free place.
 
-Up to ``concurrent`` requests (the engine loop's ``max_running``) run at once: their decodes share the engine
-loop's rounds (``engine.runtime.engine_loop``, which admits decodes round robin over clients). Past that, when a
-place frees, the next is the longest-waiting request of a visitor other than the one just served (round robin), so
-a second visitor waits about one request's budget behind a flooding one, never behind its whole queue. The page's model events admit many requests into their handlers at once
-(``CAPACITY``): the gate, not gradio's queue, decides who waits, and a flood is refused in milliseconds instead of
-filling the queue.
+Refusals, each a one-line message:
+- a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
+- the queue is **full**: ``UNMASK_WAITING`` requests waiting in all (default 256), or ``UNMASK_PER_ADDRESS`` of one
+  client (default 128: a class of 64 behind one address, each with a request running and one waiting). Then the
+  refused request is the newest of the client holding the most: the newcomer if that is its own client, else that
+  client's newest waiting request, which leaves the queue to make room.
+
+A waiting request whose client has gone (``explorer.page.presence``) is passed over and leaves the queue. The page's
+model events let ``CAPACITY`` requests into their handlers, more than the gate ever holds, so the gate, not gradio's
+first-come queue, decides the order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections import Counter
+import itertools
+from collections import Counter, OrderedDict, deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from engine import settings
+from explorer.page import presence
+from explorer.page.presence import Gone
+from explorer.page.proxy import client_key
 
-CAPACITY = 64             # model requests admitted into their handlers at once (the gate queues them)
+CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
-BUSY = ("you already have a {kind} running and one waiting: wait for them to finish, or press Stop")
-BUSY_CLIENT = ("your address already has {n} requests running or waiting (from all its tabs and sessions): wait for "
-               "one to finish")
-ANY = "*"                 # the kind of a client's key: its cap spans every kind
-
+BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
+FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your address): try again in a "
+        "minute")
 
 CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's client, for the engine loop
-
-
-def per_address() -> int:
-    return settings.get("UNMASK_PER_ADDRESS")
 
 
 def client() -> str:
@@ -46,82 +52,152 @@ def client() -> str:
     return CLIENT.get()
 
 
-def who(keys: tuple):
-    """The visitor behind a request's keys, whatever its kind: its session, else its address."""
-    return next(((k[1], k[2]) for k in keys if k[1] == "session"), next(((k[1], k[2]) for k in keys), None))
-
-
 class Busy(Exception):
-    """A visitor asked for more than its share; the message is for the page."""
+    """A visitor asked for more than its share, or the queue is full; the message is for the page."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Waiter:
-    keys: tuple
+    client: str
+    session: str
     future: asyncio.Future
+    present: object           # () -> bool: its client is still there
+    seq: int                  # arrival order
 
 
 @dataclass
 class FairGate:
-    per_address: int = field(default_factory=per_address)
-    held: Counter = field(default_factory=Counter)       # key -> requests of that visitor running or waiting
-    waiting: list = field(default_factory=list)          # _Waiter, in arrival order
-    concurrent: int = 1                                  # requests running at once (the engine loop's max_running)
+    concurrent: int = 1                                   # requests holding a place (the engine loop's max_running)
+    waiting_cap: int = field(default_factory=lambda: settings.get("UNMASK_WAITING"))
+    per_client: int = field(default_factory=lambda: settings.get("UNMASK_PER_ADDRESS"))
+    held: Counter = field(default_factory=Counter)        # (kind, session) -> its requests running or waiting
+    queues: dict = field(default_factory=dict)            # client -> OrderedDict(session -> deque of _Waiter)
+    running: Counter = field(default_factory=Counter)     # client, and (client, session) -> requests holding places
+    served: Counter = field(default_factory=Counter)      # client, and (client, session) -> turns taken while busy
+    last: dict = field(default_factory=dict)              # client, and (client, session) -> seq of its last turn
+    streams: presence.Streams | None = None               # whose clients are still there (None: all are)
     active: int = 0
-    served: tuple = ()                                   # the keys of the request served last
+    _seq: itertools.count = field(default_factory=itertools.count)
 
-    def keys(self, kind: str, request) -> tuple:
-        """(kind, "session", hash) and ("*", "address", host) of the request, those it has: a session's share is
-        per kind, a client's spans every kind."""
-        session = getattr(request, "session_hash", None)
-        host = getattr(getattr(request, "client", None), "host", None)
-        return tuple(k for k in ((kind, "session", session), (ANY, "address", host)) if k[2])
+    @property
+    def waiting(self) -> int:
+        return sum(len(q) for sessions in self.queues.values() for q in sessions.values())
 
-    def cap(self, key: tuple) -> int:
-        return PER_SESSION if key[1] == "session" else self.per_address
+    def waiting_of(self, who: str) -> int:
+        return sum(len(q) for q in self.queues.get(who, {}).values())
 
     @asynccontextmanager
     async def slot(self, kind: str, request):
-        """Hold the model for one request of this visitor, after those before it (``Busy`` beyond its share)."""
-        keys = self.keys(kind, request)
-        for k in keys:
-            if self.held[k] >= self.cap(k):
-                raise Busy(BUSY.format(kind=kind) if k[1] == "session" else BUSY_CLIENT.format(n=self.held[k]))
-        self.held.update(keys)
-        CLIENT.set(next((k[2] for k in keys if k[1] == "address"), ""))
+        """Hold a place for one request of this visitor once its turn comes (``Busy`` beyond its session's share
+        or when the queue is full and it is the one to go; ``Gone`` if its client leaves while it waits)."""
+        session = getattr(request, "session_hash", None) or ""
+        who = client_key(getattr(getattr(request, "client", None), "host", None))
+        key = (kind, session)
+        if session and self.held[key] >= PER_SESSION:
+            raise Busy(BUSY.format(kind=kind))
+        CLIENT.set(who)
+        present = presence.watch(self.streams, session or None)
+        self.held[key] += 1
         try:
-            await self._acquire(keys)
+            await self._acquire(who, session, present)
             try:
                 yield
             finally:
-                self._release()
+                self._release(who, session)
         finally:
-            self.held.subtract(keys)
-            self.held += Counter()                       # drop the keys at zero
+            self.held[key] -= 1
+            if self.held[key] <= 0:
+                del self.held[key]
 
-    async def _acquire(self, keys: tuple) -> None:
+    async def _acquire(self, who: str, session: str, present) -> None:
         if self.active < self.concurrent and not self.waiting:
-            self.active, self.served = self.active + 1, keys
+            self._take(who, session)
             return
-        waiter = _Waiter(keys, asyncio.get_running_loop().create_future())
-        self.waiting.append(waiter)
+        self._make_room(who)
+        w = _Waiter(who, session, asyncio.get_running_loop().create_future(), present, next(self._seq))
+        self.queues.setdefault(who, OrderedDict()).setdefault(session, deque()).append(w)
+        self._grant()                                     # a place may be free (a gone waiter left)
         try:
-            await waiter.future
-        except asyncio.CancelledError:                   # the visitor left while waiting
-            if waiter in self.waiting:
-                self.waiting.remove(waiter)
-            elif waiter.future.done() and not waiter.future.cancelled():
-                self._release()                          # handed the model just now: pass it on
+            await w.future
+        except asyncio.CancelledError:                    # the visitor left while waiting
+            if self._remove(w):
+                self._forget(who, session)
+            elif w.future.done() and not w.future.cancelled() and w.future.exception() is None:
+                self._release(who, session)               # handed a place just now: pass it on
             raise
 
-    def _release(self) -> None:
-        """Hand the freed place to the first waiter of another visitor than the one just served, else the
-        first."""
-        live = [w for w in self.waiting if not w.future.done()]      # a cancelled waiter leaves on its own
-        if not live:
-            self.active -= 1
+    def _make_room(self, who: str) -> None:
+        """Refuse the newest request of the client holding the most when the queue is full (the newcomer itself when
+        that is its client, or it is over its own client's bound)."""
+        mine = self.waiting_of(who) + 1
+        if mine > self.per_client:
+            raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
+        if self.waiting < self.waiting_cap:
             return
-        other = next((w for w in live if who(w.keys) != who(self.served)), live[0])
-        self.waiting.remove(other)
-        self.served = other.keys
-        other.future.set_result(True)
+        heaviest = max(self.queues, key=self.waiting_of)
+        if self.waiting_of(heaviest) <= mine:
+            raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
+        newest = max((w for q in self.queues[heaviest].values() for w in q), key=lambda w: w.seq)
+        self._remove(newest)
+        self._forget(newest.client, newest.session)
+        newest.future.set_exception(Busy(FULL.format(n=self.waiting, mine=self.waiting_of(heaviest))))
+
+    def _take(self, who: str, session: str) -> None:
+        self.active += 1
+        self.running[who] += 1
+        self.running[(who, session)] += 1
+        self.served[who] += 1
+        self.served[(who, session)] += 1
+        turn = next(self._seq)
+        self.last[who] = self.last[(who, session)] = turn
+
+    def _release(self, who: str, session: str) -> None:
+        self.active -= 1
+        for k in (who, (who, session)):
+            self.running[k] -= 1
+            if self.running[k] <= 0:
+                del self.running[k]
+        self._forget(who, session)
+        self._grant()
+
+    def _grant(self) -> None:
+        """Hand the free places to the next waiters in fair order, passing over those whose client has gone."""
+        while self.active < self.concurrent and self.queues:
+            w = self._next()
+            self._remove(w)
+            if w.future.done():                           # cancelled: its task cleans up after itself
+                continue
+            if not w.present():
+                self._forget(w.client, w.session)
+                w.future.set_exception(Gone("the client left while its request waited"))
+                continue
+            self._take(w.client, w.session)
+            w.future.set_result(True)
+
+    def _next(self) -> _Waiter:
+        """The client with the fewest running, then the fewest turns taken since it last had nothing to do, then the
+        longest since its last turn (first come among new ones); its session likewise; that session's oldest."""
+        order = lambda k: (self.running[k], self.served[k], self.last.get(k, -1))  # noqa: E731
+        who = min(self.queues, key=order)
+        session = min(self.queues[who], key=lambda s: order((who, s)))
+        return self.queues[who][session][0]
+
+    def _remove(self, w: _Waiter) -> bool:
+        sessions = self.queues.get(w.client, {})
+        q = sessions.get(w.session)
+        if q is None or w not in q:
+            return False
+        q.remove(w)
+        if not q:
+            del sessions[w.session]
+        if not sessions:
+            del self.queues[w.client]
+        return True
+
+    def _forget(self, who: str, session: str) -> None:
+        """Drop the round-robin memory of a client or session with nothing running or waiting (a public server
+        meets many addresses)."""
+        for k, idle in (((who, session), session not in self.queues.get(who, {})), (who, who not in self.queues)):
+            if idle and not self.running[k]:
+                self.last.pop(k, None)
+                self.served.pop(k, None)

@@ -10,6 +10,7 @@ import gradio as gr
 
 from engine.catalogue import catalogue
 from explorer.page.context import Page, js, shown_error
+from explorer.page import presence
 from explorer.page.controls import decoder_params
 from explorer.state import parse_query, to_query
 
@@ -61,13 +62,16 @@ def url_values(page: Page, request) -> tuple[dict, bool]:
 
 def wire_share(page: Page, share: Share, trace_state) -> None:
     share.svg.click(None, None, None, js=js("svg_export.js"))
-    share.gif.click(lambda tr: make_gif(page, tr), trace_state, share.gif_file, concurrency_id="gif",
-                    concurrency_limit=1)
+    def on_gif(tr, request: gr.Request):
+        return make_gif(page, tr, request)
+    share.gif.click(on_gif, trace_state, share.gif_file, concurrency_id="gif", concurrency_limit=1)
 
 
-def make_gif(page: Page, tr):
-    """The GIF of the run shown (a few seconds for a long run, so only when asked, one at a time)."""
+def make_gif(page: Page, tr, request=None):
+    """The GIF of the run shown (a few seconds for a long run, so only when asked, one at a time); drawing stops
+    between two frames once its visitor has left (``explorer.page.presence``)."""
     if tr is None or page.export_dir is None:
         raise shown_error("run a decode first")
     budget = getattr(page.service, "max_seconds", None)
-    return page.export_dir.write_gif(tr, budget)
+    here = presence.watch(page.gate.streams, getattr(request, "session_hash", None))
+    return page.export_dir.write_gif(tr, budget, should_stop=lambda: not here())

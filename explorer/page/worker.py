@@ -7,7 +7,8 @@ generators, so gradio's Stop, ``/cancel`` and a client that went away reach them
 ``aclose()``: ``follow`` then tells the worker to stop and *awaits* it before the request ends, so a request's
 concurrency slot is freed only once its work has stopped. ``budget_s`` bounds the whole request's wall time,
 whatever spends it (forwards, rendering between them, cache reads): past it the worker is stopped and the last
-value comes back flagged with ``Followed.limit``.
+value comes back flagged with ``Followed.limit``. When the request's client has gone (``explorer.page.presence``)
+the worker stops at its next forward and ``follow`` raises ``Gone``: nothing more is drawn for it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+from explorer.page import presence
+from explorer.page.presence import Gone
 
 INTERVAL_S = 0.25       # at most four frames a second reach the browser while a run streams
 # The workers wait on the engine loop most of the time: they get their own threads, so a class's worth of streaming
@@ -46,10 +50,13 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
     (``time.monotonic()``), if it did work before this (a cache read). ``reserve()``: seconds the caller still needs
     after the last value (its final drawing): the worker is stopped that much before the budget ends."""
     stop, box, lock = threading.Event(), {"value": None, "fresh": False, "error": None}, threading.Lock()
+    here = presence.PRESENT.get()                 # the request's client is still there (``explorer.page.presence``)
+    should_stop = lambda: stop.is_set() or not here()  # noqa: E731  (asked between forwards: a gone client's work
+    #                                                    leaves the engine loop at its next round)
 
     def work():
         try:
-            for value in produce(stop.is_set):
+            for value in produce(should_stop):
                 with lock:
                     box.update(value=value, fresh=True)
                 if stop.is_set():
@@ -65,7 +72,7 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
     worker = asyncio.get_running_loop().run_in_executor(WORKERS, contextvars.copy_context().run, work)
     limit = None
     try:
-        while not worker.done():
+        while not worker.done() and here():
             left = budget_s - reserve() - (time.monotonic() - t0) if budget_s is not None else interval
             await asyncio.wait({worker}, timeout=min(interval, max(left, 0.01)))   # wake at the deadline
             if budget_s is not None and limit is None and time.monotonic() - t0 > budget_s - reserve():
@@ -75,6 +82,8 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
                 fresh, value, box["fresh"] = box["fresh"], box["value"], False
             if (fresh or heartbeat) and not worker.done() and limit is None:
                 yield Followed(value, final=False)
+        if not here():
+            raise Gone("the client left")            # nothing more is drawn for it (``finally`` stops the worker)
         if box["error"] is not None:
             raise box["error"]
         yield Followed(box["value"], final=True, limit=limit)
