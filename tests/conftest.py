@@ -102,8 +102,7 @@ from tools.local_app import free_port, running_app  # noqa: E402,F401  (the test
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The real app on a loopback port, for a module of browser tests."""
-    # every browser is one loopback client: the page's own overlapping events must not meet a client's cap
-    with running_app(tmp_path_factory.mktemp("app"), UNMASK_PER_ADDRESS="16") as (url, _):
+    with running_app(tmp_path_factory.mktemp("app")) as (url, _):      # the app's default settings
         yield url
 
 

@@ -137,7 +137,8 @@ class DecodeService:
         base = None
         for base in self._stream(self.generation(prompt, decoder, params, model, page), client, 0.0, should_stop):
             pass
-        if base is None or base.meta.limit:
+        stopped = should_stop is not None and should_stop()     # aborted: ``base`` is partial, no branch follows
+        if base is None or base.meta.limit or stopped:
             if base is not None:
                 yield base
             return

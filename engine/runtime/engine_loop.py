@@ -92,14 +92,16 @@ class Handle:
                 self.loop.cond.notify_all()
 
     def items(self, should_stop: Callable[[], bool] | None = None, poll_s: float = 0.05):
-        """Each streamed item as it comes, until the decode ends; ``should_stop()`` true aborts it."""
+        """Each streamed item as it comes, until the decode ends; ``should_stop()`` true aborts it (asked before
+        each item too: a reader kept busy by a stream of items still stops at once)."""
+        stopped = lambda: should_stop is not None and should_stop()  # noqa: E731
         while True:
             with self._cond:
-                while not self._items and not self._done.is_set():
+                while not self._items and not self._done.is_set() and not stopped():
                     self._cond.wait(poll_s)
-                    if should_stop is not None and should_stop():
-                        self.loop.abort(self)
-                        return
+                if stopped():
+                    self.loop.abort(self)
+                    return
                 if not self._items:
                     return
                 item = self._items.popleft()

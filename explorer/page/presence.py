@@ -23,7 +23,7 @@ from collections import Counter, OrderedDict
 from typing import Callable
 from urllib.parse import parse_qs
 
-GRACE_S = 3.0          # a request's client has this long to open its stream (one is open within milliseconds)
+GRACE_S = 2.0          # a request's client has this long to open its stream (one opens within milliseconds)
 REMEMBERED = 65_536    # sessions whose last close is remembered (the oldest forgotten first; bounded memory)
 
 _HEARTBEAT = re.compile(r"/heartbeat/([^/]+)/?$")

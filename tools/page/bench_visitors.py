@@ -1,17 +1,21 @@
-"""A class at once: N visitors call the real app's documented ``decode`` API at the same moment.
+"""A class at once: N visitors from one address call the real app's documented ``decode`` API at the same moment.
 
     python -m tools.page.bench_visitors                     # N = 1, 4, 12, 32 (a few minutes on two cores)
     python -m tools.page.bench_visitors --n 1 12 --spec "threshold:tau=0.9,block_size=8" --json out.json
-    python -m tools.page.bench_visitors --client gradio     # through gradio_client instead of plain HTTP
+    python -m tools.page.bench_visitors --client gradio --flood 0 --second 0     # through gradio_client
 
-Starts ``python app.py`` on a loopback port. First each visitor's prompt alone, one after another, three times (the
-solo answer, and the median time); then, per N, N visitors (distinct held-out prompts; each its own HTTP client
-on gradio's plain ``/call/decode`` route, or its own ``gradio_client``) submit at once. Prints a Markdown table per
-N: the makespan against one visitor alone (the mean solo time of those N prompts; one at a time would take N times
-it), p50 / p95 of each visitor's time to its first streamed frame and to its answer, the server's tokens per
-second, its RSS, and whether every answer equals that prompt's solo answer (text, token ids, NFE). With ``--page
-N`` (default 4) also N real page Runs at once in Chromium (one browser context, so one session, each), against
-each prompt's page Run alone.
+Starts ``python app.py`` on a loopback port with the app's default settings (no per-address override: every
+visitor here is one client, 127.0.0.1, as a class behind a school's address). First each visitor's prompt alone,
+one after another, three times (the solo answer, and the median time); then, per N, N visitors (distinct held-out
+prompts; each its own HTTP client on gradio's plain ``/call/decode`` route, or its own ``gradio_client``) submit
+at once, with them (``--flood``, default 30) one session of the same address sending 30 calls, and (``--second``)
+one visitor from a second address (127.0.0.2). Prints a Markdown table per N: refusals among the class, the
+makespan against one visitor alone (the mean solo time of those N prompts; one at a time would take N times it),
+p50 / p95 of the answers, how many of the flooding session's calls were served (its session's rule: one running
+and one waiting) and when its last ended, the second address's answer time against its time alone, the server's
+tokens per second, its RSS, and whether every answer equals that prompt's solo answer (text, token ids, NFE). With
+``--page N`` (default 12) also N real page Runs at once in Chromium (one browser context, so one session, each),
+against each prompt's page Run alone.
 """
 
 from __future__ import annotations
@@ -71,13 +75,18 @@ def visit_gradio(url: str, prompt: str, spec: str, t0: float, out: dict) -> None
 def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     """The same call over gradio's plain HTTP route (POST /gradio_api/call/decode, then its event stream): no
     client-side polling (gradio_client reads its stream's messages every 50 ms, which quantizes a short call's
-    time); each call is a new session, as a new visitor's."""
+    time); each call is a new session, as a new visitor's, unless ``out["session"]`` names one (a flooding
+    session's calls); ``out["source"]`` is the local address it connects from (another client: 127.0.0.2). A
+    refusal is kept as ``out["refused"]``."""
     import httpx
-    client = httpx.Client(base_url=url, timeout=120)
+    source = out.get("source")
+    client = httpx.Client(base_url=url, timeout=120,
+                          transport=httpx.HTTPTransport(local_address=source) if source else None)
     start = threading.Event()
     out["client"], out["start"] = client, start
     start.wait()
-    event_id = client.post("gradio_api/call/decode", json={"data": [prompt, spec, "", ""]}).json()["event_id"]
+    body = {"data": [prompt, spec, "", ""], **({"session_hash": out["session"]} if out.get("session") else {})}
+    event_id = client.post("gradio_api/call/decode", json=body).json()["event_id"]
     first, last, event = None, None, None
     with client.stream("GET", f"gradio_api/call/decode/{event_id}") as stream:
         for line in stream.iter_lines():
@@ -89,14 +98,16 @@ def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
                 if event == "complete":
                     break
             elif line.startswith("data: ") and event == "error":
-                raise RuntimeError(f"the decode failed: {line[6:200]}")
+                out["refused"] = line[6:300]
+                break
     client.close()
     out.update(first_s=first, answer_s=time.perf_counter() - t0[0], answer=last)
 
 
-def wave(url: str, batch: list[str], spec: str) -> list[dict]:
-    """Every prompt of ``batch`` as its own visitor, all submitted at the same moment."""
-    t0, outs = [0.0], [{} for _ in batch]
+def wave(url: str, batch: list[str], spec: str, extra: list[dict] | None = None) -> list[dict]:
+    """Every prompt of ``batch`` as its own visitor, all submitted at the same moment (``extra``: the options of
+    each, ``visit_http``'s session and source)."""
+    t0, outs = [0.0], [dict(e) for e in (extra or [{} for _ in batch])]
     threads = [threading.Thread(target=visit, args=(url, p, spec, t0, o)) for p, o in zip(batch, outs)]
     for t in threads:
         t.start()
@@ -115,8 +126,10 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-def measure(url: str, pid: int, ns: list[int], spec: str) -> list[dict]:
-    pool = prompts(max(ns))
+def measure(url: str, pid: int, ns: list[int], spec: str, flood: int = 0, second: bool = False) -> list[dict]:
+    """Per N: N visitors at once (and, with ``flood``, one session of their address sending that many calls at the
+    same moment; with ``second``, one visitor from another address, 127.0.0.2), against each prompt alone."""
+    pool = prompts(max(ns) + 2)
     solo = {}
     wave(url, pool[:1], spec)                        # warm-up: the server's first call pays its first-call costs
     for p in pool:       # each alone, three times: the first answer is the reference, the median time the solo time
@@ -124,21 +137,32 @@ def measure(url: str, pid: int, ns: list[int], spec: str) -> list[dict]:
         solo[p] = dict(runs[0], answer_s=statistics.median(o["answer_s"] for o in runs))
     rows = []
     for n in ns:
-        batch = pool[:n]
+        batch, flooder, other = pool[:n], pool[max(ns)], pool[max(ns) + 1]
+        session = f"flood{n}"
+        extra = [{} for _ in batch] + [{"session": session} for _ in range(flood)] + \
+            ([{"source": "127.0.0.2"}] if second else [])
+        outs = wave(url, batch + [flooder] * flood + ([other] if second else []), spec, extra)
+        cls, fl, sec = outs[:n], outs[n:n + flood], outs[n + flood:]
+        served = [o for o in cls if "refused" not in o]
+        makespan = max(o["answer_s"] for o in served)
         solo_s = statistics.mean(solo[p]["answer_s"] for p in batch)     # one of these visitors alone, on average
-        outs = wave(url, batch, spec)
-        makespan = max(o["answer_s"] for o in outs)
-        same = all({k: o["answer"][k] for k in KEYS} == {k: solo[p]["answer"][k] for k in KEYS}
-                   for p, o in zip(batch, outs))
-        tokens = sum(len(o["answer"]["token_ids"]) for o in outs)
-        rows.append(dict(n=n, makespan_s=round(makespan, 3), solo_s=round(solo_s, 3),
-                         makespan_x=round(makespan / solo_s, 2), serial_x=float(n),
-                         first_p50=round(pct([o["first_s"] for o in outs], 0.5), 3),
-                         first_p95=round(pct([o["first_s"] for o in outs], 0.95), 3),
-                         answer_p50=round(pct([o["answer_s"] for o in outs], 0.5), 3),
-                         answer_p95=round(pct([o["answer_s"] for o in outs], 0.95), 3),
-                         tokens_per_s=round(tokens / makespan, 1), rss_mib=round(rss_mib(pid), 1),
-                         identical=same))
+        same = all("refused" not in o and {k: o["answer"][k] for k in KEYS} == {k: solo[p]["answer"][k] for k in KEYS}
+                   for p, o in zip(batch + [flooder] * flood + [other], cls + fl + sec) if "refused" not in o)
+        tokens = sum(len(o["answer"]["token_ids"]) for o in served)
+        row = dict(n=n, makespan_s=round(makespan, 3), solo_s=round(solo_s, 3),
+                   makespan_x=round(makespan / solo_s, 2), serial_x=float(n), refused=n - len(served),
+                   first_p50=round(pct([o["first_s"] for o in served], 0.5), 3),
+                   first_p95=round(pct([o["first_s"] for o in served], 0.95), 3),
+                   answer_p50=round(pct([o["answer_s"] for o in served], 0.5), 3),
+                   answer_p95=round(pct([o["answer_s"] for o in served], 0.95), 3),
+                   tokens_per_s=round(tokens / makespan, 1), rss_mib=round(rss_mib(pid), 1), identical=same)
+        if flood:
+            row.update(flood=flood, flood_served=sum("refused" not in o for o in fl),
+                       flood_last_s=round(max(o["answer_s"] for o in fl if "refused" not in o), 3))
+        if sec:
+            row.update(second_s=round(sec[0]["answer_s"], 3), second_solo_s=round(solo[other]["answer_s"], 3),
+                       second_refused="refused" in sec[0])
+        rows.append(row)
     return rows
 
 
@@ -198,11 +222,16 @@ def measure_page(url: str, n: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| visitors | makespan (s) | × one alone | one at a time | first frame p50 / p95 (s) | answer p50 / p95 "
-            "(s) | tokens/s | RSS (MiB) | answers = solo |\n|---|---|---|---|---|---|---|---|---|")
-    lines = [f"| {r['n']} | {r['makespan_s']:.2f} | {r['makespan_x']:.2f}× | {r['serial_x']:.0f}× | "
-             f"{r['first_p50']:.2f} / {r['first_p95']:.2f} | {r['answer_p50']:.2f} / {r['answer_p95']:.2f} | "
-             f"{r['tokens_per_s']:.0f} | {r['rss_mib']:.0f} | {'yes' if r['identical'] else 'NO'} |" for r in rows]
+    head = ("| visitors (one address) | refused | makespan (s) | × one alone | one at a time | answer p50 / p95 (s) "
+            "| flooding session: served of sent, its last (s) | second address: answer (s), alone (s) | tokens/s "
+            "| RSS (MiB) | answers = solo |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    lines = [f"| {r['n']} | {r['refused']} | {r['makespan_s']:.2f} | {r['makespan_x']:.2f}× | {r['serial_x']:.0f}× | "
+             f"{r['answer_p50']:.2f} / {r['answer_p95']:.2f} | "
+             + (f"{r['flood_served']} of {r['flood']}, {r['flood_last_s']:.2f}" if r.get("flood") else "–") + " | "
+             + (f"{r['second_s']:.2f}, {r['second_solo_s']:.2f}" + (" REFUSED" if r["second_refused"] else "")
+                if "second_s" in r else "–")
+             + f" | {r['tokens_per_s']:.0f} | {r['rss_mib']:.0f} | {'yes' if r['identical'] else 'NO'} |"
+             for r in rows]
     return "\n".join([head, *lines])
 
 
@@ -213,7 +242,12 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", default="2", help="the server's torch threads (UNMASK_THREADS)")
     ap.add_argument("--max-running", default="", help="UNMASK_MAX_RUNNING for the server (default: its own)")
     ap.add_argument("--json", default="", help="also write the rows here")
-    ap.add_argument("--page", type=int, default=4, help="also this many real page Runs at once in Chromium (0: none)")
+    ap.add_argument("--page", type=int, default=12, help="also this many real page Runs at once in Chromium (0: "
+                    "none)")
+    ap.add_argument("--flood", type=int, default=30, help="one session of the class's address sends this many calls "
+                    "with each wave (0: none; plain HTTP only)")
+    ap.add_argument("--second", type=int, default=1, choices=(0, 1), help="one visitor from a second address "
+                    "(127.0.0.2) with each wave (plain HTTP only)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
     ap.add_argument("--client", choices=("http", "gradio"), default="http", help="plain HTTP on gradio's /call/ "
                     "route (no client-side polling), or gradio_client (which reads its stream every 50 ms)")
@@ -222,14 +256,16 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.open_sessions and args.client == "http":
         ap.error("--open-sessions needs --client gradio (each plain call is a new session)")
+    if args.client == "gradio" and (args.flood or args.second):
+        ap.error("--flood and --second need --client http (set both to 0 with --client gradio)")
     OPEN["on"] = args.open_sessions
     CLIENT["kind"] = args.client
-    env = dict(UNMASK_THREADS=args.threads, UNMASK_MAX_SECONDS="120", UNMASK_PER_ADDRESS="64")
+    env = dict(UNMASK_THREADS=args.threads)          # otherwise the app's defaults: no per-address override
     if args.max_running:
         env["UNMASK_MAX_RUNNING"] = args.max_running
     root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env) as (url, proc):
-        rows = measure(url, proc.pid, args.n, args.spec)
+        rows = measure(url, proc.pid, args.n, args.spec, args.flood, args.second)
         page = measure_page(url, args.page) if args.page else None
     print(table(rows))
     if page:
