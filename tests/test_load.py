@@ -20,6 +20,7 @@ from engine.decoders import build_decoder, parse_spec
 from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from tests.conftest import running_app
+from tools.page.bench_visitors import prompts, wave
 
 pytestmark = pytest.mark.load
 gradio_client = pytest.importorskip("gradio_client")
@@ -27,6 +28,7 @@ gradio_client = pytest.importorskip("gradio_client")
 PROMPTS = ["Ann has 3 apples. She buys 5 more. How many apples does she have now?",
            "Ben has 40 coins. He loses 12 of them. How many coins are there now?",
            "Cara owns 7 books. She doubles her books. How many books does she have now?"]
+SPEC = "threshold:tau=0.9,block_size=8"
 SPECS = ["threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a", "llada:block_size=4,steps=4",
          "threshold:tau=0.7,block_size=16", "ar", "s2d2:router=ucb,block_size=8,temperature=1,seed=4",
          "tspd:controller=heuristic", "threshold:rule=sdar,steps=4,block_size=8", "llada:block_size=8",
@@ -89,6 +91,34 @@ def test_ten_clients_get_the_engines_answers(app):
     report = dict(p50_s=statistics.median(lat), p95_s=lat[int(0.95 * (len(lat) - 1))],
                   queue_wait_p50_s=statistics.median(wait), queue_wait_p95_s=wait[int(0.95 * (len(wait) - 1))])
     print("load:", json.dumps({k: round(v, 3) for k, v in report.items()}))
+
+
+def test_a_class_a_flooding_session_and_another_address_with_default_settings(app):
+    """Twenty visitors of one address, a session of that address sending ten calls, and a visitor of a second
+    address (127.0.0.2), at the same moment, with the app's default settings: none of the class refused, every
+    answer the engine's own, the flooding session held to its session's rule (one running and one waiting)."""
+    url, _ = app
+    pool = prompts(22)
+    batch, flooder, other = pool[:20], pool[20], pool[21]
+    extra = [{} for _ in batch] + [{"flood": 10}, {"source": "127.0.0.2"}]
+    outs = wave(url, batch + [flooder, other], SPEC, extra)
+    adapter = load_model("unmask-tasks-small", device="cpu")
+    want = {p: direct(p, adapter) for p in pool}
+    cls, flood, second = outs[:20], outs[20]["results"], outs[21]
+    assert len(flood) == 10
+    assert not any("refused" in o for o in cls + [second]), [o.get("refused") for o in cls + [second]]
+    for p, o in zip(batch + [other], cls + [second]):
+        assert o["answer"]["token_ids"] == want[p], p
+    for o in flood:          # each either answered right or refused by its session's rule (one running, one waiting)
+        assert ("running and one waiting" in o["refused"]) if "refused" in o else \
+            o["answer"]["token_ids"] == want[flooder]
+    print(f"class of 20: makespan {max(o['answer_s'] for o in cls):.2f} s; flooding session: "
+          f"{sum('refused' not in o for o in flood)} of 10 served; second address {second['answer_s']:.2f} s")
+
+
+def direct(prompt: str, adapter) -> list[int]:
+    name, params = parse_spec(SPEC)
+    return Generation(adapter, prompt, build_decoder(name, **params)).run().meta.token_ids
 
 
 def test_a_cancelled_sweep_stops_using_cpu(app):

@@ -26,6 +26,7 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from tools.local_app import running_app
@@ -50,8 +51,39 @@ CLIENT = {"kind": "http"}   # --client: plain HTTP (gradio's documented /call/ r
 
 
 def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
-    """One visitor: submit, note the first streamed frame and the answer (seconds from the common start)."""
+    """One visitor: submit, note the first streamed frame and the answer (seconds from the common start); with
+    ``out["flood"]`` one session sending that many calls (``flood_http``)."""
+    if out.get("flood"):
+        return flood_http(url, prompt, spec, t0, out)
     (visit_http if CLIENT["kind"] == "http" else visit_gradio)(url, prompt, spec, t0, out)
+
+
+def flood_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
+    """One session sends ``out["flood"]`` decode calls at once over gradio's queue (``/queue/join``, as its own
+    clients do) and reads their results on the session's one event stream: ``out["results"]``, each the answer
+    or the refusal; ``answer_s`` when the last ended."""
+    import httpx
+    client = httpx.Client(base_url=url, timeout=120)
+    deps = client.get("config").json()["dependencies"]
+    fn = next(d["id"] for d in deps if d.get("api_name") == "decode")
+    session = uuid.uuid4().hex[:11]
+    start = threading.Event()
+    out["client"], out["start"] = client, start
+    start.wait()
+    for _ in range(out["flood"]):
+        client.post("gradio_api/queue/join", json={"data": [prompt, spec, "", ""], "fn_index": fn,
+                                                   "session_hash": session, "event_data": None, "trigger_id": None})
+    results = []
+    with client.stream("GET", f"gradio_api/queue/data?session_hash={session}") as stream:
+        for line in stream.iter_lines():
+            msg = json.loads(line[6:]) if line.startswith("data: ") else {}
+            if msg.get("msg") == "process_completed":
+                ok = msg.get("success")
+                results.append({"answer": msg["output"]["data"][0]} if ok else {"refused": str(msg["output"])})
+                if len(results) == out["flood"]:
+                    break
+    client.close()
+    out.update(results=results, answer_s=time.perf_counter() - t0[0])
 
 
 def visit_gradio(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
@@ -138,11 +170,10 @@ def measure(url: str, pid: int, ns: list[int], spec: str, flood: int = 0, second
     rows = []
     for n in ns:
         batch, flooder, other = pool[:n], pool[max(ns)], pool[max(ns) + 1]
-        session = f"flood{n}"
-        extra = [{} for _ in batch] + [{"session": session} for _ in range(flood)] + \
-            ([{"source": "127.0.0.2"}] if second else [])
-        outs = wave(url, batch + [flooder] * flood + ([other] if second else []), spec, extra)
-        cls, fl, sec = outs[:n], outs[n:n + flood], outs[n + flood:]
+        extra = [{} for _ in batch] + ([{"flood": flood}] if flood else []) + ([{"source": "127.0.0.2"}] if second else [])
+        outs = wave(url, batch + [flooder] * bool(flood) + ([other] if second else []), spec, extra)
+        cls, sec = outs[:n], outs[n + bool(flood):]
+        fl = outs[n]["results"] if flood else []
         served = [o for o in cls if "refused" not in o]
         makespan = max(o["answer_s"] for o in served)
         solo_s = statistics.mean(solo[p]["answer_s"] for p in batch)     # one of these visitors alone, on average
@@ -158,7 +189,7 @@ def measure(url: str, pid: int, ns: list[int], spec: str, flood: int = 0, second
                    tokens_per_s=round(tokens / makespan, 1), rss_mib=round(rss_mib(pid), 1), identical=same)
         if flood:
             row.update(flood=flood, flood_served=sum("refused" not in o for o in fl),
-                       flood_last_s=round(max(o["answer_s"] for o in fl if "refused" not in o), 3))
+                       flood_last_s=round(outs[n]["answer_s"], 3))
         if sec:
             row.update(second_s=round(sec[0]["answer_s"], 3), second_solo_s=round(solo[other]["answer_s"], 3),
                        second_refused="refused" in sec[0])

@@ -1,0 +1,40 @@
+"""A gone client's work stops, on every path (``explorer.page.presence``): the real app on a loopback port, a heavy
+request on each path (``tools.page.bench_abandon``: AR over 256 slots without a cache, ~9 s of forwards; a
+48-setting sweep), the visitor leaves once the server is busy (closes its stream and heartbeat, or never opened
+one), and the server's CPU in the seconds after is measured. Work left running would use a core (about 2 CPU-s in
+the two seconds measured); stopped work leaves the server's idle ~0.1. Bounded: eight requests, loopback, ~1 min."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from tests.conftest import running_app
+from tools.page.bench_abandon import after, busy, start
+
+pytestmark = pytest.mark.load
+
+PATHS = ("decode", "decode-unopened", "branch", "compare", "sweep", "run", "page-branch", "gif")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    with running_app(tmp_path_factory.mktemp("abandon"), UNMASK_MAX_SECONDS="60") as (url, proc):
+        yield url, proc, json.load(urllib.request.urlopen(url + "config", timeout=30))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_gone_clients_work_stops(app, path):
+    url, proc, cfg = app
+    visitor = start(path, url, cfg)
+    busy(proc.pid, path)
+    visitor.leave()
+    cpu = after(proc.pid, window_s=3.0)
+    print(f"{path}: CPU-s {cpu['first_s']:.2f} in the first second after leaving, {cpu['next2_s']:.2f} in the next "
+          "two")
+    # the never-opened stream is noticed 2 s after the request arrived (presence.GRACE_S), about 1 s after leaving
+    assert cpu["next2_s"] < 0.5, cpu
+    time.sleep(0.3)

@@ -1,0 +1,41 @@
+"""A full queue, against the real app on a loopback port (``explorer.page.fair``): with a small queue, the refused
+requests are the newest of the client holding the most, never the other client's (a class behind one address with
+the default settings: ``tests/test_load.py``). Bounded: loopback, eleven calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.conftest import running_app
+from tools.page.bench_visitors import visit_http
+
+pytestmark = pytest.mark.load
+
+HEAVY = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
+
+
+def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path):
+    """Two places, six waiting at most, four per client; heavy decodes (a 2 s budget each). Address A sends eight
+    (two run, four wait, two refused at once: over its bound), then address B three: B's third finds the queue full
+    and A holding the most, so A's newest waiting request is refused to make room; B loses nothing."""
+    env = dict(UNMASK_MAX_RUNNING="2", UNMASK_WAITING="6", UNMASK_PER_ADDRESS="4", UNMASK_MAX_SECONDS="2")
+    sources = ["127.0.0.1"] * 8 + ["127.0.0.2"] * 3
+    with running_app(tmp_path, **env) as (url, _):
+        outs, threads = [{"source": s} for s in sources], []
+        for o in outs:                                  # in order: each reaches the gate before the next is sent
+            t = threading.Thread(target=visit_http, args=(url, "Ann has 3 apples.", HEAVY, [0.0], o))
+            t.start()
+            threads.append(t)
+            while "start" not in o:
+                time.sleep(0.005)
+            o["start"].set()
+            time.sleep(0.1)
+        for t in threads:
+            t.join(timeout=120)
+    refused = [i for i, o in enumerate(outs) if "refused" in o]
+    assert all("queue is full" in outs[i]["refused"] for i in refused), [outs[i]["refused"] for i in refused]
+    # A: #0, #1 run, #2-#5 wait, #6 and #7 over its bound; B: #8, #9 fill the queue, #10 makes A's newest (#5) go
+    assert refused == [5, 6, 7], refused
