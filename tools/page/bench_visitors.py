@@ -15,7 +15,8 @@ p50 / p95 of the answers, how many of the flooding session's calls were served (
 and one waiting) and when its last ended, the second address's answer time against its time alone, the server's
 tokens per second, its RSS, and whether every answer equals that prompt's solo answer (text, token ids, NFE). With
 ``--page N`` (default 12) also N real page Runs at once in Chromium (one browser context, so one session, each),
-against each prompt's page Run alone.
+against each prompt's page Run alone. Last (``--full``, default 400), that many heavy decodes from as many sessions of
+one address at once, past the queue's bound (16 places, 128 waiting per client): the refusals and the RSS.
 """
 
 from __future__ import annotations
@@ -197,6 +198,42 @@ def measure(url: str, pid: int, ns: list[int], spec: str, flood: int = 0, second
     return rows
 
 
+def measure_full(url: str, pid: int, n: int) -> dict:
+    """A queue filled past its bound: n heavy decodes from n sessions of one address at once, each reading its
+    stream until the server answers; RSS before and with the queue full, how many were refused and how, then every
+    client leaves (its work stops: ``explorer.page.presence``)."""
+    import socket
+    before = rss_mib(pid)
+    client = httpx_client(url)
+    socks = []
+    for _ in range(n):
+        eid = client.post("gradio_api/call/decode", json={"data": ["Ann has 3 apples.", HEAVY, "", ""]}).json()
+        s = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1].strip("/"))))
+        s.sendall(f"GET /gradio_api/call/decode/{eid['event_id']} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        socks.append(s)
+    time.sleep(3.0)
+    full = rss_mib(pid)
+    texts = []
+    for s in socks:
+        s.settimeout(0.05)
+        try:
+            texts.append(s.recv(65536).decode("latin1"))
+        except OSError:
+            texts.append("")
+        s.close()
+    client.close()
+    return dict(sent=n, refused_full=sum("queue is full" in t for t in texts), rss_before=round(before, 1),
+                rss_full=round(full, 1))
+
+
+def httpx_client(url: str):
+    import httpx
+    return httpx.Client(base_url=url, timeout=60)
+
+
+HEAVY = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
+
+
 FINISHED = "(b) => { const t = document.querySelector('#text .um-text'); return t && t.dataset.run !== b && " \
            "t.dataset.finished === '1'; }"
 STATE = "() => { const t = document.querySelector('#text .um-text'); return t ? [t.dataset.run, t.dataset.finished, " \
@@ -277,6 +314,8 @@ def main(argv=None) -> None:
                     "none)")
     ap.add_argument("--flood", type=int, default=30, help="one session of the class's address sends this many calls "
                     "with each wave (0: none; plain HTTP only)")
+    ap.add_argument("--full", type=int, default=400, help="then this many heavy decodes at once from one address, "
+                    "past the queue's bound (0: none)")
     ap.add_argument("--second", type=int, default=1, choices=(0, 1), help="one visitor from a second address "
                     "(127.0.0.2) with each wave (plain HTTP only)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
@@ -298,6 +337,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env) as (url, proc):
         rows = measure(url, proc.pid, args.n, args.spec, args.flood, args.second)
         page = measure_page(url, args.page) if args.page else None
+        full = measure_full(url, proc.pid, args.full) if args.full else None
     print(table(rows))
     if page:
         print(f"\npage Runs in Chromium, {page['n']} at once: makespan {page['makespan_s']:.2f} s = "
@@ -305,6 +345,11 @@ def main(argv=None) -> None:
               f"{page['first_p95']:.2f} s; answers p50 / p95 {page['answer_p50']:.2f} / {page['answer_p95']:.2f} s; "
               f"texts = solo: {'yes' if page['identical'] else 'NO'}")
         rows.append(page)
+    if full:
+        print(f"\na full queue: {full['sent']} heavy decodes from {full['sent']} sessions of one address at once: "
+              f"{full['refused_full']} refused as the queue was full; RSS {full['rss_before']:.0f} MiB before, "
+              f"{full['rss_full']:.0f} MiB with the queue full")
+        rows.append(full)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

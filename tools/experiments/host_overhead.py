@@ -1,0 +1,190 @@
+"""The host's work per forward: Unmask's engine against LLaDA's and Fast-dLLM's released loops, with a stand-in
+model whose forward costs nothing (a benchmark, not a test: ratios in one process, on one machine).
+
+    python -m tools.experiments.host_overhead                                   # Unmask alone (a few minutes)
+    python -m tools.experiments.host_overhead --llada DIR --fast-dllm DIR       # and the released loops
+
+``--llada`` / ``--fast-dllm``: a checkout (or a bare git mirror) of github.com/ML-GSAI/LLaDA and NVlabs/Fast-dLLM;
+their ``generate.py`` and ``llada/generate.py`` are copied into a temporary folder and imported from there (never
+committed; Fast-dLLM's import of its own model class is dropped: the stand-in replaces it).
+
+The stand-in (``StandIn``) returns, for its k-th call, precomputed logits (B, Q, V): Gaussian noise with one peak
+per row at a token of the real vocabulary, of a height that gives a spread of confidences, so the decoders commit
+real tokens at a realistic pace. It is a full-attention model without a cache, as LLaDA's ``generate`` runs it
+(the whole canvas every forward); every loop sees the same logits in the same order, so at batch 1 the tokens of
+the same rule must agree. Per forward: total time, time inside the model (the stand-in's own call), and host time
+(the rest: the decoder's rule, statistics, records, copies). Greedy, no early stop (``stop_at_eos=0``), so every
+loop makes the same number of forwards (``llada``: one token per step; ``threshold``: τ = 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+LLADA_V = 126_464            # LLaDA-8B's vocabulary
+GEN = 64                     # generated slots per problem
+
+
+class StandIn(torch.nn.Module):
+    """A model whose forward costs nothing: call k returns ``logits[k % n][:Q]`` expanded to (B, Q, V) (a view)."""
+
+    def __init__(self, config, vocab: int, real_vocab: int, rows: int, mask_id: int, n: int = 2, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        logits = torch.randn(n, rows, vocab, generator=g)                         # (n, rows, V)
+        peak = torch.randint(0, real_vocab, (n, rows), generator=g)
+        peak[peak == mask_id] = 0
+        height = 0.5 + 5.0 * torch.rand(n, rows, generator=g)     # p(peak) from 0.5 to 0.99 (noise: e^0.5 a token)
+        logits.scatter_(2, peak[..., None], height[..., None] + torch.log(torch.tensor(float(vocab))))
+        self.logits, self.calls, self.seconds = logits, 0, 0.0
+        self.config = copy.deepcopy(config)
+        self.config.vocab_size = vocab
+        self.config._attn_implementation = "eager"          # no ragged hook: the stand-in has no attention
+        self.device = torch.device("cpu")
+
+    def forward(self, input_ids=None, **_):
+        t0 = time.perf_counter()
+        B, Q = input_ids.shape
+        out = self.logits[self.calls % len(self.logits), :Q].expand(B, Q, -1)
+        self.calls += 1
+        self.seconds += time.perf_counter() - t0
+        return SimpleNamespace(logits=out)
+
+
+def stand_in_adapter(real, vocab: int, rows: int):
+    """The real adapter's tokenizer and settings around a ``StandIn`` of ``vocab`` logits, as a full-attention model."""
+    model = StandIn(real.model.config, vocab, real.vocab_size, rows, real.mask_token_id)
+    return dataclasses.replace(real, model=model, attention="full", block_size=None)
+
+
+def problems(n: int):
+    from engine.tasks import get_task
+    return get_task("arith").problems("test", n, seed=0)
+
+
+def unmask(adapter, spec: str, n: int, batch: int) -> dict:
+    """The engine's decodes of n problems, ``batch`` at a time: seconds per round (a batched forward), inside it."""
+    from engine.harness.bench import run_bench
+    m = adapter.model
+    run_bench(adapter, "arith", 1, [spec], batch=1, warmup=True)            # first-call allocations, untimed
+    m.calls, m.seconds = 0, 0.0
+    t0 = time.perf_counter()
+    (row,) = run_bench(adapter, "arith", n, [spec], batch=batch, warmup=False)
+    wall = time.perf_counter() - t0
+    return per_forward(wall, m.seconds, m.calls, row["nfe"] * n)
+
+
+def per_forward(wall: float, inside: float, calls: int, forwards: float) -> dict:
+    return dict(total_ms=1e3 * wall / calls, model_ms=1e3 * inside / calls, host_ms=1e3 * (wall - inside) / calls,
+                rounds=calls, forwards=int(forwards))
+
+
+def load_reference(source: str, path: str, name: str):
+    """A released loop, copied from its checkout or git mirror into a temporary folder and imported from there."""
+    src = Path(source)
+    text = (src / path).read_text() if (src / path).is_file() else subprocess.run(
+        ["git", f"--git-dir={src}", "show", f"HEAD:{path}"], capture_output=True, text=True, check=True).stdout
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("from model."))
+    folder = Path(tempfile.mkdtemp(prefix="unmask-reference-"))
+    (folder / f"{name}.py").write_text(text)
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reference(adapter, generate, kwargs: dict, n: int) -> tuple[dict, list]:
+    """A released loop over the same n problems, one at a time: seconds per forward and the generated ids."""
+    m, outs = adapter.model, []
+    m.calls, m.seconds = 0, 0.0
+    t0 = time.perf_counter()
+    for p in problems(n):
+        ids = torch.tensor([adapter.encode_prompt(p.prompt)])
+        x = generate(m, ids, gen_length=GEN, mask_id=adapter.mask_token_id, **kwargs)
+        x = x[0] if isinstance(x, tuple) else x
+        outs.append(x[0, ids.shape[1]:].tolist())
+    wall = time.perf_counter() - t0
+    return per_forward(wall, m.seconds, m.calls, m.calls), outs
+
+
+def unmask_tokens(adapter, spec: str, n: int) -> list:
+    from engine.decoders import build_decoder, parse_spec
+    from engine.runtime.loop import Generation
+    name, params = parse_spec(spec)
+    return [Generation(adapter, p.prompt, build_decoder(name, **params)).run().meta.token_ids[:GEN]
+            for p in problems(n)]
+
+
+def rows(real, vocab: int, block: int, n: int, refs: dict) -> list[dict]:
+    adapter = stand_in_adapter(real, vocab, rows=12 * 160)
+    specs = {"llada": f"llada:block_size={block},steps={block},gen_length={GEN},stop_at_eos=0",
+             "threshold": f"threshold:tau=0.9,block_size={block},gen_length={GEN},stop_at_eos=0"}
+    out = []
+    for name, spec in specs.items():
+        for batch in (1, 12):
+            out.append(dict(loop=f"Unmask {name}", vocab=vocab, block=block, batch=batch,
+                            **unmask(adapter, spec, n, batch)))
+        if name in refs:
+            generate, kwargs = refs[name]
+            r, ids = reference(adapter, generate, dict(kwargs, block_length=block), n)
+            same = sum(a == b for a, b in zip(ids, unmask_tokens(adapter, spec, n)))
+            out.append(dict(loop=f"released {name}", vocab=vocab, block=block, batch=1, same=f"{same}/{n}", **r))
+    return out
+
+
+def table(rs: list[dict]) -> str:
+    head = ("| loop | V | block | batch | per round: total (ms) | in the model (ms) | host (ms) | rounds | tokens = "
+            "Unmask's |\n|---|---|---|---|---|---|---|---|---|")
+    return "\n".join([head] + [f"| {r['loop']} | {r['vocab']:,} | {r['block']} | {r['batch']} | {r['total_ms']:.2f} | "
+                               f"{r['model_ms']:.3f} | {r['host_ms']:.2f} | {r['rounds']} | {r.get('same', '')} |"
+                               for r in rs])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="unmask-tasks-small", help="whose tokenizer, config and vocabulary")
+    ap.add_argument("--n", type=int, default=12, help="problems (one batch of twelve at batch 12)")
+    ap.add_argument("--blocks", default="32,8")
+    ap.add_argument("--llada", default="", help="LLaDA's checkout or git mirror (its generate.py)")
+    ap.add_argument("--fast-dllm", default="", help="Fast-dLLM's checkout or git mirror (its llada/generate.py)")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from engine.models.model import load_model
+    real = load_model(args.model, device="cpu")
+    refs = {}
+    if args.llada:
+        refs["llada"] = (load_reference(args.llada, "generate.py", "llada_generate").generate, dict(steps=GEN))
+    if args.fast_dllm:
+        refs["threshold"] = (load_reference(args.fast_dllm, "llada/generate.py", "fastdllm_generate").generate,
+                             dict(steps=GEN, threshold=0.9))
+    out = []
+    for vocab in (LLADA_V, real.vocab_size):
+        for block in (int(b) for b in args.blocks.split(",")):
+            out += rows(real, vocab, block, args.n, refs)
+            print(table(out[-6:]), flush=True, file=sys.stderr)
+    print(table(out))
+    ratios = [(a, b) for a in out for b in out if a["loop"].startswith("released") and b["batch"] == 1
+              and b["loop"] == "Unmask " + a["loop"].split()[-1] and (a["vocab"], a["block"]) == (b["vocab"], b["block"])]
+    for a, b in ratios:
+        print(f"{a['loop']} / Unmask at V={a['vocab']}, block {a['block']}: {a['total_ms'] / b['total_ms']:.2f}x")
+    if out:
+        print("median host ms at batch 12 / batch 1:", round(statistics.median(
+            b["host_ms"] / a["host_ms"] for a in out for b in out if a["loop"] == b["loop"] and a["batch"] == 1
+            and b["batch"] == 12 and (a["vocab"], a["block"]) == (b["vocab"], b["block"])), 2))
+
+
+if __name__ == "__main__":
+    main()
