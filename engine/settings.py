@@ -67,8 +67,8 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_SESSIONS", int, 256, 1, 100_000, "sessions whose page state is kept"),
     Setting("UNMASK_SESSION_IDLE_S", float, 600.0, 1.0, 1e7, "seconds after which an idle session's state goes"),
     Setting("UNMASK_THREADS", int, 0, 0, 1024, "torch's intra-op threads (0: torch's default)"),
-    Setting("UNMASK_QUEUE", int, 32, 1, 10_000, "gradio's queue size, for the events that do not run the model "
-            "(those wait in the fair queue)"),
+    Setting("UNMASK_QUEUE", int, 1024, 1, 10_000, "gradio's queue size: events gradio has not yet started (the "
+            "model's requests pass through it on their way to the fair queue, so it must hold a class's burst)"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
     Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
 )}

@@ -255,8 +255,11 @@ def launch_kwargs() -> dict:
     UNMASK_SESSIONS (default 256) sessions keep their state (the oldest are dropped): ~12 MiB for one that ran
     a Run, so ~3 GiB; a session unused for UNMASK_SESSION_IDLE_S is let go sooner (``explorer.page.sessions``)."""
     serverlog.install()
+    # gradio starts at most ``max_threads`` events at once (40 by default) and queues the rest first come, first
+    # served: every model request must reach the fair queue instead (a sync handler's threads stay bounded by its
+    # event's concurrency limit, 4 by default)
     return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
-                state_session_capacity=sessions.capacity(),
+                state_session_capacity=sessions.capacity(), max_threads=fair.CAPACITY,
                 app_kwargs={"lifespan": sessions.lifespan(), "middleware": middleware()})
 
 

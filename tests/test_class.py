@@ -39,3 +39,15 @@ def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path
     assert all("queue is full" in outs[i]["refused"] for i in refused), [outs[i]["refused"] for i in refused]
     # A: #0, #1 run, #2-#5 wait, #6 and #7 over its bound; B: #8, #9 fill the queue, #10 makes A's newest (#5) go
     assert refused == [5, 6, 7], refused
+
+
+def test_every_model_request_reaches_the_fair_queue_past_gradios_forty_events(tmp_path):
+    """gradio starts at most ``max_threads`` events at once (40 by default) and keeps the rest in its own
+    first-come queue; the app raises it, so 60 heavy decodes of one address all reach the gate: two run, fifty
+    wait (UNMASK_PER_ADDRESS) and exactly eight are refused as the queue is full (with gradio's 40, none would be:
+    38 would wait and the rest sit in gradio's queue, out of the gate's order)."""
+    from tools.page.bench_visitors import measure_full
+    env = dict(UNMASK_MAX_RUNNING="2", UNMASK_PER_ADDRESS="50", UNMASK_MAX_SECONDS="2")
+    with running_app(tmp_path, **env) as (url, proc):
+        full = measure_full(url, proc.pid, 60)
+    assert full["turned_away"] == 0 and full["refused_full"] == 8, full
