@@ -58,3 +58,21 @@ def test_the_gif_is_made_once_per_trace_and_fits_its_budget(tmp_path):
     assert Image.open(io.BytesIO(decode_gif(tr))).n_frames == len(tr.records)
     assert Image.open(io.BytesIO(decode_gif(tr, budget_s=1e-6))).n_frames == 2     # first and last only
     d.remove()
+
+
+def test_a_gif_whose_visitor_left_stops_between_frames_and_is_not_kept(tmp_path):
+    from pathlib import Path
+
+    from engine.records.trace import Trace
+    from explorer.export_dir import ExportDir
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "s2d2.npz")
+    asked = []
+
+    def gone_after_three():
+        asked.append(1)
+        return len(asked) > 3
+    d = ExportDir(str(tmp_path))
+    assert d.write_gif(tr, should_stop=gone_after_three) is None and len(asked) == 4
+    assert not d.gifs and not list(Path(d.path).glob("*.gif"))          # nothing kept for a later request
+    assert d.write_gif(tr) is not None                                  # a visitor who stays gets it
+    d.remove()

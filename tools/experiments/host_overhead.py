@@ -11,8 +11,8 @@ committed; Fast-dLLM's import of its own model class is dropped: the stand-in re
 The stand-in (``StandIn``) returns, for its k-th call, precomputed logits (B, Q, V): Gaussian noise with one peak
 per row at a token of the real vocabulary, of a height that gives a spread of confidences, so the decoders commit
 real tokens at a realistic pace. It is a full-attention model without a cache, as LLaDA's ``generate`` runs it
-(the whole canvas every forward); every loop sees the same logits in the same order, so at batch 1 the tokens of
-the same rule must agree. Per forward: total time, time inside the model (the stand-in's own call), and host time
+(the whole canvas every forward); every forward sees the same logits (row i of the canvas gets row i), so at
+batch 1 the tokens of the same rule must agree. Per forward: total time, time inside the model (the stand-in's own call), and host time
 (the rest: the decoder's rule, statistics, records, copies). Greedy, no early stop (``stop_at_eos=0``), so every
 loop makes the same number of forwards (``llada``: one token per step; ``threshold``: τ = 0.9).
 """
@@ -40,7 +40,7 @@ GEN = 64                     # generated slots per problem
 class StandIn(torch.nn.Module):
     """A model whose forward costs nothing: call k returns ``logits[k % n][:Q]`` expanded to (B, Q, V) (a view)."""
 
-    def __init__(self, config, vocab: int, real_vocab: int, rows: int, mask_id: int, n: int = 2, seed: int = 0):
+    def __init__(self, config, vocab: int, real_vocab: int, rows: int, mask_id: int, n: int = 1, seed: int = 0):
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         logits = torch.randn(n, rows, vocab, generator=g)                         # (n, rows, V)
@@ -128,7 +128,8 @@ def unmask_tokens(adapter, spec: str, n: int) -> list:
 
 
 def rows(real, vocab: int, block: int, n: int, refs: dict) -> list[dict]:
-    adapter = stand_in_adapter(real, vocab, rows=12 * 160)
+    canvas = max(len(real.encode_prompt(p.prompt)) for p in problems(n)) + GEN
+    adapter = stand_in_adapter(real, vocab, rows=max(n, 12) * canvas)      # a batched forward's rows at most
     specs = {"llada": f"llada:block_size={block},steps={block},gen_length={GEN},stop_at_eos=0",
              "threshold": f"threshold:tau=0.9,block_size={block},gen_length={GEN},stop_at_eos=0"}
     out = []
