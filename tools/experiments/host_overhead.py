@@ -114,7 +114,9 @@ def reference(adapter, generate, kwargs: dict, n: int) -> tuple[dict, list]:
         ids = torch.tensor([adapter.encode_prompt(p.prompt)])
         x = generate(m, ids, gen_length=GEN, mask_id=adapter.mask_token_id, **kwargs)
         x = x[0] if isinstance(x, tuple) else x
-        outs.append(x[0, ids.shape[1]:].tolist())
+        gen = x[0, ids.shape[1]:].tolist()
+        stop = next((i + 1 for i, t in enumerate(gen) if t in adapter.stop_ids), len(gen))
+        outs.append(gen[:stop])                          # as Unmask reports them: up to the first stop token
     wall = time.perf_counter() - t0
     return per_forward(wall, m.seconds, m.calls, m.calls), outs
 
@@ -160,6 +162,7 @@ def main(argv=None) -> None:
     ap.add_argument("--blocks", default="32,8")
     ap.add_argument("--llada", default="", help="LLaDA's checkout or git mirror (its generate.py)")
     ap.add_argument("--fast-dllm", default="", help="Fast-dLLM's checkout or git mirror (its llada/generate.py)")
+    ap.add_argument("--vocabs", default=f"{LLADA_V},model", help="vocabulary sizes (\"model\": the model's own)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -172,7 +175,7 @@ def main(argv=None) -> None:
         refs["threshold"] = (load_reference(args.fast_dllm, "llada/generate.py", "fastdllm_generate").generate,
                              dict(steps=GEN, threshold=0.9))
     out = []
-    for vocab in (LLADA_V, real.vocab_size):
+    for vocab in (real.vocab_size if v == "model" else int(v) for v in args.vocabs.split(",")):
         for block in (int(b) for b in args.blocks.split(",")):
             out += rows(real, vocab, block, args.n, refs)
             print(table(out[-6:]), flush=True, file=sys.stderr)
