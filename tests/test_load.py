@@ -20,6 +20,7 @@ from engine.decoders import build_decoder, parse_spec
 from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from tests.conftest import running_app
+from tools.page.bench_abandon import cpu_seconds
 from tools.page.bench_visitors import prompts, wave
 
 pytestmark = pytest.mark.load
@@ -40,13 +41,6 @@ def app(tmp_path_factory):
     # ten clients share the loopback address here, with the app's default settings (the fair queue orders them)
     with running_app(tmp_path_factory.mktemp("load")) as (url, proc):
         yield url, proc
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc (clock ticks)."""
-    import os
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_after(proc, settle_s: float, window_s: float = 2.0) -> float:

@@ -157,7 +157,7 @@ def start(path: str, url: str, cfg: dict) -> Visitor:
 
 
 def measure(url: str, pid: int, paths: list[str]) -> list[dict]:
-    cfg = json.load(urllib_open(url + "config"))
+    cfg = httpx.get(url + "config", timeout=30).json()
     rows = []
     for path in paths:
         v = start(path, url, cfg)
@@ -167,11 +167,6 @@ def measure(url: str, pid: int, paths: list[str]) -> list[dict]:
         print(rows[-1], flush=True)
         time.sleep(0.5)
     return rows
-
-
-def urllib_open(u: str):
-    import urllib.request
-    return urllib.request.urlopen(u, timeout=30)
 
 
 PATHS = ("decode", "decode-unopened", "branch", "branch-unopened", "compare", "sweep", "run", "page-branch", "gif")

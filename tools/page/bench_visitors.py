@@ -203,8 +203,10 @@ def measure_full(url: str, pid: int, n: int) -> dict:
     stream until the server answers; RSS before and with the queue full, how many were refused and how, then every
     client leaves (its work stops: ``explorer.page.presence``)."""
     import socket
+
+    import httpx
     before = rss_mib(pid)
-    client = httpx_client(url)
+    client = httpx.Client(base_url=url, timeout=60)
     socks = []
     turned_away = []
     for _ in range(n):
@@ -231,11 +233,6 @@ def measure_full(url: str, pid: int, n: int) -> dict:
     client.close()
     return dict(sent=n, refused_full=sum("queue is full" in t for t in texts), turned_away=len(turned_away),
                 rss_before=round(before, 1), rss_full=round(full, 1))
-
-
-def httpx_client(url: str):
-    import httpx
-    return httpx.Client(base_url=url, timeout=60)
 
 
 HEAVY = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
