@@ -8,7 +8,8 @@ from engine.decoders import build_decoder, parse_spec
 from engine.decoders.schedule import transfer_schedule
 from engine.decoders.threshold.policy import dynamic_commit, threshold_commit
 from engine.runtime.loop import ConfigError, Generation
-from engine.runtime.sampling import make_generator, token_stats
+from engine.runtime import sampling
+from engine.runtime.sampling import make_generator, token_stats, token_stats_batch
 from engine.records.trace import Reason
 
 
@@ -54,6 +55,23 @@ def test_token_stats_greedy_and_sampled():
     rows = torch.tensor([[1.0, 0.0, -1.0]]).repeat(20000, 1)
     freq = np.bincount(token_stats(rows, temperature=1.0, generator=g).candidate.numpy(), minlength=3) / 20000
     assert np.allclose(freq, torch.softmax(rows[0], -1).numpy(), atol=0.015)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_round_in_chunks_gives_each_decode_what_it_gets_alone(monkeypatch, temperature):
+    """token_stats_batch splits a large round into chunks of whole decodes (bounded temporaries): every field of
+    every decode is bit for bit what that decode's rows give alone, Gumbel draws included."""
+    g = torch.Generator().manual_seed(0)
+    parts = [torch.randn(n, 50, generator=g) * 3 for n in (3, 7, 1, 12, 2)]          # (q_i, V)
+    alone = [token_stats_batch([p], temperature, 0, 1.0, [make_generator(i)], mask_id=4)[0]
+             for i, p in enumerate(parts)]
+    for chunk in (50, 7 * 50, 10 * 50, 1 << 23):          # smaller than one part, one part, a few, all at once
+        monkeypatch.setattr(sampling, "CHUNK", chunk)
+        got = token_stats_batch(parts, temperature, 0, 1.0, [make_generator(i) for i in range(len(parts))], 4)
+        for a, b in zip(alone, got, strict=True):
+            for f in ("candidate", "confidence", "margin", "entropy", "probs", "top1", "top_ids", "top_p"):
+                assert torch.equal(getattr(a, f), getattr(b, f)), (chunk, f)
+            assert not (b.candidate == 4).any()
 
 
 def test_spec_parsing_and_validation():

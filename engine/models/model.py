@@ -140,19 +140,21 @@ class ModelAdapter:
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
                 cache: DynamicCache | None = None) -> torch.Tensor:
-        """input_ids (q,), mask (q, cache_len + q) bool, position_ids (q,) -> logits (q, V) float32."""
+        """input_ids (q,), mask (q, cache_len + q) bool, position_ids (q,) -> logits (q, V) float32 on the device."""
         return self.own_rows(self.run(input_ids[None], mask, position_ids[None], cache)[0])
 
     @torch.no_grad()
     def run(self, input_ids: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
             cache: DynamicCache | None = None, **extra) -> torch.Tensor:
         """The model on (B, Q) ids and position ids with a (Q, K) or (B, Q, K) bool mask -> (B, Q, V) float32 logits
-        on the CPU, row i the model's own (unshifted). ``extra``: keyword arguments the model passes to attention."""
+        on the model's device, row i the model's own (unshifted): the scheduler copies to the host only what a
+        decoder reads there (``engine.runtime.scheduler``). ``extra``: keyword arguments the model passes to
+        attention."""
         am = masks.to_backend(mask, self.attn_impl, self.dtype, self.device)
         kw = {self._cache_kw: cache} if cache is not None else {}
         out = self.model(input_ids=input_ids.to(self.device), attention_mask=am,
                          position_ids=position_ids.to(self.device), use_cache=cache is not None, **kw, **extra)
-        return out.logits.float().cpu()
+        return out.logits.float()
 
     def own_rows(self, logits: torch.Tensor) -> torch.Tensor:
         """(q, V) rows as the model returns them -> slot j's logits at row j (a shifted model reads them at j - 1)."""

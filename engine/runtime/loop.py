@@ -173,6 +173,8 @@ class Policy:
     name = "base"
     config_cls: type
     revises = False
+    reads_distribution = True   # reads logits or the whole distribution on the host; False: only TokenStats' small
+    #                             fields (candidates, confidences, top-k), so the logits stay on the model's device
     settles_per_block = False   # the block holds noise until it ends: [EOS] is looked for only then (uniform)
 
     def __init__(self, cfg):
@@ -227,6 +229,7 @@ class Generation:
         self.cfg = policy.cfg = policy.settle(adapter)
         self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
                                   revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
+        self.runner.host_logits = policy.reads_distribution
         policy.resources = resolve(policy, adapter, load)
         self.resume = resume
         if resume is not None:

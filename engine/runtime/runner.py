@@ -77,6 +77,7 @@ class Runner:
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
         self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits of the slots after its
         #                                         block, where it scored them (full attention), else None
+        self.host_logits = True             # the policy reads logits on the host (``Policy.reads_distribution``)
 
     def sharing(self, adapter) -> "Runner":
         """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
@@ -117,7 +118,8 @@ class Runner:
         raise NotImplementedError(f"{type(self).__name__} runs no forwards of its own")
 
     def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice) -> Forward:
-        return Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
+        return Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows,
+                       host=self.host_logits or not want_stats)
 
     def first_block(self, B: int) -> int:
         """Where the first generated block starts: full-attention and canvas families count blocks from the
@@ -317,7 +319,8 @@ class FullRunner(Runner):
         """max |Δ logit| over the block's rows: the cached forward against an uncached one of the same canvas (a
         measurement: not counted in NFE)."""
         n = len(ids)
-        exact, _ = yield Forward(self.adapter, ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None)
+        exact, _ = yield Forward(self.adapter, ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None,
+                                 host=self.host_logits)              # where ``cached`` is
         exact = exact[lo:hi]
         return float((cached - exact).abs().max())
 

@@ -58,35 +58,59 @@ def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, 
     return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
 
 
+CHUNK = 1 << 23    # (rows x V) elements per statistics call: 64 MiB per float64 temporary, however large the round
+
+
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
                       generators: list, mask_id: int | None = None) -> list[TokenStats]:
-    """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round): softmax, top-k,
-    entropy and margin over all rows at once. Each part draws its Gumbel noise from its own generator, in part
-    order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
+    """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round), on the logits'
+    device, in chunks of whole parts of at most ``CHUNK`` elements (a round of twelve decodes of 32 rows at
+    V = 126 464 would otherwise allocate 0.4 GB per temporary). What the decoders' rules and the records read crosses
+    to the host as one (Q, 5 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it
+    for the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in
+    part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
     [MASK] (``Runner.unmaskable``)."""
+    chunks, start = [], 0
+    for end in range(1, len(parts) + 1):
+        if end == len(parts) or sum(p.numel() for p in parts[start:end + 1]) > CHUNK:
+            chunks.append((parts[start:end], *_stats(parts[start:end], temperature, top_k, top_p,
+                                                     generators[start:end], mask_id)))
+            start = end
+    small = torch.cat([c[1] for c in chunks]).cpu()                # (Q, 5 + 2K): the round's one copy to the host
+    K = (small.shape[1] - 5) // 2
+    ids, f32, top_ids, top_p = small[:, :2].long(), small[:, 2:5].float(), small[:, 5:5 + K].long(), small[:, 5 + K:]
+    out, a = [], 0
+    for chunk, _, probs in chunks:
+        b = 0
+        for p in chunk:
+            rows = slice(a, a + len(p))
+            out.append(TokenStats(ids[rows, 0], f32[rows, 0], f32[rows, 1], f32[rows, 2], probs[b:b + len(p)],
+                                  ids[rows, 1], top_ids[rows], top_p[rows]))
+            a, b = a + len(p), b + len(p)
+    return out
+
+
+def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk of rows (Q, V) -> (Q, 5 + 2K) float64 [candidate, top-1, confidence, margin, entropy, top-K ids,
+    top-K probabilities] and the (Q, V) softmax, on the logits' device."""
     z = torch.cat(parts).double()                                  # (Q, V)
     if mask_id is not None:
         z[:, mask_id] = float("-inf")
     probs = torch.softmax(z, dim=-1)                              # (Q, V)
-    top2 = torch.topk(probs, min(2, probs.shape[-1]), dim=-1)
-    top1 = top2.indices[:, 0]
+    V = probs.shape[-1]
+    top = torch.topk(probs, min(TOP_K, V), dim=-1)                # (Q, K): the first two give top-1 and the margin
     if temperature > 0:
         zf = filter_logits(z, top_k, top_p)
         u = torch.cat([torch.rand(p.shape, dtype=torch.float64, generator=g) for p, g in zip(parts, generators)])
-        candidate = (zf / temperature - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)   # Gumbel-max
+        gumbel = -torch.log(-torch.log(u.clamp_min(1e-300))).to(z.device)
+        candidate = (zf / temperature + gumbel).argmax(-1)                                        # Gumbel-max
     else:
-        candidate = top1
+        candidate = top.indices[:, 0]
     conf = probs.gather(-1, candidate[:, None])[:, 0]
-    margin = top2.values[:, 0] - (top2.values[:, 1] if top2.values.shape[1] > 1 else 0)
-    ent = -(probs * torch.log(probs.clamp_min(1e-300))).sum(-1) / math.log(probs.shape[-1])
-    top = torch.topk(probs, min(TOP_K, probs.shape[-1]), dim=-1)
-    out, a = [], 0
-    for p in parts:
-        rows = slice(a, a + len(p))
-        out.append(TokenStats(candidate[rows], conf[rows].float(), margin[rows].float(), ent[rows].float(),
-                              probs[rows], top1[rows], top.indices[rows], top.values[rows]))
-        a += len(p)
-    return out
+    margin = top.values[:, 0] - (top.values[:, 1] if V > 1 else 0)
+    ent = torch.special.entr(probs).sum(-1) / math.log(V)         # = -(p log p).sum(-1), bit for bit, in one pass
+    cols = torch.stack([candidate.double(), top.indices[:, 0].double(), conf, margin, ent], 1)   # (Q, 5)
+    return torch.cat([cols, top.indices.double(), top.values], 1), probs
 
 
 def make_generator(seed: int) -> torch.Generator:

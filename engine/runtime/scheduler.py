@@ -42,7 +42,9 @@ class Sampling:
 @dataclass
 class Forward:
     """One decode's forward: ids (q,), a (q, c + q) bool mask over its cache and queries, positions (q,). With
-    ``sampling``, the result carries the statistics of rows ``rows`` of the logits."""
+    ``sampling``, the result carries the statistics of rows ``rows`` of the logits. ``host``: the decoder reads
+    the logits (and the statistics' whole distribution, ``TokenStats.probs``) on the host, so both are copied there;
+    else they stay on the model's device and only the statistics' one small copy per round crosses."""
     adapter: object
     ids: torch.Tensor
     mask: torch.Tensor
@@ -50,6 +52,7 @@ class Forward:
     cache: DynamicCache | None
     sampling: Sampling | None = None
     rows: slice = field(default_factory=lambda: slice(None))
+    host: bool = True
 
 
 @dataclass
@@ -84,6 +87,11 @@ def run_round(reqs: list[Request]) -> list:
                                   [reqs[i].sampling.generator for i in idx], s.mask_id)
         for i, st in zip(idx, stats):
             out[i][1] = st
+    for i, r in enumerate(reqs):
+        if isinstance(r, Forward) and r.host:                      # (q, V) and (L, V): what the rule reads
+            out[i][0] = out[i][0].cpu()
+            if out[i][1] is not None:
+                out[i][1].probs = out[i][1].probs.cpu()
     return [tuple(o) if isinstance(reqs[i], Forward) else o for i, o in enumerate(out)]
 
 

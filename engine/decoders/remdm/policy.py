@@ -50,6 +50,7 @@ class ReMDMPolicy(Policy):
     name = "remdm"
     config_cls = config_class("remdm")
     revises = True
+    reads_distribution = False
 
     def run_block(self, ctx: BlockContext):
         cfg, steps = self.cfg, self.cfg.steps or ctx.L
