@@ -363,11 +363,10 @@ class Generation:
     def trace(self) -> Trace:
         a, r = self.adapter, self.runner
         ids = self.generated_ids()
-        seen = set(r.tokens.tolist()) | {int(t) for rec in self.records for t in rec.candidate if t >= 0} | {
-            int(t) for rec in self.records for t in rec.tokens_after} | {   # a uniform canvas's noise, step by step
-            int(t) for rec in self.records if rec.topk.topk_ids is not None   # the candidates panel's top-5
-            for t in np.unique(rec.topk.topk_ids) if t >= 0}
-        vocab = {str(t): s for t, s in zip(sorted(seen), a.token_strings(sorted(seen)))}
+        shown = [r.tokens.numpy()] + [a for rec in self.records for a in (   # tokens_after: a uniform canvas's
+            rec.candidate, rec.tokens_after, rec.topk.topk_ids) if a is not None]   # noise; topk: the candidates panel
+        seen = [int(t) for t in np.unique(np.concatenate([np.ravel(a) for a in shown])) if t >= 0]
+        vocab = {str(t): s for t, s in zip(seen, a.token_strings(seen))}
         meta = dict(
             model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,
             prompt_len=r.P, gen_end=r.end, decoder=self.policy.name, params=self.cfg.params(), seed=self.cfg.seed,

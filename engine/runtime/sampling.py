@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
@@ -66,7 +67,7 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round), on the logits'
     device, in chunks of whole parts of at most ``CHUNK`` elements (a round of twelve decodes of 32 rows at
     V = 126 464 would otherwise allocate 0.4 GB per temporary). What the decoders' rules and the records read crosses
-    to the host as one (Q, 5 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it
+    to the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it
     for the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in
     part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
     [MASK] (``Runner.unmaskable``)."""
@@ -76,23 +77,25 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
             chunks.append((parts[start:end], *_stats(parts[start:end], temperature, top_k, top_p,
                                                      generators[start:end], mask_id)))
             start = end
-    small = torch.cat([c[1] for c in chunks]).cpu()                # (Q, 5 + 2K): the round's one copy to the host
-    K = (small.shape[1] - 5) // 2
-    ids, f32, top_ids, top_p = small[:, :2].long(), small[:, 2:5].float(), small[:, 5:5 + K].long(), small[:, 5 + K:]
+    small = torch.cat([c[1] for c in chunks]).cpu().numpy()        # (Q, 4 + 2K): the round's one copy to the host
+    K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
+    ids = torch.from_numpy(small[:, :1 + K].astype(np.int64))      # margin, entropy, top-K probabilities
+    f32 = torch.from_numpy(small[:, 1 + K:4 + K].astype(np.float32))
+    top_p = torch.from_numpy(small[:, 4 + K:])
     out, a = [], 0
     for chunk, _, probs in chunks:
         b = 0
         for p in chunk:
             rows = slice(a, a + len(p))
             out.append(TokenStats(ids[rows, 0], f32[rows, 0], f32[rows, 1], f32[rows, 2], probs[b:b + len(p)],
-                                  ids[rows, 1], top_ids[rows], top_p[rows]))
+                                  ids[rows, 1], ids[rows, 1:], top_p[rows]))
             a, b = a + len(p), b + len(p)
     return out
 
 
 def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch.Tensor, torch.Tensor]:
-    """One chunk of rows (Q, V) -> (Q, 5 + 2K) float64 [candidate, top-1, confidence, margin, entropy, top-K ids,
-    top-K probabilities] and the (Q, V) softmax, on the logits' device."""
+    """One chunk of rows (Q, V) -> (Q, 4 + 2K) float64 [candidate, top-K ids, confidence, margin, entropy, top-K
+    probabilities] and the (Q, V) softmax, on the logits' device."""
     z = torch.cat(parts).double()                                  # (Q, V)
     if mask_id is not None:
         z[:, mask_id] = float("-inf")
@@ -109,8 +112,8 @@ def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch
     conf = probs.gather(-1, candidate[:, None])[:, 0]
     margin = top.values[:, 0] - (top.values[:, 1] if V > 1 else 0)
     ent = torch.special.entr(probs).sum(-1) / math.log(V)         # = -(p log p).sum(-1), bit for bit, in one pass
-    cols = torch.stack([candidate.double(), top.indices[:, 0].double(), conf, margin, ent], 1)   # (Q, 5)
-    return torch.cat([cols, top.indices.double(), top.values], 1), probs
+    ids = torch.cat([candidate[:, None], top.indices], 1).double()                                 # (Q, 1 + K)
+    return torch.cat([ids, torch.stack([conf, margin, ent], 1), top.values], 1), probs
 
 
 def make_generator(seed: int) -> torch.Generator:

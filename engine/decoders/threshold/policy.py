@@ -42,13 +42,13 @@ class ThresholdPolicy(Policy):
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
         schedule = block_schedule(cfg.block_size, cfg.steps or cfg.block_size)
-        while ctx.masked.any():
+        while (masked := ctx.masked).any():
             _, st = yield from ctx.draft()
             if cfg.rule == "fastdllm":
-                idx, forced = threshold_commit(st.confidence, ctx.masked, cfg.tau)
+                idx, forced = threshold_commit(st.confidence, masked, cfg.tau)
                 ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
                 ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
             else:
-                idx = dynamic_commit(st.confidence, ctx.masked, cfg.tau, quota_at(schedule, ctx.step))
+                idx = dynamic_commit(st.confidence, masked, cfg.tau, quota_at(schedule, ctx.step))
                 ctx.commit(idx, st.candidate[idx], Reason.THRESHOLD)
             yield ctx.emit("draft", st)
