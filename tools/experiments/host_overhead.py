@@ -13,8 +13,12 @@ per row at a token of the real vocabulary, of a height that gives a spread of co
 real tokens at a realistic pace. It is a full-attention model without a cache, as LLaDA's ``generate`` runs it
 (the whole canvas every forward); every forward sees the same logits (row i of the canvas gets row i), so at
 batch 1 the tokens of the same rule must agree. Per forward: total time, time inside the model (the stand-in's own call), and host time
-(the rest: the decoder's rule, statistics, records, copies). Greedy, no early stop (``stop_at_eos=0``), so every
-loop makes the same number of forwards (``llada``: one token per step; ``threshold``: τ = 0.9).
+(the rest: the decoder's rule, statistics, records, copies), split for Unmask into its token statistics (the kernels
+over (rows, V), which a GPU runs on the device) and the rest of the host (Python and dispatch, which a GPU's host
+pays too). Greedy, no early stop (``stop_at_eos=0``), so every loop makes the same number of forwards (``llada``:
+one token per step; ``threshold``: τ = 0.9). ``--vocabs real`` runs the model itself in every loop, full attention
+over the whole canvas without a cache (``Canvas``: the released loops' ``model(x).logits``), so the forwards are
+equal and the difference is the host's.
 """
 
 from __future__ import annotations
@@ -74,21 +78,61 @@ def problems(n: int):
     return get_task("arith").problems("test", n, seed=0)
 
 
-def unmask(adapter, spec: str, n: int, batch: int) -> dict:
-    """The engine's decodes of n problems, ``batch`` at a time: seconds per round (a batched forward), inside it."""
+def unmask(adapter, spec: str, n: int, batch: int, counter=None) -> dict:
+    """The engine's decodes of n problems, ``batch`` at a time: seconds per round (a batched forward), inside the
+    model, and inside the round's token statistics (the kernels over (rows, V), which a GPU runs on the device)."""
     from engine.harness.bench import run_bench
-    m = adapter.model
+    from engine.runtime import scheduler
+    m, stats, spent = counter or adapter.model, scheduler.token_stats_batch, [0.0]     # m: calls and seconds
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        out = stats(*args, **kwargs)
+        spent[0] += time.perf_counter() - t0
+        return out
     run_bench(adapter, "arith", 1, [spec], batch=1, warmup=True)            # first-call allocations, untimed
     m.calls, m.seconds = 0, 0.0
-    t0 = time.perf_counter()
-    (row,) = run_bench(adapter, "arith", n, [spec], batch=batch, warmup=False)
-    wall = time.perf_counter() - t0
-    return per_forward(wall, m.seconds, m.calls, row["nfe"] * n)
+    scheduler.token_stats_batch = timed
+    try:
+        t0 = time.perf_counter()
+        (row,) = run_bench(adapter, "arith", n, [spec], batch=batch, warmup=False)
+        wall = time.perf_counter() - t0
+    finally:
+        scheduler.token_stats_batch = stats
+    return dict(per_forward(wall, m.seconds, m.calls, row["nfe"] * n), stats_ms=1e3 * spent[0] / m.calls,
+                rest_ms=1e3 * (wall - m.seconds - spent[0]) / m.calls)
 
 
 def per_forward(wall: float, inside: float, calls: int, forwards: float) -> dict:
     return dict(total_ms=1e3 * wall / calls, model_ms=1e3 * inside / calls, host_ms=1e3 * (wall - inside) / calls,
                 rounds=calls, forwards=int(forwards))
+
+
+class Timed:
+    """Seconds and calls inside a real model's forward (hooks), kept where ``StandIn`` keeps its own."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model, self.calls, self.seconds, self._t0 = model, 0, 0.0, 0.0
+        model.register_forward_pre_hook(lambda *_: setattr(self, "_t0", time.perf_counter()))
+        model.register_forward_hook(lambda *_: self._stop())
+
+    def _stop(self) -> None:
+        self.calls += 1
+        self.seconds += time.perf_counter() - self._t0
+
+
+class Canvas(torch.nn.Module):
+    """The real model as the released loops call it, ``model(x).logits`` over the whole canvas: through the
+    adapter, with full attention (a mask of ones), as Unmask's full-attention runner runs it."""
+
+    def __init__(self, adapter):
+        super().__init__()
+        self.adapter, self.device = adapter, adapter.device
+
+    def forward(self, input_ids=None, **_):
+        B, n = input_ids.shape
+        pos = torch.arange(n).expand(B, n)
+        return SimpleNamespace(logits=self.adapter.run(input_ids, torch.ones(B, n, n, dtype=torch.bool), pos))
 
 
 def load_reference(source: str, path: str, name: str):
@@ -105,14 +149,16 @@ def load_reference(source: str, path: str, name: str):
     return module
 
 
-def reference(adapter, generate, kwargs: dict, n: int) -> tuple[dict, list]:
-    """A released loop over the same n problems, one at a time: seconds per forward and the generated ids."""
-    m, outs = adapter.model, []
+def reference(adapter, generate, kwargs: dict, n: int, model=None, counter=None) -> tuple[dict, list]:
+    """A released loop over the same n problems, one at a time: seconds per forward and the generated ids.
+    ``model``: what the loop calls (default the adapter's); ``counter``: where its calls and seconds are kept."""
+    model = model or adapter.model
+    m, outs = counter or model, []
     m.calls, m.seconds = 0, 0.0
     t0 = time.perf_counter()
     for p in problems(n):
         ids = torch.tensor([adapter.encode_prompt(p.prompt)])
-        x = generate(m, ids, gen_length=GEN, mask_id=adapter.mask_token_id, **kwargs)
+        x = generate(model, ids, gen_length=GEN, mask_id=adapter.mask_token_id, **kwargs)
         x = x[0] if isinstance(x, tuple) else x
         gen = x[0, ids.shape[1]:].tolist()
         stop = next((i + 1 for i, t in enumerate(gen) if t in adapter.stop_ids), len(gen))
@@ -129,30 +175,38 @@ def unmask_tokens(adapter, spec: str, n: int) -> list:
             for p in problems(n)]
 
 
-def rows(real, vocab: int, block: int, n: int, refs: dict) -> list[dict]:
-    canvas = max(len(real.encode_prompt(p.prompt)) for p in problems(n)) + GEN
-    adapter = stand_in_adapter(real, vocab, rows=max(n, 12) * canvas)      # a batched forward's rows at most
+def rows(real, vocab: int | None, block: int, n: int, refs: dict, timed: Timed | None = None) -> list[dict]:
+    """Unmask's ``llada`` and ``threshold`` at batch 1 and 12 and the released loops, on the stand-in of ``vocab``
+    logits, or (``vocab`` None) on the real model with full attention over the whole canvas in every loop."""
+    if vocab is None:
+        adapter, vocab, where = dataclasses.replace(real, attention="full", block_size=None), real.vocab_size, "model"
+        model = Canvas(adapter)
+    else:
+        canvas = max(len(real.encode_prompt(p.prompt)) for p in problems(n)) + GEN
+        adapter, model, where = stand_in_adapter(real, vocab, rows=max(n, 12) * canvas), None, "stand-in"   # batch 12
     specs = {"llada": f"llada:block_size={block},steps={block},gen_length={GEN},stop_at_eos=0",
              "threshold": f"threshold:tau=0.9,block_size={block},gen_length={GEN},stop_at_eos=0"}
     out = []
     for name, spec in specs.items():
         for batch in (1, 12):
-            out.append(dict(loop=f"Unmask {name}", vocab=vocab, block=block, batch=batch,
-                            **unmask(adapter, spec, n, batch)))
+            out.append(dict(loop=f"Unmask {name}", on=where, vocab=vocab, block=block, batch=batch,
+                            **unmask(adapter, spec, n, batch, timed)))
         if name in refs:
             generate, kwargs = refs[name]
-            r, ids = reference(adapter, generate, dict(kwargs, block_length=block), n)
+            r, ids = reference(adapter, generate, dict(kwargs, block_length=block), n, model, timed)
             same = sum(a == b for a, b in zip(ids, unmask_tokens(adapter, spec, n)))
-            out.append(dict(loop=f"released {name}", vocab=vocab, block=block, batch=1, same=f"{same}/{n}", **r))
+            out.append(dict(loop=f"released {name}", on=where, vocab=vocab, block=block, batch=1,
+                            same=f"{same}/{n}", **r))
     return out
 
 
 def table(rs: list[dict]) -> str:
-    head = ("| loop | V | block | batch | per round: total (ms) | in the model (ms) | host (ms) | rounds | tokens = "
-            "Unmask's |\n|---|---|---|---|---|---|---|---|---|")
-    return "\n".join([head] + [f"| {r['loop']} | {r['vocab']:,} | {r['block']} | {r['batch']} | {r['total_ms']:.2f} | "
-                               f"{r['model_ms']:.3f} | {r['host_ms']:.2f} | {r['rounds']} | {r.get('same', '')} |"
-                               for r in rs])
+    head = ("| loop | on | V | block | batch | per round: total (ms) | in the model | host | of which statistics | "
+            "rest of the host | rounds | tokens = Unmask's |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    f = lambda r, k: f"{r[k]:.2f}" if k in r else ""                                                      # noqa: E731
+    return "\n".join([head] + [f"| {r['loop']} | {r['on']} | {r['vocab']:,} | {r['block']} | {r['batch']} | "
+                               f"{f(r, 'total_ms')} | {r['model_ms']:.3f} | {f(r, 'host_ms')} | {f(r, 'stats_ms')} | "
+                               f"{f(r, 'rest_ms')} | {r['rounds']} | {r.get('same', '')} |" for r in rs])
 
 
 def main(argv=None) -> None:
@@ -162,7 +216,8 @@ def main(argv=None) -> None:
     ap.add_argument("--blocks", default="32,8")
     ap.add_argument("--llada", default="", help="LLaDA's checkout or git mirror (its generate.py)")
     ap.add_argument("--fast-dllm", default="", help="Fast-dLLM's checkout or git mirror (its llada/generate.py)")
-    ap.add_argument("--vocabs", default=f"{LLADA_V},model", help="vocabulary sizes (\"model\": the model's own)")
+    ap.add_argument("--vocabs", default=f"{LLADA_V},model,real", help="stand-in vocabulary sizes (\"model\": the "
+                    "model's own); \"real\": the model itself, full attention over the whole canvas in every loop")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -174,20 +229,30 @@ def main(argv=None) -> None:
     if args.fast_dllm:
         refs["threshold"] = (load_reference(args.fast_dllm, "llada/generate.py", "fastdllm_generate").generate,
                              dict(steps=GEN, threshold=0.9))
-    out = []
-    for vocab in (real.vocab_size if v == "model" else int(v) for v in args.vocabs.split(",")):
+    out, timed = [], Timed(real.model)
+    for vocab in (real.vocab_size if v == "model" else None if v == "real" else int(v) for v in args.vocabs.split(",")):
         for block in (int(b) for b in args.blocks.split(",")):
-            out += rows(real, vocab, block, args.n, refs)
+            out += rows(real, vocab, block, args.n, refs, timed if vocab is None else None)
             print(table(out[-6:]), flush=True, file=sys.stderr)
     print(table(out))
-    ratios = [(a, b) for a in out for b in out if a["loop"].startswith("released") and b["batch"] == 1
-              and b["loop"] == "Unmask " + a["loop"].split()[-1] and (a["vocab"], a["block"]) == (b["vocab"], b["block"])]
-    for a, b in ratios:
-        print(f"{a['loop']} / Unmask at V={a['vocab']}, block {a['block']}: {a['total_ms'] / b['total_ms']:.2f}x")
-    if out:
-        print("median host ms at batch 12 / batch 1:", round(statistics.median(
-            b["host_ms"] / a["host_ms"] for a in out for b in out if a["loop"] == b["loop"] and a["batch"] == 1
-            and b["batch"] == 12 and (a["vocab"], a["block"]) == (b["vocab"], b["block"])), 2))
+    summary(out)
+
+
+def summary(out: list[dict]) -> None:
+    """The issue's ratios: each released loop's time per round over Unmask's (batch 1, the same setting), and a
+    round's host time at batch 12 over batch 1 (all of it, and the rest besides the statistics)."""
+    same = lambda a, b: (a["on"], a["vocab"], a["block"]) == (b["on"], b["vocab"], b["block"])        # noqa: E731
+    for a in out:
+        for b in out:
+            if a["loop"].startswith("released") and b["batch"] == 1 and b["loop"] == "Unmask " + \
+                    a["loop"].split()[-1] and same(a, b):
+                print(f"{a['loop']} / Unmask on the {a['on']} at V={a['vocab']}, block {a['block']}: "
+                      f"{a['total_ms'] / b['total_ms']:.2f}x")
+    pairs = [(a, b) for a in out for b in out if a["loop"] == b["loop"] and a["batch"] == 1 and b["batch"] == 12
+             and same(a, b)]
+    for k in ("host_ms", "rest_ms"):
+        if pairs:
+            print(f"median {k} at batch 12 / batch 1:", round(statistics.median(b[k] / a[k] for a, b in pairs), 2))
 
 
 if __name__ == "__main__":
