@@ -363,9 +363,9 @@ class Generation:
     def trace(self) -> Trace:
         a, r = self.adapter, self.runner
         ids = self.generated_ids()
-        shown = [r.tokens.numpy()] + [a for rec in self.records for a in (   # tokens_after: a uniform canvas's
-            rec.candidate, rec.tokens_after, rec.topk.topk_ids) if a is not None]   # noise; topk: the candidates panel
-        seen = [int(t) for t in np.unique(np.concatenate([np.ravel(a) for a in shown])) if t >= 0]
+        shown = [r.tokens.numpy()] + [ids for rec in self.records for ids in (   # tokens_after: a uniform canvas's
+            rec.candidate, rec.tokens_after, rec.topk.topk_ids) if ids is not None]  # noise; topk: the candidates panel
+        seen = [int(t) for t in np.unique(np.concatenate([np.ravel(ids) for ids in shown])) if t >= 0]
         vocab = {str(t): s for t, s in zip(seen, a.token_strings(seen))}
         meta = dict(
             model=a.name, model_type=a.model_type, prompt=self.prompt_text, prompt_ids=self.prompt_ids,

@@ -24,7 +24,7 @@ class TokenStats:
     confidence: torch.Tensor  # (q,) float, p(candidate)
     margin: torch.Tensor      # (q,)
     entropy: torch.Tensor     # (q,) normalised
-    probs: torch.Tensor       # (q, V) untempered softmax, float64
+    probs: torch.Tensor       # (q, V) untempered softmax, float64; on the model's device unless the decoder reads it
     top1: torch.Tensor        # (q,) argmax token (may differ from candidate when sampling)
     top_ids: torch.Tensor | None = None   # (q, TOP_K) the candidates a person inspects per position
     top_p: torch.Tensor | None = None     # (q, TOP_K) their probabilities

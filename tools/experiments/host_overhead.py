@@ -12,13 +12,13 @@ The stand-in (``StandIn``) returns, for its k-th call, precomputed logits (B, Q,
 per row at a token of the real vocabulary, of a height that gives a spread of confidences, so the decoders commit
 real tokens at a realistic pace. It is a full-attention model without a cache, as LLaDA's ``generate`` runs it
 (the whole canvas every forward); every forward sees the same logits (row i of the canvas gets row i), so at
-batch 1 the tokens of the same rule must agree. Per forward: total time, time inside the model (the stand-in's own call), and host time
-(the rest: the decoder's rule, statistics, records, copies), split for Unmask into its token statistics (the kernels
-over (rows, V), which a GPU runs on the device) and the rest of the host (Python and dispatch, which a GPU's host
-pays too). Greedy, no early stop (``stop_at_eos=0``), so every loop makes the same number of forwards (``llada``:
-one token per step; ``threshold``: τ = 0.9). ``--vocabs real`` runs the model itself in every loop, full attention
-over the whole canvas without a cache (``Canvas``: the released loops' ``model(x).logits``), so the forwards are
-equal and the difference is the host's.
+batch 1 the tokens of the same rule must agree. Per forward: total time, time inside the model (the stand-in's own
+call), and host time (the rest: the decoder's rule, statistics, records, copies), split for Unmask into its token
+statistics (the kernels over (rows, V), which a GPU runs on the device) and the rest of the host (Python and
+dispatch, which a GPU's host pays too). Greedy, no early stop (``stop_at_eos=0``), so every loop makes the same
+number of forwards (``llada``: one token per step; ``threshold``: τ = 0.9). ``--vocabs real`` runs the model itself
+in every loop, full attention over the whole canvas without a cache (``Canvas``: the released loops'
+``model(x).logits``), so the forwards are equal and the difference is the host's.
 """
 
 from __future__ import annotations
