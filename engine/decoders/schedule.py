@@ -26,7 +26,7 @@ def quota_at(schedule: list[int], step: int) -> int:
 
 def masked_topk(score: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
     """Sorted block-relative indices of the k best-scored masked positions (k is capped at the masked count)."""
-    s = torch.where(masked, score, torch.full_like(score, float("-inf")))
+    s = torch.where(masked, score, float("-inf"))
     return torch.topk(s, min(k, int(masked.sum()))).indices.sort().values
 
 
