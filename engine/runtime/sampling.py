@@ -59,7 +59,10 @@ def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, 
     return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
 
 
-CHUNK = 1 << 23    # (rows x V) elements per statistics call: 64 MiB per float64 temporary, however large the round
+# (rows x V) elements per statistics call, however large the round: 32 MiB per float64 temporary, glibc's largest
+# mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a batch-12 round
+# at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these)
+CHUNK = 1 << 22
 
 
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
