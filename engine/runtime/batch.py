@@ -14,6 +14,7 @@ logit rows back (as ``adapter.forward`` gives them) and its cache grows by its o
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
@@ -91,17 +92,18 @@ def padded_forward(adapter, reqs: list) -> list[torch.Tensor]:
     """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one: one padded row each."""
     q, c = [len(r.ids) for r in reqs], [cache_len(r.cache) for r in reqs]
     B, Q, C = len(reqs), max(q), max(c)
-    ids = torch.full((B, Q), adapter.tokenizer.pad_token_id or 0, dtype=torch.long)
-    pos = torch.zeros((B, Q), dtype=torch.long)
-    mask = torch.zeros((B, Q, C + Q), dtype=torch.bool)
+    # built in numpy on the host: a few writes per request, which torch's dispatch would make the round's cost
+    ids = np.full((B, Q), adapter.tokenizer.pad_token_id or 0, dtype=np.int64)
+    pos = np.zeros((B, Q), dtype=np.int64)
+    mask = np.zeros((B, Q, C + Q), dtype=bool)
     for i, r in enumerate(reqs):
-        m = torch.as_tensor(r.mask, dtype=torch.bool)
-        ids[i, :q[i]], pos[i, :q[i]] = r.ids, r.pos
+        m = np.asarray(r.mask, dtype=bool)
+        ids[i, :q[i]], pos[i, :q[i]] = np.asarray(r.ids), np.asarray(r.pos)
         mask[i, :q[i], :c[i]], mask[i, :q[i], C:C + q[i]] = m[:, :c[i]], m[:, c[i]:]
-        pad = torch.arange(q[i], Q)
+        pad = np.arange(q[i], Q)
         mask[i, pad, C + pad] = True
     cache = _padded_cache(adapter, reqs, C)
-    logits = adapter.run(ids, mask, pos, cache)                                                 # (B, Q, V)
+    logits = adapter.run(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(pos), cache)   # (B, Q, V)
     for i, r in enumerate(reqs):
         _grow(r, cache, i, C)
     return [adapter.own_rows(logits[i, :q[i]]) for i in range(B)]
