@@ -10,11 +10,10 @@ import time
 import pytest
 
 from tests.conftest import running_app
+from tools.page.bench_abandon import HEAVY
 from tools.page.bench_visitors import visit_http
 
 pytestmark = pytest.mark.load
-
-HEAVY = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
 
 
 def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path):

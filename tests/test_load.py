@@ -20,7 +20,7 @@ from engine.decoders import build_decoder, parse_spec
 from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from tests.conftest import running_app
-from tools.page.bench_abandon import cpu_seconds
+from tools.page.bench_abandon import HEAVY, cpu_seconds
 from tools.page.bench_visitors import prompts, wave
 
 pytestmark = pytest.mark.load
@@ -219,9 +219,8 @@ def test_cancelled_decodes_stop_and_free_the_slot(app):
     served at once (the slot was freed because the work stopped, not before)."""
     url, proc = app
     cl = gradio_client.Client(url, verbose=False)
-    heavy = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
     for _ in range(3):
-        job = cl.submit(PROMPTS[0], heavy, api_name="/decode")
+        job = cl.submit(PROMPTS[0], HEAVY, api_name="/decode")
         deadline = time.time() + 30
         while job.status().code.name != "PROCESSING" and time.time() < deadline:
             time.sleep(0.05)
@@ -239,10 +238,9 @@ def test_a_flooding_session_cannot_hold_the_queue(tmp_path):
     """One client submits 20 heavy decodes at a 3 s budget: all but one running and one waiting are refused at
     once with the page's message, and a second visitor's decode is served within 6 s (round robin: it waits for
     the running one only). Bounded: 20 + 1 calls, loopback, 60 s."""
-    heavy = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
     with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
         flood = gradio_client.Client(url, verbose=False)
-        jobs = [flood.submit(PROMPTS[0], heavy, api_name="/decode") for _ in range(20)]
+        jobs = [flood.submit(PROMPTS[0], HEAVY, api_name="/decode") for _ in range(20)]
         deadline = time.time() + 30
         while not any(j.status().code.name == "PROCESSING" for j in jobs) and time.time() < deadline:
             time.sleep(0.05)

@@ -74,12 +74,15 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     for the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in
     part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
     [MASK] (``Runner.unmaskable``)."""
-    chunks, start = [], 0
-    for end in range(1, len(parts) + 1):
-        if end == len(parts) or sum(p.numel() for p in parts[start:end + 1]) > CHUNK:
-            chunks.append((parts[start:end], *_stats(parts[start:end], temperature, top_k, top_p,
-                                                     generators[start:end], mask_id)))
-            start = end
+    groups, size = [[]], 0                                         # consecutive parts of at most CHUNK elements
+    for i, p in enumerate(parts):
+        if groups[-1] and size + p.numel() > CHUNK:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += p.numel()
+    chunks = [([parts[i] for i in g], *_stats([parts[i] for i in g], temperature, top_k, top_p,
+                                               [generators[i] for i in g], mask_id)) for g in groups]
     small = torch.cat([c[1] for c in chunks]).cpu().numpy()        # (Q, 4 + 2K): the round's one copy to the host
     K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
     ids = torch.from_numpy(small[:, :1 + K].astype(np.int64))      # margin, entropy, top-K probabilities

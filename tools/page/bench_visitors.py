@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 
 from tools.local_app import running_app
+from tools.page.bench_abandon import HEAVY
 from tools.page.bench_memory import rss_mib
 
 KEYS = ("text", "token_ids", "nfe")
@@ -207,12 +208,11 @@ def measure_full(url: str, pid: int, n: int) -> dict:
     import httpx
     before = rss_mib(pid)
     client = httpx.Client(base_url=url, timeout=60)
-    socks = []
-    turned_away = []
+    socks, turned_away = [], 0
     for _ in range(n):
         r = client.post("gradio_api/call/decode", json={"data": ["Ann has 3 apples.", HEAVY, "", ""]})
         if r.status_code != 200:                      # gradio's own queue (UNMASK_QUEUE) refused the call
-            turned_away.append(f"{r.status_code} {r.text[:80]}")
+            turned_away += 1
             continue
         s = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1].strip("/"))))
         s.sendall(f"GET /gradio_api/call/decode/{r.json()['event_id']} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -231,11 +231,8 @@ def measure_full(url: str, pid: int, n: int) -> dict:
         texts.append(got.decode("latin1"))
         s.close()
     client.close()
-    return dict(sent=n, refused_full=sum("queue is full" in t for t in texts), turned_away=len(turned_away),
+    return dict(sent=n, refused_full=sum("queue is full" in t for t in texts), turned_away=turned_away,
                 rss_before=round(before, 1), rss_full=round(full, 1))
-
-
-HEAVY = "ar:gen_length=256,stop_at_eos=0,use_cache=0"
 
 
 FINISHED = "(b) => { const t = document.querySelector('#text .um-text'); return t && t.dataset.run !== b && " \
@@ -351,8 +348,8 @@ def main(argv=None) -> None:
         rows.append(page)
     if full:
         print(f"\na full queue: {full['sent']} heavy decodes from {full['sent']} sessions of one address at once: "
-              f"{full['refused_full']} refused as the queue was full, {full['turned_away']} by gradio's queue; RSS {full['rss_before']:.0f} MiB before, "
-              f"{full['rss_full']:.0f} MiB with the queue full")
+              f"{full['refused_full']} refused as the queue was full, {full['turned_away']} by gradio's queue; "
+              f"RSS {full['rss_before']:.0f} MiB before, {full['rss_full']:.0f} MiB with the queue full")
         rows.append(full)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
