@@ -39,12 +39,22 @@ import torch
 
 LLADA_V = 126_464            # LLaDA-8B's vocabulary
 GEN = 64                     # generated slots per problem
+LLADA_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                intermediate_size=12288, vocab_size=LLADA_V)                                # LLaDA-8B's shape
+
+
+def now() -> float:
+    """The wall clock once the GPU (if one is in use) has finished what was queued on it."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 class StandIn(torch.nn.Module):
     """A model whose forward costs nothing: call k returns ``logits[k % n][:Q]`` expanded to (B, Q, V) (a view)."""
 
-    def __init__(self, config, vocab: int, real_vocab: int, rows: int, mask_id: int, n: int = 1, seed: int = 0):
+    def __init__(self, config, vocab: int, real_vocab: int, rows: int, mask_id: int, n: int = 1, seed: int = 0,
+                 device=torch.device("cpu")):
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         logits = torch.randn(n, rows, vocab, generator=g)                         # (n, rows, V)
@@ -52,11 +62,11 @@ class StandIn(torch.nn.Module):
         peak[peak == mask_id] = 0
         height = 0.5 + 5.0 * torch.rand(n, rows, generator=g)     # p(peak) from 0.5 to 0.99 (noise: e^0.5 a token)
         logits.scatter_(2, peak[..., None], height[..., None] + torch.log(torch.tensor(float(vocab))))
-        self.logits, self.calls, self.seconds = logits, 0, 0.0
+        self.logits, self.calls, self.seconds = logits.to(device), 0, 0.0
         self.config = copy.deepcopy(config)
         self.config.vocab_size = vocab
         self.config._attn_implementation = "eager"          # no ragged hook: the stand-in has no attention
-        self.device = torch.device("cpu")
+        self.device = torch.device(device)
 
     def forward(self, input_ids=None, **_):
         t0 = time.perf_counter()
@@ -69,7 +79,7 @@ class StandIn(torch.nn.Module):
 
 def stand_in_adapter(real, vocab: int, rows: int):
     """The real adapter's tokenizer and settings around a ``StandIn`` of ``vocab`` logits, as a full-attention model."""
-    model = StandIn(real.model.config, vocab, real.vocab_size, rows, real.mask_token_id)
+    model = StandIn(real.model.config, vocab, real.vocab_size, rows, real.mask_token_id, device=real.device)
     return dataclasses.replace(real, model=model, attention="full", block_size=None)
 
 
@@ -86,17 +96,17 @@ def unmask(adapter, spec: str, n: int, batch: int, counter=None) -> dict:
     m, stats, spent = counter or adapter.model, scheduler.token_stats_batch, [0.0]     # m: calls and seconds
 
     def timed(*args, **kwargs):
-        t0 = time.perf_counter()
+        t0 = now()
         out = stats(*args, **kwargs)
-        spent[0] += time.perf_counter() - t0
+        spent[0] += now() - t0
         return out
     run_bench(adapter, "arith", 1, [spec], batch=1, warmup=True)            # first-call allocations, untimed
     m.calls, m.seconds = 0, 0.0
     scheduler.token_stats_batch = timed
     try:
-        t0 = time.perf_counter()
+        t0 = now()
         (row,) = run_bench(adapter, "arith", n, [spec], batch=batch, warmup=False)
-        wall = time.perf_counter() - t0
+        wall = now() - t0
     finally:
         scheduler.token_stats_batch = stats
     return dict(per_forward(wall, m.seconds, m.calls, row["nfe"] * n), stats_ms=1e3 * spent[0] / m.calls,
@@ -109,16 +119,17 @@ def per_forward(wall: float, inside: float, calls: int, forwards: float) -> dict
 
 
 class Timed:
-    """Seconds and calls inside a real model's forward (hooks), kept where ``StandIn`` keeps its own."""
+    """Seconds and calls inside a real model's forward (hooks, waiting for the GPU's work), kept where ``StandIn``
+    keeps its own."""
 
     def __init__(self, model: torch.nn.Module):
         self.model, self.calls, self.seconds, self._t0 = model, 0, 0.0, 0.0
-        model.register_forward_pre_hook(lambda *_: setattr(self, "_t0", time.perf_counter()))
+        model.register_forward_pre_hook(lambda *_: setattr(self, "_t0", now()))
         model.register_forward_hook(lambda *_: self._stop())
 
     def _stop(self) -> None:
         self.calls += 1
-        self.seconds += time.perf_counter() - self._t0
+        self.seconds += now() - self._t0
 
 
 class Canvas(torch.nn.Module):
@@ -131,7 +142,7 @@ class Canvas(torch.nn.Module):
 
     def forward(self, input_ids=None, **_):
         B, n = input_ids.shape
-        pos = torch.arange(n).expand(B, n)
+        pos = torch.arange(n, device=input_ids.device).expand(B, n)
         return SimpleNamespace(logits=self.adapter.run(input_ids, torch.ones(B, n, n, dtype=torch.bool), pos))
 
 
@@ -155,15 +166,15 @@ def reference(adapter, generate, kwargs: dict, n: int, model=None, counter=None)
     model = model or adapter.model
     m, outs = counter or model, []
     m.calls, m.seconds = 0, 0.0
-    t0 = time.perf_counter()
+    t0 = now()
     for p in problems(n):
-        ids = torch.tensor([adapter.encode_prompt(p.prompt)])
+        ids = torch.tensor([adapter.encode_prompt(p.prompt)], device=adapter.device)
         x = generate(model, ids, gen_length=GEN, mask_id=adapter.mask_token_id, **kwargs)
         x = x[0] if isinstance(x, tuple) else x
         gen = x[0, ids.shape[1]:].tolist()
         stop = next((i + 1 for i, t in enumerate(gen) if t in adapter.stop_ids), len(gen))
         outs.append(gen[:stop])                          # as Unmask reports them: up to the first stop token
-    wall = time.perf_counter() - t0
+    wall = now() - t0
     return per_forward(wall, m.seconds, m.calls, m.calls), outs
 
 
@@ -200,6 +211,34 @@ def rows(real, vocab: int | None, block: int, n: int, refs: dict, timed: Timed |
     return out
 
 
+def forward_rows(device, reps: int = 20, shape: dict = LLADA_8B) -> list[dict]:
+    """Milliseconds per forward of a random model of LLaDA-8B's shape in bf16 through Unmask's adapter (full
+    attention, a bool mask of ones), batch 1 and 12, over 32 rows (a block: a lower bound of a block's forward over
+    a prefix cache) and 128 (a whole canvas, as the released loops run it): the device's side of the host's table."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from engine.models.model import ModelAdapter
+    cfg = LlamaConfig(**shape, max_position_embeddings=4096, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    adapter = ModelAdapter(model=model, tokenizer=None, name="llada-8b-shaped", model_type="llada", mask_token_id=0,
+                           logit_shift=0, attention="full", block_size=None, stop_ids=(), attn_impl="sdpa",
+                           device=torch.device(device), dtype=torch.bfloat16)
+    out = []
+    for batch in (1, 12):
+        for n in (32, 128):
+            ids, pos = torch.randint(0, shape["vocab_size"], (batch, n)), torch.arange(n).expand(batch, n)
+            mask = torch.ones(batch, n, n, dtype=torch.bool)
+            times = []
+            for i in range(reps + 3):                                                      # three warm-ups
+                t0 = now()
+                adapter.run(ids, mask, pos)
+                times.append(now() - t0)
+            out.append(dict(batch=batch, rows=n, ms=1e3 * statistics.median(times[3:]),
+                            params=sum(p.numel() for p in model.parameters())))
+    return out
+
+
 def table(rs: list[dict]) -> str:
     head = ("| loop | on | V | block | batch | per round: total (ms) | in the model | host | of which statistics | "
             "rest of the host | rounds | tokens = Unmask's |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -219,10 +258,16 @@ def main(argv=None) -> None:
     ap.add_argument("--vocabs", default=f"{LLADA_V},model,real", help="stand-in vocabulary sizes (\"model\": the "
                     "model's own); \"real\": the model itself, full attention over the whole canvas in every loop")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="where the models run (cuda: the statistics run there too)")
+    ap.add_argument("--forward", action="store_true", help="also time a forward of a random LLaDA-8B-shaped model")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from engine.models.model import load_model
-    real = load_model(args.model, device="cpu")
+    if args.forward:
+        for r in forward_rows(args.device):
+            print(f"LLaDA-8B-shaped forward ({r['params'] / 1e9:.2f}B, bf16, {args.device}): batch {r['batch']}, "
+                  f"{r['rows']} rows: {r['ms']:.2f} ms", flush=True)
+    real = load_model(args.model, device=args.device)
     refs = {}
     if args.llada:
         refs["llada"] = (load_reference(args.llada, "generate.py", "llada_generate").generate, dict(steps=GEN))
@@ -230,7 +275,7 @@ def main(argv=None) -> None:
         refs["threshold"] = (load_reference(args.fast_dllm, "llada/generate.py", "fastdllm_generate").generate,
                              dict(steps=GEN, threshold=0.9))
     out, timed = [], Timed(real.model)
-    for vocab in (real.vocab_size if v == "model" else None if v == "real" else int(v) for v in args.vocabs.split(",")):
+    for vocab in (real.vocab_size if v == "model" else None if v == "real" else int(v) for v in args.vocabs.split(",") if v):
         for block in (int(b) for b in args.blocks.split(",")):
             out += rows(real, vocab, block, args.n, refs, timed if vocab is None else None)
             print(table(out[-6:]), flush=True, file=sys.stderr)
