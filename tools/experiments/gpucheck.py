@@ -16,6 +16,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import sys
 import time
 
 import numpy as np
@@ -169,6 +170,7 @@ def main(argv=None) -> None:
     ap.add_argument("--checkpoint", help="also bench GSM8K on this checkpoint (a local path): threshold and S2D2")
     ap.add_argument("--gsm8k-n", type=int, default=50, help="GSM8K problems for --checkpoint")
     ap.add_argument("--gsm8k-gen", type=int, default=256, help="generation length for --checkpoint")
+    ap.add_argument("--batch-problems", type=int, default=64, help="problems for the batched tokens/s")
     args = ap.parse_args(argv)
     device = pick_device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -180,9 +182,10 @@ def main(argv=None) -> None:
         adapter = random_adapter(MODELS[name], dtype, device)
         params = sum(p.numel() for p in adapter.model.parameters())
         out["models"][name] = dict(params=params, decoders=decode_rows(adapter, prompt, args.gen),
-                                   batched=batch_rows(adapter, args.gen),
+                                   batched=batch_rows(adapter, args.gen, n=args.batch_problems),
                                    argmax_agreement=agreement(adapter, prompt, args.gen),
                                    seconds=round(time.perf_counter() - t0, 1))
+        progress(name, out)
         del adapter
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -191,12 +194,18 @@ def main(argv=None) -> None:
         adapter = family_adapter(kind, shape, dtype, device)
         out["models"][f"{kind}-shaped"] = dict(params=sum(p.numel() for p in adapter.model.parameters()),
                                                decoders=spec_rows(adapter, prompt, max(args.gen, 64), specs))
+        progress(f"{kind}-shaped", out)
         del adapter
         if device.type == "cuda":
             torch.cuda.empty_cache()
     if args.checkpoint:
         out["gsm8k"] = gsm8k_rows(args.checkpoint, device, args.gsm8k_n, args.gsm8k_gen)
     print(json.dumps(out, indent=1))
+
+
+def progress(name: str, out: dict) -> None:
+    """One model's figures on stderr as soon as they are measured (a run cut short by a time limit keeps them)."""
+    print(json.dumps({name: out["models"][name]}), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
