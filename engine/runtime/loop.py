@@ -57,19 +57,27 @@ class BlockContext:
         """(L,) bool: still-masked positions of the block (the prompt tail is never masked)."""
         return self.runner.masked(self.lo, self.hi)
 
+    @property
+    def masked_np(self) -> np.ndarray:
+        """``masked`` as numpy, for rules written in numpy (a rule's few dozen values cost less there than a
+        torch dispatch per operation, and the engine runs every decode's rule on its one host thread)."""
+        return self.runner.tokens.numpy()[self.lo:self.hi] == self.runner.adapter.mask_token_id
+
     def draft(self, block_mask: torch.Tensor | None = None):
         """The block's draft forward: ``logits (L, V), stats = yield from ctx.draft()`` (the scheduler runs it
         with the round's other forwards and computes the statistics of all their rows at once)."""
         return (yield from self.runner.draft("draft", self.lo, self.hi, block_mask=block_mask))
 
-    def commit(self, rel: torch.Tensor, tokens: torch.Tensor, reason: Reason) -> None:
-        """Write tokens at block-relative indices; only masked slots (``revise`` changes a written one)."""
-        rel = torch.as_tensor(rel, dtype=torch.long).reshape(-1)
+    def commit(self, rel: torch.Tensor | np.ndarray, tokens: torch.Tensor | np.ndarray, reason: Reason) -> None:
+        """Write tokens at block-relative indices; only masked slots (``revise`` changes a written one). In numpy,
+        through a view of the canvas (host tensors and arrays alike)."""
+        rel = np.asarray(rel, dtype=np.int64).reshape(-1)
         if len(rel) == 0:
             return
-        assert self.masked[rel].all(), "commit to an already decoded position"
-        self.runner.tokens[self.lo + rel] = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-        self._reason[rel.numpy()] = int(reason)
+        block = self.runner.tokens.numpy()[self.lo:self.hi]                                  # (L,) a view
+        assert (block[rel] == self.runner.adapter.mask_token_id).all(), "commit to an already decoded position"
+        block[rel] = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        self._reason[rel] = int(reason)
 
     def fill_after(self, tokens: torch.Tensor, reason: Reason) -> None:
         """Write every [MASK] after the block with ``tokens`` (end − hi,), this forward's candidates there: a

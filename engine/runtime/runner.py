@@ -91,7 +91,7 @@ class Runner:
         return sum(self.nfe.values())
 
     def masked(self, lo: int, hi: int) -> torch.Tensor:
-        return self.tokens[lo:hi] == self.adapter.mask_token_id
+        return torch.from_numpy(self.tokens.numpy()[lo:hi] == self.adapter.mask_token_id)     # numpy: cheaper
 
     def sampling(self) -> Sampling:
         c = self.cfg

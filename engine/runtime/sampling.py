@@ -59,24 +59,29 @@ def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, 
     return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
 
 
-# (rows x V) elements per statistics call, however large the round: 32 MiB per float64 temporary, glibc's largest
-# mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a batch-12 round
-# at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these)
+# (rows x V) elements per statistics call, however large the round. On the CPU: 32 MiB per float64 temporary,
+# glibc's largest mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a
+# batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these). On an accelerator each chunk is a
+# dozen kernel launches that the host waits for, and the caching allocator reuses memory: one chunk for a round of
+# twelve 32-row decodes at that vocabulary (512 MiB per temporary; in 4M-element chunks that round's statistics
+# took 5.7 ms of host time on an H200, against 0.65 ms for one decode)
 CHUNK = 1 << 22
+DEVICE_CHUNK = 1 << 26
 
 
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
                       generators: list, mask_id: int | None = None) -> list[TokenStats]:
     """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round), on the logits'
-    device, in chunks of whole parts of at most ``CHUNK`` elements (a round of twelve decodes of 32 rows at
-    V = 126 464 would otherwise allocate 0.4 GB per temporary). What the decoders' rules and the records read crosses
+    device, in chunks of whole parts of at most ``CHUNK`` elements on the CPU, ``DEVICE_CHUNK`` elsewhere (a round
+    of twelve decodes of 32 rows at V = 126 464 would otherwise allocate 0.4 GB per temporary). What the decoders' rules and the records read crosses
     to the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it
     for the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in
     part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
     [MASK] (``Runner.unmaskable``)."""
-    groups, size = [[]], 0                                         # consecutive parts of at most CHUNK elements
+    groups, size = [[]], 0                                         # consecutive parts of at most `limit` elements
+    limit = CHUNK if parts[0].device.type == "cpu" else DEVICE_CHUNK
     for i, p in enumerate(parts):
-        if groups[-1] and size + p.numel() > CHUNK:
+        if groups[-1] and size + p.numel() > limit:
             groups.append([])
             size = 0
         groups[-1].append(i)

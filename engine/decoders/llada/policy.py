@@ -23,7 +23,7 @@ class LLaDAPolicy(Policy):
     def run_block(self, ctx: BlockContext):
         schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)
         for k in schedule:
-            if not ctx.masked.any():
+            if not ctx.masked_np.any():
                 break
             _, st = yield from ctx.draft()
             if self.cfg.remasking == "random":

@@ -18,16 +18,16 @@ from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 
 
-def threshold_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fast-dLLM rule on (L,) confidences (host tensors): returns (indices, forced flag per index). In numpy: a
-    dozen operations on a block's few values cost less there than torch's dispatch (τ is compared in the
-    confidences' float32 in both)."""
-    c, m = conf.numpy(), masked.numpy()
+def threshold_commit(conf, masked, tau: float) -> tuple[np.ndarray, np.ndarray]:
+    """Fast-dLLM rule on (L,) confidences and masked flags (host tensors or arrays): returns (indices, forced flag
+    per index) as arrays. In numpy: a dozen operations on a block's few values cost less there than torch's
+    dispatch (τ is compared in the confidences' float32 in both)."""
+    c, m = np.asarray(conf), np.asarray(masked)
     best = int(np.where(m, c, -1.0).argmax())                                    # first of equal maxima
     chosen = m & (c >= tau)
     chosen[best] = True
     idx = np.flatnonzero(chosen)
-    return torch.from_numpy(idx), torch.from_numpy((idx == best) & (c[idx] < tau))
+    return idx, (idx == best) & (c[idx] < tau)
 
 
 def dynamic_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float, quota: int) -> torch.Tensor:
@@ -46,13 +46,14 @@ class ThresholdPolicy(Policy):
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
         schedule = block_schedule(cfg.block_size, cfg.steps or cfg.block_size)
-        while (masked := ctx.masked).any():
+        while (masked := ctx.masked_np).any():
             _, st = yield from ctx.draft()
             if cfg.rule == "fastdllm":
                 idx, forced = threshold_commit(st.confidence, masked, cfg.tau)
-                ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
-                ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
+                candidate = st.candidate.numpy()
+                ctx.commit(idx[~forced], candidate[idx[~forced]], Reason.THRESHOLD)
+                ctx.commit(idx[forced], candidate[idx[forced]], Reason.ARGMAX)
             else:
-                idx = dynamic_commit(st.confidence, masked, cfg.tau, quota_at(schedule, ctx.step))
+                idx = dynamic_commit(st.confidence, torch.from_numpy(masked), cfg.tau, quota_at(schedule, ctx.step))
                 ctx.commit(idx, st.candidate[idx], Reason.THRESHOLD)
             yield ctx.emit("draft", st)
