@@ -25,6 +25,12 @@ from engine.records.trace_meta import TraceMeta
 from engine.records.trace import GENERIC_FIELDS, Reason, Revision, StepRecord, Trace, payload_fields
 
 
+def _host(x) -> np.ndarray:
+    """A host tensor's values as numpy (its own view: cheaper than ``np.asarray``'s way through ``__array__``), or
+    a list's or an array's as int64."""
+    return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.int64)
+
+
 class BlockContext:
     """What a policy sees of one block: its positions, the runner, and helpers to commit and emit records."""
 
@@ -36,7 +42,7 @@ class BlockContext:
 
     def _snapshot(self) -> None:
         # the record's bookkeeping is numpy: a handful of small arrays per forward, cheaper than torch's dispatch
-        self._before = self.runner.tokens[self.lo:self.hi].numpy().copy()
+        self._before = self.runner.tokens.numpy()[self.lo:self.hi].copy()
         self._reason = np.zeros(self.L, dtype=np.int8)
         self._revised = np.zeros(self.L, dtype=np.int8)
         self._prev: list = []          # this forward's edits to the previous block: (positions, old, new)
@@ -68,16 +74,16 @@ class BlockContext:
         with the round's other forwards and computes the statistics of all their rows at once)."""
         return (yield from self.runner.draft("draft", self.lo, self.hi, block_mask=block_mask))
 
-    def commit(self, rel: torch.Tensor | np.ndarray, tokens: torch.Tensor | np.ndarray, reason: Reason) -> None:
-        """Write tokens at block-relative indices; only masked slots (``revise`` changes a written one). In numpy,
-        through a view of the canvas (host tensors and arrays alike)."""
-        rel = np.asarray(rel, dtype=np.int64).reshape(-1)
+    def commit(self, rel, tokens, reason: Reason | np.ndarray) -> None:
+        """Write tokens at block-relative indices (host tensors or arrays); only masked slots (``revise`` changes
+        a written one). ``reason``: one for all, or one per index. In numpy, through a view of the canvas."""
+        rel = _host(rel).reshape(-1)
         if len(rel) == 0:
             return
         block = self.runner.tokens.numpy()[self.lo:self.hi]                                  # (L,) a view
         assert (block[rel] == self.runner.adapter.mask_token_id).all(), "commit to an already decoded position"
-        block[rel] = np.asarray(tokens, dtype=np.int64).reshape(-1)
-        self._reason[rel] = int(reason)
+        block[rel] = _host(tokens).reshape(-1)
+        self._reason[rel] = reason
 
     def fill_after(self, tokens: torch.Tensor, reason: Reason) -> None:
         """Write every [MASK] after the block with ``tokens`` (end − hi,), this forward's candidates there: a
@@ -162,7 +168,8 @@ class BlockContext:
         rec = StepRecord(
             block=self.index, step_in_block=self.step, kind=kind,
             positions=np.arange(self.lo, self.hi, dtype=np.int32),
-            tokens_before=self._before.astype(np.int32), tokens_after=self.tokens.numpy().astype(np.int32),
+            tokens_before=self._before.astype(np.int32),
+            tokens_after=self.runner.tokens.numpy()[self.lo:self.hi].astype(np.int32),
             committed=self._reason > 0, reason=self._reason.copy(),
             candidate=(stats.candidate.numpy().astype(np.int32) if stats else np.full(L, -1, np.int32)),
             confidence=(stats.confidence.numpy() if stats else np.full(L, np.nan, np.float32)),

@@ -274,6 +274,7 @@ class FullRunner(Runner):
     def __init__(self, adapter, prompt_ids, cfg, prefix_causal=False, revising=False, keep_block_kv=False):
         super().__init__(adapter, prompt_ids, cfg, prefix_causal, revising)
         self.full_cache, self.prefix_of = None, None        # the block start's cache and the block start
+        self._canvas: tuple | None = None                   # (n, n) mask and (n,) positions of a whole-canvas forward
         self.cache_name = f"{self.kv_cache} cache (Fast-dLLM, approximate)" if self.kv_cache != "none" else "none"
 
     def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
@@ -285,7 +286,7 @@ class FullRunner(Runner):
         block, whose logit is the block's first slot's. ``fresh`` is the range of positions whose K/V the forward
         computed; ``drift`` (``measure_drift``) the max |Δ logit| of the block's rows against an uncached forward."""
         assert tail is None and block_mask is None, "full-attention models take no verifier rows or block masks"
-        ids = self.tokens[:self.end].clone()                  # (n,)
+        ids = torch.from_numpy(self.tokens.numpy()[:self.end].copy())                        # (n,)
         if block_tokens is not None:
             ids[lo:hi] = block_tokens
         n = self.end
@@ -304,9 +305,10 @@ class FullRunner(Runner):
             self.drift = (yield from self._drift(ids, lo, hi, logits)) if self.cfg.measure_drift else None
             return logits, None, stats
         cache = BlockCache(self.adapter.new_cache()) if self.kv_cache != "none" else None
-        logits, stats = yield self._request(ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n),
-                                            cache.cache if cache is not None else None, want_stats,
-                                            slice(lo, hi))                                  # (n, V)
+        if self._canvas is None:                              # the whole canvas's mask and positions, read only
+            self._canvas = torch.ones(n, n, dtype=torch.bool), torch.arange(n)
+        logits, stats = yield self._request(ids, *self._canvas, cache.cache if cache is not None else None,
+                                            want_stats, slice(lo, hi))                      # (n, V)
         if cache is not None:
             if self.kv_cache == "prefix":
                 cache.rollback(a)

@@ -49,10 +49,8 @@ class ThresholdPolicy(Policy):
         while (masked := ctx.masked_np).any():
             _, st = yield from ctx.draft()
             if cfg.rule == "fastdllm":
-                idx, forced = threshold_commit(st.confidence, masked, cfg.tau)
-                candidate = st.candidate.numpy()
-                ctx.commit(idx[~forced], candidate[idx[~forced]], Reason.THRESHOLD)
-                ctx.commit(idx[forced], candidate[idx[forced]], Reason.ARGMAX)
+                idx, forced = threshold_commit(st.confidence.numpy(), masked, cfg.tau)
+                ctx.commit(idx, st.candidate.numpy()[idx], np.where(forced, Reason.ARGMAX, Reason.THRESHOLD))
             else:
                 idx = dynamic_commit(st.confidence, torch.from_numpy(masked), cfg.tau, quota_at(schedule, ctx.step))
                 ctx.commit(idx, st.candidate[idx], Reason.THRESHOLD)
