@@ -18,6 +18,9 @@ from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 
 
+THRESHOLD, ARGMAX = int(Reason.THRESHOLD), int(Reason.ARGMAX)      # as ints: an enum member costs a lookup per step
+
+
 def threshold_commit(conf, masked, tau: float) -> tuple[np.ndarray, np.ndarray]:
     """Fast-dLLM rule on (L,) confidences and masked flags (host tensors or arrays): returns (indices, forced flag
     per index) as arrays. In numpy: a dozen operations on a block's few values cost less there than torch's
@@ -50,7 +53,7 @@ class ThresholdPolicy(Policy):
             _, st = yield from ctx.draft()
             if cfg.rule == "fastdllm":
                 idx, forced = threshold_commit(st.confidence.numpy(), masked, cfg.tau)
-                ctx.commit(idx, st.candidate.numpy()[idx], np.where(forced, Reason.ARGMAX, Reason.THRESHOLD))
+                ctx.commit(idx, st.candidate.numpy()[idx], np.where(forced, ARGMAX, THRESHOLD))
             else:
                 idx = dynamic_commit(st.confidence, torch.from_numpy(masked), cfg.tau, quota_at(schedule, ctx.step))
                 ctx.commit(idx, st.candidate[idx], Reason.THRESHOLD)
