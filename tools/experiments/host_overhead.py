@@ -234,9 +234,30 @@ def forward_rows(device, reps: int = 20, shape: dict = LLADA_8B) -> list[dict]:
                 t0 = now()
                 adapter.run(ids, mask, pos)
                 times.append(now() - t0)
-            out.append(dict(batch=batch, rows=n, ms=1e3 * statistics.median(times[3:]),
+            busy = kernel_ms(lambda: adapter.run(ids, mask, pos)) if adapter.device.type == "cuda" else None
+            out.append(dict(batch=batch, rows=n, ms=1e3 * statistics.median(times[3:]), busy_ms=busy,
                             params=sum(p.numel() for p in model.parameters())))
     return out
+
+
+def kernel_ms(fn, reps: int = 5) -> float:
+    """The GPU's own milliseconds per call, the sum of its kernels' times (torch's profiler): how long the device
+    would be busy if the host launched without a pause."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / reps
+
+
+def warm_up(device) -> None:
+    """A GPU's clocks idle low: three seconds of matrix products before anything is timed."""
+    if torch.device(device).type == "cuda":
+        a, t0 = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16), time.perf_counter()
+        while time.perf_counter() - t0 < 3:
+            a @ a
+            torch.cuda.synchronize()
 
 
 def table(rs: list[dict]) -> str:
@@ -263,10 +284,12 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from engine.models.model import load_model
+    warm_up(args.device)
     if args.forward:
         for r in forward_rows(args.device):
+            busy = f" (the GPU's kernels: {r['busy_ms']:.2f} ms)" if r["busy_ms"] is not None else ""
             print(f"LLaDA-8B-shaped forward ({r['params'] / 1e9:.2f}B, bf16, {args.device}): batch {r['batch']}, "
-                  f"{r['rows']} rows: {r['ms']:.2f} ms", flush=True)
+                  f"{r['rows']} rows: {r['ms']:.2f} ms{busy}", flush=True)
     real = load_model(args.model, device=args.device)
     refs = {}
     if args.llada:
