@@ -88,26 +88,27 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
         size += p.numel()
     chunks = [([parts[i] for i in g], *_stats([parts[i] for i in g], temperature, top_k, top_p,
                                                [generators[i] for i in g], mask_id)) for g in groups]
-    small = torch.cat([c[1] for c in chunks]).cpu().numpy()        # (Q, 4 + 2K): the round's one copy to the host
+    small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
+    small = small.cpu().numpy()                                    # (Q, 4 + 2K): the round's one copy to the host
     K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
-    ids = torch.from_numpy(small[:, :1 + K].astype(np.int64))      # margin, entropy, top-K probabilities
-    f32 = torch.from_numpy(small[:, 1 + K:4 + K].astype(np.float32))
-    top_p = torch.from_numpy(small[:, 4 + K:])
+    ids = small[:, :1 + K].astype(np.int64)                        # margin, entropy, top-K probabilities
+    f32 = small[:, 1 + K:4 + K].astype(np.float32)
+    t = torch.from_numpy                                           # views sliced in numpy: cheaper than torch's
     out, a = [], 0
     for chunk, _, probs in chunks:
         b = 0
         for p in chunk:
-            rows = slice(a, a + len(p))
-            out.append(TokenStats(ids[rows, 0], f32[rows, 0], f32[rows, 1], f32[rows, 2], probs[b:b + len(p)],
-                                  ids[rows, 1], ids[rows, 1:], top_p[rows]))
-            a, b = a + len(p), b + len(p)
+            e = a + len(p)
+            out.append(TokenStats(t(ids[a:e, 0]), t(f32[a:e, 0]), t(f32[a:e, 1]), t(f32[a:e, 2]),
+                                  probs[b:b + len(p)], t(ids[a:e, 1]), t(ids[a:e, 1:]), t(small[a:e, 4 + K:])))
+            a, b = e, b + len(p)
     return out
 
 
 def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch.Tensor, torch.Tensor]:
     """One chunk of rows (Q, V) -> (Q, 4 + 2K) float64 [candidate, top-K ids, confidence, margin, entropy, top-K
     probabilities] and the (Q, V) softmax, on the logits' device."""
-    z = torch.cat(parts).double()                                  # (Q, V)
+    z = (parts[0] if len(parts) == 1 else torch.cat(parts)).to(torch.float64, copy=True)   # (Q, V): ours to write
     if mask_id is not None:
         z[:, mask_id] = float("-inf")
     probs = torch.softmax(z, dim=-1)                              # (Q, V)
@@ -118,9 +119,9 @@ def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch
         u = torch.cat([torch.rand(p.shape, dtype=torch.float64, generator=g) for p, g in zip(parts, generators)])
         gumbel = -torch.log(-torch.log(u.clamp_min(1e-300))).to(z.device)
         candidate = (zf / temperature + gumbel).argmax(-1)                                        # Gumbel-max
+        conf = probs.gather(-1, candidate[:, None])[:, 0]
     else:
-        candidate = top.indices[:, 0]
-    conf = probs.gather(-1, candidate[:, None])[:, 0]
+        candidate, conf = top.indices[:, 0], top.values[:, 0]                # the argmax and its probability
     margin = top.values[:, 0] - (top.values[:, 1] if V > 1 else 0)
     ent = torch.special.entr(probs).sum(-1) / math.log(V)         # = -(p log p).sum(-1), bit for bit, in one pass
     ids = torch.cat([candidate[:, None], top.indices], 1).double()                                 # (Q, 1 + K)
