@@ -111,3 +111,15 @@ def test_same_seed_same_trace(adapter):
     assert a.meta.final_tokens == b.meta.final_tokens
     assert all(np.array_equal(x.candidate, y.candidate) for x, y in zip(a.records, b.records))
     assert a.meta.final_tokens != c.meta.final_tokens
+
+
+def test_a_round_is_one_chunk_off_the_cpu_and_bounded_on_it():
+    """On the CPU a round's statistics run in chunks of at most CHUNK elements (freed temporaries reused); on an
+    accelerator every launch is host time, so twelve decodes of 32 rows at LLaDA's vocabulary are one chunk."""
+    sizes = [32 * 126_464] * 12
+    assert sampling.chunk_groups(sizes, torch.device("cuda")) == [list(range(12))]
+    on_cpu = sampling.chunk_groups(sizes, torch.device("cpu"))
+    assert [i for g in on_cpu for i in g] == list(range(12)) and len(on_cpu) == 12      # one decode each
+    assert sampling.chunk_groups([10, 10, 10], torch.device("cpu")) == [[0, 1, 2]]
+    big = sampling.DEVICE_CHUNK
+    assert sampling.chunk_groups([big, 1, big + 1], torch.device("cuda")) == [[0], [1], [2]]

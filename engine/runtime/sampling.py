@@ -72,20 +72,12 @@ DEVICE_CHUNK = 1 << 26
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
                       generators: list, mask_id: int | None = None) -> list[TokenStats]:
     """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round), on the logits'
-    device, in chunks of whole parts of at most ``CHUNK`` elements on the CPU, ``DEVICE_CHUNK`` elsewhere (a round
-    of twelve decodes of 32 rows at V = 126 464 would otherwise allocate 0.4 GB per temporary). What the decoders' rules and the records read crosses
-    to the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it
-    for the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in
-    part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting
-    [MASK] (``Runner.unmaskable``)."""
-    groups, size = [[]], 0                                         # consecutive parts of at most `limit` elements
-    limit = CHUNK if parts[0].device.type == "cpu" else DEVICE_CHUNK
-    for i, p in enumerate(parts):
-        if groups[-1] and size + p.numel() > limit:
-            groups.append([])
-            size = 0
-        groups[-1].append(i)
-        size += p.numel()
+    device, in chunks of whole parts (``chunk_groups``). What the decoders' rules and the records read crosses to
+    the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it for
+    the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in part
+    order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting [MASK]
+    (``Runner.unmaskable``)."""
+    groups = chunk_groups([p.numel() for p in parts], parts[0].device)
     chunks = [([parts[i] for i in g], *_stats([parts[i] for i in g], temperature, top_k, top_p,
                                                [generators[i] for i in g], mask_id)) for g in groups]
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
@@ -103,6 +95,21 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
                                   probs[b:b + len(p)], t(ids[a:e, 1]), t(ids[a:e, 1:]), t(small[a:e, 4 + K:])))
             a, b = e, b + len(p)
     return out
+
+
+def chunk_groups(sizes: list[int], device: torch.device) -> list[list[int]]:
+    """Consecutive parts (their indices) in groups of at most ``CHUNK`` elements on the CPU, ``DEVICE_CHUNK``
+    elsewhere; a part larger than the limit is a group alone. (A round of twelve decodes of 32 rows at V = 126 464
+    would otherwise allocate 0.4 GB per float64 temporary on the CPU.)"""
+    limit = CHUNK if device.type == "cpu" else DEVICE_CHUNK
+    groups, size = [[]], 0
+    for i, n in enumerate(sizes):
+        if groups[-1] and size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += n
+    return groups
 
 
 def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch.Tensor, torch.Tensor]:

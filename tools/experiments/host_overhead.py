@@ -298,7 +298,8 @@ def main(argv=None) -> None:
         refs["threshold"] = (load_reference(args.fast_dllm, "llada/generate.py", "fastdllm_generate").generate,
                              dict(steps=GEN, threshold=0.9))
     out, timed = [], Timed(real.model)
-    for vocab in (real.vocab_size if v == "model" else None if v == "real" else int(v) for v in args.vocabs.split(",") if v):
+    vocabs = [v for v in args.vocabs.split(",") if v]                       # "": none (--forward alone)
+    for vocab in (real.vocab_size if v == "model" else None if v == "real" else int(v) for v in vocabs):
         for block in (int(b) for b in args.blocks.split(",")):
             out += rows(real, vocab, block, args.n, refs, timed if vocab is None else None)
             print(table(out[-6:]), flush=True, file=sys.stderr)
