@@ -39,3 +39,13 @@ def test_the_released_loops_call_the_real_model_as_unmask_runs_it(real):
     timed = ho.Timed(torch.nn.Linear(2, 2))
     timed.model(torch.zeros(1, 2))
     assert timed.calls == 1 and timed.seconds > 0
+
+
+def test_the_forward_beside_the_host_runs_at_toy_width_on_the_cpu():
+    """``--forward``'s timing at toy width: one row per (batch, rows), its parameters counted, no kernel time off a
+    GPU (torch's profiler reads CUDA kernels only)."""
+    shape = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                 intermediate_size=64, vocab_size=100)
+    out = ho.forward_rows("cpu", reps=1, shape=shape)
+    assert [(r["batch"], r["rows"]) for r in out] == [(1, 32), (1, 128), (12, 32), (12, 128)]
+    assert all(r["ms"] > 0 and r["busy_ms"] is None and r["params"] > 100 * 32 for r in out)

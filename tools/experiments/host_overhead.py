@@ -3,6 +3,7 @@ model whose forward costs nothing (a benchmark, not a test: ratios in one proces
 
     python -m tools.experiments.host_overhead                                   # Unmask alone (a few minutes)
     python -m tools.experiments.host_overhead --llada DIR --fast-dllm DIR       # and the released loops
+    python -m tools.experiments.host_overhead ... --device cuda --forward       # on a GPU, beside an 8B forward
 
 ``--llada`` / ``--fast-dllm``: a checkout (or a bare git mirror) of github.com/ML-GSAI/LLaDA and NVlabs/Fast-dLLM;
 their ``generate.py`` and ``llada/generate.py`` are copied into a temporary folder and imported from there (never
@@ -230,7 +231,7 @@ def forward_rows(device, reps: int = 20, shape: dict = LLADA_8B) -> list[dict]:
             ids, pos = torch.randint(0, shape["vocab_size"], (batch, n)), torch.arange(n).expand(batch, n)
             mask = torch.ones(batch, n, n, dtype=torch.bool)
             times = []
-            for i in range(reps + 3):                                                      # three warm-ups
+            for _ in range(reps + 3):                                                      # three warm-ups
                 t0 = now()
                 adapter.run(ids, mask, pos)
                 times.append(now() - t0)
