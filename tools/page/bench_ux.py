@@ -93,8 +93,13 @@ def shown_run(pg) -> dict:
 
 
 def at_stop(pg, i: int) -> None:
+    """Until stop i's card and target are shown and the decoder box shows a menu's words: while a stop's model
+    replaces the menu of decoders, the box shows the bare value for a moment (under load, past a fixed wait)."""
+    from engine.catalogue import catalogue
     pg.wait_for_function("(i) => { const c = document.querySelector('#tour-card .um-tour'); return c && "
                          "c.dataset.stop == i && document.querySelector('.um-tour-target'); }", arg=i, timeout=60_000)
+    pg.wait_for_function("(ls) => ls.includes((document.querySelector('#decoder input') || {}).value)",
+                         arg=[catalogue.menu_label(n) for n in catalogue.DECODERS], timeout=20_000)
     pg.wait_for_timeout(400)
 
 
