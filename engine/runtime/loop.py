@@ -41,8 +41,7 @@ class BlockContext:
         self._snapshot()
 
     def _snapshot(self) -> None:
-        # the record's bookkeeping is numpy: a handful of small arrays per forward, cheaper than torch's dispatch
-        self._before = self.runner.tokens.numpy()[self.lo:self.hi].copy()
+        self._before = self._ids.copy()        # the record's bookkeeping is numpy: cheaper than torch's dispatch
         self._reason = np.zeros(self.L, dtype=np.int8)
         self._revised = np.zeros(self.L, dtype=np.int8)
         self._prev: list = []          # this forward's edits to the previous block: (positions, old, new)
@@ -65,9 +64,13 @@ class BlockContext:
 
     @property
     def masked_np(self) -> np.ndarray:
-        """``masked`` as numpy, for rules written in numpy (a rule's few dozen values cost less there than a
-        torch dispatch per operation, and the engine runs every decode's rule on its one host thread)."""
-        return self.runner.tokens.numpy()[self.lo:self.hi] == self.runner.adapter.mask_token_id
+        """``masked`` as numpy, for rules written in numpy (``Runner.masked_np``)."""
+        return self.runner.masked_np(self.lo, self.hi)
+
+    @property
+    def _ids(self) -> np.ndarray:
+        """(L,) the block's tokens as a numpy view of the canvas (writes go to the canvas)."""
+        return self.runner.tokens.numpy()[self.lo:self.hi]
 
     def draft(self, block_mask: torch.Tensor | None = None):
         """The block's draft forward: ``logits (L, V), stats = yield from ctx.draft()`` (the scheduler runs it
@@ -80,9 +83,8 @@ class BlockContext:
         rel = _host(rel).reshape(-1)
         if len(rel) == 0:
             return
-        block = self.runner.tokens.numpy()[self.lo:self.hi]                                  # (L,) a view
-        assert (block[rel] == self.runner.adapter.mask_token_id).all(), "commit to an already decoded position"
-        block[rel] = _host(tokens).reshape(-1)
+        assert self.masked_np[rel].all(), "commit to an already decoded position"
+        self._ids[rel] = _host(tokens).reshape(-1)
         self._reason[rel] = reason
 
     def fill_after(self, tokens: torch.Tensor, reason: Reason) -> None:
@@ -169,7 +171,7 @@ class BlockContext:
             block=self.index, step_in_block=self.step, kind=kind,
             positions=np.arange(self.lo, self.hi, dtype=np.int32),
             tokens_before=self._before.astype(np.int32),
-            tokens_after=self.runner.tokens.numpy()[self.lo:self.hi].astype(np.int32),
+            tokens_after=self._ids.astype(np.int32),
             committed=self._reason > 0, reason=self._reason.copy(),
             candidate=(stats.candidate.numpy().astype(np.int32) if stats else np.full(L, -1, np.int32)),
             confidence=(stats.confidence.numpy() if stats else np.full(L, np.nan, np.float32)),

@@ -78,8 +78,10 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting [MASK]
     (``Runner.unmaskable``)."""
     groups = chunk_groups([p.numel() for p in parts], parts[0].device)
-    chunks = [([parts[i] for i in g], *_stats([parts[i] for i in g], temperature, top_k, top_p,
-                                               [generators[i] for i in g], mask_id)) for g in groups]
+    chunks = []
+    for g in groups:
+        ps = [parts[i] for i in g]
+        chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id)))
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
     small = small.cpu().numpy()                                    # (Q, 4 + 2K): the round's one copy to the host
     K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
