@@ -116,3 +116,14 @@ def browser():
         b = launch(p)
         yield b
         b.close()
+
+
+@pytest.fixture(autouse=True)
+def _engine_loop_limits():
+    """The process loop's limits as each test found them: a CLI run in this process (``bench --batch 1``) sets
+    its running set, which would otherwise change how later tests' decodes share rounds."""
+    from engine.runtime import jobs
+    before = (jobs._LOOP.max_running, jobs._LOOP.round_tokens) if jobs._LOOP is not None else None
+    yield
+    if before is not None or jobs._LOOP is not None:
+        jobs.configure(*(before or jobs.default_limits()))

@@ -94,6 +94,7 @@ def unmask(adapter, spec: str, n: int, batch: int, counter=None) -> dict:
     model, and inside the round's token statistics (the kernels over (rows, V), which a GPU runs on the device)."""
     from engine.harness.bench import run_bench
     from engine.runtime import scheduler
+    from engine.runtime.jobs import configure, engine_loop
     m, stats, spent = counter or adapter.model, scheduler.token_stats_batch, [0.0]     # m: calls and seconds
 
     def timed(*args, **kwargs):
@@ -103,6 +104,9 @@ def unmask(adapter, spec: str, n: int, batch: int, counter=None) -> dict:
         return out
     run_bench(adapter, "arith", 1, [spec], batch=1, warmup=True)            # first-call allocations, untimed
     m.calls, m.seconds = 0, 0.0
+    loop = engine_loop()
+    before = loop.max_running, loop.round_tokens         # as the CLI's --batch: the running set is the batch
+    configure(max_running=batch, round_tokens=1 << 20)
     scheduler.token_stats_batch = timed
     try:
         t0 = now()
@@ -110,6 +114,7 @@ def unmask(adapter, spec: str, n: int, batch: int, counter=None) -> dict:
         wall = now() - t0
     finally:
         scheduler.token_stats_batch = stats
+        configure(*before)
     return dict(per_forward(wall, m.seconds, m.calls, row["nfe"] * n), stats_ms=1e3 * spent[0] / m.calls,
                 rest_ms=1e3 * (wall - m.seconds - spent[0]) / m.calls)
 
