@@ -76,7 +76,7 @@ class ScriptedAdapter:
     def decode(self, ids):
         return " ".join(map(str, ids))
 
-    def unknown_words(self, text):
+    def unknown_words(self, text, ids=None):
         return []
 
     def token_strings(self, ids):

@@ -124,6 +124,26 @@ def test_layout_is_ragged_on_a_cpu_and_else_follows_the_cost_of_padding_against_
     assert cheaper_layout(adapter, _requests(adapter, [(60, 0)] * 6)) == "padded"   # full canvases: attention dominates
 
 
+@pytest.mark.parametrize("forward", ["packed", "padded"])
+def test_canvases_without_a_cache_run_batched_without_one(tmp_path, forward, monkeypatch):
+    """LLaDA's canvases keep no cache (kv_cache none): their batched forward gets none either (a fresh cache
+    would store two K/V copies per layer that nobody reads), and each request still gets its own logits."""
+    from engine.runtime import batch
+    from engine.models.model import load_model
+    from tests.families import write_llada
+    model = load_model(str(write_llada(tmp_path / "m")[0]), device="cpu")
+    g = torch.Generator().manual_seed(3)
+    reqs = [Forward(model, torch.randint(5, 30, (n,), generator=g), torch.ones(n, n, dtype=torch.bool),
+                    torch.arange(n), None) for n in (12, 20, 7)]
+    caches, run = [], model.run
+    monkeypatch.setattr(type(model), "run", lambda self, *a, **k: caches.append(a[3] if len(a) > 3 else None)
+                        or run(*a, **k))
+    outs = getattr(batch, f"{forward}_forward")(model, reqs)
+    assert caches == [None]
+    for r, o in zip(reqs, outs):
+        np.testing.assert_allclose(o.numpy(), model.forward(r.ids, r.mask, r.pos).numpy(), atol=1e-4)
+
+
 def test_the_scheduler_refills_a_finished_decode_before_the_next_round(adapter):
     """Jobs of 3, 1, 1, 1 forwards, 2 at a time: rounds (j0, j1), (j0, j2), (j0, j3): three batched forwards."""
     seen = []

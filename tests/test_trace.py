@@ -145,3 +145,14 @@ def test_the_shared_verify_payload_reads_every_draft_and_verify_decoder_s_verify
     simsd = Trace.load(root / "simsd.npz")
     assert not own_records(simsd, S2D2VerifyFields)                 # a sibling's payload is not a base
     assert not own_records(Trace.load(root / "threshold.npz"), VerifyFields)
+
+
+@pytest.mark.parametrize("prompt,unknown", [("1 + 2 = ?", []), ("what is 3 € 4 ☃ € plus", ["what", "is", "€", "☃", "plus"])])
+def test_a_trace_names_the_prompts_words_its_tokenizer_maps_to_unk(prompt, unknown):
+    """The page warns about them (explorer.views.summary); the trace finds them from the prompt's own ids, and
+    asks the tokenizer again only when an [UNK] is among those ids."""
+    from engine.models.model import load_model
+    a = load_model("unmask-tasks-small", device="cpu")
+    tr = Generation(a, prompt, build_decoder("threshold", block_size=4, gen_length=4)).run()
+    assert tr.meta.unknown_words == unknown == a.unknown_words(prompt)
+    assert (a.tokenizer.unk_token_id in tr.meta.prompt_ids) == bool(unknown)

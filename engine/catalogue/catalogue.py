@@ -159,7 +159,7 @@ class ConfigBase:
 
     def params(self) -> dict:
         """The parameters the decoder takes, as the catalogue names them."""
-        return {k: getattr(self, k) for k in params_of(self.decoder_name)}
+        return {k: getattr(self, k) for k in decoder(self.decoder_name).params}     # params_of's keys, in order
 
 
 def config_class(name: str) -> type:

@@ -175,10 +175,12 @@ class ModelAdapter:
             return list(ids["input_ids"] if hasattr(ids, "keys") else ids)   # a BatchEncoding on 5.x
         return tok(text).input_ids
 
-    def unknown_words(self, text: str) -> list[str]:
-        """The words of `text` the tokenizer maps to [UNK] (distinct, in order)."""
+    def unknown_words(self, text: str, ids: list[int] | None = None) -> list[str]:
+        """The words of `text` the tokenizer maps to [UNK] (distinct, in order). ``ids``: the text's prompt
+        encoding, when known: without an [UNK] among them there is none to find (a word the vocabulary lacks is
+        [UNK] wherever it stands), so the text is not tokenized a second time."""
         tok = self.tokenizer
-        if tok.unk_token_id is None:
+        if tok.unk_token_id is None or (ids is not None and tok.unk_token_id not in ids):
             return []
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         words = [text[a:b] for t, (a, b) in zip(enc.input_ids, enc.offset_mapping) if t == tok.unk_token_id]

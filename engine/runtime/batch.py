@@ -64,7 +64,7 @@ def packed_forward(adapter, reqs: list) -> list[torch.Tensor]:
     with_kv = [r.cache for r in reqs if cache_len(r.cache)]
     cache = DynamicCache(ddp_cache_data=[
         (torch.cat([x.layers[ell].keys for x in with_kv], 2), torch.cat([x.layers[ell].values for x in with_kv], 2))
-        for ell in range(len(with_kv[0].layers))]) if with_kv else adapter.new_cache()     # (1, H, C, D)
+        for ell in range(len(with_kv[0].layers))]) if with_kv else _fresh_cache(adapter, reqs)     # (1, H, C, D)
     ids, pos = torch.cat([r.ids for r in reqs])[None], torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
     logits = adapter.run(ids, mask[None], pos, cache)[0]                                        # (Q, V)
     for i, r in enumerate(reqs):
@@ -72,11 +72,18 @@ def packed_forward(adapter, reqs: list) -> list[torch.Tensor]:
     return [adapter.own_rows(logits[qo[i]:qo[i] + q[i]]) for i in range(len(reqs))]
 
 
-def _padded_cache(adapter, reqs: list, C: int) -> DynamicCache:
+def _fresh_cache(adapter, reqs: list) -> DynamicCache | None:
+    """An empty cache for a round whose requests have none filled yet; None when none of them keeps one (a
+    full-attention canvas without a cache): the forward then stores no K/V, as ``adapter.forward`` runs it alone,
+    instead of two copies per layer that nobody reads."""
+    return adapter.new_cache() if any(r.cache is not None for r in reqs) else None
+
+
+def _padded_cache(adapter, reqs: list, C: int) -> DynamicCache | None:
     """One cache holding every request's K/V at [0, c_i), zeros up to C."""
     with_kv = [r.cache for r in reqs if cache_len(r.cache)]
     if not with_kv:
-        return adapter.new_cache()
+        return _fresh_cache(adapter, reqs)
     layers = []
     for ell in range(len(with_kv[0].layers)):
         k0 = with_kv[0].layers[ell].keys                                                       # (1, H, c, D)

@@ -391,7 +391,7 @@ class Generation:
             token_ids=ids, text=a.decode(ids),
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
-            unknown_words=a.unknown_words(self.prompt_text), attention=a.attention,
+            unknown_words=a.unknown_words(self.prompt_text, self.prompt_ids), attention=a.attention,
             cache=r.cache_name,
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
