@@ -125,5 +125,5 @@ def _engine_loop_limits():
     from engine.runtime import jobs
     before = (jobs._LOOP.max_running, jobs._LOOP.round_tokens) if jobs._LOOP is not None else None
     yield
-    if before is not None or jobs._LOOP is not None:
+    if jobs._LOOP is not None:                              # started during the test: its defaults
         jobs.configure(*(before or jobs.default_limits()))
