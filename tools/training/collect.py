@@ -14,6 +14,7 @@ import numpy as np
 from engine.decoders.tspd.features import Trajectories
 from engine.decoders.tspd.kalman import logit
 from engine.decoders import build_decoder
+from engine.runtime.jobs import run_batched
 from engine.runtime.loop import Generation
 from engine.records.trace import Reason
 
@@ -106,14 +107,22 @@ def reference_split(adapter, task, split: str, n: int, block_sizes=(16, 8), seed
                     gen_length: int = 64, reference: str = "llada") -> Split:
     problems = task.problems(split, n, seed=seed)
     blocks = [block_sizes[i % len(block_sizes)] for i in range(len(problems))]
-    refs = [Generation(adapter, p.prompt, reference_policy(reference, B, gen_length)).run()
-            for p, B in zip(problems, blocks)]
+    refs = decode_all(adapter, [(p.prompt, reference_policy(reference, B, gen_length))
+                                for p, B in zip(problems, blocks)])
     return Split(problems, blocks, refs)
 
 
 def rollouts(adapter, split: Split, make_policy) -> list:
     """One decode of every problem of the split by ``make_policy(block_size)``."""
-    return [Generation(adapter, p.prompt, make_policy(B)).run() for p, B in zip(split.problems, split.blocks)]
+    return decode_all(adapter, [(p.prompt, make_policy(B)) for p, B in zip(split.problems, split.blocks)])
+
+
+def decode_all(adapter, jobs: list[tuple]) -> list:
+    """The traces of (prompt, policy) decodes, in order, sharing the engine loop's rounds (as many at once as it
+    runs): each decode's tokens are its own whatever its company, and a CPU serves a round of many small decodes
+    in a few times one decode's forward."""
+    return run_batched([lambda p=p, pol=pol: Generation(adapter, p, pol).requests() for p, pol in jobs],
+                       len(jobs))
 
 
 def lookahead_counts(trace, reference_final) -> tuple[int, int, int]:
