@@ -147,7 +147,8 @@ def test_the_shared_verify_payload_reads_every_draft_and_verify_decoder_s_verify
     assert not own_records(Trace.load(root / "threshold.npz"), VerifyFields)
 
 
-@pytest.mark.parametrize("prompt,unknown", [("1 + 2 = ?", []), ("what is 3 € 4 ☃ € plus", ["what", "is", "€", "☃", "plus"])])
+@pytest.mark.parametrize("prompt,unknown", [("1 + 2 = ?", []),
+                                            ("what is 3 € 4 ☃ € plus", ["what", "is", "€", "☃", "plus"])])
 def test_a_trace_names_the_prompts_words_its_tokenizer_maps_to_unk(prompt, unknown):
     """The page warns about them (explorer.views.summary); the trace finds them from the prompt's own ids, and
     asks the tokenizer again only when an [UNK] is among those ids."""
