@@ -11,7 +11,7 @@ import torch
 from engine.decoders import build_decoder, parse_spec
 from engine.models.model import ModelAdapter, load_model
 from engine.runtime.engine_loop import Job
-from engine.runtime.jobs import configure, engine_loop
+from engine.runtime.jobs import configure
 from engine.runtime.loop import Generation
 from engine.tasks import get_task
 
@@ -77,15 +77,10 @@ def test_one_copy_per_forward(model, on_device, spec):
 def test_one_copy_per_round_for_a_batch(model, on_device, spec):
     """Four decodes at once share rounds: one copy per round, not per decode."""
     name, params = parse_spec(spec)
-    loop = engine_loop()
-    before = loop.max_running, loop.round_tokens                      # another test may have set them (the CLI's)
-    configure(max_running=len(PROMPTS), round_tokens=1 << 20)
-    try:
-        gens = [Generation(model, p, build_decoder(name, **params)) for p in PROMPTS]
-        handles = loop.submit_many([Job(g.requests) for g in gens])   # all four join before the first round
-        traces = [h.result(timeout=120) for h in handles]
-    finally:
-        configure(*before)
+    loop = configure(max_running=len(PROMPTS), round_tokens=1 << 20)   # conftest restores them after the test
+    gens = [Generation(model, p, build_decoder(name, **params)) for p in PROMPTS]
+    handles = loop.submit_many([Job(g.requests) for g in gens])       # all four join before the first round
+    traces = [h.result(timeout=120) for h in handles]
     assert len(OnDevice.copies) == len(on_device) < sum(t.meta.nfe for t in traces)
     assert set(OnDevice.copies) == {"cpu"}
 

@@ -22,13 +22,9 @@ def test_rows_add_up_and_a_batch_shares_its_rounds(real, monkeypatch):
     """Batch 12 shares rounds even when the process loop was left at one decode a round (a CLI run in this
     process, ``--batch 1``, leaves it so): the benchmark sets the running set to its batch, and restores it."""
     monkeypatch.setattr(ho, "GEN", 16)
-    before = engine_loop().max_running, engine_loop().round_tokens
-    configure(max_running=1)
-    try:
-        out = ho.rows(real, 500, 8, 2, refs={})
-        assert engine_loop().max_running == 1
-    finally:
-        configure(*before)
+    configure(max_running=1)                               # conftest restores the loop's limits after the test
+    out = ho.rows(real, 500, 8, 2, refs={})
+    assert engine_loop().max_running == 1
     assert [(r["loop"], r["batch"]) for r in out] == [("Unmask llada", 1), ("Unmask llada", 12),
                                                       ("Unmask threshold", 1), ("Unmask threshold", 12)]
     for r in out:
