@@ -31,9 +31,12 @@ class Setting:
     lo: float | None = None
     hi: float | None = None
     doc: str = ""
+    choices: tuple = ()  # a str setting's allowed values (empty: any)
 
     def parse(self, raw: str):
         if self.kind is str:
+            if self.choices and raw not in self.choices:
+                raise SettingError(f"{self.name}={raw[:40]!r}: must be one of {', '.join(self.choices)}")
             return raw
         if self.kind is bool:
             if raw not in ("0", "1"):
@@ -71,6 +74,11 @@ SETTINGS = {s.name: s for s in (
             "model's requests pass through it on their way to the fair queue, so it must hold a class's burst)"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
     Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
+    Setting("UNMASK_STATIC", str, "auto", doc="the static forward path (engine/models/static.py): auto (on a CUDA "
+            "device only), on (every device; on a CPU eager over the static buffers), off", choices=("auto", "on",
+                                                                                                  "off")),
+    Setting("UNMASK_CUDA_GRAPHS", bool, True, doc="1: the static path captures one CUDA graph per shape bucket and "
+            "replays it; 0: eager over the static buffers (ZeroGPU, where a graph would not outlive its lease)"),
 )}
 
 

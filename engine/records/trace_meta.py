@@ -52,6 +52,8 @@ class TraceMeta:
     device: str = ""
     dtype: str = ""
     engine_version: str = ""
+    forward_path: dict = field(default_factory=dict)   # how its forwards ran: "cuda graph", "static eager",
+    #                                                    "eager" or "eager: <why not static>" -> count
     # the decoder's own summary (Policy.summary)
     summary: dict = field(default_factory=dict)
     # a branch of another run (engine.runtime.branch): its base, step, change and rebuild forwards

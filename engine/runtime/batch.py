@@ -20,6 +20,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from engine.models import ragged
+from engine.models.static import B_BUCKETS, StaticPath, reason
 
 
 def cache_len(cache) -> int:
@@ -122,6 +123,24 @@ def batchable(reqs: list) -> bool:
 
 
 def run_forwards(adapter, reqs: list) -> list[torch.Tensor]:
+    """Every request's logits (q_i, V). Where the static path is on (``engine.models.static``), the requests it
+    takes run there and the rest eagerly; each request's ``path`` says how it ran."""
+    static = StaticPath.of(adapter)
+    if static is None:
+        return eager_forwards(adapter, reqs)
+    why = [reason(adapter, [r]) for r in reqs]
+    fit, rest = [i for i, w in enumerate(why) if w is None], [i for i, w in enumerate(why) if w is not None]
+    out: list = [None] * len(reqs)
+    for part in (fit[k:k + B_BUCKETS[-1]] for k in range(0, len(fit), B_BUCKETS[-1])):
+        logits, how = static.run([reqs[i] for i in part])
+        for i, x in zip(part, logits):
+            out[i], reqs[i].path = x, how
+    for i, x in zip(rest, eager_forwards(adapter, [reqs[i] for i in rest]) if rest else []):
+        out[i], reqs[i].path = x, f"eager: {why[i]}"
+    return out
+
+
+def eager_forwards(adapter, reqs: list) -> list[torch.Tensor]:
     if len(reqs) == 1 or not batchable(reqs):
         return [adapter.forward(r.ids, r.mask, r.pos, r.cache) for r in reqs]
     forward = {"ragged": ragged.ragged_forward, "packed": packed_forward, "padded": padded_forward}

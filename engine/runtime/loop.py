@@ -395,6 +395,6 @@ class Generation:
             cache=r.cache_name,
             device=str(a.device),
             dtype=str(a.dtype).removeprefix("torch."),
-            engine_version=__import__("engine").__version__, **self.own_summary(),
+            engine_version=__import__("engine").__version__, forward_path=dict(r.paths), **self.own_summary(),
             **({"branch": dict(self.resume.meta, nfe_resume=r.nfe["resume"])} if self.resume is not None else {}))
         return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

@@ -79,6 +79,7 @@ class Runner:
         self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits of the slots after its
         #                                         block, where it scored them (full attention), else None
         self.host_logits = True             # the policy reads logits on the host (``Policy.reads_distribution``)
+        self.paths = Counter()              # how its forwards ran (``Forward.path``): the trace's forward_path
 
     def sharing(self, adapter) -> "Runner":
         """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
@@ -122,9 +123,13 @@ class Runner:
     def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
         raise NotImplementedError(f"{type(self).__name__} runs no forwards of its own")
 
-    def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice) -> Forward:
-        return Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows,
-                       host=self.host_logits or not want_stats)
+    def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice):
+        """Yields the forward's request (a generator) and returns its result, counting how it ran."""
+        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows,
+                      host=self.host_logits or not want_stats)
+        result = yield req
+        self.paths[req.path] += 1
+        return result
 
     def first_block(self, B: int) -> int:
         """Where the first generated block starts: full-attention and canvas families count blocks from the
@@ -225,7 +230,8 @@ class BlockCausalRunner(Runner):
         if tail.from_block is not None:
             mask[n_pre:n_pre + L, hi:] = tail.from_block
         cache = self.cache.cache if self.cache is not None else None
-        logits, stats = yield self._request(ids, mask, pos, cache, want_stats, slice(n_pre, n_pre + L))   # (q, V)
+        logits, stats = yield from self._request(ids, mask, pos, cache, want_stats,
+                                                 slice(n_pre, n_pre + L))                               # (q, V)
         if self.cache is not None:
             if self.keep_block_kv and m == 0:      # Fast-dLLM v2's second level: the block's K/V as this forward left them
                 self.block_kv = (lo, DynamicCache(ddp_cache_data=[(x.keys[..., :hi, :], x.values[..., :hi, :])
@@ -300,8 +306,8 @@ class FullRunner(Runner):
         if self.kv_cache != "none" and self.prefix_of == lo:
             b = n if self.kv_cache == "prefix" else hi
             cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, a, hi)
-            logits, stats = yield self._request(ids[a:b], torch.ones(b - a, n, dtype=torch.bool), torch.arange(a, b),
-                                                cache, want_stats, slice(lo - a, hi - a))
+            logits, stats = yield from self._request(ids[a:b], torch.ones(b - a, n, dtype=torch.bool),
+                                                     torch.arange(a, b), cache, want_stats, slice(lo - a, hi - a))
             self.later = logits[hi - a:] if self.kv_cache == "prefix" else None            # (n − hi, V)
             logits = logits[lo - a:hi - a]                                                  # (L, V)
             if self.kv_cache == "prefix":
@@ -312,8 +318,8 @@ class FullRunner(Runner):
         cache = BlockCache(self.adapter.new_cache()) if self.kv_cache != "none" else None
         if self._canvas is None:                              # the whole canvas's mask and positions, read only
             self._canvas = torch.ones(n, n, dtype=torch.bool), torch.arange(n)
-        logits, stats = yield self._request(ids, *self._canvas, cache.cache if cache is not None else None,
-                                            want_stats, slice(lo, hi))                      # (n, V)
+        logits, stats = yield from self._request(ids, *self._canvas, cache.cache if cache is not None else None,
+                                                 want_stats, slice(lo, hi))                      # (n, V)
         if cache is not None:
             if self.kv_cache == "prefix":
                 cache.rollback(a)

@@ -53,6 +53,7 @@ class Forward:
     sampling: Sampling | None = None
     rows: slice = field(default_factory=lambda: slice(None))
     host: bool = True
+    path: str = "eager"                 # how it ran (``engine.runtime.batch.run_forwards``)
 
 
 @dataclass
