@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.models import slots
 from engine.settings import get
 
 B_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -61,10 +62,15 @@ def enabled(device) -> tuple[bool, bool]:
     return static, static and cuda and get("UNMASK_CUDA_GRAPHS")
 
 
+def group(req) -> object:
+    """Requests of one group share a static forward: those without a cache, or those of one slot pool."""
+    return None if req.cache is None else id(req.cache.pool)
+
+
 def reason(adapter, reqs) -> str | None:
     """Why this round cannot run on the static path (None: it can)."""
-    if any(r.cache is not None for r in reqs):
-        return "a KV cache (DynamicCache)"
+    if any(r.cache is not None and not isinstance(r.cache, (slots.SlotCache, slots.SlotSplice)) for r in reqs):
+        return "a growing KV cache (DynamicCache)"
     if adapter.attn_impl not in ("sdpa", "eager"):
         return f"attention {adapter.attn_impl}"
     if b_bucket(len(reqs)) is None:
@@ -74,15 +80,14 @@ def reason(adapter, reqs) -> str | None:
 
 @dataclass(eq=False)
 class Bucket:
-    """One shape's buffers: host (numpy views of pinned memory on a CUDA device) and device; its graph, if any."""
+    """One shape's buffers, host (pinned on a CUDA device) and device, by name; its graph, if any. Without a pool:
+    ids, pos (B, Q), lengths (B,), explicit (B,) and mask (B, Q, Q). With a pool (cached requests): ids, pos,
+    rows (B,), w_row, w_slot (B, Q) and mask (B, Q, S)."""
     B: int
     Q: int
-    ids: torch.Tensor             # (B, Q) long, device
-    pos: torch.Tensor             # (B, Q) long
-    lengths: torch.Tensor         # (B,) long: each request's real rows
-    explicit: torch.Tensor        # (B,) bool: its mask is in ``mask``, else full attention over its rows
-    mask: torch.Tensor            # (B, Q, Q) bool
-    host: dict                    # the same names -> host tensors
+    pool: object                  # engine.models.slots.SlotPool, or None
+    host: dict
+    dev: dict
     graph: object = None          # torch.cuda.CUDAGraph
     out: torch.Tensor | None = None   # (B, Q, V) float32, the graph's output
 
@@ -93,7 +98,8 @@ class StaticPath:
     def __init__(self, adapter, graphs: bool):
         self.adapter, self.graphs = adapter, graphs
         self.device = torch.device(adapter.device)
-        self.buckets: dict[tuple[int, int], Bucket] = {}
+        self.buckets: dict[tuple, Bucket] = {}
+        self.pools: dict[int, slots.SlotPool] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
         self.captured = 0
 
@@ -107,11 +113,22 @@ class StaticPath:
             path = adapter.__dict__["_static"] = cls(adapter, graphs)
         return path
 
+    def slot_cache(self, need: int) -> "slots.SlotCache | None":
+        """A decode's KV cache of at least ``need`` positions in this model's pool (None: the model keeps a
+        ``DynamicCache``, ``slots.eligible``)."""
+        if not slots.eligible(self.adapter):
+            return None
+        S = slots.capacity(need)
+        pool = self.pools.get(S) or self.pools.setdefault(S, slots.SlotPool(self.adapter, S))
+        return slots.SlotCache(pool)
+
     @torch.no_grad()
     def run(self, reqs) -> tuple[list[torch.Tensor], str]:
-        """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one, and how they ran."""
+        """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one, and how they ran. The
+        requests share one pool, or none has a cache."""
         q = [len(r.ids) for r in reqs]
-        bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)))
+        pool = reqs[0].cache.pool if reqs[0].cache is not None else None
+        bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)), pool)
         self._fill(bk, reqs, q)
         if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS:
             self._capture(bk)
@@ -120,54 +137,61 @@ class StaticPath:
             out, how = bk.out, "cuda graph"
         else:
             out, how = self._call(bk), "static eager"
+        for r, n in zip(reqs, q):
+            if isinstance(r.cache, slots.SlotCache):
+                r.cache.length += n                                 # appended at [length, length + n)
         return [self.adapter.own_rows(out[i, :n].clone()) for i, n in enumerate(q)], how
 
-    def _bucket(self, B: int, Q: int) -> Bucket:
-        bk = self.buckets.get((B, Q))
+    def _bucket(self, B: int, Q: int, pool) -> Bucket:
+        key = (B, Q) if pool is None else (B, Q, id(pool), pool.version)
+        bk = self.buckets.get(key)
         if bk is None:
+            self._drop_stale(pool)
+            K = Q if pool is None else pool.S
+            shapes = dict(ids=((B, Q), torch.long), pos=((B, Q), torch.long), mask=((B, Q, K), torch.bool))
+            shapes.update(dict(lengths=((B,), torch.long), explicit=((B,), torch.bool)) if pool is None else dict(
+                rows=((B,), torch.long), w_row=((B, Q), torch.long), w_slot=((B, Q), torch.long)))
             pin = self.device.type == "cuda"
-            host = {k: torch.zeros(s, dtype=d, pin_memory=pin) for k, s, d in (
-                ("ids", (B, Q), torch.long), ("pos", (B, Q), torch.long), ("lengths", (B,), torch.long),
-                ("explicit", (B,), torch.bool), ("mask", (B, Q, Q), torch.bool))}
+            host = {k: torch.zeros(s, dtype=d, pin_memory=pin) for k, (s, d) in shapes.items()}
             dev = {k: (v.to(self.device) if pin else v) for k, v in host.items()}
-            bk = self.buckets[(B, Q)] = Bucket(B, Q, host=host, **dev)
+            bk = self.buckets[key] = Bucket(B, Q, pool, host, dev)
         return bk
 
+    def _drop_stale(self, pool) -> None:
+        """A pool that grew holds new tensors: the buckets (and graphs) of its older versions go."""
+        if pool is None:
+            return
+        for key in [k for k in self.buckets if len(k) == 4 and k[2] == id(pool) and k[3] != pool.version]:
+            self.captured -= self.buckets.pop(key).graph is not None
+
     def _fill(self, bk: Bucket, reqs, q: list[int]) -> None:
-        """The round's ids, positions, lengths and explicit masks into the bucket's host buffers (numpy), then up
-        to the device without a blocking wait (the round's statistics copy waits for everything before it)."""
+        """The round's ids, positions and masks into the bucket's host buffers (numpy), then up to the device
+        without a blocking wait (the round's statistics copy waits for everything before it)."""
         h = {k: v.numpy() for k, v in bk.host.items()}
         h["ids"][:] = self.adapter.tokenizer.pad_token_id or 0
         h["pos"][:] = 0
-        h["lengths"][:] = 0
-        h["lengths"][:len(reqs)] = q
-        explicit = h["explicit"]
-        explicit[:] = False
         for i, r in enumerate(reqs):
             h["ids"][i, :q[i]], h["pos"][i, :q[i]] = np.asarray(r.ids), np.asarray(r.pos)
-            m = np.asarray(r.mask, dtype=bool)
-            if not m.all():
-                assert m.any(-1).all(), "a fully masked attention row gives NaN"
-                h["mask"][i] = np.eye(bk.Q, dtype=bool)            # pad rows see themselves
-                h["mask"][i, :q[i], :q[i]] = m
-                explicit[i] = True
-        if self.device.type == "cpu":
-            return                                                  # the host buffers are the device's
-        names = ("ids", "pos", "lengths", "explicit") + (("mask",) if explicit.any() else ())
-        for k in names:
-            getattr(bk, k).copy_(bk.host[k], non_blocking=True)
+        sent = fill_plain(h, reqs, q, bk.Q) if bk.pool is None else fill_slots(h, reqs, q, bk.pool)
+        if self.device.type != "cpu":                              # on a CPU the host buffers are the device's
+            for k in sent:
+                bk.dev[k].copy_(bk.host[k], non_blocking=True)
 
     def _call(self, bk: Bucket) -> torch.Tensor:
         """The model over the bucket's device buffers: what a graph captures. (B, Q, V) float32."""
-        a = self.adapter
-        rows = torch.arange(bk.Q, device=self.device)
-        inside = rows[None, :] < bk.lengths[:, None]                                        # (B, Q)
-        full = (inside[:, :, None] & inside[:, None, :]) | torch.eye(bk.Q, dtype=torch.bool, device=self.device)
-        mask = torch.where(bk.explicit[:, None, None], bk.mask, full)[:, None]             # (B, 1, Q, Q)
+        a, d = self.adapter, bk.dev
+        if bk.pool is None:
+            rows = torch.arange(bk.Q, device=self.device)
+            inside = rows[None, :] < d["lengths"][:, None]                                    # (B, Q)
+            full = (inside[:, :, None] & inside[:, None, :]) | torch.eye(bk.Q, dtype=torch.bool, device=self.device)
+            mask, kw = torch.where(d["explicit"][:, None, None], d["mask"], full), dict(use_cache=False)
+        else:
+            cache = slots.RoundSlots(bk.pool, d["rows"], d["w_row"], d["w_slot"])
+            mask, kw = d["mask"], {a._cache_kw: cache, "use_cache": True}
+        mask = mask[:, None]                                                                  # (B, 1, Q, K)
         if a.attn_impl == "eager":
             mask = torch.zeros((), dtype=a.dtype, device=self.device).masked_fill(~mask, torch.finfo(a.dtype).min)
-        out = a.model(input_ids=bk.ids, attention_mask=mask, position_ids=bk.pos, use_cache=False)
-        return out.logits.float()
+        return a.model(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"], **kw).logits.float()
 
     def _capture(self, bk: Bucket) -> None:
         """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool."""
@@ -182,3 +206,45 @@ class StaticPath:
             bk.out = self._call(bk)
         bk.graph = graph
         self.captured += 1
+
+
+def fill_plain(h: dict, reqs, q: list[int], Q: int) -> tuple[str, ...]:
+    """Requests without a cache: lengths, and the masks that are not full attention over their rows (those the
+    device builds from the lengths). The names of the buffers to send."""
+    h["lengths"][:] = 0
+    h["lengths"][:len(reqs)] = q
+    explicit = h["explicit"]
+    explicit[:] = False
+    for i, r in enumerate(reqs):
+        m = np.asarray(r.mask, dtype=bool)
+        if not m.all():
+            assert m.any(-1).all(), "a fully masked attention row gives NaN"
+            h["mask"][i] = np.eye(Q, dtype=bool)                    # pad rows see themselves
+            h["mask"][i, :q[i], :q[i]] = m
+            explicit[i] = True
+    return ("ids", "pos", "lengths", "explicit") + (("mask",) if explicit.any() else ())
+
+
+def fill_slots(h: dict, reqs, q: list[int], pool) -> tuple[str, ...]:
+    """Requests with a slot cache: each query's K/V slot (its row, ``length + j``; a splice's ``a + j``) and its
+    mask over the row's S positions, as the engine's mask (q, c + q) numbers them (cache columns, then the
+    queries'). Pad rows and pad requests write into the dummy row and see slot 0 (a finite, unread output)."""
+    B, Q = h["ids"].shape
+    h["rows"][:] = pool.dummy
+    h["w_row"][:] = pool.dummy
+    h["w_slot"][:] = np.minimum(np.arange(Q), pool.S - 1)
+    mask = h["mask"]
+    mask[:] = False
+    mask[:, :, 0] = True
+    for i, r in enumerate(reqs):
+        c, n, cache = r.cache.get_seq_length(), q[i], r.cache
+        m = np.asarray(r.mask, dtype=bool)
+        assert m.any(-1).all(), "a fully masked attention row gives NaN"
+        first = cache.a if isinstance(cache, slots.SlotSplice) else c
+        h["rows"][i], h["w_row"][i, :n], h["w_slot"][i, :n] = cache.row, cache.row, first + np.arange(n)
+        if isinstance(cache, slots.SlotSplice):
+            assert m.all(), "a dual-cache forward sees every position"
+            mask[i, :n, :cache.cache.length] = True
+        else:
+            mask[i, :n, :c + n] = m
+    return "ids", "pos", "rows", "w_row", "w_slot", "mask"

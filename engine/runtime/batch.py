@@ -20,7 +20,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from engine.models import ragged
-from engine.models.static import B_BUCKETS, StaticPath, reason
+from engine.models.static import B_BUCKETS, StaticPath, group, reason
 
 
 def cache_len(cache) -> int:
@@ -129,9 +129,13 @@ def run_forwards(adapter, reqs: list) -> list[torch.Tensor]:
     if static is None:
         return eager_forwards(adapter, reqs)
     why = [reason(adapter, [r]) for r in reqs]
-    fit, rest = [i for i, w in enumerate(why) if w is None], [i for i, w in enumerate(why) if w is not None]
+    groups: dict = {}
+    for i, w in enumerate(why):
+        if w is None:
+            groups.setdefault(group(reqs[i]), []).append(i)
+    rest = [i for i, w in enumerate(why) if w is not None]
     out: list = [None] * len(reqs)
-    for part in (fit[k:k + B_BUCKETS[-1]] for k in range(0, len(fit), B_BUCKETS[-1])):
+    for part in (g[k:k + B_BUCKETS[-1]] for g in groups.values() for k in range(0, len(g), B_BUCKETS[-1])):
         logits, how = static.run([reqs[i] for i in part])
         for i, x in zip(part, logits):
             out[i], reqs[i].path = x, how

@@ -32,6 +32,7 @@ import torch
 from transformers import DynamicCache
 
 from engine.models import masks
+from engine.models.static import StaticPath
 from engine.runtime.cache import BlockCache, SpliceCache
 from engine.runtime.sampling import TokenStats, make_generator, token_stats
 from engine.errors import ConfigError
@@ -80,6 +81,14 @@ class Runner:
         #                                         block, where it scored them (full attention), else None
         self.host_logits = True             # the policy reads logits on the host (``Policy.reads_distribution``)
         self.paths = Counter()              # how its forwards ran (``Forward.path``): the trace's forward_path
+
+    def new_cache(self, keep_block_kv: bool = False):
+        """A row of the model's static K/V pool where the static path runs (``engine.models.static``; room for
+        the canvas and a verifier's tail), else a ``DynamicCache``: a block's K/V kept aside (Fast-dLLM v2's
+        second level) are views of the cache, which a pool's row would overwrite."""
+        static = None if keep_block_kv else StaticPath.of(self.adapter)
+        slot = static.slot_cache(self.end + 2 * self.cfg.block_size) if static is not None else None
+        return slot if slot is not None else self.adapter.new_cache()
 
     def sharing(self, adapter) -> "Runner":
         """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
@@ -191,7 +200,7 @@ class BlockCausalRunner(Runner):
 
     def __init__(self, adapter, prompt_ids, cfg, prefix_causal=False, revising=False, keep_block_kv=False):
         super().__init__(adapter, prompt_ids, cfg, prefix_causal, revising)
-        self.cache = BlockCache(adapter.new_cache()) if cfg.use_cache else None
+        self.cache = BlockCache(self.new_cache(keep_block_kv)) if cfg.use_cache else None
         self.cached = 0
         self.keep_block_kv = keep_block_kv and self.cache is not None
         self.block_kv: tuple | None = None  # (block start, DynamicCache of [0, block end))
@@ -305,7 +314,9 @@ class FullRunner(Runner):
         a = lo - self.adapter.logit_shift                     # the first row a cached forward recomputes
         if self.kv_cache != "none" and self.prefix_of == lo:
             b = n if self.kv_cache == "prefix" else hi
-            cache = self.full_cache.cache if self.kv_cache == "prefix" else SpliceCache(self.full_cache.cache, a, hi)
+            full = self.full_cache.cache
+            cache = full if self.kv_cache == "prefix" else full.splice(a, hi) if hasattr(full, "splice") else \
+                SpliceCache(full, a, hi)
             logits, stats = yield from self._request(ids[a:b], torch.ones(b - a, n, dtype=torch.bool),
                                                      torch.arange(a, b), cache, want_stats, slice(lo - a, hi - a))
             self.later = logits[hi - a:] if self.kv_cache == "prefix" else None            # (n − hi, V)
@@ -315,7 +326,7 @@ class FullRunner(Runner):
             self.fresh = (a, b)
             self.drift = (yield from self._drift(ids, lo, hi, logits)) if self.cfg.measure_drift else None
             return logits, None, stats
-        cache = BlockCache(self.adapter.new_cache()) if self.kv_cache != "none" else None
+        cache = BlockCache(self.new_cache()) if self.kv_cache != "none" else None
         if self._canvas is None:                              # the whole canvas's mask and positions, read only
             self._canvas = torch.ones(n, n, dtype=torch.bool), torch.arange(n)
         logits, stats = yield from self._request(ids, *self._canvas, cache.cache if cache is not None else None,

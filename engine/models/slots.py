@@ -1,0 +1,127 @@
+"""A KV cache of fixed capacity per running decode: its slot in a pool of static tensors, written in place (vLLM's
+KV blocks and transformers' ``StaticCache`` are the models), so that a cached forward can run on the static path
+(``engine.models.static``) and be captured in a CUDA graph.
+
+    pool = SlotPool(adapter, S)           per model and capacity bucket S: keys[ell], values[ell] (R + 1, H, S, D)
+    cache = SlotCache(pool)               one decode's row; ``length`` K/V positions are valid, on the host
+    cache.crop(-k)                        roll back: an integer, nothing moves
+    cache.splice(a, b)                    Fast-dLLM's dual cache: the queries' K/V replace [a, b) in place
+
+A forward on the static path writes each query's K/V at its slot (the decode's row, ``length + j``; a splice's
+rows at ``a + j``), then attends over the whole row, masked to what the engine's mask allows: so the keys a query
+sees are the ones a ``DynamicCache`` would hand it, in the same order (``SlotCache`` columns are positions in the
+cache, as the engine's masks number them). Pad rows write into the pool's last row, which no real query reads.
+The pool grows by doubling its rows (the running set grew); its graphs are captured again then (``version``).
+A row goes back to the pool when its cache is garbage-collected (a finished or abandoned decode).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+
+def eligible(adapter) -> bool:
+    """Plain full-attention layers only (a sliding-window layer keeps a window, not a prefix)."""
+    cfg = adapter.model.config.get_text_config()
+    types = getattr(cfg, "layer_types", None) or ["full_attention"]
+    return all(t == "full_attention" for t in types) and adapter.attention != "canvas"
+
+
+def capacity(n: int) -> int:
+    """A pool's positions per row: the decode's need rounded up to a multiple of 256."""
+    return -(-n // 256) * 256
+
+
+class SlotPool:
+    """The K/V rows of one model at one capacity ``S``; row ``R`` (the last) takes pad rows' writes."""
+
+    def __init__(self, adapter, S: int):
+        cfg = adapter.model.config.get_text_config()
+        self.layers, self.S, self.device = cfg.num_hidden_layers, S, torch.device(adapter.device)
+        self.heads = cfg.num_key_value_heads
+        self.dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        rope32 = "rope32" in str(adapter.model.config._attn_implementation)
+        self.key_dtype = torch.float32 if rope32 else adapter.dtype    # LLaDA's keys enter the cache in fp32
+        self.value_dtype = adapter.dtype
+        self.rows, self.free, self.version = 0, [], 0
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+
+    @property
+    def dummy(self) -> int:
+        return self.rows
+
+    def acquire(self) -> int:
+        if not self.free:
+            self._grow()
+        return self.free.pop()
+
+    def release(self, row: int) -> None:
+        self.free.append(row)
+
+    def _grow(self) -> None:
+        """Twice the rows (at least one), the old rows copied: a new version, whose graphs are captured anew."""
+        old, new = self.rows, max(1, 2 * self.rows)
+        shape = lambda dt: torch.zeros((new + 1, self.heads, self.S, self.dim), dtype=dt, device=self.device)  # noqa
+        keys, values = [shape(self.key_dtype) for _ in range(self.layers)], [shape(self.value_dtype)
+                                                                              for _ in range(self.layers)]
+        for mine, theirs in ((keys, self.keys), (values, self.values)):
+            for a, b in zip(mine, theirs):
+                a[:old] = b[:old]
+        self.keys, self.values, self.rows = keys, values, new
+        self.free = list(range(new - 1, old - 1, -1)) + self.free
+        self.version += 1
+
+
+class SlotCache:
+    """One decode's K/V: row ``row`` of ``pool``, positions [0, length) valid. What the runners ask of a cache
+    (``get_seq_length``, ``crop``) is integer work; ``splice`` stands for Fast-dLLM's dual cache."""
+    layers: list = []                     # no per-layer tensors of its own (the engine loop's retry cuts none back)
+
+    def __init__(self, pool: SlotPool):
+        self.pool, self.row, self.length = pool, pool.acquire(), 0
+        self.write_at: int | None = None  # a splice's first slot (None: append at ``length``)
+        weakref.finalize(self, pool.release, self.row)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def crop(self, n: int) -> None:
+        assert n < 0, "crop(-k) only, as engine.runtime.cache.BlockCache calls it"
+        self.length = max(0, self.length + n)
+
+    def splice(self, a: int, b: int) -> "SlotSplice":
+        return SlotSplice(self, a, b)
+
+
+class SlotSplice:
+    """A forward over rows [a, b) whose K/V replace the cache's [a, b) for that forward: they see the cache's
+    [0, length) with their own in place (Fast-dLLM's ``replace_position``). ``get_seq_length`` is what the engine's
+    mask numbers as cache columns (the keys besides the queries' own)."""
+    layers: list = []
+
+    def __init__(self, cache: SlotCache, a: int, b: int):
+        self.cache, self.a, self.b = cache, a, b
+        self.pool, self.row = cache.pool, cache.row
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.cache.length - (self.b - self.a)
+
+
+class RoundSlots:
+    """The cache a static forward hands the model: each layer's ``update`` writes the round's K/V at their slots
+    and returns every request's whole row, (B, H, S, D), for attention under the round's mask."""
+
+    def __init__(self, pool: SlotPool, rows: torch.Tensor, w_row: torch.Tensor, w_slot: torch.Tensor):
+        self.pool, self.rows, self.w_row, self.w_slot = pool, rows, w_row, w_slot    # (B,), (B, Q), (B, Q)
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        K, V = self.pool.keys[layer_idx], self.pool.values[layer_idx]                  # (R + 1, H, S, D)
+        K[self.w_row, :, self.w_slot] = key_states.transpose(1, 2).to(K.dtype)         # (B, Q, H, D)
+        V[self.w_row, :, self.w_slot] = value_states.transpose(1, 2).to(V.dtype)
+        return K.index_select(0, self.rows), V.index_select(0, self.rows)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return 0                            # the model numbers positions from position_ids, never from here
