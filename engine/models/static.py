@@ -43,8 +43,8 @@ MAX_GRAPHS = 32
 
 
 def q_bucket(q: int) -> int:
-    """Query rows padded to a multiple of 16 up to 64, then to 1/16 of the next power of two (at most 12.5 % pad
-    rows): few shapes, little waste."""
+    """Query rows padded to a multiple of 16 up to 64, then to a multiple of 1/16 of the next power of two (at
+    most 12.5 % pad rows): few shapes, little waste."""
     if q <= 64:
         return max(16, -(-q // 16) * 16)
     step = 1 << (q.bit_length() - 4)
