@@ -184,6 +184,7 @@ def released_rows(adapter, refs: Path, problems: list, gen: int) -> list[dict]:
     bare, out = Bare(adapter), []
     for name, (generate, kwargs, spec) in loops.items():
         ours = [STATIC(decode, adapter, p, spec) for p in problems]
+        eager = [EAGER(decode, adapter, p, spec)["ids"] for p in problems]
         theirs, nfe, t0 = [], 0, now()
         for p in problems:
             ids = torch.tensor([adapter.encode_prompt(p)], device=adapter.device)
@@ -197,7 +198,8 @@ def released_rows(adapter, refs: Path, problems: list, gen: int) -> list[dict]:
                    unmask_nfe=sum(o["nfe"] for o in ours), released_nfe=nfe,
                    released_ms_per_forward=1e3 * wall / nfe,
                    unmask_tokens_per_s=statistics.mean(o["tokens_per_s"] for o in ours),
-                   same_tokens=sum(o["ids"] == t for o, t in zip(ours, theirs)))
+                   same_tokens=sum(o["ids"] == t for o, t in zip(ours, theirs)),
+                   eager_same_tokens=sum(e == t for e, t in zip(eager, theirs)))
         row["speedup_per_forward"] = row["released_ms_per_forward"] / ours_ms
         out.append(row)
         progress("released", row)
@@ -263,6 +265,22 @@ def s2d2_rows(adapter, prompt, gen: int) -> list[dict]:
     return out
 
 
+def busy_rows(adapter, prompt, spec: str) -> dict:
+    """How busy the GPU is during a batch-1 decode on the static path: its kernels' time (torch's profiler, one
+    decode) over the wall of the same decode unprofiled."""
+    from torch.profiler import ProfilerActivity, profile
+    row = STATIC(decode, adapter, prompt, spec)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        STATIC(decode, adapter, prompt, spec)        # its own warm-up decode and the timed one: two decodes
+        torch.cuda.synchronize()
+    kernels = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / 2     # ms per decode
+    wall = 1e3 * row["tokens"] / row["tokens_per_s"]
+    out = dict(spec=spec, wall_ms=wall, kernel_ms=kernels, busy=kernels / wall, nfe=row["nfe"],
+               ms_per_forward=row["ms_per_forward"], path=row["path"])
+    progress("busy", out)
+    return out
+
+
 def graph_vs_eager(adapter, prompt, spec: str) -> dict:
     """The same decode with graphs and without (eager over the same static buffers): tokens must be equal."""
     g, e = STATIC(decode, adapter, prompt, spec), NO_GRAPHS(decode, adapter, prompt, spec)
@@ -283,6 +301,7 @@ def sections(adapter, args, problems: list) -> dict:
         "forward": lambda: forward_rows(adapter, args.reps),
         "graph_vs_eager": lambda: graph_vs_eager(adapter, problems[0], spec256),
         "threshold_batch1": lambda: pair(adapter, problems[0], spec256),
+        "busy": lambda: busy_rows(adapter, problems[0], spec256) if adapter.device.type == "cuda" else None,
         "llada_batch1": lambda: pair(adapter, problems[0], f"llada:block_size=32,steps=32,gen_length={args.short}"),
         "released": lambda: released_rows(adapter, Path(args.refs), problems[:4], args.short) if args.refs else None,
         "batch12": lambda: batch_rows(adapter, problems[:12], spec256),
@@ -318,6 +337,7 @@ def main(argv=None) -> None:
         if args.only and name not in args.only.split(","):
             continue
         t0 = time.perf_counter()
+        adapter.__dict__.pop("_static", None)        # each section captures its own graphs (MAX_GRAPHS)
         try:
             out[name] = fn()
         except Exception as e:              # a measurement that breaks must not lose the others' figures
