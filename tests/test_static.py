@@ -126,3 +126,25 @@ def test_a_slot_cache_rolls_back_by_an_integer(on, tiny):
         cache.crop(3)
     splice = cache.splice(10, 18)
     assert splice.get_seq_length() == 17 and splice.row == cache.row
+
+
+def test_graphs_only_on_a_cuda_device_and_never_under_zerogpu(monkeypatch):
+    """The decision itself (no GPU needed): graphs on a CUDA device by default, off with UNMASK_CUDA_GRAPHS=0 (a
+    ZeroGPU lease), never on a CPU; UNMASK_STATIC=off keeps today's path everywhere."""
+    monkeypatch.delenv("UNMASK_STATIC", raising=False)
+    monkeypatch.delenv("UNMASK_CUDA_GRAPHS", raising=False)
+    assert static.enabled("cuda") == (True, True) and static.enabled("cpu") == (False, False)
+    monkeypatch.setenv("UNMASK_CUDA_GRAPHS", "0")
+    assert static.enabled("cuda") == (True, False)
+    monkeypatch.setenv("UNMASK_STATIC", "off")
+    assert static.enabled("cuda") == (False, False)
+
+
+def test_the_gpu_check_runs_at_toy_width(capsys):
+    """tools.experiments.gpu_static --tiny: the sections that need no reference code run and report the static
+    path (a CPU run of the same code the H200 ran)."""
+    from tools.experiments import gpu_static
+    gpu_static.main(["--tiny", "--only", "graph_vs_eager,s2d2", "--gen", "32", "--short", "16"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["errors"] == {} and out["graph_vs_eager"]["same_tokens"]
+    assert all(set(r["path"]) == {"static eager"} for r in out["s2d2"])

@@ -286,6 +286,7 @@ def graph_vs_eager(adapter, prompt, spec: str) -> dict:
     g, e = STATIC(decode, adapter, prompt, spec), NO_GRAPHS(decode, adapter, prompt, spec)
     out = dict(spec=spec, graphs=strip(g), no_graphs=strip(e), same_tokens=g["ids"] == e["ids"])
     progress("graph_vs_eager", out)
+    assert out["same_tokens"], f"a graph replay wrote other tokens than eager at the same shapes: {out}"
     return out
 
 
