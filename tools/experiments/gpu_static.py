@@ -290,6 +290,37 @@ def graph_vs_eager(adapter, prompt, spec: str) -> dict:
     return out
 
 
+def embedded_rows(name: str, n: int) -> list[dict]:
+    """An embedded model on this machine (the CPU's figures): ``threshold`` over n arithmetic problems at batch 1
+    and 8, today's path and the static path alternating three times in one process; tokens/s of each."""
+    from engine.models.model import load_model
+    from engine.tasks import get_task
+    adapter = load_model(name, device="cpu")
+    problems = [p.prompt for p in get_task("arith").problems("test", n, seed=0)]
+    spec, out = "threshold:tau=0.9,block_size=8", []
+    for batch in (1, 8):
+        runs = {"today": [], "static": []}
+        for _ in range(3):
+            for label, env in (("today", EAGER), ("static", NO_GRAPHS)):
+                runs[label].append(env(batch_rows_once, adapter, problems, spec, batch))
+        row = {k: statistics.median(v) for k, v in runs.items()}
+        out.append(dict(model=name, batch=batch, problems=n, today_tokens_per_s=row["today"],
+                        static_tokens_per_s=row["static"], static_vs_today=row["static"] / row["today"]))
+        progress("embedded", out[-1])
+    return out
+
+
+def batch_rows_once(adapter, problems: list, spec: str, batch: int) -> float:
+    from engine.decoders import build_decoder, parse_spec
+    from engine.runtime.jobs import run_batched
+    from engine.runtime.loop import Generation
+    name, params = parse_spec(spec)
+    jobs = [lambda p=p: Generation(adapter, p, build_decoder(name, **params)).requests() for p in problems]
+    t0 = now()
+    traces = run_batched(jobs, batch)
+    return sum(t.meta.generated_tokens for t in traces) / (now() - t0)
+
+
 def progress(name: str, value) -> None:
     print(json.dumps({name: value}), file=sys.stderr, flush=True)
 
@@ -323,7 +354,12 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--only", default="", help="sections to run, commas (default: all)")
     ap.add_argument("--out", default="")
+    ap.add_argument("--embedded", default="", help="instead: an embedded model on the CPU, static vs today")
+    ap.add_argument("--n", type=int, default=48, help="problems for --embedded")
     args = ap.parse_args(argv)
+    if args.embedded:
+        print(json.dumps(embedded_rows(args.embedded, args.n), indent=1))
+        return
     device = torch.device("cpu" if args.tiny and args.device == "cuda" else args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     from engine.tasks import get_task
