@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,9 @@ class Problem:
     answer: object     # what the checker needs: the number, or the prompt's constraints
     task: str = "arith"
     chat: bool = True  # a chat model gets the prompt through its chat template; False: as plain text
+    # a whole chat ((role, content), ...) ending with ``prompt`` as its user turn: worked examples before it
+    # (ParallelBench's 1-shot files); empty: the prompt alone
+    messages: tuple = field(default=(), compare=False)
 
     @property
     def text(self) -> str:
