@@ -42,6 +42,7 @@ class TaskBase:
     name = "base"
     description = ""
     model = "unmask-tasks-small"     # the embedded model that knows this task
+    stream = None                    # the name that seeds its problems, if not its own (a variant of a task)
 
     def sample(self, rng: random.Random) -> Problem:
         raise NotImplementedError
@@ -69,7 +70,7 @@ class TaskBase:
         prompts); only then may one recur. Bench rows report how many were distinct (``n_prompts``)."""
         if split not in ("train", "val", "test"):
             raise ValueError(f"unknown split {split!r}")
-        rng = random.Random(f"{self.name}/{split}/{seed}")
+        rng = random.Random(f"{getattr(self, 'stream', None) or self.name}/{split}/{seed}")
         out, seen = [], set()
         tries = 0
         while len(out) < n:

@@ -60,7 +60,8 @@ def task_config(path: Path, key: str) -> dict:
     """The task's entry in ``task_config.yaml`` beside its file (where the benchmark's ``load_task`` reads it)."""
     cfg_path = path.parent / "task_config.yaml"
     if not cfg_path.is_file():
-        raise ConfigError(f"{path.name}: no task_config.yaml beside it (the benchmark's prompts and metrics live there)")
+        raise ConfigError(f"{path.name}: no task_config.yaml beside it (the benchmark's prompts and metrics are "
+                          "there)")
     import yaml   # transformers' dependency; only this command-line path reads YAML
     text = safe_read.regular_file(cfg_path, path.parent, MAX_CONFIG).read_bytes().decode("utf-8", errors="replace")
     try:
@@ -68,7 +69,7 @@ def task_config(path: Path, key: str) -> dict:
     except yaml.YAMLError as e:
         raise ConfigError(f"task_config.yaml: not YAML ({type(e).__name__})") from None
     entry = cfg.get(key) if isinstance(cfg, dict) else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("prompt"), str) or not isinstance(entry.get("metric"), str):
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("prompt", "metric")):
         known = ", ".join(sorted(k for k in cfg if isinstance(k, str))[:20]) if isinstance(cfg, dict) else ""
         raise ConfigError(f"task_config.yaml has no task {key!r} with a prompt and a metric; it has: {known[:300]}")
     return entry
@@ -144,7 +145,8 @@ class OfficialTask(TaskBase):
                 chat += [("user", self.prompt(examples[e])), ("assistant", answer)]
                 e += 1
             label = row["answer"]
-            solution = label if isinstance(label, str) else str(label.get("example") or label.get("summary") or label.get("examples") or "")
+            solution = label if isinstance(label, str) else str(
+                label.get("example") or label.get("summary") or label.get("examples") or "")
             prompt = self.prompt(values)
             messages = () if zero_shot or not chat else (*chat, ("user", prompt))
             out.append(Problem(prompt, solution, {"label": label, "metadata": row.get("metadata")}, self.name,
