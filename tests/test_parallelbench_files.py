@@ -228,3 +228,29 @@ def test_bad_files_are_one_line(tmp_path):
         load_task_file("parallelbench:waiting_line/copy", data=str(tmp_path / "copy.jsonl"))
     with pytest.raises(ConfigError, match="goes with --data"):
         load_task_file("copy", zero_shot=True)
+
+
+def test_a_summary_bench_has_no_accuracy_and_names_what_it_cannot_compute(capsys, monkeypatch):
+    monkeypatch.delenv("UNMASK_LANGUAGETOOL", raising=False)
+    from engine.__main__ import main
+    assert main(["bench", "--task", "parallelbench:paraphrase_summarize/samsum", "--data", str(DATA), "--n", "1",
+                 "--model", "unmask-parallel-small", "--decoder", "ar", "--json"]) == 0
+    out = capsys.readouterr()
+    row = json.loads(out.out)[0]
+    assert row["accuracy"] is None and set(row["metrics"]) == {"rouge1_score", "rouge2_score", "rougeL_score"}
+    assert "note: grammar: needs a LanguageTool server" in out.err
+
+
+def test_metric_means_wilson_for_0_1_and_a_normal_interval_otherwise():
+    from collections import Counter
+    from engine.harness import stats
+    from engine.harness.bench import metric_means
+    a = Counter()
+    for v in (1.0, 0.0, 1.0, 1.0):
+        a.update({"metric:s": v, "metric2:s": v * v, "metric_n:s": 1})
+    for v in (0.2, 0.4, 0.6):           # mean 0.4, sample sd 0.2: half-width 1.96 * 0.2 / sqrt(3)
+        a.update({"metric:r": v, "metric2:r": v * v, "metric_n:r": 1})
+    got = metric_means(a)
+    assert got["s"] == dict(mean=0.75, ci95=list(stats.wilson(3, 4)), n=4)
+    half = stats.Z95 * 0.2 / math.sqrt(3)
+    assert got["r"]["n"] == 3 and all(math.isclose(x, y) for x, y in zip(got["r"]["ci95"], [0.4 - half, 0.4 + half]))
