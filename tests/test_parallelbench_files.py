@@ -228,6 +228,10 @@ def test_bad_files_are_one_line(tmp_path):
         load_task_file("parallelbench:waiting_line/copy", data=str(tmp_path / "copy.jsonl"))
     with pytest.raises(ConfigError, match="goes with --data"):
         load_task_file("copy", zero_shot=True)
+    (tmp_path / "shuffle.jsonl").write_text(json.dumps({"input": {"context": "x"}, "answer": '["a"]'}) + "\n")
+    cfg.write_text("waiting_line/shuffle:\n  metric: list_shuffle_score\n  prompt: '{context}'\n")
+    with pytest.raises(ConfigError, match="line 1: list_shuffle_score needs the answer.input as list"):
+        load_task_file("parallelbench:waiting_line/shuffle", data=str(tmp_path / "shuffle.jsonl"))
 
 
 def test_a_summary_bench_has_no_accuracy_and_names_what_it_cannot_compute(capsys, monkeypatch):
@@ -254,3 +258,40 @@ def test_metric_means_wilson_for_0_1_and_a_normal_interval_otherwise():
     assert got["s"] == dict(mean=0.75, ci95=list(stats.wilson(3, 4)), n=4)
     half = stats.Z95 * 0.2 / math.sqrt(3)
     assert got["r"]["n"] == 3 and all(math.isclose(x, y) for x, y in zip(got["r"]["ci95"], [0.4 - half, 0.4 + half]))
+
+
+def test_grammar_goes_to_the_languagetool_server_the_operator_names(monkeypatch):
+    """A LanguageTool-shaped server on loopback (its /v2/check answers matches): with it named, words to sentence
+    is graded and its score given; an empty text fails without a request, as the benchmark's check does."""
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    asked = []
+
+    class Check(BaseHTTPRequestHandler):
+        def do_POST(self):
+            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            asked.append((self.path, form["language"][0], form["text"][0]))
+            body = json.dumps({"matches": [] if form["text"][0].endswith(".") else [{"message": "x"}]}).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    server = HTTPServer(("127.0.0.1", 0), Check)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("UNMASK_LANGUAGETOOL", f"http://127.0.0.1:{server.server_port}")
+        w2s = official("words_to_sentence/easy")
+        q = w2s.problems("test", 1)[0]
+        good = "I throw the ball for my dog at the park."
+        assert w2s.graded and w2s.notes() == []
+        assert w2s.metrics(good, q) == {"inclusion_score": 1.0, "grammar_score": 1.0, "score": 1.0}
+        assert asked == [("/v2/check", "en-US", good)]
+        assert w2s.verdict(good[:-1], q) == "ungrammatical" and w2s.verdict("A yard.", q) == "missing words"
+        summ = official("paraphrase_summarize/samsum")
+        got = summ.metrics("  ", summ.problems("test", 1)[0])
+        assert got["grammar_score"] == 0.0 and got["score"] == 0.0 and len(asked) == 3     # none for ""
+    finally:
+        server.shutdown()

@@ -38,6 +38,12 @@ SEVENTEEN = (*(f"waiting_line/{op}" for op in OPS), "paraphrase_summarize/chatgp
              "words_to_sentence/hard", "puzzle/latin_square_n4", "puzzle/sudoku_n4_12")
 NAME = re.compile(r"parallelbench:(" + "|".join(GROUPS) + r")/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})")
 MAX_CONFIG = 1 << 20
+# what each metric reads of a row's answer: (its field, None for the answer itself; the type it must have)
+LABELS = {"list_match_score": (None, str), "sudoku_score": (None, str), "list_shuffle_score": ("input", list),
+          "list_random_insert_score": ("input", list), "list_random_remove_score": ("input", list),
+          "list_random_replace_score": ("input", list), "latin_square_score": ("symbols", list),
+          "summary_score": ("summary", str), "paraphrase_score": ("text", str),
+          "sentence_to_words_score": ("words", list)}
 
 
 def official_name(name: str) -> str | None:
@@ -117,15 +123,22 @@ class OfficialTask(TaskBase):
                               f"{', '.join(sorted(pm.BINARY) + sorted(TEXT_METRICS))}")
         return TEXT_METRICS[self.metric]()
 
-    @staticmethod
-    def checked(row, k: int, path: Path) -> dict:
+    def checked(self, row, k: int, path: Path) -> dict:
+        """The row, if it has what the prompt, the chat and the task's metric read (else one line)."""
         if not isinstance(row, dict) or not isinstance(row.get("input"), dict) or "answer" not in row:
             raise ConfigError(f"{path.name}, line {k}: a row needs an input object and an answer")
-        if not isinstance(row["input"].get("icl_examples") or [], list) or not all(
-                isinstance(e, dict) and isinstance(e.get("input"), dict) and (
-                    isinstance(e.get("answer"), str) or isinstance((e.get("answer") or {}).get("example"), str))
-                for e in row["input"].get("icl_examples") or []):
+        shots = row["input"].get("icl_examples") or []
+        if not isinstance(shots, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("input"), dict) and (isinstance(e.get("answer"), str) or (
+                    isinstance(e.get("answer"), dict) and isinstance(e["answer"].get("example"), str)))
+                for e in shots):
             raise ConfigError(f"{path.name}, line {k}: each icl_example needs an input and an answer (or example)")
+        field, kind = LABELS[self.metric]
+        value = row["answer"] if field is None else (row["answer"] or {}).get(field) if isinstance(
+            row["answer"], dict) else None
+        if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{path.name}, line {k}: {self.metric} needs the answer"
+                              f"{'' if field is None else '.' + field} as {kind.__name__}")
         return row
 
     def prompt(self, values: dict) -> str:

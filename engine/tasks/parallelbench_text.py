@@ -87,7 +87,7 @@ class BertScore:
     """BERTScore F1 from ``bert-score`` with the model folder the operator names."""
 
     def __init__(self):
-        self.path = os.environ.get(BERTSCORE_ENV, "")
+        self.path, self.scorer = os.environ.get(BERTSCORE_ENV, ""), None
         try:
             import bert_score  # noqa: F401
         except ImportError:
@@ -97,8 +97,10 @@ class BertScore:
             f"bertscore: needs the roberta-large model; set {BERTSCORE_ENV} to a local folder of it")
 
     def __call__(self, prediction: str, reference: str) -> float:
-        import bert_score
-        _, _, f1 = bert_score.score([prediction], [reference], model_type=self.path, num_layers=BERTSCORE_LAYER)
+        if self.scorer is None:          # the model loads once, at the first output scored
+            import bert_score
+            self.scorer = bert_score.BERTScorer(model_type=self.path, num_layers=BERTSCORE_LAYER)
+        _, _, f1 = self.scorer.score([prediction], [reference])
         return float(f1[0])
 
 
