@@ -90,7 +90,9 @@ def _cmd_bench(args) -> None:
         raise ConfigError("--batch must be in 1..256")
     from engine.runtime.jobs import configure
     configure(max_running=args.batch)          # the engine loop's running set is the bench's batch
-    task = load_task_file(args.task, allow_code=args.allow_code_execution, data=args.data)
+    task = load_task_file(args.task, allow_code=args.allow_code_execution, data=args.data, zero_shot=args.zero_shot)
+    for note in getattr(get_task(task), "notes", lambda: [])():    # metrics that need what is not here
+        print(f"note: {note}; it and score are left out of the rows", file=sys.stderr)
     if getattr(get_task(task), "grader", None) == "code" and not args.allow_code_execution:
         raise ConfigError(f"{task} is graded by running the completions' tests: add --allow-code-execution "
                           "(sandboxed: engine/tasks/sandbox.py), or no accuracy can be given")
@@ -173,8 +175,10 @@ def build_parser() -> OneLineParser:
     b.add_argument("--model", help="default: the model that knows --task")
     b.add_argument("--task", default="arith", help="a synthetic task (arith, story, picks, mix), a shipped data "
                    "task (gsm8k, math500, humaneval) or a folder with card.json and data.jsonl[.gz]")
-    b.add_argument("--data", help="with --task parallelbench:waiting_line/OP: the benchmark's own JSONL file (your "
-                   "local copy), scored by Unmask's graders")
+    b.add_argument("--data", help="with --task parallelbench:GROUP/NAME: your local copy of the benchmark's "
+                   "data/output/test folder (or one task's .jsonl, task_config.yaml beside it), graded by its metrics")
+    b.add_argument("--zero-shot", action="store_true", help="with --data: the question alone, without the rows' "
+                   "worked examples (the benchmark sends them as earlier chat turns)")
     b.add_argument("--allow-code-execution", action="store_true", help="run code tasks' tests on the completions "
                    "(sandboxed: engine/tasks/sandbox.py); without it code answers stay ungraded")
     b.add_argument("--n", type=int, default=100)

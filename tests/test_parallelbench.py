@@ -13,7 +13,7 @@ from engine.tasks import get_task, load_task_file
 from engine.tasks.common import Problem
 from engine.tasks.parallelbench import LineTask, shuffle_success
 
-ALL = [*LineTask.ops, "latin", "sudoku"]
+ALL = [*LineTask.ops, "latin", "latin-strict", "sudoku", "sudoku-hard"]
 
 
 def line(op: str, names: list[str], new: str = "zoe", at: int = 2) -> Problem:
@@ -35,6 +35,9 @@ def test_longer_lines_are_an_option_and_the_benchmarks_names_resolve():
     assert {len(p.answer["line"]) for p in long} <= set(range(7, 11))
     assert get_task("parallelbench:waiting_line/insert_random").name == "insert-random"
     assert get_task("parallelbench:puzzle/sudoku").name == "sudoku"
+    assert get_task("parallelbench:puzzle/sudoku_n4_12").name == "sudoku"            # the benchmark's file names
+    assert get_task("parallelbench:puzzle/latin_square_n4").name == "latin"
+    assert get_task("parallelbench:waiting_line_n15/copy").lengths == (15, 15)
     with pytest.raises(ConfigError):
         get_task("shuffle@9-3")
 
@@ -74,21 +77,50 @@ def test_a_line_answer_must_end_once_with_its_full_stop_and_the_tokenizers_spaci
     assert task.verdict("ann . bob cal .", line("copy", ABC)) == "malformed"
 
 
-def test_latin_square_grader():
-    task, p = get_task("latin"), Problem("", "", {"symbols": ["a", "b", "c", "d"]}, "latin")
-    assert task.check("a b c d ; b a d c ; c d a b ; d c b a .", p)
-    assert not task.check("a b c d ; b a d c ; c d a b ; d c a b .", p)      # last column repeats
-    assert not task.check("a b c d ; b c d a ; c d a b ; a b c d .", p)      # a repeated row
-    assert not task.check("a b c x ; b a x c ; c x a b ; x c b a .", p)      # a symbol not given
-    assert not task.check("a b c d ; b a d c ; c d a b .", p)                # three rows
+def test_latin_square_graders_the_benchmarks_set_check_and_the_strict_one():
+    p = Problem("", "", {"symbols": ["a", "b", "c", "d"]}, "latin")
+    loose, strict = get_task("latin"), get_task("latin-strict")
+    for task in (loose, strict):
+        assert task.check("a b c d ; b a d c ; c d a b ; d c b a .", p)
+        assert not task.check("a b c d ; b a d c ; c d a b ; d c a b .", p)      # last column repeats
+        assert not task.check("a b c d ; b c d a ; c d a b ; a b c d .", p)      # a repeated row
+        assert not task.check("a b c x ; b a x c ; c x a b ; x c b a .", p)      # a symbol not given
+        assert not task.check("a b c d ; b a d c ; c d a b .", p)                # three rows
+    # the benchmark's check: a row's SET must be the symbols (a 5-cell row passes: columns zip to 4), rows that
+    # are not are dropped and the next takes their place, and no closing "." is needed
+    assert loose.check("a b c d a ; b a d c ; c d a b ; d c b a .", p)
+    assert not strict.check("a b c d a ; b a d c ; c d a b ; d c b a .", p)
+    assert loose.check("a b c d ; x y ; b a d c ; c d a b ; d c b a", p)
+    assert strict.verdict("a b c d ; b a d c ; c d a b ; d c b a", p) == "malformed"
 
 
-def test_sudoku_grader_needs_the_boxes_and_the_givens():
+def test_sudoku_as_the_benchmark_has_it_twelve_givens_one_solution_exact_match():
+    from engine.tasks.parallelbench import completions
+    task = get_task("sudoku")
+    probs = task.problems("test", 50)
+    assert all(p.prompt.count("_") == 4 and completions(p.answer["givens"]) == 1 for p in probs)
+    p = probs[0]
+    assert task.verdict(p.solution, p) == "valid" and task.verdict(p.solution.rstrip(" ."), p) == "valid"
+    other = p.solution.replace("1", "x").replace("2", "1").replace("x", "2")      # digits 1 and 2 swapped
+    assert task.verdict(other, p) == "wrong"
+    # 4-10 blanks leave some puzzles with several solutions: the harder variant, any valid completion
+    givens = [["1", "_", "_", "_"], ["_", "_", "_", "_"], ["_", "_", "_", "_"], ["_", "_", "_", "_"]]
+    assert completions(givens) == 2 and completions([list("1234"), list("3412"), list("2143"), list("4321")]) == 1
+
+
+def test_sudoku_hard_needs_the_boxes_and_the_givens():
     givens = [["1", "_", "_", "_"], ["_", "_", "1", "_"], ["_", "1", "_", "_"], ["_", "_", "_", "1"]]
-    task, p = get_task("sudoku"), Problem("", "", {"givens": givens}, "sudoku")
+    task, p = get_task("sudoku-hard"), Problem("", "", {"givens": givens}, "sudoku-hard")
     assert task.check("1 2 3 4 ; 3 4 1 2 ; 2 1 4 3 ; 4 3 2 1 .", p)
     assert task.verdict("1 2 3 4 ; 2 1 4 3 ; 3 4 1 2 ; 4 3 2 1 .", p) == "wrong"    # a Latin square, boxes break
     assert task.verdict("2 1 4 3 ; 4 3 2 1 ; 1 2 3 4 ; 3 4 1 2 .", p) == "ignores givens"
+
+
+def test_the_training_mix_keeps_its_stream():
+    """unmask-parallel-small learnt the mix: its puzzles stay Unmask's (latin's generator, sudoku-hard's)."""
+    from engine.tasks.parallelbench import ParallelMix
+    probs = ParallelMix().problems("train", 400, seed=1)
+    assert {p.task for p in probs} >= {"latin", "sudoku-hard"} and "sudoku" not in {p.task for p in probs}
 
 
 def test_the_closed_form_for_shuffle():
@@ -96,43 +128,6 @@ def test_the_closed_form_for_shuffle():
     assert math.isclose(shuffle_success([4], 4), math.factorial(4) / 4 ** 4)  # all at once: 24 / 256
     assert math.isclose(shuffle_success([2, 1, 1], 4), 12 / 16)               # 4 * 3 / 4^2, then certain
     assert math.isclose(shuffle_success([2, 2], 4), (12 / 16) * (2 / 4))
-
-
-def official_file(tmp_path, op: str, rows: list[tuple[list[str], list[str]]]):
-    path = tmp_path / f"{op}.jsonl"
-    lines = []
-    for names, example in rows:
-        ask = f"You are managing a waiting line.\n\n{json.dumps(names)}\n\nPlease {op} the list."
-        lines.append(json.dumps({"messages": [{"role": "user", "content": ask}],
-                                 "label": {"example": json.dumps(example), "input": names},
-                                 "metadata": {"length": len(names)}}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def test_the_benchmarks_own_file_is_read_and_scored_with_our_graders(tmp_path):
-    names = ["Paul Payne", "Robert Riley", "Peter Stone"]
-    path = official_file(tmp_path, "shuffle", [(names, [names[1], names[0], names[2]]), (names[:2], names[::-1][:2])])
-    task = get_task(load_task_file("parallelbench:waiting_line/shuffle", data=str(path)))
-    probs = task.problems("test", 2)
-    assert probs[0].prompt.endswith("Please shuffle the list.") and probs[0].answer["line"] == names
-    assert task.verdict('["Peter Stone", "Paul Payne", "Robert Riley"]', probs[0]) == "valid"
-    assert task.verdict('Sure: ["Robert Riley", "Peter Payne", "Robert Riley"]', probs[0]) == "wrong"
-    assert task.verdict(json.dumps(names), probs[0]) == "wrong"
-    assert task.verdict("no list here", probs[0]) == "malformed"
-    ins = official_file(tmp_path, "insert_random", [(names, [names[0], "Amy Ray", names[1], names[2]])])
-    task = get_task(load_task_file("parallelbench:waiting_line/insert_random", data=str(ins)))
-    p = task.problems("test", 1)[0]
-    assert task.check(json.dumps(["Amy Ray", *names]), p) and not task.check(json.dumps(names), p)
-
-
-def test_a_malformed_official_file_is_one_line(tmp_path):
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "label": {"input": "abc"}}) + "\n")
-    with pytest.raises(ConfigError, match="line 1: a waiting-line row needs"):
-        load_task_file("parallelbench:waiting_line/copy", data=str(bad))
-    with pytest.raises(ConfigError, match="--data goes with"):
-        load_task_file("arith", data=str(bad))
 
 
 def test_humaneval_without_the_flag_is_refused_not_scored_zero(capsys):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -88,11 +89,18 @@ def decode_problem(adapter, prob, policy, cfg, run_seed: int, index: int, budget
         return None
     own = type(policy)(dataclasses.replace(cfg, seed=problem_seed(cfg.seed, run_seed, index)))
     try:
-        prompt = prob.prompt if getattr(prob, "chat", True) else adapter.encode_prompt(prob.prompt, chat=False)
-        g = Generation(adapter, prompt, own, budget_s=budget_s, should_stop=should_stop, load=load)
+        g = Generation(adapter, prompt_of(adapter, prob), own, budget_s=budget_s, should_stop=should_stop, load=load)
         return (yield from g.requests())
     except BudgetExceeded:
         return None
+
+
+def prompt_of(adapter, prob):
+    """What a problem's decode starts from: its text (a chat model's template wraps it), its ids as plain text
+    (``chat`` False), or its whole chat with worked examples (``messages``)."""
+    if getattr(prob, "messages", ()):
+        return adapter.encode_chat([{"role": r, "content": c} for r, c in prob.messages])
+    return prob.prompt if getattr(prob, "chat", True) else adapter.encode_prompt(prob.prompt, chat=False)
 
 
 def chunk_events(adapter, problems, start: int, policies: list, run_seed: int, batch: int, budget_s, should_stop,
@@ -137,6 +145,7 @@ class Tally:
             self.per_task[spec][prob.task].append(verdict == "valid")
             self.outcomes[spec].append(verdict == "valid")
             tally(self.acc[spec], tr, wall, verdict == "valid")
+            self.acc[spec].update(metric_sums(task, tr.meta.text, prob))
             self.acc[spec].update(revision_counts(adapter, task, prob, tr, verdict == "valid"))
             if on_trace is not None:
                 on_trace(spec, i, prob, tr)
@@ -164,13 +173,14 @@ class Tally:
                            per_task={k: defaultdict(list, v) for k, v in d["per_task"].items()},
                            verdicts={k: Counter(v) for k, v in d["verdicts"].items()}, prompts=d["prompts"]))
 
-    def rows(self, specs: list[str], asked: int, grader: str = "") -> list[dict]:
+    def rows(self, specs: list[str], asked: int, grader: str = "", graded: bool = True) -> list[dict]:
         done = len(self.prompts)
         if not done:
             return []
         cfgs = [(spec, *parse_spec(spec)) for spec in specs]
         return with_speedup([row(spec, name, build_decoder(name, **params).cfg, self.acc[spec], self.per_task[spec],
-                                 self.verdicts[spec], self.outcomes[spec], len(set(self.prompts)), asked, grader)
+                                 self.verdicts[spec], self.outcomes[spec], len(set(self.prompts)), asked, grader,
+                                 graded)
                              for spec, name, params in cfgs])
 
 
@@ -187,7 +197,8 @@ def run_bench(adapter, task_name: str, n: int, specs: list[str], seed: int = 0, 
     if warmup and not warm_up(adapter, task_name, specs[0], seed, split, budget_s, should_stop, load):
         return []
     return bench_tally(adapter, task_name, specs, 0, n, seed, split, progress, should_stop, budget_s, on_trace,
-                       load, batch).rows(specs, n, get_task(task_name).grader_name)
+                       load, batch).rows(specs, n, get_task(task_name).grader_name,
+                                         getattr(get_task(task_name), "graded", True))
 
 
 def warm_up(adapter, task_name: str, spec: str, seed: int, split: str, budget_s, should_stop, load) -> bool:
@@ -197,7 +208,8 @@ def warm_up(adapter, task_name: str, spec: str, seed: int, split: str, budget_s,
         return True
     name, params = parse_spec(spec)
     try:
-        Generation(adapter, get_task(task_name).problems(split, 1, seed=seed)[0].prompt, build_decoder(name, **params),
+        Generation(adapter, prompt_of(adapter, get_task(task_name).problems(split, 1, seed=seed)[0]),
+                   build_decoder(name, **params),
                    budget_s=budget_s, should_stop=should_stop, load=load).run()
     except BudgetExceeded:
         return False
@@ -229,6 +241,34 @@ def bench_tally(adapter, task_name: str, specs: list[str], lo: int, hi: int, see
     return out
 
 
+def metric_sums(task, text: str, prob) -> Counter:
+    """A task's own per-sample metrics (``metrics``: ParallelBench's score and score_strict, ROUGE, ...), as sums,
+    sums of squares and counts, so that a row gives each one's mean and interval."""
+    got = task.metrics(text, prob) if hasattr(task, "metrics") else {}
+    out = Counter()
+    for k, v in got.items():
+        out.update({f"metric:{k}": v, f"metric2:{k}": v * v, f"metric_n:{k}": 1})
+    return out
+
+
+def metric_means(a: Counter) -> dict:
+    """name -> {mean, ci95, n}: Wilson for a 0/1 metric (its sum equals its sum of squares only then), else the
+    normal approximation mean ± 1.96 sd / sqrt(n)."""
+    out = {}
+    for key in sorted(k for k in a if k.startswith("metric:")):
+        name = key[len("metric:"):]
+        s, s2, n = a[key], a[f"metric2:{name}"], a[f"metric_n:{name}"]
+        mean = s / n
+        if abs(s - s2) < 1e-9 and abs(s - round(s)) < 1e-9:
+            ci = list(stats.wilson(round(s), n))
+        else:
+            var = max(0.0, s2 - n * mean * mean) / max(1, n - 1)        # the sample variance
+            half = stats.Z95 * math.sqrt(var / n)
+            ci = [mean - half, mean + half]
+        out[name] = dict(mean=mean, ci95=ci, n=n)
+    return out
+
+
 def tally(a: Counter, tr, wall: float, correct: bool) -> None:
     a.update(teaching_counts(tr))
     a.update(wall=wall, correct=correct, nfe=tr.nfe, nfe_paper=tr.nfe_paper, tokens=tr.meta.generated_tokens,
@@ -237,7 +277,7 @@ def tally(a: Counter, tr, wall: float, correct: bool) -> None:
 
 
 def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes: list[bool], n_prompts: int,
-        asked: int, grader: str = "") -> dict:
+        asked: int, grader: str = "", graded: bool = True) -> dict:
     done, own = len(outcomes), cards()[name].bench
     fields = dict(decoder=name, spec=spec, params=cfg.params(), n=done, n_prompts=n_prompts,
                   stopped_early=done < asked,
@@ -258,7 +298,9 @@ def row(spec, name, cfg, a: Counter, per_task: dict, verdicts: Counter, outcomes
                   turned_right_share=a["turned_right"] / max(1, a["revised_problems"]),
                   turned_wrong_share=a["turned_wrong"] / max(1, a["revised_problems"]),
                   drift_mean=a["drift_sum"] / a["drift_n"] if a["drift_n"] else None,
-                  grader=grader, extra=own.columns(a, done) if own else {})
+                  grader=grader, extra=own.columns(a, done) if own else {}, metrics=metric_means(a))
+    if not graded:      # a task scored by continuous metrics only (ParallelBench's summaries): no accuracy to give
+        fields.update(accuracy=None, accuracy_ci95=None, outcomes="", per_task={}, per_task_ci95={})
     return BenchRow(**fields).to_json()
 
 
@@ -277,7 +319,9 @@ def format_table(rows: list[dict]) -> str:
         lines.insert(0, f"n = {rows[0]['n']} problems, {rows[0]['n_prompts']} distinct prompts; each its own seed")
     for r in rows:
         rej = f"{r['reject_rate']:7.3f}" if r["reject_rate"] is not None else f"{'–':>7s}"
-        acc = stats.fmt_ci(r["accuracy"], r["accuracy_ci95"])
+        acc = stats.fmt_ci(r["accuracy"], r["accuracy_ci95"]) if r["accuracy"] is not None else "–"
         lines.append(f"{r['spec']:44s} {acc:>22s} {r['nfe']:7.2f} {r['nfe_paper']:7.2f} {r['tpf']:6.2f} "
                      f"{r['tokens_per_s']:8.1f} {r['speedup']:7.2f}x {r['confident_share']:8.3f} {rej}")
+        lines += [f"    {k:40s} {stats.fmt_ci(m['mean'], m['ci95']):>22s}  n = {m['n']}"
+                  for k, m in r.get("metrics", {}).items()]
     return "\n".join(lines)

@@ -19,8 +19,8 @@ class BenchRow:
     n_prompts: int                  # distinct prompts among them
     stopped_early: bool             # a budget or Stop ended the run before every problem asked
     seeds: str                      # how each problem's seed is made
-    accuracy: float
-    accuracy_ci95: list             # 95 % Wilson interval
+    accuracy: float | None          # None: a task graded by continuous metrics only (``metrics``)
+    accuracy_ci95: list | None      # 95 % Wilson interval
     outcomes: str                   # "1"/"0" per problem, in order: the paired tests read it
     nfe: float                      # forwards per problem
     nfe_paper: float                # ... in the papers' count
@@ -46,11 +46,13 @@ class BenchRow:
     drift_mean: float | None = None # kv_cache with measure_drift: mean max |Δ logit| per forward (else left out)
     grader: str = ""                # who graded the answers, with its version (``TaskBase.grader_name``)
     extra: dict = field(default_factory=dict)   # the decoder's own columns (its card's BenchCounts)
+    metrics: dict = field(default_factory=dict)  # the task's own metrics: name -> {mean, ci95, n} (ParallelBench's)
 
     def to_json(self) -> dict:
         """The row as a JSON-able dict: the decoder's columns flat beside the others (one named like a common
         column replaces it: SimSD's tpf counts target-equivalent forwards), no drift where none was measured."""
-        d = {k: v for k, v in asdict(self).items() if k != "extra" and not (k == "drift_mean" and v is None)}
+        d = {k: v for k, v in asdict(self).items() if k != "extra" and not (k == "drift_mean" and v is None)
+             and not (k == "metrics" and not v)}
         return {**d, **self.extra}
 
     @classmethod

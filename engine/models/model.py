@@ -24,7 +24,7 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from engine.errors import ModelLoadError
+from engine.errors import ConfigError, ModelLoadError
 from engine.models import precision
 from engine.models.families import FAMILIES, Family
 from engine.models import masks, ragged
@@ -174,6 +174,15 @@ class ModelAdapter:
                                           tokenize=True)
             return list(ids["input_ids"] if hasattr(ids, "keys") else ids)   # a BatchEncoding on 5.x
         return tok(text).input_ids
+
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        """A whole chat (worked examples as earlier turns) -> ids through the tokenizer's own chat template."""
+        tok = self.tokenizer
+        if self.prompt_template is not None or not getattr(tok, "chat_template", None):
+            raise ConfigError(f"{self.name} has no chat template: a chat with worked examples needs one "
+                              "(bench --zero-shot sends the question alone)")
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
     def unknown_words(self, text: str, ids: list[int] | None = None) -> list[str]:
         """The words of `text` the tokenizer maps to [UNK] (distinct, in order). ``ids``: the text's prompt

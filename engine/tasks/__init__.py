@@ -33,17 +33,22 @@ def get_task(name: str) -> TaskBase:
     return _LOADED[name]
 
 
-def load_task_file(name_or_folder: str, allow_code: bool = False, data: str | None = None) -> str:
+def load_task_file(name_or_folder: str, allow_code: bool = False, data: str | None = None,
+                   zero_shot: bool = False) -> str:
     """Command line only (the page names shipped tasks): read a data task, by its shipped name or from a folder
-    with card.json and data.jsonl[.gz], with code execution allowed or not; or ParallelBench's own file for
-    ``parallelbench:waiting_line/OP`` (``data``). Returns the name to bench it by."""
+    with card.json and data.jsonl[.gz], with code execution allowed or not; or ParallelBench's own files for
+    ``parallelbench:GROUP/NAME`` (``data``: its split folder or one task file; ``zero_shot``: without the rows'
+    worked examples). Returns the name to bench it by."""
     if data:
-        from engine.tasks.parallelbench_files import OfficialLineTask, official_name
+        from engine.tasks.parallelbench_files import OfficialTask, official_name
         if official_name(name_or_folder) is None:
-            raise ConfigError("--data goes with --task parallelbench:waiting_line/OP (the benchmark's own file)")
-        task = OfficialLineTask(official_name(name_or_folder), Path(data))
+            raise ConfigError("--data goes with --task parallelbench:GROUP/NAME (the benchmark's own files, e.g. "
+                              "parallelbench:waiting_line/copy, parallelbench:puzzle/sudoku_n4_12)")
+        task = OfficialTask(official_name(name_or_folder), Path(data), zero_shot=zero_shot)
         _LOADED[task.name] = task
         return task.name
+    if zero_shot:
+        raise ConfigError("--zero-shot goes with --data (ParallelBench's own files)")
     folder = shipped().get(name_or_folder) or Path(name_or_folder)
     if name_or_folder in TASKS or parallel_task(name_or_folder) is not None:
         return name_or_folder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,9 @@ class Problem:
     answer: object     # what the checker needs: the number, or the prompt's constraints
     task: str = "arith"
     chat: bool = True  # a chat model gets the prompt through its chat template; False: as plain text
+    # a whole chat ((role, content), ...) ending with ``prompt`` as its user turn: worked examples before it
+    # (ParallelBench's 1-shot files); empty: the prompt alone
+    messages: tuple = field(default=(), compare=False)
 
     @property
     def text(self) -> str:
@@ -39,6 +42,7 @@ class TaskBase:
     name = "base"
     description = ""
     model = "unmask-tasks-small"     # the embedded model that knows this task
+    stream = None                    # the name that seeds its problems, if not its own (a variant of a task)
 
     def sample(self, rng: random.Random) -> Problem:
         raise NotImplementedError
@@ -66,7 +70,7 @@ class TaskBase:
         prompts); only then may one recur. Bench rows report how many were distinct (``n_prompts``)."""
         if split not in ("train", "val", "test"):
             raise ValueError(f"unknown split {split!r}")
-        rng = random.Random(f"{self.name}/{split}/{seed}")
+        rng = random.Random(f"{getattr(self, 'stream', None) or self.name}/{split}/{seed}")
         out, seen = [], set()
         tries = 0
         while len(out) < n:

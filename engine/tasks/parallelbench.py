@@ -1,6 +1,7 @@
 """ParallelBench's task families (Kang et al., "ParallelBench: Understanding the Trade-offs of Parallel Decoding
 in Diffusion LLMs", ICLR 2026, arXiv 2510.04767), written from the paper's definitions: our own generators, name
-list and graders (the benchmark's files are read only from a user's local copy: ``load_official``).
+list and generators; graders that follow the benchmark's metrics (its own files, read from a user's local copy, and
+its metrics re-implemented: ``parallelbench_files``, ``parallelbench_metrics``).
 
 The waiting line: a line of names and one operation.
 
@@ -12,7 +13,9 @@ is a point mass, so decoding all slots in one forward loses nothing; for shuffle
 over the line's names, and slots sampled in one forward ignore each other, so they repeat a name with probability
 1 - r! / ((r - m)! r^m) for m slots drawn from r names left (the paper's closed form, ``shuffle_success``).
 
-Puzzles: a 4 x 4 Latin square over four given symbols (many answers), and a 4 x 4 sudoku with givens (one answer).
+Puzzles: a 4 x 4 Latin square over four given symbols (many answers; ``latin`` graded by the benchmark's set check,
+``latin-strict`` by four rows of four exactly), and a 4 x 4 sudoku: ``sudoku`` as the benchmark has it (12 givens,
+one solution, exact match), ``sudoku-hard`` Unmask's own (4-10 blanks, any valid completion; the training mix's).
 Rows are separated by ";". Positions in the index operations count from 1.
 """
 
@@ -137,12 +140,28 @@ def latin_square(rng: random.Random, symbols: list[str]) -> list[list[str]]:
     return [[labels[base[r][c]] for c in cols] for r in rows]
 
 
+def latin_sets_ok(rows: list[list[str]], symbols: list[str]) -> bool:
+    """ParallelBench's set-based check (its ``latin_square_score``) on rows already split: rows whose cells form
+    exactly the symbol set are kept, others dropped; the first n kept must number n, and every row's and column's
+    SET be the symbols (columns zip to the shortest row, so a row with an extra repeated symbol passes)."""
+    want, n = set(symbols), len(symbols)
+    kept = [r for r in rows if set(r) == want]
+    return len(kept) >= n and all(set(c) == want for c in zip(*kept[:n]))
+
+
 class LatinTask(TaskBase):
-    """A 4 x 4 Latin square over four given symbols: "Q : latin a b c d . A :" -> "a b c d ; b a d c ; … ."."""
+    """A 4 x 4 Latin square over four given symbols: "Q : latin a b c d . A :" -> "a b c d ; b a d c ; … .".
+    Graded as ParallelBench grades it (``latin_sets_ok``, rows at ";" for its lines, cells at spaces for its
+    commas); ``strict``: the answer ends once with its "." and is exactly four rows of four, each row and column
+    holding each symbol once (``latin_ok``)."""
     model = "unmask-parallel-small"
     family = "puzzle"
-    name = "latin"
-    description = "ParallelBench puzzle: a 4 x 4 Latin square over four given symbols (many answers)"
+
+    def __init__(self, strict: bool = False):
+        self.strict, self.stream = strict, "latin"           # both graders on the same problems
+        self.name = "latin-strict" if strict else "latin"
+        self.description = ("ParallelBench puzzle: a 4 x 4 Latin square over four given symbols (many answers; "
+                            + ("strict: four rows of four exactly)" if strict else "the benchmark's set check)"))
 
     def sample(self, rng: random.Random) -> Problem:
         symbols = rng.sample(SYMBOLS, 4)
@@ -151,6 +170,8 @@ class LatinTask(TaskBase):
                        {"symbols": symbols}, task=self.name)
 
     def verdict(self, generated_text: str, problem: Problem) -> str:
+        if not self.strict:
+            return "valid" if latin_sets_ok(grid_of(generated_text), problem.answer["symbols"]) else "wrong"
         if not spaced(generated_text).endswith(".") or spaced(generated_text).count(".") != 1:
             return "malformed"
         return "valid" if latin_ok(grid_of(generated_text), problem.answer["symbols"]) else "wrong"
@@ -159,23 +180,76 @@ class LatinTask(TaskBase):
         return sorted(set(SYMBOLS) | {"Q", ":", "A", ".", ";", "latin"})
 
 
+def completions(givens: list[list[str]], limit: int = 2) -> int:
+    """How many valid 4 x 4 sudokus complete the givens ("_" blank), counted up to ``limit`` (backtracking over
+    the blanks in reading order, each digit tried only where its row, column and box lack it)."""
+    rows = [list(r) for r in givens]
+    blanks = [(r, c) for r in range(4) for c in range(4) if rows[r][c] == "_"]
+
+    def fits(r: int, c: int, d: str) -> bool:
+        box = {rows[r // 2 * 2 + i][c // 2 * 2 + j] for i in (0, 1) for j in (0, 1)}
+        return d not in rows[r] and d not in (rows[k][c] for k in range(4)) and d not in box
+
+    def count(k: int) -> int:
+        if k == len(blanks):
+            return 1
+        r, c = blanks[k]
+        found = 0
+        for d in "1234":
+            if found < limit and fits(r, c, d):
+                rows[r][c] = d
+                found += count(k + 1)
+                rows[r][c] = "_"
+        return found
+    return min(count(0), limit) if latin_ok_partial(rows) else 0
+
+
+def latin_ok_partial(rows: list[list[str]]) -> bool:
+    """No digit twice in a row, column or box among the givens."""
+    groups = rows + [list(c) for c in zip(*rows)] + [[rows[r + i][c + j] for i in (0, 1) for j in (0, 1)]
+                                                    for r in (0, 2) for c in (0, 2)]
+    return all(len([d for d in g if d != "_"]) == len({d for d in g if d != "_"}) for g in groups)
+
+
 class SudokuTask(TaskBase):
-    """A 4 x 4 sudoku (digits 1-4, 2 x 2 boxes): givens with "_" for blanks; any valid completion is right."""
+    """A 4 x 4 sudoku (digits 1-4, 2 x 2 boxes) as ParallelBench has it (``puzzle/sudoku_n4_12``): 12 givens, "_"
+    for the 4 blanks, a unique solution, graded by exact match of the grid (its ``sudoku_score``)."""
     model = "unmask-parallel-small"
     family = "puzzle"
     name = "sudoku"
-    description = "ParallelBench puzzle: complete a 4 x 4 sudoku (2 x 2 boxes) from its givens"
-    blanks = (4, 10)
+    description = "ParallelBench puzzle: a 4 x 4 sudoku with 12 givens and one solution (exact match)"
+    blanks = (4, 4)
 
     def sample(self, rng: random.Random) -> Problem:
         digits = list("1234")
         square = latin_square(rng, digits)
         while not boxes_ok(square):
             square = latin_square(rng, digits)
-        hide = set(rng.sample(range(16), rng.randint(*self.blanks)))
-        givens = [[d if 4 * r + c not in hide else "_" for c, d in enumerate(row)] for r, row in enumerate(square)]
+        while True:
+            hide = set(rng.sample(range(16), rng.randint(*self.blanks)))
+            givens = [[d if 4 * r + c not in hide else "_" for c, d in enumerate(row)] for r, row in enumerate(square)]
+            if self.unique_only is False or completions(givens) == 1:
+                break
         return Problem("Q : sudoku " + " ; ".join(" ".join(r) for r in givens) + " . A :",
-                       " ; ".join(" ".join(r) for r in square) + " .", {"givens": givens}, task=self.name)
+                       " ; ".join(" ".join(r) for r in square) + " .", {"givens": givens, "solution": square},
+                       task=self.name)
+
+    unique_only = True
+
+    def verdict(self, generated_text: str, problem: Problem) -> str:
+        return "valid" if grid_of(generated_text) == problem.answer["solution"] else "wrong"
+
+    def vocabulary(self) -> list[str]:
+        return ["Q", ":", "A", ".", ";", "_", "sudoku"]
+
+
+class SudokuHardTask(SudokuTask):
+    """Unmask's harder variant (its training mix's): 4-10 blanks, so a puzzle may have several solutions (about
+    13 % of 1 000 test puzzles do), and any valid completion that keeps the givens is right."""
+    name = "sudoku-hard"
+    description = "4 x 4 sudoku, 4-10 blanks (several solutions possible), any valid completion that keeps the givens"
+    blanks, unique_only = (4, 10), False
+    stream = "sudoku"         # the problems it had under that name, on which the model card measured it
 
     def verdict(self, generated_text: str, problem: Problem) -> str:
         if not spaced(generated_text).endswith(".") or spaced(generated_text).count(".") != 1:
@@ -185,9 +259,6 @@ class SudokuTask(TaskBase):
             return "wrong"
         kept = all(g == "_" or g == d for gr, r in zip(givens, rows) for g, d in zip(gr, r))
         return "valid" if kept else "ignores givens"
-
-    def vocabulary(self) -> list[str]:
-        return ["Q", ":", "A", ".", ";", "_", "sudoku"]
 
 
 def boxes_ok(rows: list[list[str]]) -> bool:
@@ -209,8 +280,11 @@ def shuffle_success(groups: list[int], n: int) -> float:
 
 
 LINE_TASKS = {op: (lambda op=op: LineTask(op)) for op in LineTask.ops}
-PUZZLES = {"latin": LatinTask, "sudoku": SudokuTask}
-FAMILY_OF = {**{op: "waiting_line" for op in LineTask.ops}, "latin": "puzzle", "sudoku": "puzzle"}
+PUZZLES = {"latin": LatinTask, "latin-strict": lambda: LatinTask(strict=True), "sudoku": SudokuTask,
+           "sudoku-hard": SudokuHardTask}
+FAMILY_OF = {**{op: "waiting_line" for op in LineTask.ops}, **{name: "puzzle" for name in PUZZLES}}
+# the training mix's puzzles, in the order that fixes its stream (unmask-parallel-small learnt sudoku-hard's)
+MIX_PUZZLES = {"latin": LatinTask, "sudoku-hard": SudokuHardTask}
 
 
 class ParallelMix(TaskBase):
@@ -218,11 +292,11 @@ class ParallelMix(TaskBase):
     (puzzles weighted up: they are the longest answers and the hardest to learn)."""
     name = "parallel"
     model = "unmask-parallel-small"
-    description = "every ParallelBench family Unmask has (waiting line x 10, Latin square, sudoku), one stream"
+    description = "every ParallelBench family Unmask has (waiting line x 10, Latin square, sudoku-hard), one stream"
 
     def __init__(self):
-        self.parts = {n: f() for n, f in {**LINE_TASKS, **PUZZLES}.items()}
-        self.weights = {n: (3.0 if n in PUZZLES else 1.0) for n in self.parts}
+        self.parts = {n: f() for n, f in {**LINE_TASKS, **MIX_PUZZLES}.items()}
+        self.weights = {n: (3.0 if n in MIX_PUZZLES else 1.0) for n in self.parts}
 
     def sample(self, rng: random.Random) -> Problem:
         name = rng.choices(list(self.weights), list(self.weights.values()))[0]
@@ -235,11 +309,18 @@ class ParallelMix(TaskBase):
         return sorted(set().union(*(t.vocabulary() for t in self.parts.values())))
 
 
+BENCH_NAMES = {"latin-square-n4": "latin", "sudoku-n4-12": "sudoku"}   # the benchmark's file names
+
+
 def parallel_task(name: str) -> TaskBase | None:
     """"shuffle", "shuffle@7-10" (longer lines), or the benchmark's own names ("parallelbench:waiting_line/shuffle",
-    "parallelbench:puzzle/latin"); None for any other name."""
-    name = name.removeprefix("parallelbench:").removeprefix("waiting_line/").removeprefix("puzzle/")
-    name = name.replace("_", "-")
+    "parallelbench:puzzle/latin_square_n4", "parallelbench:waiting_line_n15/copy": lines of 15); None for any
+    other name."""
+    name = name.removeprefix("parallelbench:")
+    if name.startswith("waiting_line_n15/"):
+        name = name.removeprefix("waiting_line_n15/") + "@15-15"
+    name = name.removeprefix("waiting_line/").removeprefix("puzzle/").replace("_", "-")
+    name = BENCH_NAMES.get(name, name)
     if name in PUZZLES:
         return PUZZLES[name]()
     op, _, lengths = name.partition("@")

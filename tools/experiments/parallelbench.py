@@ -29,7 +29,7 @@ from engine.tasks.parallelbench import shuffle_success
 from tools.experiments.pareto import pareto_front
 
 TASKS = ("copy", "reverse", "sort", "shuffle", "insert-index", "remove-index", "replace-index", "insert-random",
-         "remove-random", "replace-random", "latin", "sudoku")
+         "remove-random", "replace-random", "latin", "latin-strict", "sudoku", "sudoku-hard")
 B = 8
 
 
