@@ -71,6 +71,7 @@ CARD = Card(
              "(Li et al.); the bar falls as the decode progresses.",
     glossary=(("Prophet gap", "top-1 minus top-2 logit, averaged over the block's masked slots (or, as the "
                               "release's evaluation, over the 5 slots after a written \"The answer is\"); once it "
-                              "clears the phase's bar (7.5, 5.0, 2.5 as the decode progresses) the rest is committed at once"),),
+                              "clears the phase's bar (7.5, 5.0, 2.5 as the decode progresses) the rest is "
+                              "committed at once"),),
     example=Example(dict(block_size=8, temperature=1.0, gap_scale=1.5), "story"),
 )

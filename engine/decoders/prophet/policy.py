@@ -13,8 +13,10 @@ region (``prophet_window``):
   slots it scores count (a block-causal model scores the window only while its block is decoded);
 - ``block`` (Unmask's rule, the default): the block's still-masked slots, the ones an exit commits. Unmask's tasks
   ask for no answer phrase (their graders read "####", a JSON list, a story's words), and a decoder cannot know
-  the task: the release's window is asked for by name, for a prompt that ends its answer with "The answer is". With progress = forwards so far / (steps per block × blocks), the bar is ``gap_early`` while progress
-< 0.33, ``gap_mid`` while < 0.67, else ``gap_late`` (7.5, 5.0, 2.5). If the mean gap clears the bar, every masked
+  the task: the release's window is asked for by name, for a prompt that ends its answer with "The answer is".
+  Its gap includes [EOS]/[PAD] filler, so confident filler can end a decode whose answer is not yet clear.
+With progress = forwards so far / (steps per block × blocks), the bar is ``gap_early`` while progress < 0.33,
+``gap_mid`` while < 0.67, else ``gap_late`` (7.5, 5.0, 2.5). If the mean gap clears the bar, every masked
 slot is committed to its candidate in this forward and the step's quota is skipped; otherwise LLaDA's quota
 (the most confident k_j) is committed.
 
