@@ -92,3 +92,15 @@ def test_conf_weighs_a_token_against_every_written_token_of_the_sequence():
         assert set(revised(block2[1])) == {j for j in (0, 1) if u[j] < seq[j]}
         differ += {j for j in (0, 1) if u[j] < seq[j]} != {j for j in (0, 1) if u[j] < block[j]}
     assert differ > 0
+
+
+@pytest.mark.parametrize("remask", ["cap", "rescale", "conf", "loop"])
+def test_a_first_block_that_holds_the_prompts_tail(remask):
+    """A block-causal model's first block starts inside the prompt (5 prompt tokens, B = 8): only its answer slots
+    are filled or re-masked, and conf's softmax spans the answer only (it once sliced the block from the answer's
+    start, lo − P < 0, and failed)."""
+    tr = Generation(ScriptedAdapter(lambda t: [(20 + k, CONF[k]) for k in range(8)]), [1, 10, 11, 12, 13],
+                    build_decoder("remdm", block_size=8, gen_length=11, use_cache=False, stop_at_eos=False, steps=4,
+                                  eta=0.5, remask=remask, seed=1)).run()
+    assert tr.meta.final_tokens[:5] == [1, 10, 11, 12, 13] and 3 not in tr.meta.final_tokens
+    assert all(not r.committed[:5].any() for r in tr.records if r.block == 0)

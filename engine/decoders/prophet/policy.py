@@ -103,7 +103,7 @@ class ProphetPolicy(Policy):
                 rows.append(r.later[pos - ctx.hi])
             elif pos < ctx.lo and (row := r.logits_of(pos, pos + 1)) is not None:
                 rows.append(row[0])
-        return float(logit_gap(torch.stack(rows).cpu()).double().mean()) if rows else math.nan
+        return float(logit_gap(torch.stack([x.cpu() for x in rows])).double().mean()) if rows else math.nan
 
     def run_block(self, ctx: BlockContext):
         cfg, B = self.cfg, self.cfg.block_size

@@ -97,12 +97,11 @@ class ReMDMPolicy(Policy):
         """(L,) σ of the block's slots (0 where not written) and the masked slots' unmask probability."""
         cfg, r, lo, hi = self.cfg, ctx.runner, ctx.lo, ctx.hi
         sigma = torch.zeros(len(written))
-        if cfg.remask == "conf":
-            seq = ~r.masked(r.P, r.end)                                          # every written token of the answer
-            weights = sigma_conf(self.p_at[r.P:r.end][seq], j, steps)
-            full = torch.zeros(r.end - r.P)
-            full[seq] = weights
-            sigma = torch.where(written, full[lo - r.P:hi - r.P], sigma)
+        if cfg.remask == "conf":     # a block-causal model's first block may start inside the prompt (lo < P)
+            seq = ~r.masked(0, r.end) & (torch.arange(r.end) >= r.P)        # every written token of the answer
+            full = torch.zeros(r.end)
+            full[seq] = sigma_conf(self.p_at[seq], j, steps)
+            sigma = torch.where(written, full[lo:hi], sigma)
             return sigma, unmask_prob(0.0, j, steps)
         if cfg.remask == "loop":
             s, fill = loop_rates(cfg.eta, cfg.t_on, cfg.t_off, cfg.alpha_on, j, steps)
