@@ -30,7 +30,10 @@ Where we chose:
 - a slot no earlier forward scored has no KL (the reference compares with zeros: a KL of about 28 nats, never
   stable);
 - the reference stops after ``steps`` forwards even if slots are left masked, and its quota may pick slots that
-  are no longer masked; here the quota is capped at the masks and the block runs until it is full.
+  are no longer masked; here the quota is capped at the masks and the block runs until it is full;
+- Dream's release decodes the whole answer as one block with no per-block gate; here KLASS runs Unmask's blocks
+  (``block_size``) on every model, the gate included (set block_size = gen_length for the release's one block);
+- [MASK] is never a candidate: its logit is dropped before every softmax (the releases keep it in theirs).
 """
 
 from __future__ import annotations
