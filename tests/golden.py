@@ -2,6 +2,7 @@
 
     python -m tests.golden write     # re-record tests/data/golden.json (only when a change is meant to alter results)
     python -m tests.golden add       # record only the specs it lacks (a new decoder)
+    python -m tests.golden rewrite remdm klass   # re-record only the named decoders' specs (a changed default)
 A refactor must reproduce these token for token, reason for reason, NFE for NFE (tests/test_golden.py).
 """
 
@@ -52,7 +53,7 @@ def summarise(trace) -> dict:
     return dict(token_ids=m.token_ids, nfe=m.nfe, nfe_by_kind=m.nfe_by_kind, records=recs)
 
 
-def decode_all() -> dict:
+def decode_all(only: tuple[str, ...] = ()) -> dict:
     from engine.decoders import build_decoder, parse_spec
     from engine.runtime.loop import Generation
     from engine.models.model import load_model
@@ -62,6 +63,8 @@ def decode_all() -> dict:
     stories = [p.prompt for p in get_task("story").problems("test", 2, seed=7)]
     out = {}
     for model, spec in [("tiny", s) for s in SPECS] + OTHER_SPECS:
+        if only and spec.split(":")[0] not in only:
+            continue
         if model not in models:
             models[model] = dream_model() if model == "dream" else load_model(model, device="cpu")
         name, params = parse_spec(spec)
@@ -88,7 +91,10 @@ def dream_model():
 ALL = SPECS + [key(m, s) for m, s in OTHER_SPECS]
 
 
-if __name__ == "__main__" and sys.argv[1:] in (["write"], ["add"]):
+if __name__ == "__main__" and sys.argv[1:2] == ["rewrite"] and sys.argv[2:]:
+    GOLDEN.write_text(json.dumps({**json.loads(GOLDEN.read_text()), **decode_all(tuple(sys.argv[2:]))}))
+    print(f"re-recorded {', '.join(sys.argv[2:])} in {GOLDEN}")
+elif __name__ == "__main__" and sys.argv[1:] in (["write"], ["add"]):
     # add: record only the specs the file lacks (a new decoder), keeping every recorded decode as it is
     have = json.loads(GOLDEN.read_text()) if sys.argv[1] == "add" else {}
     GOLDEN.write_text(json.dumps({**decode_all(), **have}))

@@ -25,9 +25,13 @@ CARD = Card(
         "moving (KL between consecutive forwards below ε for the last H forwards) and whose confidence is above "
         "τ; when none is, LLaDA's quota of the most confident. On a full-attention model (LLaDA, Dream) every "
         "forward scores the whole canvas, so a slot's KL history runs across blocks, as the reference keeps it; a "
-        "block-causal model first scores a slot in its own block's first forward. Where we chose: p is "
-        "untempered, and a block runs until it is full.",
-        COMMON + ("steps", "tau", "kl_eps", "kl_history", "klass_pick"),
+        "block-causal model first scores a slot in its own block's first forward. As released (klass_as=release), "
+        "by family: LLaDA's decode at T > 0 reads KL and confidence from the softmax of its Gumbel-perturbed "
+        "values (near one-hot: a slot is stable when the same token is drawn in consecutive forwards); Dream's "
+        "reads the untempered softmax, writes its argmax, and with no ready slot commits exactly one token. "
+        "klass_as=unmask keeps Unmask's earlier choice (p untempered, the decode's candidate, LLaDA's quota). "
+        "Where we chose: a block runs until it is full.",
+        COMMON + ("steps", "tau", "kl_eps", "kl_history", "klass_pick", "klass_as"),
         overrides={"tau": dict(default=0.9, help="confidence a stable slot must exceed (KLASS: 0.9; its LLaDA "
                                                  "GSM8K script 0.6)")},
         knob="kl_eps", title="KLASS: stable and confident"),
@@ -42,6 +46,12 @@ CARD = Card(
         "klass_pick": Param(str, "all", choices=("all", "max_conf", "min_kl", "random"), label="which ready slots",
                             help="all of them (KLASS's default), or one: the most confident, the lowest KL, or one "
                                  "at random", group="klass"),
+        "klass_as": Param(str, "release", choices=("release", "unmask"), label="KLASS statistics",
+                          help="release: as the released code for the model's family (LLaDA: at T > 0, KL and "
+                               "confidence from the Gumbel-perturbed softmax; Dream: untempered p, argmax token, "
+                               "one token when none is ready); unmask: p untempered and the decode's own candidate "
+                               "on every model, LLaDA's quota (Unmask's earlier choice: the KL then measures the "
+                               "model's distribution, not two samples)", group="klass"),
     },
     reasons={"KL_STABLE": ReasonEntry(14, "KLASS stable + confident", "#1b9e77", "kl")},
     records={"draft": KlassFields},

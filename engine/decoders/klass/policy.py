@@ -13,16 +13,32 @@ block); a block-causal model first scores a slot in its own block's first forwar
 from the block's (H + 1)-th forward. A slot's KL compares with the forward just before, where that forward scored
 it (a run with the dual cache scores the later slots only in a block's first forward).
 
+As released (``klass_as=release``, the default), by the model's family:
+- LLaDA's ``stable_confident_decode`` (every model but Dream): at T > 0, p = softmax(exp(logits) / (−log u)^T) over
+  Gumbel-perturbed values (u uniform, float64, drawn from the decode's generator for every scored slot), x̂ its
+  argmax (a sample at temperature T) and its confidence p(x̂), near 1: KL and confidence are both read from it, so
+  a slot is stable when the same token is drawn in consecutive forwards. At T = 0 p is the plain softmax. With no
+  ready slot: LLaDA's quota, the most confident;
+- Dream's ``_sample`` (``alg="klass"``): p is the untempered softmax at any T, x̂ its argmax, ready needs p(x̂) ≥ τ;
+  with no ready slot exactly one token is committed: the slot whose ``sample_tokens`` confidence is highest (at
+  T > 0 the tempered probability of a token drawn at T, here the decode's own draw; at T = 0 the top probability),
+  written with its argmax.
+``klass_as=unmask`` keeps Unmask's earlier choice on every model: p untempered and x̂ the decode's candidate, as in
+every other decoder here (KL then measures the model's distribution, not two draws), and LLaDA's quota.
+
 Where we chose:
 - a slot no earlier forward scored has no KL (the reference compares with zeros: a KL of about 28 nats, never
   stable);
-- p is the untempered distribution and x̂ the usual candidate, as in every decoder here (at T > 0 the reference
-  takes the softmax of Gumbel-perturbed exp-logits);
 - the reference stops after ``steps`` forwards even if slots are left masked, and its quota may pick slots that
-  are no longer masked; here the quota is capped at the masks and the block runs until it is full.
+  are no longer masked; here the quota is capped at the masks and the block runs until it is full;
+- Dream's release decodes the whole answer as one block with no per-block gate; here KLASS runs Unmask's blocks
+  (``block_size``) on every model, the gate included (set block_size = gen_length for the release's one block);
+- [MASK] is never a candidate: its logit is dropped before every softmax (the releases keep it in theirs).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -30,6 +46,7 @@ import torch
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.sampling import filter_logits, transformed_probs
 from engine.records.trace import Reason
 from engine.decoders.klass.card import KlassFields
 
@@ -43,10 +60,12 @@ def kl_step(p_now: torch.Tensor, p_prev: torch.Tensor | None) -> torch.Tensor:
     return (p_now * (torch.log(p_now + EPS) - torch.log(p_prev + EPS))).sum(-1)
 
 
-def ready_slots(history: torch.Tensor, conf: torch.Tensor, masked: torch.Tensor, eps: float, tau: float):
-    """(stable, ready) over (L, H) KL history (the last H forwards; inf where missing) and (L,) confidences."""
+def ready_slots(history: torch.Tensor, conf: torch.Tensor, masked: torch.Tensor, eps: float, tau: float,
+                at_least: bool = False):
+    """(stable, ready) over (L, H) KL history (the last H forwards; inf where missing) and (L,) confidences;
+    ``at_least``: confidence ≥ τ (Dream's release) instead of > τ (LLaDA's)."""
     stable = (history < eps).all(-1)
-    return stable, stable & (conf > tau) & masked
+    return stable, stable & ((conf >= tau) if at_least else (conf > tau)) & masked
 
 
 def pick(ready: torch.Tensor, conf: torch.Tensor, kl: torch.Tensor, how: str, generator) -> torch.Tensor:
@@ -61,20 +80,42 @@ def pick(ready: torch.Tensor, conf: torch.Tensor, kl: torch.Tensor, how: str, ge
     return idx[torch.randint(len(idx), (1,), generator=generator)]
 
 
+def perturbed_softmax(logits: torch.Tensor, u: torch.Tensor, temperature: float) -> torch.Tensor:
+    """(q, V) LLaDA-KLASS's p at T > 0: softmax(exp(logits) / (−log u)^T) in float64 (``add_gumbel_noise`` then
+    ``F.softmax``): its argmax is a sample at T, and with logits of a few tens it is near one-hot."""
+    return torch.softmax(logits.double().exp() / (-torch.log(u.double())) ** temperature, dim=-1)
+
+
+def tempered(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> torch.Tensor:
+    """``perturbed_softmax`` with u uniform from the decode's generator; top-k / top-p (none in the release) drop
+    entries first."""
+    z = filter_logits(logits.double(), top_k, top_p)
+    return perturbed_softmax(z, torch.rand(z.shape, dtype=torch.float64, generator=generator), temperature)
+
+
 class KlassPolicy(Policy):
     name = "klass"
     config_cls = config_class("klass")
 
     def start(self, runner) -> None:
+        release = self.cfg.klass_as == "release"
+        self.dream = release and runner.adapter.model_type == "Dream"      # Dream's _sample, not LLaDA's decode
+        self.gumbel = release and not self.dream and self.cfg.temperature > 0
         self.history = torch.full((runner.end, self.cfg.kl_history), float("inf"), dtype=torch.float64)  # (n, H)
         self.p_prev, self.prev_lo = None, 0      # the latest forward's distributions (q, V), from position prev_lo
 
-    def scored(self, ctx: BlockContext, st) -> tuple[torch.Tensor, torch.Tensor]:
-        """This forward's distributions of its block and, on a full-attention model, every slot after it (q, V),
-        and their KL against the forward before (q,); the history of those slots moves on by one."""
-        r, lo = ctx.runner, ctx.lo
-        later = r.later
-        probs = st.probs if later is None else torch.cat([st.probs, torch.softmax(r.unmaskable(later).double(), -1)])
+    def distributions(self, ctx: BlockContext, logits: torch.Tensor, st) -> torch.Tensor:
+        """(q, V) the p KLASS reads for the block's slots and, on a full-attention model, every slot after it."""
+        r, cfg = ctx.runner, self.cfg
+        rows = logits if r.later is None else torch.cat([logits, r.later.to(logits.device)])
+        if self.gumbel:
+            return tempered(r.unmaskable(rows), cfg.temperature, cfg.top_k, cfg.top_p, r.generator)
+        return st.probs if r.later is None else torch.cat([st.probs, torch.softmax(r.unmaskable(r.later).double(), -1)])
+
+    def scored(self, ctx: BlockContext, probs: torch.Tensor) -> torch.Tensor:
+        """The KL of this forward's distributions (q, V) against the forward before (q,); the history of those
+        slots moves on by one."""
+        lo = ctx.lo
         kl = kl_step(probs, None)                                          # (q,) inf: no previous score
         if self.p_prev is not None:
             a, b = max(lo, self.prev_lo), min(lo + len(probs), self.prev_lo + len(self.p_prev))
@@ -83,24 +124,46 @@ class KlassPolicy(Policy):
         h = self.history[lo:lo + len(probs)]
         self.history[lo:lo + len(probs)] = torch.cat([h[:, 1:], kl[:, None]], dim=1)
         self.p_prev, self.prev_lo = probs, lo
-        return probs, kl
+        return kl
+
+    def stats(self, st, probs: torch.Tensor):
+        """The statistics the rule reads: the decode's own, or (as released) x̂ = argmax p and its p."""
+        if not (self.gumbel or self.dream):
+            return st
+        conf, cand = probs.max(-1)
+        return replace(st, candidate=cand, confidence=conf.float())
+
+    def fallback(self, ctx: BlockContext, logits, st, drawn, masked, schedule) -> torch.Tensor:
+        """No slot ready: LLaDA's quota of the most confident, or on Dream (as released) one slot, the highest
+        ``sample_tokens`` confidence among the masked."""
+        if not self.dream:
+            return masked_topk(st.confidence, masked, quota_at(schedule, ctx.step))
+        cfg = self.cfg
+        if cfg.temperature > 0:
+            p = transformed_probs(ctx.runner.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)  # (L, V)
+            conf = p.gather(-1, drawn.candidate[:, None])[:, 0]          # the tempered p of the decode's draw
+        else:
+            conf = st.confidence.double()
+        return masked_topk(conf, masked, 1)
 
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
         schedule = transfer_schedule(int(ctx.masked.sum()), cfg.steps or ctx.L)
         while ctx.masked.any():
-            _, st = yield from ctx.draft()
+            logits, drawn = yield from ctx.draft()
+            probs = self.distributions(ctx, logits, drawn)
+            kl = self.scored(ctx, probs)[:ctx.L]                                 # (L,)
+            st = self.stats(drawn, probs[:ctx.L])
             masked = ctx.masked.clone()
-            kl = self.scored(ctx, st)[1][:ctx.L]                              # (L,)
             stable, ready = ready_slots(self.history[ctx.lo:ctx.hi], st.confidence.double(), masked, cfg.kl_eps,
-                                        cfg.tau)
+                                        cfg.tau, at_least=self.dream)
             stable &= ctx.step >= cfg.kl_history - 1           # the reference's gate, per block
             ready &= stable
             if ready.any():
                 idx = pick(ready, st.confidence, kl, cfg.klass_pick, ctx.runner.generator)
                 ctx.commit(idx, st.candidate[idx], Reason.KL_STABLE)
             else:
-                idx = masked_topk(st.confidence, masked, quota_at(schedule, ctx.step))
+                idx = self.fallback(ctx, logits, st, drawn, masked, schedule)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
             shown = masked.numpy() & np.isfinite(kl.numpy())
             yield ctx.emit("draft", st, KlassFields(

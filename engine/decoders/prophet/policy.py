@@ -2,14 +2,25 @@
 ``generate_earlyexit.generate``): LLaDA's fixed steps with an early commit.
 
 Every forward, before its step's commits: the gap g = top-1 − top-2 logit (raw logits) is averaged over the answer
-region. With progress = forwards so far / (steps per block × blocks), the bar is ``gap_early`` while progress
-< 0.33, ``gap_mid`` while < 0.67, else ``gap_late`` (7.5, 5.0, 2.5). If the mean gap clears the bar, every masked
+region (``prophet_window``):
+- ``answer`` (the release's evaluation, ``eval.sh`` with ``constraints_text="200:The|201:answer|202:is"``):
+  "The answer is" is written into the response canvas at ``answer_at`` (each word encoded with a leading space, as
+  its ``_parse_constraints``) before the first forward and stays there (the release re-imposes it every step; a
+  slot that is not [MASK] is never written here, so it stays by itself); the region is the ``answer_length`` (5)
+  positions from the phrase's last slot + 2 (``max(constraints) + 2``), whether masked or written, clipped to the
+  canvas; a forward that scored none of them cannot exit (the release's empty ``answer_gaps``). A full-attention
+  forward without a cache scores every position; with Fast-dLLM's caches or on a block-causal model, only the
+  slots it scores count (a block-causal model scores the window only while its block is decoded);
+- ``block`` (Unmask's rule, the default): the block's still-masked slots, the ones an exit commits. Unmask's tasks
+  ask for no answer phrase (their graders read "####", a JSON list, a story's words), and a decoder cannot know
+  the task: the release's window is asked for by name, for a prompt that ends its answer with "The answer is".
+  Its gap includes [EOS]/[PAD] filler, so confident filler can end a decode whose answer is not yet clear.
+With progress = forwards so far / (steps per block × blocks), the bar is ``gap_early`` while progress < 0.33,
+``gap_mid`` while < 0.67, else ``gap_late`` (7.5, 5.0, 2.5). If the mean gap clears the bar, every masked
 slot is committed to its candidate in this forward and the step's quota is skipped; otherwise LLaDA's quota
 (the most confident k_j) is committed.
 
 Where we chose:
-- the answer region: the reference averages a window of 5 positions after a prompt-given "The answer is"; with no
-  such phrase here it is the block's still-masked slots, the ones an exit commits;
 - after the exit the reference fills every remaining position from that one forward, which sees the whole canvas.
   On a full-attention model (LLaDA, Dream) so does this one: the exit forward's candidates after the block
   (``Runner.later``, drawn with the decode's generator) fill every [MASK] left, and the decode ends there. A
@@ -27,12 +38,38 @@ import numpy as np
 import torch
 
 from engine.catalogue.catalogue import config_class
+from engine.errors import ConfigError
 from engine.decoders.schedule import masked_topk, transfer_schedule
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 from engine.decoders.prophet.card import ProphetFields, ProphetSummary
 
 PHASES = (0.33, 0.67)   # progress at which the bar moves from early to mid, and from mid to late
+PHRASE = ("The", "answer", "is")   # the release's eval.sh constraints_text, word by word
+
+
+def phrase_ids(tokenizer) -> list[int]:
+    """"The answer is" as the release's ``_parse_constraints`` encodes it: each word with a leading space."""
+    return [i for w in PHRASE for i in tokenizer.encode(" " + w, add_special_tokens=False)]
+
+
+def place_phrase(runner, answer_at: int, length: int) -> range:
+    """Write the phrase at ``answer_at`` of the response (the slots inside the canvas, as the release) and return
+    the window of ``length`` absolute positions it watches (clipped to the canvas)."""
+    if answer_at >= runner.end - runner.P:
+        raise ConfigError(f"prophet_window=answer: answer_at ({answer_at}) must lie inside the generation "
+                          f"(gen_length {runner.end - runner.P})")
+    tok = getattr(runner.adapter, "tokenizer", None)
+    ids = phrase_ids(tok) if tok is not None else []
+    unk = getattr(tok, "unk_token_id", None)
+    if not ids or (unk is not None and unk in ids):
+        raise ConfigError(f"prophet_window=answer: {runner.adapter.name}'s tokenizer has no tokens for "
+                          f"\"{' '.join(PHRASE)}\" (use prophet_window=block)")
+    for i, t in enumerate(ids):
+        if runner.P + answer_at + i < runner.end:
+            runner.tokens[runner.P + answer_at + i] = t
+    first = runner.P + answer_at + len(ids) + 1          # max(constraints) + 2
+    return range(min(first, runner.end), min(first + length, runner.end))
 
 
 def phase_bar(progress: float, early: float, mid: float, late: float) -> float:
@@ -52,6 +89,21 @@ class ProphetPolicy(Policy):
 
     def start(self, runner) -> None:
         self.forwards, self.exited_at = 0, None      # the decode's forward count; the forward that exited
+        cfg = self.cfg
+        self.window = place_phrase(runner, cfg.answer_at, cfg.answer_length) if cfg.prophet_window == "answer" \
+            else None
+
+    def answer_gap(self, ctx: BlockContext, logits: torch.Tensor) -> float:
+        """The mean gap over the window slots this forward scored (NaN: none)."""
+        r, rows = ctx.runner, []
+        for pos in self.window:
+            if ctx.lo <= pos < ctx.hi:
+                rows.append(logits[pos - ctx.lo])
+            elif pos >= ctx.hi and r.later is not None:
+                rows.append(r.later[pos - ctx.hi])
+            elif pos < ctx.lo and (row := r.logits_of(pos, pos + 1)) is not None:
+                rows.append(row[0])
+        return float(logit_gap(torch.stack([x.cpu() for x in rows])).double().mean()) if rows else math.nan
 
     def run_block(self, ctx: BlockContext):
         cfg, B = self.cfg, self.cfg.block_size
@@ -64,7 +116,7 @@ class ProphetPolicy(Policy):
             self.forwards += 1
             masked = ctx.masked.clone()
             gap = logit_gap(logits)
-            mean_gap = float(gap[masked].mean())
+            mean_gap = float(gap[masked].mean()) if self.window is None else self.answer_gap(ctx, logits)
             progress = self.forwards / nominal
             bar = cfg.gap_scale * phase_bar(progress, cfg.gap_early, cfg.gap_mid, cfg.gap_late)
             if self.exited_at is None and mean_gap >= bar:
@@ -82,4 +134,5 @@ class ProphetPolicy(Policy):
                 prophet_bar=float(bar), progress=float(progress), exited=self.exited_at is not None))
 
     def summary(self, runner) -> ProphetSummary:
-        return ProphetSummary(exit_forward=self.exited_at)
+        w = self.window
+        return ProphetSummary(exit_forward=self.exited_at, answer_window=[w.start, w.stop] if w is not None else None)
