@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
 import urllib.request
 import uuid
 
@@ -66,8 +67,13 @@ def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_trace
 
         def check(dep, data, what):
             nonlocal calls
-            done = call(url, dep["id"], data, session)
             calls += 1
+            try:
+                done = call(url, dep["id"], data, session)
+            except urllib.error.HTTPError as e:      # a body over UNMASK_MAX_BODY: refused before it is kept
+                if e.code != 413 or e.read().decode().count("\n") != 1:
+                    silent.append(f"{dep.get('api_name')}: {what}: HTTP {e.code}")
+                return
             if not done.get("success") and not (done.get("output") or {}).get("error"):
                 silent.append(f"{dep.get('api_name')}: {what}")
 
