@@ -17,7 +17,13 @@ Refusals, each a one-line message:
 - the queue is **full**: ``UNMASK_WAITING`` requests waiting in all (default 256), or ``UNMASK_PER_ADDRESS`` of one
   client (default 128: a class of 64 behind one address, each with a request running and one waiting). Then the
   refused request is the newest of the client holding the most: the newcomer if that is its own client, else that
-  client's newest waiting request, which leaves the queue to make room.
+  client's newest waiting request, which leaves the queue to make room. A newcomer whose client has nothing
+  waiting is never locked out by many one-request clients: it takes the place of the newest waiting request of a
+  client that is running or was served lately (``recent``), if there is one.
+
+Among clients with as many running, one never served (or not within the last ``RECENT`` clients served) goes
+first, then the least recently served: not arrival order, so a fresh visitor does not wait behind a hundred
+clients who each come back for more.
 
 A waiting request whose client has gone (``explorer.page.presence``) is passed over and leaves the queue. The page's
 model events let ``CAPACITY`` requests into their handlers, more than the gate ever holds, so the gate, not gradio's
@@ -41,6 +47,8 @@ from explorer.page.proxy import client_key
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
+RECENT = 4096            # clients whose last turn is remembered after they went idle (least recent service first)
+TAKEN = "the server's queue is full and a visitor not yet served took your place: try again in a minute"
 FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your address): try again in a "
         "minute")
 
@@ -75,6 +83,7 @@ class FairGate:
     running: Counter = field(default_factory=Counter)     # client, and (client, session) -> requests holding places
     served: Counter = field(default_factory=Counter)      # client, and (client, session) -> turns taken while busy
     last: dict = field(default_factory=dict)              # client, and (client, session) -> seq of its last turn
+    recent: OrderedDict = field(default_factory=OrderedDict)   # client -> seq of its last turn, kept when idle
     streams: presence.Streams | None = None               # whose clients are still there (None: all are)
     active: int = 0
     _seq: itertools.count = field(default_factory=itertools.count)
@@ -134,6 +143,8 @@ class FairGate:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
         if self.waiting < self.waiting_cap:
             return
+        if mine == 1 and self._displace():
+            return
         heaviest = max(self.queues, key=self.waiting_of)
         if self.waiting_of(heaviest) <= mine:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
@@ -141,6 +152,19 @@ class FairGate:
         self._remove(newest)
         self._forget(newest.client, newest.session)
         newest.future.set_exception(Busy(FULL.format(n=self.waiting, mine=self.waiting_of(heaviest))))
+
+    def _displace(self) -> bool:
+        """A newcomer with nothing waiting takes the place of the newest waiting request of the client, among those
+        running or served lately, with the most waiting (then the most recently served); False if there is none."""
+        served = [c for c in self.queues if self.running[c] or c in self.recent]
+        if not served:
+            return False
+        who = max(served, key=lambda c: (self.waiting_of(c), self.recent.get(c, -1)))
+        newest = max((w for q in self.queues[who].values() for w in q), key=lambda w: w.seq)
+        self._remove(newest)
+        self._forget(newest.client, newest.session)
+        newest.future.set_exception(Busy(TAKEN))
+        return True
 
     def _take(self, who: str, session: str) -> None:
         self.active += 1
@@ -150,6 +174,10 @@ class FairGate:
         self.served[(who, session)] += 1
         turn = next(self._seq)
         self.last[who] = self.last[(who, session)] = turn
+        self.recent[who] = turn
+        self.recent.move_to_end(who)
+        if len(self.recent) > RECENT:                     # bounded: the longest-ago served is forgotten
+            self.recent.popitem(last=False)
 
     def _release(self, who: str, session: str) -> None:
         self.active -= 1
@@ -176,9 +204,10 @@ class FairGate:
 
     def _next(self) -> _Waiter:
         """The client with the fewest running, then the fewest turns taken since it last had nothing to do, then the
-        longest since its last turn (first come among new ones); its session likewise; that session's oldest."""
+        longest since its last turn, remembered past idle times (never served first; first come among those); its
+        session likewise (its last turn forgotten once idle); that session's oldest."""
         order = lambda k: (self.running[k], self.served[k], self.last.get(k, -1))  # noqa: E731
-        who = min(self.queues, key=order)
+        who = min(self.queues, key=lambda c: (self.running[c], self.served[c], self.recent.get(c, -1)))
         session = min(self.queues[who], key=lambda s: order((who, s)))
         return self.queues[who][session][0]
 
