@@ -81,6 +81,8 @@ def test_an_upload_is_refused_and_a_body_within_the_limit_still_served(app):
     dep = next(d for d in cfg["dependencies"] if d.get("api_name") == "decode")
     done = call(url, dep["id"], ["x" * 2001, "ar", "", ""], "s1", total_s=30)
     assert not done.get("success") and "2000" in str(done["output"]["error"])   # refused before it waits
+    done = call(url, dep["id"], ["x" * 9000, "ar", "", ""], "s2", total_s=30)
+    assert not done.get("success") and "at most 8000" in str(done["output"]["error"])   # the input guard's
 
 
 def test_a_chunked_body_is_cut_at_the_limit_and_answered_413_in_one_line():
