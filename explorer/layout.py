@@ -106,11 +106,12 @@ def guard_inputs(demo: gr.Blocks) -> None:
 
 
 def long_text(components, values) -> str | None:
-    """The message for a text box's value longer than it takes (its ``max_length``, else
+    """The message for a text box's (or the API's) value longer than it takes (its ``max_length``, else
     ``state.MAX_QUERY_VALUE``), or None: checked before gradio's preprocessing and before any wait (other values
     are bounded by the body limit, ``bodylimit``)."""
+    from gradio.components.api_component import Api       # the decode API's inputs (text)
     for comp, value in zip(components or (), values if isinstance(values, list) else ()):
-        if not isinstance(comp, gr.Textbox):
+        if not isinstance(comp, (gr.Textbox, Api)):
             continue
         limit = getattr(comp, "max_length", None) or MAX_QUERY_VALUE
         if isinstance(value, str) and len(value) > limit:
