@@ -76,6 +76,7 @@ class _Waiter:
 @dataclass
 class FairGate:
     concurrent: int = 1                                   # requests holding a place (the engine loop's max_running)
+    spare: int | None = None                              # places beyond them for clients below their share
     waiting_cap: int = field(default_factory=lambda: settings.get("UNMASK_WAITING"))
     per_client: int = field(default_factory=lambda: settings.get("UNMASK_PER_ADDRESS"))
     held: Counter = field(default_factory=Counter)        # (kind, session) -> its requests running or waiting
@@ -87,6 +88,17 @@ class FairGate:
     streams: presence.Streams | None = None               # whose clients are still there (None: all are)
     active: int = 0
     _seq: itertools.count = field(default_factory=itertools.count)
+
+    def __post_init__(self):
+        if self.spare is None:
+            self.spare = self.concurrent
+
+    def below_share(self, who: str) -> bool:
+        """A spare place is free and ``who`` holds at least two places fewer than the client holding the most: it
+        is let through to the engine loop, which pauses one of that client's decodes to seat it (preemption,
+        ``engine.runtime.engine_loop``)."""
+        most = max((n for k, n in self.running.items() if isinstance(k, str)), default=0)
+        return self.active < self.concurrent + self.spare and self.running[who] + 1 < most
 
     @property
     def waiting(self) -> int:
@@ -119,7 +131,7 @@ class FairGate:
                 del self.held[key]
 
     async def _acquire(self, who: str, session: str, present) -> None:
-        if self.active < self.concurrent and not self.waiting:
+        if (self.active < self.concurrent or self.below_share(who)) and not self.waiting:
             self._take(who, session)
             return
         self._make_room(who)
@@ -190,8 +202,10 @@ class FairGate:
 
     def _grant(self) -> None:
         """Hand the free places to the next waiters in fair order, passing over those whose client has gone."""
-        while self.active < self.concurrent and self.queues:
+        while self.queues:
             w = self._next()
+            if self.active >= self.concurrent and not self.below_share(w.client):
+                break
             self._remove(w)
             if w.future.done():                           # cancelled: its task cleans up after itself
                 continue
