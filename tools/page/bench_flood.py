@@ -9,8 +9,9 @@ visitors. First each visitor's prompt alone, one after another (the median of ``
 Then, per case, the flood: ``--flood`` (default 16, the CPU's running places) heavy ``decode`` calls of one client
 (AR over 256 slots without a cache, far more than the budget), each from its own session; ``--lead`` seconds later
 (default 2) one visitor (case "one") or twelve at once (case "twelve") call ``decode`` with the page's default
-setting on held-out prompts. Prints per case each visitor's time against its time alone (the issue's target: within
-3x), then closes the flood's streams (its decodes stop) and lets the server settle before the next case.
+setting on held-out prompts; last, the twelve with no flood (what twelve at once cost on this machine anyway).
+Prints per case each visitor's time against its time alone (the issue's target: within 3x), then closes the
+flood's streams (its decodes stop) and lets the server settle before the next case.
 """
 
 from __future__ import annotations
@@ -95,7 +96,11 @@ def main(argv: list[str] | None = None) -> None:
         alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
                  for p in visitors}
         out = {"one": case(url, visitors[:1], alone, args.flood, args.lead),
-               "twelve": case(url, visitors, alone, args.flood, args.lead)}
+               "twelve": case(url, visitors, alone, args.flood, args.lead),
+               # twelve at once cost more than one alone with no flood at all: the floor of "twelve"
+               "twelve, no flood": case(url, visitors, alone, 0, 0.0)}
+    print("| case | visitors | alone (s, median) | behind the flood (s, median) | worst (s) | ratio median | "
+          "ratio worst | refused |\n|---|---|---|---|---|---|---|---|")
     for name, rows in out.items():
         ratios = [r["ratio"] for r in rows]
         refused = sum("refused" in r for r in rows)
