@@ -53,12 +53,13 @@ def send_big(port: int, path: str, chunked: bool, size: int = MB50) -> bytes:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("bytes"), SPACE_ID="someone/unmask") as (url, proc):
-        yield url, proc
+    workdir = tmp_path_factory.mktemp("bytes")
+    with running_app(workdir, SPACE_ID="someone/unmask") as (url, proc):
+        yield url, proc, workdir
 
 
 def test_fifty_megabyte_bodies_are_refused_before_they_are_kept(app):
-    url, proc = app
+    url, proc, _ = app
     port = int(url.rstrip("/").rsplit(":", 1)[1])
     urllib.request.urlopen(url + "config").read()
     before = rss_mib(proc.pid)
@@ -72,7 +73,10 @@ def test_fifty_megabyte_bodies_are_refused_before_they_are_kept(app):
 
 
 def test_an_upload_is_refused_and_a_body_within_the_limit_still_served(app):
-    url, _ = app
+    url, proc, workdir = app
+    temp = workdir / "cache" / "gradio"                   # gradio's temporary folder is the app's own, 0700
+    assert temp.is_dir() and temp.stat().st_mode & 0o777 == 0o700
+    assert any(temp.iterdir())                           # gradio wrote its files there, not in /tmp/gradio
     req = urllib.request.Request(url + "gradio_api/upload", b"--x--\r\n", {"Content-Type": "multipart/form-data"})
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
