@@ -13,18 +13,32 @@ import sys
 from pathlib import Path
 
 from engine import settings
-from engine.errors import UserError
-from engine.models.model import DEFAULT_MODEL, embedded_models
-from engine.harness.service import DecodeService, budget_from_env
-from engine.tasks import TASKS, get_task
-from engine.records.trace import Trace
-from explorer.export_dir import ExportDir
-from explorer.layout import build_demo, launch_kwargs
-from explorer.page.context import Page, offered_names
-from explorer.page.fair import FairGate
-from explorer.page import proxy
-from explorer.page.presence import STREAMS
-from explorer.store import TraceStore
+
+
+def own_temp_dir() -> str:
+    """gradio's temporary folder made the app's own (``GRADIO_TEMP_DIR``, unless the operator set it): gradio's
+    default is one folder for every gradio app on the host, and it serves the files in it. Set before gradio is
+    imported (it reads the variable then); 0700 in the app's cache folder."""
+    base = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask") / "gradio"
+    base.mkdir(parents=True, exist_ok=True)
+    base.chmod(0o700)
+    return str(base)
+
+
+os.environ.setdefault("GRADIO_TEMP_DIR", own_temp_dir())
+
+from engine.errors import UserError  # noqa: E402  (the imports below load gradio: GRADIO_TEMP_DIR first)
+from engine.models.model import DEFAULT_MODEL, embedded_models  # noqa: E402
+from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
+from engine.tasks import TASKS, get_task  # noqa: E402
+from engine.records.trace import Trace  # noqa: E402
+from explorer.export_dir import ExportDir  # noqa: E402
+from explorer.layout import build_demo, launch_kwargs  # noqa: E402
+from explorer.page.context import Page, offered_names  # noqa: E402
+from explorer.page.fair import FairGate  # noqa: E402
+from explorer.page import proxy  # noqa: E402
+from explorer.page.presence import STREAMS  # noqa: E402
+from explorer.store import TraceStore  # noqa: E402
 
 TASKS_MODEL = "unmask-tasks-small"
 LEAD = ("story", "picks", "arith")

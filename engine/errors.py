@@ -21,3 +21,11 @@ class BudgetExceeded(UserError):
     def __init__(self, message: str, partial=None):
         super().__init__(message)
         self.partial = partial
+
+
+def listed(items, shown: int = 5, width: int = 40) -> str:
+    """A few items for a message, each cut to ``width`` characters, then "and N more": a message stays one short
+    line however many unknown names a client sent."""
+    items = [str(i)[:width] for i in items]
+    head = ", ".join(items[:shown])
+    return head if len(items) <= shown else f"{head} and {len(items) - shown} more"

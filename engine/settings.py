@@ -72,6 +72,8 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_THREADS", int, 0, 0, 1024, "torch's intra-op threads (0: torch's default)"),
     Setting("UNMASK_QUEUE", int, 1024, 1, 10_000, "gradio's queue size: events gradio has not yet started (the "
             "model's requests pass through it on their way to the fair queue, so it must hold a class's burst)"),
+    Setting("UNMASK_MAX_BODY", int, 1 << 20, 4096, 1 << 30, "bytes of one HTTP request's body (larger: refused "
+            "with 413 before it is kept; the page sends a few kB, a decode call less)"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
     Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
     Setting("UNMASK_STATIC", str, "auto", doc="the static forward path (engine/models/static.py): auto (on a CUDA "

@@ -18,10 +18,11 @@ pytestmark = pytest.mark.load
 
 def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path):
     """Two places, six waiting at most, four per client; heavy decodes (a 2 s budget each). Address A sends eight
-    (two run, four wait, two refused at once: over its bound), then address B three: B's third finds the queue full
-    and A holding the most, so A's newest waiting request is refused to make room; B loses nothing."""
+    (two run, four wait, two refused at once: over its bound), then address B four: B's first takes a spare place
+    (it holds two fewer than A: ``FairGate.below_share``), its fourth finds the queue full and A holding the most,
+    so A's newest waiting request is refused to make room; B loses nothing."""
     env = dict(UNMASK_MAX_RUNNING="2", UNMASK_WAITING="6", UNMASK_PER_ADDRESS="4", UNMASK_MAX_SECONDS="2")
-    sources = ["127.0.0.1"] * 8 + ["127.0.0.2"] * 3
+    sources = ["127.0.0.1"] * 8 + ["127.0.0.2"] * 4
     with running_app(tmp_path, **env) as (url, _):
         outs, threads = [{"source": s} for s in sources], []
         for o in outs:                                  # in order: each reaches the gate before the next is sent
@@ -36,7 +37,8 @@ def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path
             t.join(timeout=120)
     refused = [i for i, o in enumerate(outs) if "refused" in o]
     assert all("queue is full" in outs[i]["refused"] for i in refused), [outs[i]["refused"] for i in refused]
-    # A: #0, #1 run, #2-#5 wait, #6 and #7 over its bound; B: #8, #9 fill the queue, #10 makes A's newest (#5) go
+    # A: #0, #1 run, #2-#5 wait, #6 and #7 over its bound; B: #8 runs in a spare place, #9, #10 fill the queue,
+    # #11 makes A's newest (#5) go
     assert refused == [5, 6, 7], refused
 
 

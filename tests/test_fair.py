@@ -205,8 +205,9 @@ def test_random_traffic_is_work_conserving_and_leaves_nothing_behind(seed):
                 tasks[rng.randrange(len(tasks))].cancel()
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-            assert gate.active <= gate.concurrent
-            assert gate.active == gate.concurrent or gate.waiting == 0, "a place is free while a request waits"
+            assert gate.active <= gate.concurrent + gate.spare
+            assert gate.active >= gate.concurrent or gate.waiting == 0, "a place is free while a request waits"
+            assert not any(gate.below_share(c) for c in gate.queues), "a client below its share waits"
         for go in gos:
             go.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -232,3 +233,79 @@ def test_the_app_believes_forwarded_for_only_from_the_operators_proxies(monkeypa
     assert proxy.mode() == "named"
     src = (__import__("pathlib").Path(__file__).resolve().parent.parent / "app.py").read_text()
     assert 'os.environ["FORWARDED_ALLOW_IPS"] = proxy.forwarded_allow_ips()' in src
+
+
+async def flood_trial(hosts, arrive_at: int, budget: int = 5, ticks: int = 70):
+    """A scripted lock-out flood: 2 places, 8 waiting at most; running requests hold their place ``budget`` ticks;
+    every tick the attacker adds two one-request clients from ``hosts`` (a host with a request waiting or running
+    skips its turn). A newcomer from another address arrives at tick ``arrive_at``: the tick it is served, or None,
+    and whether it was refused."""
+    gate = FairGate(concurrent=2, waiting_cap=8, per_client=8)
+    started, gos, tasks, refused, busy = {}, {}, [], [], set()
+    tick, pool = 0, iter(hosts)
+
+    async def one(name, host):
+        gos[name] = asyncio.Event()
+        try:
+            async with gate.slot("decode", visitor(name, host)):
+                started[name] = tick
+                await gos[name].wait()
+        except Busy:
+            refused.append(name)
+        busy.discard(host)
+
+    for tick in range(ticks):
+        for name, t in started.items():
+            if tick - t >= budget:
+                gos[name].set()
+        for _ in range(2):
+            host = next(pool)
+            if host not in busy:
+                busy.add(host)
+                tasks.append(asyncio.create_task(one(f"attack{tick}-{host}", host)))
+        if tick == arrive_at:
+            tasks.append(asyncio.create_task(one("newcomer", "198.51.100.7")))
+        for _ in range(5):
+            await asyncio.sleep(0)
+    for go in gos.values():
+        go.set()
+    await asyncio.gather(*tasks)
+    return started.get("newcomer"), "newcomer" in refused
+
+
+@pytest.mark.parametrize("pattern", ["ipv6 /64s of one /56", "ten ipv4 addresses coming back"])
+def test_a_newcomer_is_never_locked_out_by_many_one_request_clients(pattern):
+    """The issue's lock-out probe, scripted: before, the newcomer was refused every time (each /64 a client of its
+    own holding one request, as much as the newcomer would). Now the newcomer takes the place of a served or
+    running client's newest waiting request, and is served within one budget of its arrival, every time."""
+    import itertools
+    if pattern.startswith("ipv6"):
+        hosts = (f"2001:db8:0:{i:x}::1" for i in itertools.count())          # a fresh /64 each time
+    else:     # ten addresses, each back as soon as its request ended; the newcomer after each was served once
+        hosts = itertools.cycle([f"203.0.113.{i}" for i in range(10)])
+    for arrive_at in (36, 39, 43, 47, 50):
+        served_at, was_refused = asyncio.run(flood_trial(hosts, arrive_at))
+        assert not was_refused and served_at is not None and served_at - arrive_at <= 5, (arrive_at, served_at)
+
+
+def test_a_never_served_client_goes_before_clients_served_before_whatever_their_arrival():
+    """Least recent service first: clients that were each served once and came back wait behind a fresh one that
+    arrived after them (before: arrival order among clients with nothing running)."""
+    async def scenario():
+        gate, log, go = FairGate(concurrent=1), [], asyncio.Event()
+        for i in range(3):                                  # each served once, then idle
+            done = asyncio.Event()
+            done.set()
+            await hold(gate, "run", visitor(f"r{i}", f"10.0.1.{i}"), log, f"r{i}-first", done)
+        blocker = asyncio.create_task(hold(gate, "run", visitor("x", "10.0.9.9"), log, "x", go))
+        await asyncio.sleep(0)
+        back = [asyncio.create_task(hold(gate, "run", visitor(f"r{i}", f"10.0.1.{i}"), log, f"r{i}-again", go))
+                for i in range(3)]
+        await asyncio.sleep(0)
+        fresh = asyncio.create_task(hold(gate, "run", visitor("f", "10.0.2.1"), log, "fresh", go))
+        await asyncio.sleep(0)
+        go.set()
+        await asyncio.gather(blocker, *back, fresh)
+        return log
+    log = asyncio.run(scenario())
+    assert log[3:5] == ["x", "fresh"], log

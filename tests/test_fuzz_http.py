@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
 import urllib.request
 import uuid
 
 import pytest
 
+from engine import settings
 from tests.conftest import running_app
 from tools.page.bench_memory import call
 
 pytestmark = pytest.mark.load
+BODY_LIMIT = settings.SETTINGS["UNMASK_MAX_BODY"].default
 
 # (lists, dicts and NaN go to every handler in-process too: tests/test_fuzz_endpoints.py)
 HOSTILE = [None, 1e308, "<img src=x onerror=alert(1)>", "x" * 1_000_000,
@@ -66,8 +69,19 @@ def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_trace
 
         def check(dep, data, what):
             nonlocal calls
-            done = call(url, dep["id"], data, session)
             calls += 1
+            try:
+                done = call(url, dep["id"], data, session)
+            except urllib.error.HTTPError as e:      # a body over UNMASK_MAX_BODY: refused before it is kept
+                if e.code != 413 or e.read().decode().count("\n") != 1:
+                    silent.append(f"{dep.get('api_name')}: {what}: HTTP {e.code}")
+                return
+            except (urllib.error.URLError, ConnectionError) as e:
+                # the server answered 413 and closed while urllib still sent the body (tests/test_bytes.py reads
+                # that answer over a raw socket)
+                if len(json.dumps(data)) <= BODY_LIMIT or not isinstance(getattr(e, "reason", e), ConnectionError):
+                    silent.append(f"{dep.get('api_name')}: {what}: {e}")
+                return
             if not done.get("success") and not (done.get("output") or {}).get("error"):
                 silent.append(f"{dep.get('api_name')}: {what}")
 

@@ -13,6 +13,7 @@ import pytest
 
 from explorer.page import presence
 from explorer.page.presence import Gone, Presence, Streams, stream_session
+from explorer.page.bodylimit import BodyLimit
 from explorer.page.proxy import SpaceClient, client_key, forwarded_client
 from explorer.page.worker import follow
 
@@ -158,16 +159,31 @@ def test_on_a_space_forged_headers_change_nothing():
     assert seen == ["198.51.100.23"] * 4 + ["10.0.0.2"]
 
 
-def test_an_ipv6_client_counts_as_its_slash_64():
-    assert client_key("2001:db8:1:2::5") == client_key("2001:db8:1:2:ffff::9") == "2001:db8:1:2::/64"
-    assert client_key("2001:db8:1:3::5") != client_key("2001:db8:1:2::5")
+def test_an_ipv6_client_counts_as_its_slash_48_and_a_mapped_ipv4_as_itself():
+    # a subscriber's /56 holds 256 /64s: counted by /64 they would be 256 clients of the fair queue
+    assert client_key("2001:db8:1:2::5") == client_key("2001:db8:1:ff00::9") == "2001:db8:1::/48"
+    assert client_key("2001:db8:2::5") != client_key("2001:db8:1:2::5")
     assert client_key("192.0.2.1") == "192.0.2.1" and client_key(None) == ""
+    assert client_key("::ffff:192.0.2.1") == "192.0.2.1" != client_key("::ffff:192.0.2.2")
+    assert forwarded_client("10.0.0.2", [b"198.51.100.7, ::ffff:10.0.0.1"]) == "198.51.100.7"   # a private hop
+
+
+def test_the_forwarded_for_walk_is_bounded_in_entries_and_bytes():
+    import time
+    hops = b", ".join([b"10.0.0.1"] * 6000)                     # 60 KB of private hops
+    assert forwarded_client("10.0.0.2", [b"198.51.100.7, " + hops]) == "10.0.0.2"
+    assert forwarded_client("10.0.0.2", [b"198.51.100.7, " + b", ".join([b"10.0.0.1"] * 20)]) == "10.0.0.2"
+    assert forwarded_client("10.0.0.2", [b"198.51.100.7, 10.0.0.1, 10.0.0.3"]) == "198.51.100.7"
+    t0 = time.process_time()
+    for _ in range(100):
+        forwarded_client("10.0.0.2", [hops])
+    assert time.process_time() - t0 < 1.0      # bounded work (before: about 22 ms a call, 2.2 s for these)
 
 
 def test_off_a_space_the_app_adds_no_header_rule_and_on_a_space_it_does(monkeypatch):
     from explorer.layout import middleware
     monkeypatch.delenv("UNMASK_TRUSTED_PROXIES", raising=False)
     monkeypatch.delenv("SPACE_ID", raising=False)
-    assert [m.cls for m in middleware()] == [Presence]
+    assert [m.cls for m in middleware()] == [BodyLimit, Presence]
     monkeypatch.setenv("SPACE_ID", "someone/unmask")
-    assert [m.cls for m in middleware()] == [Presence, SpaceClient]
+    assert [m.cls for m in middleware()] == [BodyLimit, Presence, SpaceClient]

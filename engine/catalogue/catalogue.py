@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 
 from engine.catalogue.cards import cards
-from engine.errors import ConfigError
+from engine.errors import ConfigError, listed
 from engine.catalogue.params import COMMON, Decoder, Param  # noqa: F401  (re-exported: catalogue.COMMON, ...)
 
 DEFAULT_DECODER = "threshold"  # the decoder a page, a CLI call or a SPEC without a name gets
@@ -126,7 +126,7 @@ def validate(name: str, values: dict, page: bool = False) -> dict:
     spec = params_of(name)
     unknown = sorted(set(values) - set(spec))
     if unknown:
-        raise ConfigError(f"unknown parameter(s) for {name}: {', '.join(str(u)[:40] for u in unknown)}; "
+        raise ConfigError(f"unknown parameter(s) for {name}: {listed(unknown)}; "
                           f"known: {', '.join(spec)}")
     typed = {k: spec[k].coerce(v) for k, v in values.items() if v is not None}
     for k, v in typed.items():

@@ -93,6 +93,7 @@ class DecodeService:
         return f"{a.name}@{a.info.get('revision', '?')}"
 
     check_prompt = staticmethod(check_prompt)
+    check_branch = staticmethod(parse_branch)   # what a branch's own text can tell, before its base is decoded
 
     def model_info(self, name: str | None = None) -> dict:
         """What the page's model picker shows: family, size, device, and which decoders apply (or why not)."""

@@ -108,6 +108,8 @@ def parse_branch(value) -> tuple[Branch, str | None]:
     if type(step) is not int:
         shown = repr(step)[:60] if isinstance(step, (str, float, bool, type(None))) else type(step).__name__
         raise ConfigError(f"branch step must be an integer, not {shown}")
+    if step < 0:                                          # refused before its base run is decoded
+        raise ConfigError(f"branch step must be 0 or more (the base run's forwards), not {step}")
     if force is not None and not (isinstance(force, list) and len(force) == 2 and all(type(x) is int for x in force)):
         raise ConfigError("force must be [position, token id], two integers")
     if spec is not None and not isinstance(spec, str):

@@ -12,10 +12,14 @@ Every decode reaches a model through here: the page's runs, Compare, Branch, the
 A round takes one request from every running decode (``run_round``: one batched forward per model, one batched
 statistics call per sampling setting). Admission is round robin over clients (a client is the unit of fairness: a
 visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
-the fewest running, so one client's flood cannot fill the running set. A ``Group`` caps its own jobs running at once
-(a bench's ``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken in
-rotating order, so one huge prompt cannot starve the rest. A job's ``budget_s`` is wall time from its submission:
-past it the decode is stopped at the next round boundary with its last state (``on_limit``).
+the fewest running, so one client's flood cannot fill the running set; and when the set is full, a client holding at
+least two places fewer than the client holding the most makes that client's newest decode pause at the round
+boundary, kept whole, until its share allows (``engine.runtime.share``). A ``Group`` caps its own jobs running at
+once (a bench's ``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken
+in rotating order, so one huge prompt cannot starve the rest; when several clients run, a round's rows are shared by
+client (deficit round robin in query tokens), so a light client's forward is not as slow as a flood's batch. A job's
+``budget_s`` is wall time from its submission: past it the decode is stopped at the next round boundary with its
+last state (``on_limit``).
 
 A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
@@ -32,7 +36,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Generator
 
 from engine.runtime import scheduler
+from engine.runtime import share as fair_share
 from engine.runtime.scheduler import Call, Forward
+from engine.runtime.share import client_of, first_fitting
 
 
 @dataclass(eq=False)
@@ -137,6 +143,9 @@ class EngineLoop:
         self.cond = threading.Condition()
         self.queues: dict[str, deque[Handle]] = {}  # client -> its waiting decodes, oldest first
         self.running: list[_Running] = []
+        self.paused: list[_Running] = []            # preempted decodes, oldest first: generator and request kept
+        self.deficit: Counter = Counter()          # client -> query tokens it may still spend (shared rounds)
+        self.turns: Counter = Counter()            # client -> its rows run in shared rounds (rotation)
         self.rounds = 0
         self._aborts: set[Handle] = set()
         self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)
@@ -182,21 +191,25 @@ class EngineLoop:
     def _serve(self) -> None:
         while True:
             with self.cond:
-                while not any(self.queues.values()) and not self.running and not self._aborts:
+                while not any(self.queues.values()) and not self.running and not self.paused and not self._aborts:
                     self.cond.wait()
             try:
                 self._step()
             except BaseException as e:        # a bug of the loop itself: every decode in it fails with it, the loop
-                for r in list(self.running):  # goes on
+                for r in self.running + self.paused:    # goes on
                     self._end(r, error=e)
-                self.running = []
+                self.running, self.paused = [], []
 
     def _step(self) -> None:
         """Between rounds: aborts and budgets, admissions; then one round, then each decode's rule. The step's
         span (admissions, forward and rules) is split equally among the decodes of its round."""
         t0 = time.perf_counter()
         self._leave()
+        fair_share.preempt(self)
         for handle in self._admit():
+            if isinstance(handle, _Running):          # a paused decode resumes where it stopped
+                self.running.append(handle)
+                continue
             r = _Running(handle, None,
                          last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
             try:
@@ -225,7 +238,7 @@ class EngineLoop:
         with self.cond:
             aborts, self._aborts = self._aborts, set()
         now = time.monotonic()
-        for r in list(self.running):
+        for r in self.running + self.paused:
             job = r.handle.job
             if r.handle in aborts:
                 self._end(r, error=Aborted("aborted"))
@@ -233,9 +246,14 @@ class EngineLoop:
                 self._over_budget(r)
 
     def _over_budget(self, r: _Running) -> None:
-        self.running.remove(r)
+        self._unlist(r)
         r.decode.close()
         self._stop(r.handle)
+
+    def _unlist(self, r: _Running) -> None:
+        for where in (self.running, self.paused):
+            if r in where:
+                where.remove(r)
 
     def _stop(self, h: Handle) -> None:
         """End a decode that ran out of its budget with its last state (``on_limit``), or a ``TimeoutError``."""
@@ -263,27 +281,34 @@ class EngineLoop:
         with self.cond:
             running = Counter(r.handle.job.client for r in self.running)
             while len(self.running) + len(out) < self.max_running:
-                fits = [h for h in map(first_fitting, self.queues.values()) if h is not None]   # one per client
+                fits = fair_share.candidates(self)            # one per client: a paused decode, else its oldest
                 if not fits:
                     break
-                h = min(fits, key=lambda h: (running[h.job.client], self._served[h.job.client]))
+                h = min(fits, key=lambda h: (running[client_of(h)], self._served[client_of(h)]))
+                running[client_of(h)] += 1
+                out.append(h)
+                if isinstance(h, _Running):
+                    self.paused.remove(h)
+                    continue
                 self.queues[h.job.client].remove(h)
-                running[h.job.client] += 1
                 self._served[h.job.client] += 1
                 if h.job.group is not None:
                     h.job.group.running += 1
                 h.admitted = True
-                out.append(h)
-            # forget the clients with nothing waiting or running (a public server meets many addresses)
+            # forget the clients with nothing waiting, running or paused (a public server meets many addresses)
             self.queues = {c: q for c, q in self.queues.items() if q}
-            active = set(self.queues) | set(running)
+            active = set(self.queues) | set(running) | {client_of(r) for r in self.paused}
             self._served = Counter({c: n for c, n in self._served.items() if c in active})
+            self.deficit = Counter({c: n for c, n in self.deficit.items() if c in active})
+            self.turns = Counter({c: n for c, n in self.turns.items() if c in active})
         return out
 
     def _chosen(self) -> list[_Running]:
         """The decodes whose requests run this round: all, unless their queries pass ``round_tokens``; then as
         many as fit, starting where the last cut round stopped."""
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in self.running]
+        if len({client_of(r) for r in self.running}) > 1:
+            return fair_share.shared(self, cost)
         if sum(cost) <= self.round_tokens:
             return list(self.running)
         n = len(self.running)
@@ -335,8 +360,7 @@ class EngineLoop:
         return False
 
     def _end(self, r: _Running, error: BaseException) -> None:
-        if r in self.running:
-            self.running.remove(r)
+        self._unlist(r)
         if r.decode is not None:
             r.decode.close()
         self._finish(r.handle, error=error)
@@ -346,12 +370,6 @@ class EngineLoop:
             with self.cond:
                 handle.job.group.running -= 1
         handle.finish(value, error)
-
-
-def first_fitting(queue: deque) -> Handle | None:
-    """A client's oldest waiting decode whose group has room (a group's jobs queue together, so this is nearly
-    always the first)."""
-    return next((h for h in queue if h.job.group is None or h.job.group.running < h.job.group.limit), None)
 
 
 @dataclass

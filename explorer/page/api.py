@@ -50,12 +50,17 @@ def register_api(page: Page) -> None:
         try:
             name, params = parse_spec(spec)
             chosen = page.check_model(model)
+            page.service.check_prompt(prompt)          # cheap checks before the request waits for the model
+            if branch:
+                page.service.check_branch(branch)
             run = page.service.branch_stream if branch else page.service.stream
             extra = (branch,) if branch else ()
             # a script reads partials twice a second: a decode that ends sooner sends only its answer
-            kw = dict(page=True, client=fair.client(), every_s=0.5, **({} if branch else {"first_at_once": False}))
+            kw = dict(page=True, every_s=0.5, **({} if branch else {"first_at_once": False}))
+            # the client is read inside the gate's slot, which names it (read before, it was "" for every call,
+            # so the engine loop saw every API call as one client)
             produce = lambda should_stop: run(prompt, name, params, chosen, *extra,  # noqa: E731
-                                              should_stop=should_stop, **kw)
+                                              should_stop=should_stop, client=fair.client(), **kw)
             async with page.gate.slot("decode", request):
                 async for f in follow(produce, page.service.max_seconds, interval=0.5):
                     if f.value is None:

@@ -10,14 +10,22 @@ as the engine loop's admission), the least recently served first among equals; w
 **session** chosen the same way; within the session, to its oldest request. So twelve visitors behind
 one address (a class on a school's network, or every visitor of a Space without a named proxy) are served like any
 twelve, a flooding session of that address waits behind its classmates' first requests, and a visitor from another
-address gets the next free place.
+address gets the next free place. A client holding at least two places fewer than the client holding the most need
+not wait for one to free: it takes one of ``spare`` further places (as many as ``concurrent``), and the engine loop
+pauses one of that client's decodes to seat it (``engine.runtime.share``), so no visitor waits out another's budget.
 
 Refusals, each a one-line message:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
 - the queue is **full**: ``UNMASK_WAITING`` requests waiting in all (default 256), or ``UNMASK_PER_ADDRESS`` of one
   client (default 128: a class of 64 behind one address, each with a request running and one waiting). Then the
   refused request is the newest of the client holding the most: the newcomer if that is its own client, else that
-  client's newest waiting request, which leaves the queue to make room.
+  client's newest waiting request, which leaves the queue to make room. A newcomer whose client has nothing
+  waiting is never locked out by many one-request clients: it takes the place of the newest waiting request of a
+  client that is running or was served lately (``recent``), if there is one.
+
+Among clients with as many running, one never served (or not within the last ``RECENT`` clients served) goes
+first, then the least recently served: not arrival order, so a fresh visitor does not wait behind a hundred
+clients who each come back for more.
 
 A waiting request whose client has gone (``explorer.page.presence``) is passed over and leaves the queue. The page's
 model events let ``CAPACITY`` requests into their handlers, more than the gate ever holds, so the gate, not gradio's
@@ -41,6 +49,8 @@ from explorer.page.proxy import client_key
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
+RECENT = 4096            # clients whose last turn is remembered after they went idle (least recent service first)
+TAKEN = "the server's queue is full and a visitor not yet served took your place: try again in a minute"
 FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your address): try again in a "
         "minute")
 
@@ -68,6 +78,7 @@ class _Waiter:
 @dataclass
 class FairGate:
     concurrent: int = 1                                   # requests holding a place (the engine loop's max_running)
+    spare: int | None = None                              # places beyond them for clients below their share
     waiting_cap: int = field(default_factory=lambda: settings.get("UNMASK_WAITING"))
     per_client: int = field(default_factory=lambda: settings.get("UNMASK_PER_ADDRESS"))
     held: Counter = field(default_factory=Counter)        # (kind, session) -> its requests running or waiting
@@ -75,9 +86,21 @@ class FairGate:
     running: Counter = field(default_factory=Counter)     # client, and (client, session) -> requests holding places
     served: Counter = field(default_factory=Counter)      # client, and (client, session) -> turns taken while busy
     last: dict = field(default_factory=dict)              # client, and (client, session) -> seq of its last turn
+    recent: OrderedDict = field(default_factory=OrderedDict)   # client -> seq of its last turn, kept when idle
     streams: presence.Streams | None = None               # whose clients are still there (None: all are)
     active: int = 0
     _seq: itertools.count = field(default_factory=itertools.count)
+
+    def __post_init__(self):
+        if self.spare is None:
+            self.spare = self.concurrent
+
+    def below_share(self, who: str) -> bool:
+        """A spare place is free and ``who`` holds at least two places fewer than the client holding the most: it
+        is let through to the engine loop, which pauses one of that client's decodes to seat it (preemption,
+        ``engine.runtime.engine_loop``)."""
+        most = max((n for k, n in self.running.items() if isinstance(k, str)), default=0)
+        return self.active < self.concurrent + self.spare and self.running[who] + 1 < most
 
     @property
     def waiting(self) -> int:
@@ -110,7 +133,7 @@ class FairGate:
                 del self.held[key]
 
     async def _acquire(self, who: str, session: str, present) -> None:
-        if self.active < self.concurrent and not self.waiting:
+        if (self.active < self.concurrent or self.below_share(who)) and not self.waiting:
             self._take(who, session)
             return
         self._make_room(who)
@@ -134,6 +157,8 @@ class FairGate:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
         if self.waiting < self.waiting_cap:
             return
+        if mine == 1 and self._displace():
+            return
         heaviest = max(self.queues, key=self.waiting_of)
         if self.waiting_of(heaviest) <= mine:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
@@ -141,6 +166,19 @@ class FairGate:
         self._remove(newest)
         self._forget(newest.client, newest.session)
         newest.future.set_exception(Busy(FULL.format(n=self.waiting, mine=self.waiting_of(heaviest))))
+
+    def _displace(self) -> bool:
+        """A newcomer with nothing waiting takes the place of the newest waiting request of the client, among those
+        running or served lately, with the most waiting (then the most recently served); False if there is none."""
+        served = [c for c in self.queues if self.running[c] or c in self.recent]
+        if not served:
+            return False
+        who = max(served, key=lambda c: (self.waiting_of(c), self.recent.get(c, -1)))
+        newest = max((w for q in self.queues[who].values() for w in q), key=lambda w: w.seq)
+        self._remove(newest)
+        self._forget(newest.client, newest.session)
+        newest.future.set_exception(Busy(TAKEN))
+        return True
 
     def _take(self, who: str, session: str) -> None:
         self.active += 1
@@ -150,6 +188,10 @@ class FairGate:
         self.served[(who, session)] += 1
         turn = next(self._seq)
         self.last[who] = self.last[(who, session)] = turn
+        self.recent[who] = turn
+        self.recent.move_to_end(who)
+        if len(self.recent) > RECENT:                     # bounded: the longest-ago served is forgotten
+            self.recent.popitem(last=False)
 
     def _release(self, who: str, session: str) -> None:
         self.active -= 1
@@ -162,8 +204,10 @@ class FairGate:
 
     def _grant(self) -> None:
         """Hand the free places to the next waiters in fair order, passing over those whose client has gone."""
-        while self.active < self.concurrent and self.queues:
+        while self.queues:
             w = self._next()
+            if self.active >= self.concurrent and not self.below_share(w.client):
+                break
             self._remove(w)
             if w.future.done():                           # cancelled: its task cleans up after itself
                 continue
@@ -176,9 +220,10 @@ class FairGate:
 
     def _next(self) -> _Waiter:
         """The client with the fewest running, then the fewest turns taken since it last had nothing to do, then the
-        longest since its last turn (first come among new ones); its session likewise; that session's oldest."""
+        longest since its last turn, remembered past idle times (never served first; first come among those); its
+        session likewise (its last turn forgotten once idle); that session's oldest."""
         order = lambda k: (self.running[k], self.served[k], self.last.get(k, -1))  # noqa: E731
-        who = min(self.queues, key=order)
+        who = min(self.queues, key=lambda c: (self.running[c], self.served[c], self.recent.get(c, -1)))
         session = min(self.queues[who], key=lambda s: order((who, s)))
         return self.queues[who][session][0]
 

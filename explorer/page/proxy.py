@@ -11,7 +11,14 @@ Two rules, chosen when the app starts (``mode()``):
   platform's own hops), as uvicorn does for a trusted hop. A visitor can only *prepend* to the header, so forged
   addresses change nothing.
 
-An IPv6 client counts as its /64 (one host's privacy addresses are one visitor).
+An IPv6 client counts as its /48 (``V6_UNIT``): a /64 is one host's, but a home line is given a /56 and a cheap
+server a /48, so counted by /64 one subscriber would be 256 to 65 536 clients and could outnumber every other
+visitor in the fair queue. A /48 is what a site is given, as one IPv4 address is; visitors behind one unit are
+still served session by session (``explorer.page.fair``). An IPv4-mapped IPv6 address (``::ffff:1.2.3.4``) is the
+IPv4 address it maps.
+
+The header walk is bounded: its last ``MAX_HEADER`` bytes and ``MAX_HOPS`` entries (the platform adds a few hops;
+anything longer was written by the visitor).
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ PRIVATE = tuple(ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8",
     "fc00::/7", "fe80::/10", "::1/128"))
 LONGEST = 64            # a header entry longer than this is no address
+MAX_HEADER = 1024       # bytes of X-Forwarded-For read, from its right end
+MAX_HOPS = 16           # entries walked; past them the peer counts
+V6_UNIT = 48            # prefix length of one IPv6 client (see the module's docstring)
 
 
 def on_space() -> bool:
@@ -51,16 +61,22 @@ def _address(entry: str):
     elif entry.count(":") == 1:
         entry = entry.split(":")[0]
     try:
-        return ipaddress.ip_address(entry)
+        return unmapped(ipaddress.ip_address(entry))
     except ValueError:
         return None
+
+
+def unmapped(addr):
+    """An IPv4-mapped IPv6 address as the IPv4 address it maps (so a private hop is seen, and clients differ)."""
+    return addr.ipv4_mapped if addr.version == 6 and addr.ipv4_mapped is not None else addr
 
 
 def forwarded_client(peer: str | None, headers: list[bytes]) -> str | None:
     """The right-most ``X-Forwarded-For`` address that is not one of the platform's hops; the peer when every entry
     is a hop or the header is absent. An entry that is no address stops the walk (it cannot be a hop, and what lies
     left of it was written by the visitor): its client is the peer's."""
-    entries = [e for h in headers for e in h.decode("latin1").split(",")]
+    raw = b",".join(headers)[-MAX_HEADER:]         # a cut left-most entry is no address: the walk ends there
+    entries = raw.decode("latin1").split(",")[-MAX_HOPS:]
     for entry in reversed(entries):
         addr = _address(entry) if len(entry) <= LONGEST else None
         if addr is None:
@@ -71,13 +87,13 @@ def forwarded_client(peer: str | None, headers: list[bytes]) -> str | None:
 
 
 def client_key(host: str | None) -> str:
-    """The unit of fairness of an address: itself, or its /64 for IPv6."""
+    """The unit of fairness of an address: itself (an IPv4-mapped one unmapped), or its /48 for IPv6."""
     try:
-        addr = ipaddress.ip_address(host or "")
+        addr = unmapped(ipaddress.ip_address(host or ""))
     except ValueError:
         return host or ""
     if addr.version == 6:
-        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+        return str(ipaddress.ip_network(f"{addr}/{V6_UNIT}", strict=False))
     return str(addr)
 
 

@@ -1,0 +1,103 @@
+"""Fair share of the engine loop among clients (``engine.runtime.engine_loop``): which decodes run in a round.
+
+- **Places**: ``preempt`` pauses the newest decode of the client holding the most places when the running set is
+  full and a client holding at least two fewer waits; ``candidates`` gives a paused decode back its place, before
+  its client's new ones, when its share allows.
+- **Rows**: ``shared`` picks a round's rows when several clients run: deficit round robin in query tokens, so a
+  light client's forward is not as slow as a flood's whole batch.
+
+No torch here: a request's cost is its query tokens (``Forward.ids``; a ``Call`` costs nothing).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+SHARE_FLOOR = 64        # query tokens a client is credited at least per shared round (``shared``)
+
+
+def first_fitting(queue: deque):
+    """A client's oldest waiting decode whose group has room (a group's jobs queue together, so this is nearly
+    always the first)."""
+    return next((h for h in queue if h.job.group is None or h.job.group.running < h.job.group.limit), None)
+
+
+def client_of(item) -> str:
+    """The client of a waiting ``Handle`` or a running (or paused) decode."""
+    return getattr(item, "handle", item).job.client
+
+
+def candidates(loop) -> list:
+    """Per client, what joins next: its oldest paused decode, else its oldest waiting one its group allows."""
+    paused = {}
+    for r in loop.paused:
+        paused.setdefault(client_of(r), r)
+    waiting = [h for c, q in loop.queues.items() if c not in paused for h in [first_fitting(q)] if h is not None]
+    return list(paused.values()) + waiting
+
+
+def preempt(loop) -> None:
+    """Fair share of the running places. While the running set is full and a client with a decode waiting (new
+    or paused) holds at least two places fewer than the client holding the most, that client's newest decode
+    pauses here, at the round boundary, and ``_admit`` gives its place to the client with the fewest. A paused
+    decode keeps its generator and its pending request (no work is lost) and resumes, before its client's new
+    decodes, when its share allows. Its budget clock keeps running while it is paused (wall time from its
+    submission, as for a waiting decode): a client that holds more than its share pays for the wait. The
+    margin of two keeps two clients from trading one place back and forth every round."""
+    with loop.cond:
+        wants = Counter({client_of(h): len(loop.queues[client_of(h)]) for h in candidates(loop)
+                         if not hasattr(h, "handle")})
+    wants.update(client_of(r) for r in loop.paused)
+    running = Counter(client_of(r) for r in loop.running)
+    free = loop.max_running - len(loop.running)
+    while wants and running:
+        top = max(running, key=running.get)
+        below = [c for c in wants if running[c] + 1 < running[top]]
+        if not below:
+            return
+        c = min(below, key=running.get)
+        if free > 0:                                  # a free place: no pause needed for this one
+            free -= 1
+        else:
+            victim = max((r for r in loop.running if client_of(r) == top), key=lambda r: r.handle.submitted)
+            loop.running.remove(victim)
+            loop.paused.append(victim)
+            running[top] -= 1
+        running[c] += 1
+        wants[c] -= 1
+        if wants[c] <= 0:
+            del wants[c]
+
+
+def shared(loop, cost: list[int]) -> list:
+    """A round shared by several clients: deficit round robin over clients (Shreedhar and Varghese, 1995) in
+    query tokens. Each round every client is credited a quantum, the tokens the lightest client needs for all
+    its decodes (at least ``SHARE_FLOOR``; the quanta together within ``round_tokens``), and runs its decodes,
+    in rotating order, while their tokens fit its credit; a client whose decodes all ran keeps no credit. So a
+    light client's forward shares a round about as small as its own instead of a flood's whole batch, and a
+    flood's rows still run as their credit grows (each client its equal share of tokens)."""
+    rows: dict[str, list[int]] = {}
+    for i, r in enumerate(loop.running):
+        rows.setdefault(client_of(r), []).append(i)
+    need = min(sum(cost[i] for i in mine) for mine in rows.values())
+    quantum = max(1, min(max(need, SHARE_FLOOR), loop.round_tokens // len(rows)))
+    chosen = []
+    for c, mine in rows.items():
+        loop.deficit[c] += quantum
+        k = loop.turns[c] % len(mine)
+        ran = 0
+        for i in mine[k:] + mine[:k]:
+            if cost[i] > loop.deficit[c]:
+                break
+            chosen.append(i)
+            loop.deficit[c] -= cost[i]
+            ran += 1
+        loop.turns[c] += ran
+        if ran == len(mine):
+            loop.deficit[c] = 0
+    if not chosen:              # no credit covers a row yet: the richest client's next row runs, on credit
+        c = max(rows, key=lambda c: loop.deficit[c])
+        i = rows[c][loop.turns[c] % len(rows[c])]
+        chosen, loop.deficit[c] = [i], loop.deficit[c] - cost[i]
+        loop.turns[c] += 1
+    return [loop.running[i] for i in sorted(chosen)]

@@ -1,0 +1,83 @@
+"""Bytes bounded before they are kept: ASGI middleware in front of every gradio route.
+
+gradio reads a whole request body into memory before looking at it (``queue/join`` takes any size; its
+``max_file_size`` covers uploads only), and memory a 100 MB body took is not given back to the system. So:
+
+- a body over ``UNMASK_MAX_BODY`` bytes (default 1 MiB; the page sends a few kB) is refused with a one-line 413:
+  by its ``Content-Length`` before a byte is read, and a body without one (chunked) is counted as it streams in and
+  cut at the limit (the route sees its client leave; the 413 is the only answer sent);
+- ``POST .../upload`` is refused (405): the page has no upload control and the API takes text only, so gradio's
+  upload route would only let a visitor fill the disk.
+"""
+
+from __future__ import annotations
+
+from engine import settings
+
+TOO_LARGE = "request body over {limit} bytes (UNMASK_MAX_BODY): refused"
+NO_UPLOADS = "this app takes no uploads"
+
+
+def is_upload(scope) -> bool:
+    return scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/upload")
+
+
+async def refuse(send, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def declared_length(scope) -> int | None:
+    for k, v in scope.get("headers", ()):
+        if k == b"content-length":
+            try:
+                return int(v)
+            except ValueError:
+                return None          # uvicorn refuses a malformed length before the app sees it
+    return None
+
+
+class BodyLimit:
+    """ASGI middleware: see the module's docstring."""
+
+    def __init__(self, app, limit: int | None = None):
+        self.app = app
+        self.limit = limit if limit is not None else settings.get("UNMASK_MAX_BODY")
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") != "http":
+            return await self.app(scope, receive, send)
+        if is_upload(scope):
+            return await refuse(send, 405, NO_UPLOADS)
+        if (declared_length(scope) or 0) > self.limit:
+            return await refuse(send, 413, TOO_LARGE.format(limit=self.limit))
+        state = {"read": 0, "over": False, "started": False}
+
+        async def counted():
+            if state["over"]:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                state["read"] += len(message.get("body", b""))
+                if state["read"] > self.limit:        # the route is told its client left; nothing more is read
+                    state["over"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def sending(message):
+            if state["over"]:                         # the route's answer to a body it never got: the 413 goes
+                return
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except Exception:
+            if not state["over"]:                     # the route's own error: not ours to hide
+                raise
+        if state["over"] and not state["started"]:
+            await refuse(send, 413, TOO_LARGE.format(limit=self.limit))

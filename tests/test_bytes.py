@@ -1,0 +1,140 @@
+"""Bytes bounded per request (``explorer.page.bodylimit``), over raw HTTP against the real app on a loopback port
+with ``SPACE_ID`` set, as a Space runs it: 50 MB bodies, declared or chunked, to gradio's routes leave the server's
+RSS within 20 MiB of where it was (before: a few such requests took gigabytes, never given back), each refused with
+a one-line 413; an upload is refused (405); a text longer than its box takes is refused before it waits. One app for
+the module (marked ``load``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import urllib.request
+
+import pytest
+
+from explorer.page.bodylimit import BodyLimit
+from tests.conftest import running_app
+from tools.page.bench_memory import call, rss_mib
+
+pytestmark = pytest.mark.load
+MB50 = 50 * 1000 * 1000
+ROUTES = ["/gradio_api/queue/join", "/gradio_api/call/decode", "/gradio_api/upload"]
+
+
+def send_big(port: int, path: str, chunked: bool, size: int = MB50) -> bytes:
+    """POST ``size`` bytes of JSON-looking junk (with a Content-Length, or chunked), as far as the server reads
+    them; its answer's first line."""
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += "Transfer-Encoding: chunked\r\n\r\n" if chunked else f"Content-Length: {size}\r\n\r\n"
+    piece = b'{"data": ["' + b"x" * (1 << 16) + b'"]}'
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(head.encode())
+        sent = 0
+        try:
+            while sent < size:
+                s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                sent += len(piece)
+            if chunked:
+                s.sendall(b"0\r\n\r\n")
+        except OSError:             # the server answered and closed: the rest was never read
+            pass
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer:
+                got = s.recv(4096)
+                if not got:
+                    break
+                answer += got
+        except OSError:
+            pass
+    return answer
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("bytes")
+    with running_app(workdir, SPACE_ID="someone/unmask") as (url, proc):
+        yield url, proc, workdir
+
+
+def test_fifty_megabyte_bodies_are_refused_before_they_are_kept(app):
+    url, proc, _ = app
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    urllib.request.urlopen(url + "config").read()
+    before = rss_mib(proc.pid)
+    answers = [send_big(port, path, chunked) for path in ROUTES for chunked in (False, True)]
+    after = rss_mib(proc.pid)
+    print(f"RSS {before:.0f} -> {after:.0f} MiB after {len(answers)} bodies of 50 MB")
+    for path, answer in zip([p for p in ROUTES for _ in range(2)], answers):
+        line = answer.split(b"\r\n", 1)[0]
+        assert line.split()[1:2] in ([b"413"], [b"405"]), (path, answer[:300])
+    assert after - before <= 20, (before, after)
+
+
+def test_an_upload_is_refused_and_a_body_within_the_limit_still_served(app):
+    url, proc, workdir = app
+    temp = workdir / "cache" / "gradio"                   # gradio's temporary folder is the app's own, 0700
+    assert temp.is_dir() and temp.stat().st_mode & 0o777 == 0o700
+    assert any(temp.iterdir())                           # gradio wrote its files there, not in /tmp/gradio
+    req = urllib.request.Request(url + "gradio_api/upload", b"--x--\r\n", {"Content-Type": "multipart/form-data"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    assert e.value.code == 405 and e.value.read().decode().count("\n") == 1
+    cfg = json.load(urllib.request.urlopen(url + "config"))
+    dep = next(d for d in cfg["dependencies"] if d.get("api_name") == "decode")
+    done = call(url, dep["id"], ["x" * 2001, "ar", "", ""], "s1", total_s=30)
+    assert not done.get("success") and "2000" in str(done["output"]["error"])   # refused before it waits
+    done = call(url, dep["id"], ["x" * 9000, "ar", "", ""], "s2", total_s=30)
+    assert not done.get("success") and "at most 8000" in str(done["output"]["error"])   # the input guard's
+
+
+def test_a_chunked_body_is_cut_at_the_limit_and_answered_413_in_one_line():
+    sent, seen = [], {"read": 0}
+
+    async def app(scope, receive, send):           # a route that reads its whole body, as gradio's do
+        while True:
+            m = await receive()
+            if m["type"] == "http.disconnect":
+                raise RuntimeError("client disconnected")
+            seen["read"] += len(m.get("body", b""))
+            if not m.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def run(n_chunks: int):
+        chunks = [{"type": "http.request", "body": b"x" * 1000, "more_body": True}] * n_chunks
+        chunks.append({"type": "http.request", "body": b"", "more_body": False})
+        it = iter(chunks)
+
+        async def receive():
+            return next(it)
+
+        async def send(m):
+            sent.append(m)
+        await BodyLimit(app, limit=10_000)(dict(type="http", method="POST", path="/x", headers=[]), receive, send)
+    asyncio.run(run(5))
+    assert sent[0]["status"] == 200
+    sent.clear()
+    asyncio.run(run(1000))
+    assert [m.get("status") for m in sent] == [413, None] and seen["read"] <= 5000 + 11_000
+    assert sent[1]["body"].decode().count("\n") == 1
+
+
+def test_cheap_checks_come_first_and_messages_stay_short():
+    import gradio as gr
+
+    from engine.catalogue.catalogue import validate
+    from engine.errors import ConfigError
+    from engine.runtime.branch import parse_branch
+    from explorer.layout import long_text
+    with pytest.raises(ConfigError, match="0 or more"):          # before its base run is decoded
+        parse_branch('{"step": -1}')
+    with pytest.raises(ConfigError) as e:
+        validate("threshold", {f"junk{i}": 1 for i in range(3000)})
+    assert len(str(e.value)) < 400 and "and 2995 more" in str(e.value)
+    box, prompt = gr.Textbox(), gr.Textbox(max_length=2000)
+    assert long_text([box, prompt], ["x" * 8000, "y" * 2000]) is None
+    assert "at most 2000" in long_text([box, prompt], ["x", "y" * 2001])
+    assert "at most 8000" in long_text([box, prompt], ["x" * 8001, "y"])

@@ -1,0 +1,144 @@
+"""Fair share of the engine loop (``engine.runtime.share``) and of the fair gate's places: a client that floods the
+running set gives a place up at the next round boundary to a client holding fewer (its newest decode pauses, whole,
+and resumes later), and a round shared by several clients runs the flood's rows by deficit round robin, so a light
+client's forwards are not each as slow as the flood's batch. Scripted jobs; rounds counted, no timing asserted."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import torch
+
+from engine.runtime.engine_loop import EngineLoop, Job
+from engine.runtime.scheduler import Call, Forward
+from explorer.page.fair import FairGate
+from tests.test_fair import hold, visitor
+
+
+def counted(n: int, log: list, name: str):
+    """A decode of n model-free requests, noting each answer it gets; returns how many it got."""
+    got = 0
+    for _ in range(n):
+        yield Call(time.sleep, (0,))
+        got += 1
+        log.append(name)
+    return got
+
+
+def wait_for(cond, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_a_flood_gives_a_place_up_at_the_next_round_and_loses_no_work():
+    """Four places, all held by client a's long decodes; b's three-request decode joins at once (a's newest pauses)
+    and ends within a few rounds, while a's decodes are still far from done. Every decode of a still gets every
+    answer it asked for. Before: b waited for one of a's decodes to end (300 rounds)."""
+    loop, log = EngineLoop(max_running=4), []
+    gate = threading.Event()
+
+    def first():
+        yield Call(gate.wait, (10,))                 # holds the first round until b is queued
+        return (yield from counted(300, log, "a0"))
+    flood = loop.submit_many([Job(first, client="a")] +
+                             [Job(lambda i=i: counted(300, log, f"a{i}"), client="a") for i in range(1, 4)])
+    wait_for(lambda: len(loop.running) == 4)
+    light = loop.submit(Job(lambda: counted(3, log, "b"), client="b"))
+    gate.set()
+    assert light.result(timeout=30) == 3
+    b_ends = max(i for i, name in enumerate(log) if name == "b")
+    assert log[:b_ends].count("a1") < 10, "b waited for a's decodes"
+    assert [h.result(timeout=60) for h in flood] == [300] * 4            # the paused one lost nothing
+    assert not loop.paused and not loop.running
+
+
+def test_a_paused_decode_resumes_before_its_clients_new_ones():
+    loop, log = EngineLoop(max_running=3), []
+    gate = threading.Event()
+
+    def held(name):
+        yield Call(gate.wait, (10,))
+        return (yield from counted(50, log, name))
+    flood = loop.submit_many([Job(lambda i=i: held(f"a{i}"), client="a") for i in range(3)])
+    wait_for(lambda: len(loop.running) == 3)
+    later = loop.submit(Job(lambda: counted(5, log, "a-later"), client="a"))
+    light = loop.submit(Job(lambda: counted(20, log, "b"), client="b"))
+    wait_for(lambda: loop.paused)
+    paused = loop.paused[0].handle
+    assert paused is flood[2]                                      # the newest of the client holding the most
+    gate.set()
+    light.result(timeout=30)
+    later.result(timeout=30)
+    assert log.index("a2") < log.index("a-later")                  # resumed before its client's new decode
+    assert [h.result(timeout=30) for h in flood] == [50] * 3
+
+
+def test_a_paused_decodes_budget_clock_keeps_running_and_it_ends_at_its_budget():
+    """Wall time from submission, paused or not: a paused decode past its budget ends (TimeoutError, no
+    ``on_limit``) while the decode that took its place is still running."""
+    loop, log = EngineLoop(max_running=2), []
+    gate = threading.Event()
+
+    def held(name):
+        yield Call(gate.wait, (10,))
+        return (yield from counted(10**6, log, name))
+    flood = loop.submit_many([Job(lambda: held("a0"), client="a"),
+                              Job(lambda: held("a1"), client="a", budget_s=0.3)])
+    wait_for(lambda: len(loop.running) == 2)
+    slow = lambda: (x for _ in range(200) for x in [Call(time.sleep, (0.01,))])   # noqa: E731  (2 s of rounds)
+    light = loop.submit(Job(slow, client="b"))
+    gate.set()
+    wait_for(lambda: flood[1].done)
+    assert isinstance(flood[1].error, TimeoutError) and not light.done
+    loop.abort(flood[0])
+    loop.abort(light)
+
+
+def forwards(adapter, n: int, width: int, log: list, name: str, loop):
+    """A decode of n forwards of ``width`` query tokens, noting the round each answer came from."""
+    for _ in range(n):
+        yield Forward(adapter, torch.arange(width) + 5, torch.ones(width, width, dtype=torch.bool),
+                      torch.arange(width), None)
+        log.append((loop.rounds, name))
+    return n
+
+
+def test_a_shared_round_runs_a_light_clients_row_every_round_and_the_floods_by_their_credit(adapter):
+    """Client a runs four decodes of 96-token forwards, b one of 4-token forwards. While b runs, every round has b's
+    row and at most two of a's (a's credit, 64 tokens a round, pays a 96-token row about two rounds in three);
+    before, each of b's rounds carried all four of a's rows. a is not starved: its rows keep running."""
+    loop, log = EngineLoop(max_running=8), []
+    flood = loop.submit_many([Job(lambda i=i: forwards(adapter, 30, 96, log, f"a{i}", loop), client="a")
+                              for i in range(4)])
+    wait_for(lambda: len(log) >= 4)
+    light = loop.submit(Job(lambda: forwards(adapter, 12, 4, log, "b", loop), client="b"))
+    light.result(timeout=60)
+    [h.result(timeout=120) for h in flood]
+    rounds_b = [r for r, name in log if name == "b"]
+    assert rounds_b == list(range(rounds_b[0], rounds_b[0] + 12)), "b's row ran every round"
+    flood_rows = [sum(1 for r2, name in log if r2 == r and name != "b") for r in rounds_b]
+    assert max(flood_rows) <= 2 and sum(flood_rows) >= 12 * 64 // 96 - 1, flood_rows
+
+
+def test_the_gate_lets_a_client_below_its_share_through_past_a_floods_places():
+    """Four places, all held by one address: another address is let through at once (a spare place), and a third
+    too; the flood's own next request waits."""
+    async def scenario():
+        gate, log, go = FairGate(concurrent=4), [], asyncio.Event()
+        tasks = [asyncio.create_task(hold(gate, "decode", visitor(f"f{i}", "10.0.0.1"), log, f"f{i}", go))
+                 for i in range(4)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(hold(gate, "decode", visitor("f9", "10.0.0.1"), log, "f9", go)))
+        tasks += [asyncio.create_task(hold(gate, "decode", visitor(n, h), log, n, go))
+                  for n, h in (("b", "10.0.0.2"), ("c", "10.0.0.3"))]
+        await asyncio.sleep(0)
+        seen = list(log)
+        go.set()
+        await asyncio.gather(*tasks)
+        return seen, gate
+    seen, gate = asyncio.run(scenario())
+    assert seen == ["f0", "f1", "f2", "f3", "b", "c"] and gate.active == 0

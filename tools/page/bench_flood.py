@@ -1,0 +1,115 @@
+"""Visitors behind a flood: one client fills every running place with heavy decodes, then honest visitors arrive.
+
+    python -m tools.page.bench_flood                      # the app's default settings (a few minutes on two cores)
+    python -m tools.page.bench_flood --app-dir /tmp/old   # another checkout's app.py (an earlier commit: "before")
+
+Starts ``python app.py`` on a loopback port with its default settings. Each client connects from its own loopback
+address (127.0.0.2 floods, the visitors from 127.0.0.10 on), so the app tells them apart as it would a Space's
+visitors. First each visitor's prompt alone, one after another (the median of ``--repeat`` runs: its time alone).
+Then, per case, the flood: ``--flood`` (default 16, the CPU's running places) heavy ``decode`` calls of one client
+(AR over 256 slots without a cache, far more than the budget), each from its own session; ``--lead`` seconds later
+(default 2) one visitor (case "one") or twelve at once (case "twelve") call ``decode`` with the page's default
+setting on held-out prompts; last, the twelve with no flood (what twelve at once cost on this machine anyway).
+Prints per case each visitor's time against its time alone (the issue's target: within 3x), then closes the
+flood's streams (its decodes stop) and lets the server settle before the next case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tools.local_app import running_app
+from tools.page.bench_abandon import HEAVY
+from tools.page.bench_visitors import prompts
+
+SPEC = "threshold:tau=0.9,block_size=8"       # the page's default decode of a held-out prompt (~0.66 s alone)
+
+
+def decode(url: str, prompt: str, spec: str, source: str, stop: threading.Event | None = None) -> dict:
+    """One ``decode`` call over gradio's plain HTTP route from ``source``: its seconds and its answer or refusal;
+    with ``stop``, the call's stream is closed once it is set (the client leaves; its decode stops)."""
+    import httpx
+    t0 = time.perf_counter()
+    with httpx.Client(base_url=url, timeout=180, transport=httpx.HTTPTransport(local_address=source)) as client:
+        event_id = client.post("gradio_api/call/decode", json={"data": [prompt, spec, "", ""]}).json()["event_id"]
+        event, out = None, {}
+        with client.stream("GET", f"gradio_api/call/decode/{event_id}") as stream:
+            for line in stream.iter_lines():
+                if stop is not None and stop.is_set():
+                    break
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == "complete":
+                    out["answer"] = json.loads(line[6:])[0]
+                    break
+                elif line.startswith("data: ") and event == "error":
+                    out["refused"] = line[6:300]
+                    break
+    return dict(out, seconds=time.perf_counter() - t0)
+
+
+def at_once(calls: list) -> list[dict]:
+    """Each (url, prompt, spec, source[, stop]) in its own thread; their results in order."""
+    results = [None] * len(calls)
+
+    def run(i):
+        results[i] = decode(*calls[i])
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    return results
+
+
+def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float) -> list[dict]:
+    """The flood, then the visitors ``lead_s`` later: each visitor's seconds and ratio to its time alone."""
+    stop = threading.Event()
+    flood = [(url, "Tell a story about a fox.", HEAVY, "127.0.0.2", stop) for _ in range(n_flood)]
+    flooding = threading.Thread(target=at_once, args=(flood,))
+    flooding.start()
+    time.sleep(lead_s)
+    rows = at_once([(url, p, SPEC, f"127.0.0.{10 + i}") for i, p in enumerate(visitors)])
+    stop.set()
+    flooding.join()
+    time.sleep(3)                                   # the flood's decodes stop at their next forward
+    return [dict(r, alone=alone[p], ratio=r["seconds"] / alone[p]) for p, r in zip(visitors, rows)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--flood", type=int, default=16, help="the flooding client's heavy decodes")
+    ap.add_argument("--lead", type=float, default=2.0, help="seconds between the flood and the visitors")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each prompt alone (its median is its time)")
+    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit)")
+    ap.add_argument("--json", default="", help="also write the rows here")
+    args = ap.parse_args(argv)
+    root = Path(args.app_dir) if args.app_dir else None
+    with tempfile.TemporaryDirectory() as tmp, \
+            running_app(Path(tmp), **({"root": root} if root else {})) as (url, _):
+        visitors = prompts(12)
+        decode(url, visitors[0], SPEC, "127.0.0.9")                # warm-up
+        alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
+                 for p in visitors}
+        out = {"one": case(url, visitors[:1], alone, args.flood, args.lead),
+               "twelve": case(url, visitors, alone, args.flood, args.lead),
+               # twelve at once cost more than one alone with no flood at all: the floor of "twelve"
+               "twelve, no flood": case(url, visitors, alone, 0, 0.0)}
+    print("| case | visitors | alone (s, median) | behind the flood (s, median) | worst (s) | ratio median | "
+          "ratio worst | refused |\n|---|---|---|---|---|---|---|---|")
+    for name, rows in out.items():
+        ratios = [r["ratio"] for r in rows]
+        refused = sum("refused" in r for r in rows)
+        print(f"| {name} | {len(rows)} | {statistics.median(r['alone'] for r in rows):.2f} | "
+              f"{statistics.median(r['seconds'] for r in rows):.2f} | {max(r['seconds'] for r in rows):.2f} | "
+              f"{statistics.median(ratios):.1f}x | {max(ratios):.1f}x | {refused} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
