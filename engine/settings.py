@@ -71,6 +71,8 @@ SETTINGS = {s.name: s for s in (
             "model's requests pass through it on their way to the fair queue, so it must hold a class's burst)"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
     Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
+    Setting("UNMASK_CUDA_GRAPHS", bool, True, doc="0: the engine runs eager, capturing no CUDA graphs (a ZeroGPU "
+            "Space sets it: a graph captured in one GPU lease does not outlive it)"),
 )}
 
 
