@@ -25,7 +25,7 @@ from functools import partial, wraps
 import gradio as gr
 
 CTX = multiprocessing.get_context("fork")
-TIMEOUT_S = 20.0
+TIMEOUT_S = 10.0      # no answer from a worker in this long: it hangs (a decode here takes < 1 s)
 forked = False
 _idle: dict[int, "Worker"] = {}       # GPU index -> its idle worker (spaces' ``workers``)
 _all: list["Worker"] = []
@@ -154,7 +154,7 @@ def _generator_wrapper(task):
         with ThreadPoolExecutor(1) as executor:
             executor.submit(fill)
             while True:
-                res = yields.get(timeout=TIMEOUT_S)
+                res = yields.get(timeout=TIMEOUT_S + 5)     # ``fill`` gives up first
                 if res[0] == "end":
                     break
                 if res[0] != "ok":

@@ -33,7 +33,7 @@ def space(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SPACES_ZERO_GPU", "true")
     mp.setenv("UNMASK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    mp.setenv("UNMASK_MAX_SECONDS", "20")
+    mp.setenv("UNMASK_MAX_SECONDS", "8")    # a worker that hangs fails a call within 8 + 5 s
     mp.delenv("UNMASK_CUDA_GRAPHS", raising=False)
     mp.setitem(sys.modules, "spaces", spaces_emulation)
     spec = importlib.util.spec_from_file_location("app_on_zerogpu", ROOT / "app.py")
@@ -177,3 +177,17 @@ def test_a_caller_who_leaves_ends_the_workers_decode(space, slow_rounds, how):
         stops_within_a_second(slow_rounds, gen.close)
     else:
         stops_within_a_second(slow_rounds, lambda: (leave.set(), list(gen)))
+
+
+def test_a_worker_forked_while_the_parent_holds_its_locks_decodes(space):
+    """A fork copies a lock as it is: held by a thread of the parent (a visitor's model load, the engine thread
+    between rounds), it stays held in the worker, where that thread does not exist."""
+    from tests import spaces_emulation
+    _, page = space
+    spaces_emulation.shutdown()                          # the next call forks a worker now, with the locks held
+    args = (prompt_of(page, 4), *SPEC, page.models[0])
+    want = one_process(page, "stream", *args, page=True)[-1]
+    with page.service._lock, jobs.engine_loop().cond:
+        gen = page.service.stream(*args, page=True, client="x", should_stop=lambda: False)
+        first = next(gen)
+    assert tokens([first, *gen][-1]) == tokens(want)

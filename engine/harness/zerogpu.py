@@ -23,12 +23,14 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
+import time
 from typing import Callable, Iterator
 
 from engine.errors import UserError
 from engine.harness.service import DecodeService
 
 HEARTBEAT_S = 0.2
+LEASE_GRACE_S = 5.0      # a lease's time past the request's budget (UNMASK_MAX_SECONDS) before it counts as hung
 RELAYED = ("stream", "branch_stream", "branch_from", "sweep_stream")
 _SERVICES: dict[int, DecodeService] = {}
 _KEYS = itertools.count()
@@ -122,10 +124,13 @@ def leased(gpu: Callable) -> type:
             named.pop("self")
             should_stop, progress = named.pop("should_stop", None), named.pop("progress", None)
             gen = remote(self.key, method, (), named)
+            deadline = time.monotonic() + self.max_seconds + LEASE_GRACE_S
             try:
                 for item in gen:
                     if should_stop is not None and should_stop():
                         return
+                    if time.monotonic() > deadline:     # the worker's decode is bounded by max_seconds: it hangs
+                        raise TimeoutError(f"the GPU worker's {method} outlived its time budget")
                     if item is None:
                         continue
                     kind, value = item
