@@ -1,6 +1,7 @@
 """How callers reach the process's one engine loop (``engine.runtime.engine_loop``; ``engine_loop()`` starts it on
-first use, ``configure`` sets its limits; a forked child starts its own): one decode to its end (``drive``), or many with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the
-Sweep, the lm-eval model, the Ray workers)."""
+first use, ``configure`` sets its limits; a forked child starts its own): one decode to its end (``drive``), or many
+with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the Sweep, the lm-eval model,
+the Ray workers)."""
 
 from __future__ import annotations
 
