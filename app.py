@@ -30,6 +30,7 @@ os.environ.setdefault("GRADIO_TEMP_DIR", own_temp_dir())
 from engine.errors import UserError  # noqa: E402  (the imports below load gradio: GRADIO_TEMP_DIR first)
 from engine.models.model import DEFAULT_MODEL, embedded_models  # noqa: E402
 from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
+from engine.harness.zerogpu import leased  # noqa: E402
 from engine.tasks import TASKS, get_task  # noqa: E402
 from engine.records.trace import Trace  # noqa: E402
 from explorer.export_dir import ExportDir  # noqa: E402
@@ -50,6 +51,11 @@ try:  # on Hugging Face ZeroGPU Spaces the decode runs inside a GPU lease; elsew
 except ImportError:
     def gpu(fn):
         return fn
+
+
+def on_zerogpu() -> bool:
+    """A ZeroGPU Space (``spaces`` reads the same variable, the same way)."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
 
 
 def examples_for(task_name: str, n: int = 10) -> list:
@@ -75,11 +81,13 @@ def example_traces() -> dict[str, Trace]:
     return {p.stem: Trace.load(p) for p in sorted(EXAMPLES_DIR.glob("*.npz"))}
 
 
-class GPUService(DecodeService):
-    """Every entry point that runs a model (decode stream, Compare, the API through stream; Sweep) inside a GPU
-    lease on ZeroGPU Spaces."""
-    stream = gpu(DecodeService.stream)
-    sweep = gpu(DecodeService.sweep)
+if on_zerogpu():
+    # every entry point that runs a model (Run, Compare, Branch, Sweep, the decode API) in a worker forked per GPU
+    # lease (engine.harness.zerogpu; docs/deploy.md); a CUDA graph captured in one lease does not outlive it
+    os.environ.setdefault("UNMASK_CUDA_GRAPHS", "0")
+    GPUService = leased(gpu)
+else:
+    GPUService = DecodeService
 
 
 def create_app():

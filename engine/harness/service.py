@@ -8,8 +8,10 @@ default 60): a decode stops between forwards and a sweep between problems, keepi
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from typing import Iterator
 
 import torch
@@ -63,6 +65,19 @@ def check_prompt(prompt) -> str:
     return text
 
 
+_LIVE: "weakref.WeakSet[DecodeService]" = weakref.WeakSet()
+
+
+def _fresh_locks_in_child() -> None:
+    """A forked child (a ZeroGPU worker) gets each service's model lock as it was at the fork: held, if a thread
+    of the parent was loading a model then, and never released in the child. Its own lock instead."""
+    for service in list(_LIVE):
+        service._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks_in_child)
+
+
 class DecodeService:
     def __init__(self, default_model: str = "tiny", device: str | None = None, threads: int | None = None,
                  max_seconds: float | None = None, aliases: dict[str, str] | None = None):
@@ -71,6 +86,7 @@ class DecodeService:
         self.max_seconds = max_seconds if max_seconds is not None else budget_from_env()
         self._models: dict[str, object] = {}
         self._lock = threading.Lock()
+        _LIVE.add(self)
         if threads:
             torch.set_num_threads(threads)
 

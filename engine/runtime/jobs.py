@@ -1,9 +1,11 @@
 """How callers reach the process's one engine loop (``engine.runtime.engine_loop``; ``engine_loop()`` starts it on
-first use, ``configure`` sets its limits): one decode to its end (``drive``), or many with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the
-Sweep, the lm-eval model, the Ray workers)."""
+first use, ``configure`` sets its limits; a forked child starts its own): one decode to its end (``drive``), or many
+with a cap on how many of them run at once (``Scheduler``, ``run_batched``: the bench, the Sweep, the lm-eval model,
+the Ray workers)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Callable, Generator
 
@@ -21,6 +23,17 @@ def engine_loop() -> EngineLoop:
         if _LOOP is None:
             _LOOP = EngineLoop(*default_limits())
         return _LOOP
+
+
+def _forget_loop_in_child() -> None:
+    """In a forked child (a ZeroGPU worker, ``engine.harness.zerogpu``) the parent's loop is a husk: its thread
+    did not come along, and its condition may have been held at the fork by that thread. The child starts a loop
+    of its own on first use, behind a fresh lock (the old one may be held too)."""
+    global _LOOP, _LOOP_LOCK
+    _LOOP, _LOOP_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_loop_in_child)
 
 
 def default_limits() -> tuple[int, int]:
