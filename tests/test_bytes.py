@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 import urllib.request
 
 import pytest
 
 from explorer.page.bodylimit import BodyLimit
 from tests.conftest import running_app
+from tools.local_app import ROOT
 from tools.page.bench_memory import call, rss_mib
 
 pytestmark = pytest.mark.load
@@ -76,7 +80,12 @@ def test_an_upload_is_refused_and_a_body_within_the_limit_still_served(app):
     url, proc, workdir = app
     temp = workdir / "cache" / "gradio"                   # gradio's temporary folder is the app's own, 0700
     assert temp.is_dir() and temp.stat().st_mode & 0o777 == 0o700
-    assert any(temp.iterdir())                           # gradio wrote its files there, not in /tmp/gradio
+    env = {k: v for k, v in os.environ.items() if k != "GRADIO_TEMP_DIR"}
+    env["UNMASK_CACHE_DIR"] = str(workdir / "cache")
+    code = "import app, gradio.route_utils as r; print(r.DEFAULT_TEMP_DIR)"      # as gradio reads it once imported
+    seen = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120).stdout.split()
+    assert seen[-1:] == [str(temp)]                       # the app's gradio writes there, not in /tmp/gradio
     req = urllib.request.Request(url + "gradio_api/upload", b"--x--\r\n", {"Content-Type": "multipart/form-data"})
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
