@@ -1,0 +1,68 @@
+"""Dark mode in a real Chromium: with the system in dark mode (gradio follows it) and with ``?__theme=dark``, every
+text and control the app draws itself (its HTML, the scrubber, the tour's card, the Plotly figures) keeps WCAG AA
+contrast, measured from computed colours (``tools.page.contrast``); the light theme keeps its colours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.page import bench_ux as ux
+from tools.page import contrast
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(ux.CHROMIUM).exists():
+    pytest.skip("Debian chromium not installed", allow_module_level=True)
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+
+def checked(pg, where: str, figures: bool = True) -> dict:
+    contrast.settled(pg)
+    m = contrast.measure(pg)
+    assert m["dark"], where
+    # not vacuous: the text view's chips, the summary, the scrubber's four buttons and its fields, the figures' axes
+    assert len(m["texts"]) > 60 and len(m["controls"]) >= 6, (where, len(m["texts"]), len(m["controls"]))
+    assert contrast.failures(m) == [], where
+    panels = pg.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .main-svg')].filter((e) => "
+                         "e.getClientRects().length).map((e) => getComputedStyle(e).backgroundColor)")
+    assert set(panels) <= {"rgba(0, 0, 0, 0)"} and (panels or not figures), (where, panels)   # no white panels
+    return m
+
+
+@pytest.mark.parametrize("scheme, query", [("dark", ""), ("light", "?__theme=dark")])
+def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(browser, server, scheme, query):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme=scheme)
+    try:
+        ux.opened(pg, server, query)
+        checked(pg, "opening run")
+        if scheme == "dark":         # the tour's card and the views its stops open (S2D2's, the canvas, edits)
+            from explorer.page.tour import STOPS
+            pg.click("#tour-start")
+            for i in range(len(STOPS)):
+                if i:
+                    pg.click("#tour-next")
+                ux.at_stop(pg, i)
+                checked(pg, f"tour stop {i + 1}", figures=False)
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"dark-{scheme}.png"))
+        pg.close()
+
+
+def test_the_light_theme_keeps_its_colours(browser, server):
+    """The dark rules apply only under gradio's .dark: the light page draws what it drew before them."""
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme="light")
+    try:
+        ux.opened(pg, server)
+        contrast.settled(pg)
+        got = pg.evaluate("""() => { const cs = (s, p) => getComputedStyle(document.querySelector(s))[p];
+          return {dark: document.body.classList.contains('dark'), button: cs('#prev', 'backgroundColor'),
+                  step: cs('#text .um-step', 'color'), panel: cs('.js-plotly-plot .main-svg', 'backgroundColor'),
+                  legend: cs('#legend .um-legend', 'color'), mask: cs('#legend .um-mask', 'backgroundColor')}; }""")
+        assert got == {"dark": False, "button": "rgb(247, 247, 247)", "step": "rgb(102, 102, 102)",
+                       "panel": "rgb(255, 255, 255)", "legend": "rgb(85, 85, 85)",
+                       "mask": "rgba(0, 0, 0, 0)"}, got
+    finally:
+        pg.close()
