@@ -51,12 +51,17 @@ def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(brows
         pg.close()
 
 
-def test_the_light_theme_keeps_its_colours(browser, server):
-    """The dark rules apply only under gradio's .dark: the light page draws what it drew before them."""
+TOASTS = "() => [...document.querySelectorAll('[data-testid=toast-body]')].map((e) => e.innerText)"
+
+
+def test_the_light_theme_keeps_its_colours_and_gradios_api_link_passes(browser, server):
+    """The dark rules apply only under gradio's .dark: the light page draws what it drew before them. The page is
+    opened as gradio's own "Use via API" link opens it (?view=api): no word about an unknown parameter."""
     pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme="light")
     try:
-        ux.opened(pg, server)
+        ux.opened(pg, server, "?view=api")
         contrast.settled(pg)
+        assert not any("Ignored" in t for t in pg.evaluate(TOASTS)), pg.evaluate(TOASTS)
         got = pg.evaluate("""() => { const cs = (s, p) => getComputedStyle(document.querySelector(s))[p];
           return {dark: document.body.classList.contains('dark'), button: cs('#prev', 'backgroundColor'),
                   step: cs('#text .um-step', 'color'), panel: cs('.js-plotly-plot .main-svg', 'backgroundColor'),
