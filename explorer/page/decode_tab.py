@@ -189,7 +189,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                                 decoder=decoder_v, params=params, engine=ENGINE_VERSION, scope=scope)
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
-                hit.meta.run_id, hit.meta.finished, hit.meta.model = run_id, True, model
+                hit.meta.run_id, hit.meta.finished, hit.meta.model, hit.meta.cached = run_id, True, model, True
                 async for out in finish(page, v, hit, step_v, prev, box):
                     yield out
                 return
