@@ -142,8 +142,11 @@ def wire_runs(page, rp: RunParts, sw) -> None:
     events = [c.run.click(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
               .then(on_run, inputs, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden")]
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
-        if isinstance(comp, gr.Slider):
-            events.append(comp.release(on_run, inputs, rp.outputs, **model_run(rp)))
+        if isinstance(comp, gr.Slider):     # the button says a run is on, as for Run itself
+            ev = comp.release(running, None, c.run, show_progress="hidden").then(on_run, inputs, rp.outputs,
+                                                                                  **model_run(rp))
+            events.append(ev)
+            ev.then(idle, None, c.run, show_progress="hidden")
     c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
@@ -211,6 +214,7 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         values, run = share.url_values(page, request)
         # a link that asks for a run: its request (and budget) starts here, at the page's load
         out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
+               c.run: gr.Button("Running…") if run else gr.skip(),      # a link's run: the button says so
                c.decoder: values.get("decoder", gr.skip()), autorun: time.monotonic() if run else False,
                step_from_url: values.get("step"),
                branch_from_url: values.get("branch")}
@@ -244,9 +248,10 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         async for out in fairly(page, "run", request, linked()):
             yield out
 
-    demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, *rp.outputs]) \
+    demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, c.run, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
                           *c.components], [*rp.outputs, bp.out, *bp.figs, more], **model_run(rp)) \
+        .then(lambda go: gr.Button("Run") if go else gr.skip(), autorun, c.run, show_progress="hidden") \
         .then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
 
 

@@ -184,7 +184,8 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   dataKey = key; stop(); tuneNote.textContent = '';
   run = el ? JSON.parse(el.dataset.json) : null;
   element.classList.toggle('um-idle', !run);
-  if (!run) return;
+  // no run to scrub (one is streaming): the text view's line counts its steps, the slider waits for the total
+  if (!run) { label.textContent = 'step – / –'; return; }
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -255,6 +256,22 @@ document.addEventListener('click', (e) => {
   const t = e.target.closest && e.target.closest('#text [data-pos]');
   if (t) select(parseInt(t.dataset.pos));
   if (e.target.closest && e.target.closest('[role=tab]')) setTimeout(() => { if (run) draw(); }, 60);
+});
+// keys (the scrubber's line says so): ← / → step and space plays, unless a control that takes keys has the focus
+const takesKeys = (t) => t.closest && t.closest('input, textarea, select, button, [contenteditable], [role=tab]');
+document.addEventListener('keydown', (e) => {
+  if (!run || e.altKey || e.ctrlKey || e.metaKey || takesKeys(e.target)) return;
+  if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') { e.preventDefault(); stop(); go(step + (e.key === 'ArrowRight' ? 1 : -1)); }
+  else if (e.key === ' ') { e.preventDefault(); play(); }
+});
+// a tuning slider moved with the keys re-runs when the keys rest, as gradio re-runs it on the pointer's release
+// (its range input answers pointerup only); held keys make one re-run, not one per step of the dial
+let keyRest = null;
+document.addEventListener('keyup', (e) => {
+  const r = e.target;
+  if (!r.matches || !r.matches('#params-col input[type=range]') || !/^(Arrow|Page|Home|End)/.test(e.key)) return;
+  clearTimeout(keyRest);
+  keyRest = setTimeout(() => r.dispatchEvent(new PointerEvent('pointerup', {bubbles: true})), 250);
 });
 // the step × position maps whose cells select a position: the page lists them in the run's data (the registry's)
 const bind = () => ((run && run.maps) || []).forEach((id) => {

@@ -106,8 +106,9 @@ def shown(v: Views, panels: dict, views: dict) -> dict:
 def frame(page: Page, v: Views, tr, tab: str, k: int) -> dict:
     """A streaming run between forwards: summary, text and one of the visible tab's views (the k-th in turn) at the
     newest forward. One figure per frame keeps each of the browser's redraws short (Plotly redraws a figure in
-    ~100 ms; four at once froze the page for half a second); each view of the tab still follows the run."""
-    panels = render_panels(tr, None, page.verdict(tr))
+    ~100 ms; four at once froze the page for half a second); each view of the tab still follows the run. No checker
+    verdict: an unfinished answer is not a malformed one."""
+    panels = render_panels(tr, None, None)       # the checker speaks once the answer is finished
     del panels["candidates"]
     views = in_tab(tab)
     return {**shown(v, panels, render_views(tr, None, names={views[k % len(views)].name})), v.run_data: ""}
