@@ -18,7 +18,7 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import fair, presence, proxy, serverlog, sessions
+from explorer.page import fair, more_views, presence, proxy, serverlog, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.catalogue.spec import parse_spec
@@ -49,6 +49,7 @@ def build_demo(page: Page) -> gr.Blocks:
                 scrubber = playback.build_playback()
                 branch_here = gr.Button("Branch here: what if, from this step?", elem_id="branch-here", size="sm")
                 views = decode_tab.build_view_tabs(summary, delta, text)
+                gr.HTML(more_views.more_views_html(page), elem_id="more-views")   # the tabs this run leaves out
                 with gr.Tabs(elem_id="more-tabs") as more:
                     with gr.Tab("Compare"):
                         compare.build_compare(page, bar[0], bar[2])

@@ -44,8 +44,8 @@ def streamed_busy(states: list[dict]) -> None:
     end."""
     streaming = [s for s in states if s["head"].startswith("decoding…")]
     assert streaming, states
-    assert all(s["button"] == "Running…" and not s["checker"] and s["label"] == "step – / –" for s in streaming), \
-        streaming
+    busy = [s["button"] == "Running…" and not s["checker"] and s["label"] == "step – / –" for s in streaming]
+    assert all(busy), streaming
     assert all("slots still to decide" in s["head"] for s in streaming), streaming
     end = states[-1]
     assert end["button"] == "Run" and end["checker"], end
@@ -60,6 +60,12 @@ def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(brows
         pg.wait_for_function(IDLE, timeout=180_000)
         pg.wait_for_function("() => window.__umScrub && window.__umScrub.run", timeout=60_000)
         streamed_busy(seen(pg))
+        # the views line names the tabs this run leaves out (all but Decode for a threshold run), no others
+        from explorer.registry import TABS
+        shown = pg.evaluate("() => window.__umScrub.run.tabs")
+        named = pg.evaluate("() => [...document.querySelectorAll('#more-views [data-tab]')]"
+                            ".filter((e) => e.offsetParent !== null).map((e) => e.dataset.tab)")
+        assert set(named) == set(TABS) - set(shown) - {"Decode"} and "S2D2" in named, (named, shown)
         run_before = pg.eval_on_selector("#text .um-text", "e => e.dataset.run")
         pg.focus("#tau input[type=range]")                 # τ from the keys: one re-run when they rest
         for _ in range(3):
@@ -91,3 +97,4 @@ def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(brows
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / "busy.png"))
         pg.close()
+

@@ -298,7 +298,10 @@ const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) =
 });
 // only the view tabs with something to show for the run (the run's data lists them)
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
-  const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; }); };
+  const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; });
+  // and the line under them names only the tabs left out, with the decoders that fill them (explorer/page/more_views)
+  if (run && run.tabs) document.querySelectorAll('#more-views [data-tab]').forEach((e) => {
+    const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; }); };
 new MutationObserver(() => { load(); bind(); follow(); hideTabs(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};

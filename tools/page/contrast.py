@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 
 # the app's own parts: its HTML blocks, the tour's card and every Plotly figure
-SCOPES = ("#summary", "#delta", "#text", "#legend", "#candidates", "#scrubber", "#tour-card", ".js-plotly-plot")
+SCOPES = ("#summary", "#delta", "#text", "#legend", "#candidates", "#scrubber", "#tour-card", "#more-views",
+          ".js-plotly-plot")
 
 MEASURE = """(scopes) => {
   const parse = (c) => { const m = /rgba?\\(([^)]+)\\)/.exec(c || ''); if (!m) return null;
