@@ -31,7 +31,7 @@ SERVER_VIEWS = {v.elem_id: v.name for v in VIEWS if v.scrub == "server"}
 
 
 def build_playback() -> gr.HTML:
-    return gr.HTML(SCRUBBER, elem_id="scrubber", js_on_load=js("scrub.js"))
+    return gr.HTML(SCRUBBER, elem_id="scrubber", js_on_load=js("legend_under.js") + "\n" + js("scrub.js"))
 
 
 def stale(box: dict, seq) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 WIDTHS = {"desktop": 780, "phone": 350}    # px: the plot's width in the output column (measured on the page)
 SLACK = 1.5                                # px of overlap tolerated (anti-aliasing, rounding)
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+JS = Path(__file__).resolve().parents[2] / "assets" / "js"
 
 # the text boxes of one figure, each with the group it belongs to; a group is one label or one axis's tick labels
 BOXES = """(div) => { const out = [];
@@ -70,7 +71,10 @@ def page_html(figs: list[tuple[str, str, int, dict]], width: int) -> str:
             "F.forEach((f) => { const ax = f.layout.xaxis; if (narrow && ax && ax.type === 'category') "
             "Object.assign(ax, {nticks: 6, tickangle: -90}); });"
             "window.drawn = Promise.all(F.map((f, i) => Plotly.newPlot('f' + i, f.data, f.layout, "
-            "{responsive: true})));</script></body></html>")
+            "{responsive: true}))).then(() => Promise.all(F.map((f, i) => { const gd = document.getElementById("
+            "'f' + i); const u = narrow && legendUnder(gd, true); return u ? Plotly.relayout(gd, u) : null; })));"
+            # the page's legend_under.js, as scrub.js applies it after each draw
+            f"{(JS / 'legend_under.js').read_text()}</script></body></html>")
 
 
 def depth(a: list, b: list) -> float:
