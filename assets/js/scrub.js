@@ -290,9 +290,10 @@ function thinTicks(gd) {
   // and a heatmap's tokens printed in its cells (the canvas map) would overprint: the hover keeps them
   const cells = (gd.data || []).map((t, i) => (t.type === 'heatmap' && t.texttemplate ? i : -1)).filter((i) => i >= 0);
   if (window.innerWidth < 700 && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
-  // and a legend beside the plot goes under it (assets/js/legend_under.js)
-  const under = window.Plotly && legendUnder(gd);
-  if (under) window.Plotly.relayout(gd, under);
+  // and a legend beside the plot goes under it, a title too wide breaks (assets/js/legend_under.js)
+  // (one change a draw: the relayout draws again, and the next call sees the figure it made)
+  const fit = window.Plotly && (legendUnder(gd) || titleWrap(gd));
+  if (fit) window.Plotly.relayout(gd, fit);
 }
 const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
   if (gd.__umFollow || !gd.on) return;

@@ -78,7 +78,9 @@ def page_html(figs: list[tuple[str, str, int, dict]], width: int) -> str:
             "Object.assign(ax, {nticks: 6, tickangle: -90}); });"
             "window.drawn = Promise.all(F.map((f, i) => Plotly.newPlot('f' + i, f.data, f.layout, "
             "{responsive: true}))).then(() => Promise.all(F.map((f, i) => { const gd = document.getElementById("
-            "'f' + i); const u = narrow && legendUnder(gd, true); return u ? Plotly.relayout(gd, u) : null; })));"
+            "'f' + i); const u = narrow && legendUnder(gd, true); return (u ? Plotly.relayout(gd, u) : Promise.resolve())"
+            ".then(() => { const w = narrow && titleWrap(gd, true); return w ? Plotly.relayout(gd, w) : null; })"
+            ".then(() => { const w = narrow && titleWrap(gd, true); return w ? Plotly.relayout(gd, w) : null; }); })));"
             # the page's legend_under.js, as scrub.js applies it after each draw
             f"{(JS / 'legend_under.js').read_text()}</script></body></html>")
 
