@@ -1,6 +1,7 @@
 """Dark mode in a real Chromium: with the system in dark mode (gradio follows it) and with ``?__theme=dark``, every
 text and control the app draws itself (its HTML, the scrubber, the tour's card, the Plotly figures) keeps WCAG AA
-contrast, measured from computed colours (``tools.page.contrast``); the light theme keeps its colours."""
+contrast, measured from computed colours (``tools.page.contrast``); the light theme keeps its colours. On the same
+page loads: each figure starts below its block's label and the plot toolbar, and gradio's ?view=api link passes."""
 
 from __future__ import annotations
 
@@ -31,12 +32,23 @@ def checked(pg, where: str, figures: bool = True) -> dict:
     return m
 
 
+# each visible figure: its block's label and the plot toolbar lie above the figure, clear of its title and legend
+CHROME = """() => [...document.querySelectorAll('#output-col .js-plotly-plot')].filter((p) => p.offsetParent)
+  .map((p) => { const svg = p.querySelector('.main-svg').getBoundingClientRect();
+    const label = p.parentElement.querySelector(':scope > label'), bar = p.querySelector('.modebar');
+    const low = (e) => (e ? e.getBoundingClientRect().bottom : -Infinity);
+    return {id: p.parentElement.id, svg_top: svg.top, label: low(label), bar: low(bar)}; })"""
+
+
 @pytest.mark.parametrize("scheme, query", [("dark", ""), ("light", "?__theme=dark")])
 def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(browser, server, scheme, query):
     pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme=scheme)
     try:
         ux.opened(pg, server, query)
         checked(pg, "opening run")
+        chrome = pg.evaluate(CHROME)
+        clear = [-1e9 < c["bar"] <= c["svg_top"] + 1 and c["label"] <= c["svg_top"] + 1 for c in chrome]
+        assert chrome and all(clear), chrome
         if scheme == "dark":         # the tour's card and the views its stops open (S2D2's, the canvas, edits)
             from explorer.page.tour import STOPS
             pg.click("#tour-start")
