@@ -246,13 +246,17 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
                 async for out in branch.from_link(page, shown, branch_v, started=t0):
                     yield dict(zip((bp.out, *bp.figs, more), out))
 
-        async for out in fairly(page, "run", request, linked()):
-            yield out
+        try:
+            async for out in fairly(page, "run", request, linked()):
+                yield out
+        except Exception:
+            yield {c.run: gr.Button("Run")}     # the link's run is over, refused or not: the button says so
+            raise
+        yield {c.run: gr.Button("Run")}         # in this event: a page load without a link sends nothing more
 
     demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, c.run, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
-                          *c.components], [*rp.outputs, bp.out, *bp.figs, more], **model_run(rp)) \
-        .then(lambda go: gr.Button("Run") if go else gr.skip(), autorun, c.run, show_progress="hidden") \
+                          *c.components], [*rp.outputs, bp.out, *bp.figs, more, c.run], **model_run(rp)) \
         .then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
 
 
