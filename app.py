@@ -108,11 +108,14 @@ def create_app():
 
 
 if __name__ == "__main__":
+    from explorer.page import startup
     try:
         settings.check_all()
+        startup.check_port(*startup.address())     # before any model loads: a busy port stops here, in one line
     except settings.SettingError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    print(startup.settings_line(), flush=True)
     # X-Forwarded-For only from the proxies the operator names (uvicorn reads this when it starts; its own
     # default trusts loopback, where a local client could forge any address); on a Space without named proxies
     # the app's own middleware reads the platform's header (explorer.page.proxy)

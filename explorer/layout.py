@@ -18,7 +18,7 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import bodylimit, fair, presence, proxy, serverlog, sessions
+from explorer.page import bodylimit, fair, more_views, presence, proxy, serverlog, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from explorer.state import MAX_QUERY_VALUE
@@ -50,6 +50,7 @@ def build_demo(page: Page) -> gr.Blocks:
                 scrubber = playback.build_playback()
                 branch_here = gr.Button("Branch here: what if, from this step?", elem_id="branch-here", size="sm")
                 views = decode_tab.build_view_tabs(summary, delta, text)
+                gr.HTML(more_views.more_views_html(page), elem_id="more-views")   # the tabs this run leaves out
                 with gr.Tabs(elem_id="more-tabs") as more:
                     with gr.Tab("Compare"):
                         compare.build_compare(page, bar[0], bar[2])
@@ -160,8 +161,11 @@ def wire_runs(page, rp: RunParts, sw) -> None:
     events = [c.run.click(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
               .then(on_run, inputs, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden")]
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
-        if isinstance(comp, gr.Slider):
-            events.append(comp.release(on_run, inputs, rp.outputs, **model_run(rp)))
+        if isinstance(comp, gr.Slider):     # the button says a run is on, as for Run itself
+            ev = comp.release(running, None, c.run, show_progress="hidden").then(on_run, inputs, rp.outputs,
+                                                                                  **model_run(rp))
+            events.append(ev)
+            ev.then(idle, None, c.run, show_progress="hidden")
     c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
@@ -229,6 +233,7 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         values, run = share.url_values(page, request)
         # a link that asks for a run: its request (and budget) starts here, at the page's load
         out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
+               c.run: gr.Button("Running…") if run else gr.skip(),      # a link's run: the button says so
                c.decoder: values.get("decoder", gr.skip()), autorun: time.monotonic() if run else False,
                step_from_url: values.get("step"),
                branch_from_url: values.get("branch")}
@@ -259,12 +264,17 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
                 async for out in branch.from_link(page, shown, branch_v, started=t0):
                     yield dict(zip((bp.out, *bp.figs, more), out))
 
-        async for out in fairly(page, "run", request, linked()):
-            yield out
+        try:
+            async for out in fairly(page, "run", request, linked()):
+                yield out
+        except Exception:
+            yield {c.run: gr.Button("Run")}     # the link's run is over, refused or not: the button says so
+            raise
+        yield {c.run: gr.Button("Run")}         # in this event: a page load without a link sends nothing more
 
-    demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, *rp.outputs]) \
+    demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, c.run, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
-                          *c.components], [*rp.outputs, bp.out, *bp.figs, more], **model_run(rp)) \
+                          *c.components], [*rp.outputs, bp.out, *bp.figs, more, c.run], **model_run(rp)) \
         .then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
 
 

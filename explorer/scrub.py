@@ -186,15 +186,25 @@ def block_label(block: int) -> str:
     return str(block + 1) if block >= 0 else "prompt"
 
 
-def text_html(d: dict, s: int, selected: int | None, run: str, finished: bool) -> str:
+def text_html(d: dict, s: int, selected: int | None, run: str, finished: bool, slots: int = 0) -> str:
+    """The text view at step s (``slots``: the run's generated slots, for a streaming run's line)."""
     if d["n"] == 0:
         return "<div class='um-text'>(no steps)</div>"
     spans = "".join(chip_html(c) for c in chips(d, s, selected))
     block, kind = d["rec"][s]
+    head = f"step {s + 1} / {d['n']}" if finished else progress(d, s, max(slots, len(d["pos"])))
     # which run this is and whether it has ended: what tests (and scripts) wait for, never for time
     return (f"<div class='um-text' data-run='{html.escape(run)}' data-finished='{int(finished)}'>"
-            f"<div class='um-step'>step {s + 1} / {d['n']} · block {block_label(block)} · {html.escape(kind)}</div>"
+            f"<div class='um-step'>{head} · block {block_label(block)} · {html.escape(kind)}</div>"
             f"<span class='um-prompt'>{html.escape(d['prompt'])}</span> {spans}</div>")
+
+
+def progress(d: dict, s: int, slots: int) -> str:
+    """A streaming run's line: the steps done and the slots still to decide (the blocks not reached yet hold only
+    masks; each step decides at least one, except a revising decoder's), with no total: the run's own, and the
+    slider's, come when it ends, so the page never shows two step counters that disagree."""
+    decided = sum(1 for c in chips(d, s, None) if not {"um-mask", "um-noise", "um-fold"} & set(c["cls"].split()))
+    return f"decoding… step {s + 1} done, {slots - decided} of {slots} slots still to decide"
 
 
 def candidates_html(d: dict, s: int, selected: int | None) -> str:

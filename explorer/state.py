@@ -16,6 +16,7 @@ from engine.errors import ConfigError
 # pos: the selected position (the browser applies it); branch: engine.runtime.branch's JSON
 PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch")
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
+GRADIO_KEYS = ("__theme", "view")          # gradio's own: the theme, and its API page and settings (?view=api)
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
 
 
@@ -24,7 +25,7 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
     out, problems = {}, []
     for key, raw in query.items():
         key, raw = ALIASES.get(str(key), str(key)), str(raw)[:MAX_QUERY_VALUE]
-        if key == "__theme":
+        if key in GRADIO_KEYS:
             continue
         if key == "prompt":
             out["prompt"] = raw[:catalogue.MAX_PROMPT_CHARS]

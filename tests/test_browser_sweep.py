@@ -39,11 +39,16 @@ def test_a_gsm8k_sweeps_wrong_answer_opens_as_its_run(browser, tmp_path):
             pg.get_by_label("block sizes").fill("32")
             pg.fill("#sweep-n input[type=number]", "10")
             pg.press("#sweep-n input[type=number]", "Enter")
+            # the sweep's progress, drawn once: the most progress bars visible at one time while it runs
+            pg.evaluate("""() => { window.__umBars = 0; const tick = () => { window.__umBars = Math.max(
+              window.__umBars, [...document.querySelectorAll('.progress-level')].filter((e) => e.offsetParent !==
+              null).length); if (!window.__umBarsDone) requestAnimationFrame(tick); }; tick(); }""")
             pg.click("#sweep")
             pg.wait_for_function("() => document.querySelector('#sweep-table') && "
                                  "document.querySelector('#sweep-table').innerText.includes('threshold:tau=0.9')",
                                  timeout=240_000)
             pg.wait_for_timeout(500)
+            assert pg.evaluate("() => { window.__umBarsDone = true; return window.__umBars; }") == 1
             choose(pg, "sweep-point", "threshold:tau=0.9")
             pg.wait_for_function("() => /wrong answers: [1-9]/.test(document.querySelector('#sweep-wrong')"
                                  ".innerText)", timeout=30_000)

@@ -26,6 +26,8 @@ def test_query_roundtrip_and_bad_values():
     assert got == {"tau": 1.0}                      # clamped to the page range
     assert len(problems) == 7
     assert parse_query({"block": "4"})[0] == {"block_size": 4}     # links made before the catalogue
+    # gradio's own parameters pass through without a word: its theme and its API page (?view=api)
+    assert parse_query({"view": "api", "__theme": "dark", "tau": "0.5"}) == ({"tau": 0.5}, [])
 
 
 def test_exports(adapter):

@@ -178,6 +178,9 @@ def test_the_api_listing_shows_only_decode(app):
     assert list(info["named_endpoints"]) == ["/decode"] and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/decode"]["parameters"]]
     assert params == ["prompt", "spec", "model", "branch"]
+    # the API page names and describes each argument (gradio's own labels would read "1st" ... "4th")
+    for p in info["named_endpoints"]["/decode"]["parameters"]:
+        assert p["label"] == p["parameter_name"] and len(p["python_type"]["description"]) > 20, p
 
 
 def test_the_api_branches_a_run(app):

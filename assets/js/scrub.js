@@ -184,7 +184,8 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   dataKey = key; stop(); tuneNote.textContent = '';
   run = el ? JSON.parse(el.dataset.json) : null;
   element.classList.toggle('um-idle', !run);
-  if (!run) return;
+  // no run to scrub (one is streaming): the text view's line counts its steps, the slider waits for the total
+  if (!run) { label.textContent = 'step – / –'; return; }
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -256,6 +257,22 @@ document.addEventListener('click', (e) => {
   if (t) select(parseInt(t.dataset.pos));
   if (e.target.closest && e.target.closest('[role=tab]')) setTimeout(() => { if (run) draw(); }, 60);
 });
+// keys (the scrubber's line says so): ← / → step and space plays, unless a control that takes keys has the focus
+const takesKeys = (t) => t.closest && t.closest('input, textarea, select, button, [contenteditable], [role=tab]');
+document.addEventListener('keydown', (e) => {
+  if (!run || e.altKey || e.ctrlKey || e.metaKey || takesKeys(e.target)) return;
+  if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') { e.preventDefault(); stop(); go(step + (e.key === 'ArrowRight' ? 1 : -1)); }
+  else if (e.key === ' ') { e.preventDefault(); play(); }
+});
+// a tuning slider moved with the keys re-runs when the keys rest, as gradio re-runs it on the pointer's release
+// (its range input answers pointerup only); held keys make one re-run, not one per step of the dial
+let keyRest = null;
+document.addEventListener('keyup', (e) => {
+  const r = e.target;
+  if (!r.matches || !r.matches('#params-col input[type=range]') || !/^(Arrow|Page|Home|End)/.test(e.key)) return;
+  clearTimeout(keyRest);
+  keyRest = setTimeout(() => r.dispatchEvent(new PointerEvent('pointerup', {bubbles: true})), 250);
+});
 // the step × position maps whose cells select a position: the page lists them in the run's data (the registry's)
 const bind = () => ((run && run.maps) || []).forEach((id) => {
   const gd = plotOf(id);
@@ -273,6 +290,10 @@ function thinTicks(gd) {
   // and a heatmap's tokens printed in its cells (the canvas map) would overprint: the hover keeps them
   const cells = (gd.data || []).map((t, i) => (t.type === 'heatmap' && t.texttemplate ? i : -1)).filter((i) => i >= 0);
   if (window.innerWidth < 700 && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
+  // and a legend beside the plot goes under it, a title too wide breaks (assets/js/legend_under.js)
+  // (one change a draw: the relayout draws again, and the next call sees the figure it made)
+  const fit = window.Plotly && (legendUnder(gd) || titleWrap(gd));
+  if (fit) window.Plotly.relayout(gd, fit);
 }
 const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
   if (gd.__umFollow || !gd.on) return;
@@ -281,7 +302,10 @@ const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) =
 });
 // only the view tabs with something to show for the run (the run's data lists them)
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
-  const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; }); };
+  const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; });
+  // and the line under them names only the tabs left out, with the decoders that fill them (explorer/page/more_views)
+  if (run && run.tabs) document.querySelectorAll('#more-views [data-tab]').forEach((e) => {
+    const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; }); };
 new MutationObserver(() => { load(); bind(); follow(); hideTabs(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};

@@ -197,6 +197,8 @@ class DecodeService:
                 final = e.partial
             except Aborted:
                 return
+            # what the page's speed tile reads besides the wall time: the engine's own share, and the room
+            final.meta.engine_s, final.meta.shared = handle.seconds, handle.peers / max(handle.rounds, 1)
             yield final
         finally:
             engine_loop().abort(handle)

@@ -35,6 +35,8 @@ class TraceMeta:
     nfe_paper: int | None = None        # forwards as the reference implementations count them
     nfe_by_kind: dict = field(default_factory=dict)
     wall_s: float = 0.0                 # the engine's own time (rendering and waiting not counted)
+    engine_s: float | None = None       # on the engine loop: its share of the rounds (each round's time split)
+    shared: float | None = None         # on the engine loop: decodes per round, on average over its rounds
     # what it wrote
     token_ids: list = field(default_factory=list)
     text: str = ""
@@ -62,6 +64,7 @@ class TraceMeta:
     run_id: str | None = None
     finished: bool = True
     limit: str | None = None            # the request limit that stopped it early
+    cached: bool = False                # taken from the trace cache (or pre-baked): decoded earlier, not now
 
     @classmethod
     def from_dict(cls, d: dict) -> "TraceMeta":

@@ -69,6 +69,7 @@ class Handle:
         self.job, self.loop = job, loop
         self.submitted = time.monotonic()
         self.seconds = 0.0                  # its share of the rounds it took part in
+        self.rounds, self.peers = 0, 0      # the rounds it took part in, and the decodes in them summed
         self.limit: str | None = None       # the limit that stopped it early
         self.admitted = False               # it has joined the running set (its group counts it)
         self.value, self.error = None, None
@@ -224,6 +225,8 @@ class EngineLoop:
         chosen = self._chosen()
         results = self._round([r.request for r in chosen])
         self.rounds += 1
+        for r in chosen:            # counted before its rule runs: a decode that ends here is read at once
+            r.handle.rounds, r.handle.peers = r.handle.rounds + 1, r.handle.peers + len(chosen)
         for r, res in zip(chosen, results):
             if isinstance(res, _Failed):
                 self._end(r, error=res.error)

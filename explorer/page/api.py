@@ -1,4 +1,4 @@
-"""The documented API: ``decode(prompt, spec, model="")`` with the page's validation and limits, for
+"""The documented API: ``decode(prompt, spec, model="", branch="")`` with the page's validation and limits, for
 ``gradio_client``. It is the only endpoint the API listing shows; the page's own handlers are left out of it.
 
     from gradio_client import Client
@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import gradio as gr
+from gradio.context import get_blocks_context
+from gradio.utils import get_function_description
 
 from engine.errors import UserError
 from engine.catalogue.spec import parse_spec
@@ -25,6 +27,7 @@ from explorer.page.fair import Busy
 from explorer.page.presence import Gone
 from explorer.page.worker import follow
 
+PARAMETERS = ("prompt", "spec", "model", "branch")
 SUMMARY_KEYS = ("text", "token_ids", "nfe", "decoder", "params", "generated_tokens", "model")
 
 
@@ -41,12 +44,22 @@ def summary(trace) -> dict:
 def register_api(page: Page) -> None:
     async def decode(prompt: str, spec: str, model: str = "", branch: str = "",
                      request: gr.Request = None) -> AsyncIterator[dict]:
-        """Decode `prompt` with a decoder SPEC (the CLI's syntax, e.g. "s2d2:preset=sdar-a") on `model` (one of
-        the models this server offers; default: its first); returns text, token_ids, nfe, decoder, params,
-        generated_tokens, model, wall_s (engine seconds) and limit (the request limit that stopped it early, if
-        any). `branch` (optional, JSON): {"step": s, "force": [position, token id], "spec": SPEC}: decode the
-        run again, then branch it after step s (the forced token, another decoder); the summary is the branch's,
-        with `branch` naming its base and step."""
+        """Decode a prompt with a decoder SPEC on one of the models this server offers, streaming a partial
+        summary about twice a second; the last one is the finished decode.
+
+        Parameters:
+            prompt: the text to answer (at most the page's prompt length)
+            spec: the decoder and its settings in the CLI's SPEC syntax, e.g. "threshold:tau=0.9,block_size=8"
+            model: a model this server offers (the page's model menu); empty: its first
+            branch: optional JSON {"step": s, "force": [position, token id], "spec": SPEC}: after step s
+
+        Returns:
+            a dict: text, token_ids, nfe, decoder, params, generated_tokens, model, wall_s (engine seconds),
+            limit (the request limit that stopped it early, if any) and, for a branch, branch (its base and step)
+
+        A branch decodes the run again, then branches it after its step (the forced token, another decoder); the
+        summary is the branch's. Each parameter's line above is what the API page and the clients' listing show.
+        """
         try:
             name, params = parse_spec(spec)
             chosen = page.check_model(model)
@@ -73,4 +86,10 @@ def register_api(page: Page) -> None:
         except Gone:
             return                                                     # its client left: nobody to answer
 
-    gr.api(decode, api_name="decode", concurrency_id="model", concurrency_limit=fair.CAPACITY)
+    dep = gr.api(decode, api_name="decode", concurrency_id="model", concurrency_limit=fair.CAPACITY)
+    # gradio labels gr.api's arguments "1st", "2nd", ... and describes none: the API page and the clients' listing
+    # show each one's name and its line of the docstring instead
+    blocks, described = get_blocks_context().blocks, get_function_description(decode)[1]
+    for block_id, name in zip(dep["inputs"], PARAMETERS):
+        blocks[block_id].label = name
+        blocks[block_id]._api_info = {**blocks[block_id].api_info(), "additional_description": described[name]}

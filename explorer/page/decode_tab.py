@@ -106,8 +106,9 @@ def shown(v: Views, panels: dict, views: dict) -> dict:
 def frame(page: Page, v: Views, tr, tab: str, k: int) -> dict:
     """A streaming run between forwards: summary, text and one of the visible tab's views (the k-th in turn) at the
     newest forward. One figure per frame keeps each of the browser's redraws short (Plotly redraws a figure in
-    ~100 ms; four at once froze the page for half a second); each view of the tab still follows the run."""
-    panels = render_panels(tr, None, page.verdict(tr))
+    ~100 ms; four at once froze the page for half a second); each view of the tab still follows the run. No checker
+    verdict: an unfinished answer is not a malformed one."""
+    panels = render_panels(tr, None, None)       # the checker speaks once the answer is finished
     del panels["candidates"]
     views = in_tab(tab)
     return {**shown(v, panels, render_views(tr, None, names={views[k % len(views)].name})), v.run_data: ""}
@@ -189,7 +190,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                                 decoder=decoder_v, params=params, engine=ENGINE_VERSION, scope=scope)
             hit = await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
-                hit.meta.run_id, hit.meta.finished, hit.meta.model = run_id, True, model
+                hit.meta.run_id, hit.meta.finished, hit.meta.model, hit.meta.cached = run_id, True, model, True
                 async for out in finish(page, v, hit, step_v, prev, box):
                     yield out
                 return

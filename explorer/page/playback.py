@@ -21,6 +21,7 @@ SCRUBBER = """<div class='um-scrub'>
 <span class='um-step-label' id='step-label'>step – / –</span>
 <label class='um-speed-l'>speed <select class='um-speed' id='speed' title='play speed'><option value='1'>1 step/s</option><option value='2'>2 steps/s</option><option value='3' selected>3 steps/s</option><option value='5'>5 steps/s</option><option value='10'>10 steps/s</option></select></label>
 <label class='um-pos'>position <input class='um-pos-box' id='position' type='number' min='0'></label>
+<span class='um-keys' id='keys-help'>keys: ← / → step · space plays</span>
 </div>
 <div class='um-tune' id='tune-note' aria-live='polite'></div>
 <div class='um-link-row'><label>Link to this run at this step
@@ -30,7 +31,7 @@ SERVER_VIEWS = {v.elem_id: v.name for v in VIEWS if v.scrub == "server"}
 
 
 def build_playback() -> gr.HTML:
-    return gr.HTML(SCRUBBER, elem_id="scrubber", js_on_load=js("scrub.js"))
+    return gr.HTML(SCRUBBER, elem_id="scrubber", js_on_load=js("legend_under.js") + "\n" + js("scrub.js"))
 
 
 def stale(box: dict, seq) -> bool:

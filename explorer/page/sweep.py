@@ -80,7 +80,7 @@ def build_sweep(page: Page, model) -> SweepParts:
     result = gr.State(None, time_to_live=STATE_TTL_S)
     evt = go_btn.click(partial(run_sweep, page), [model, decoder, taus, blocks, extra, task, n, temp],
                        [fig, table, point, result], concurrency_id="model", concurrency_limit=fair.CAPACITY,
-                       api_name="sweep")
+                       api_name="sweep", show_progress_on=[fig])   # one progress bar (gradio draws one per output)
     stop_btn.click(None, None, None, cancels=[evt])
     point.change(wrong_answers, [result, point], wrong)
     return SweepParts(point, open_btn, wrong, open_wrong, result)

@@ -1,8 +1,11 @@
 """Summary cards: NFE, TPF, tokens/s, steps, and the checker's verdict when the prompt is a known problem.
 
 How to read: NFE counts every model forward of the run (hover for draft / verify / commit); TPF is generated
-tokens per forward (autoregressive decoding is 1.0); tokens/s is the engine's own time, without rendering. The
-line under the cards compares the run with the previous one on the page. A warning names the prompt's words the
+tokens per forward (autoregressive decoding is 1.0); both are the run's own, whoever else uses the server. The
+engine's time for the decode's forwards is its share of the engine loop's rounds (each round's time split among
+the decodes in it); the wall tokens/s says how many decodes shared its rounds, since in a class it measures the
+room as much as the decoder; a cached run (decoded earlier) shows neither. The line under the cards compares the
+run with the previous one on the page (NFE and TPF). A warning names the prompt's words the
 model does not know ([UNK]) and any request limit that stopped the run early.
 """
 
@@ -19,17 +22,33 @@ def card(label: str, value: str, hint: str = "") -> str:
             f"<div class='um-card-l'>{html.escape(label)}</div></div>")
 
 
+def speed_cards(m) -> list[str]:
+    """What the run cost in time, kept apart from the room it ran in: the engine's own time for this decode's
+    forwards (its share of the engine loop's rounds) and the wall tokens/s with how many decodes shared its rounds;
+    a run decoded earlier (the trace cache, a pre-baked example) shows neither: its times were another room's."""
+    if m.cached:
+        return [card("decoded earlier", "cached", "no tokens/s: the run was taken from the cache, not decoded now, so "
+                     "no time of it belongs to this moment; NFE and TPF are the run's own")]
+    n, wall = m.generated_tokens, max(m.wall_s, 1e-9)
+    shared = "alone" if m.shared is None or m.shared < 1.5 else f"{m.shared:.0f} decodes a round"
+    out = [] if m.engine_s is None else [
+        card("engine s (its share)", f"{m.engine_s:.3f}", "this decode's share of the engine loop's rounds: each "
+             "round's time (one batched forward, then each decode's rule) split equally among the decodes in it; "
+             "time spent waiting for a place is not counted")]
+    return out + [card(f"tokens/s wall, {shared}", f"{n / wall:.1f}",
+                       f"{n} tokens in {wall:.3f} s from its first forward to its last, waiting for the other decodes "
+                       "of its rounds included: it measures the room too. NFE and TPF do not depend on it")]
+
+
 def render_summary(trace, verdict: str | None = None) -> str:
     m = trace.meta
     n = m.generated_tokens
-    wall = max(m.wall_s, 1e-9)
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.nfe_by_kind.items()))
     cards = [card("NFE", str(trace.nfe), f"model forwards: {kinds}"),
              card("NFE papers' count", str(trace.nfe_paper), "as SDAR's and Fast-dLLM's code count: a prefill "
                   "forward and one K/V-store forward per block, which Unmask fuses into its next forward"),
              card("TPF", f"{trace.tpf:.2f}", "generated tokens per forward"),
-             card("tokens/s (engine)", f"{n / wall:.1f}", f"{n} tokens in {wall:.3f} s of engine time; rendering "
-                  "is not counted, but in the page it shares the CPU, so the API or CLI gives the clean figure"),
+             *speed_cards(m),
              card("tokens", str(n), "generated, up to and including the stop token"),
              card("decoder", m.decoder, str(m.params))]
     own = decoder_cards().get(m.decoder)
@@ -51,14 +70,12 @@ def render_summary(trace, verdict: str | None = None) -> str:
 
 
 def previous_delta(trace, prev) -> str:
-    """One line comparing a run with the previous one on the page (kept for comparison)."""
-    def speed(t):
-        return t.meta.generated_tokens / max(t.meta.wall_s, 1e-9)
-
+    """One line comparing a run with the previous one on the page (kept for comparison): the figures that do not
+    depend on the room (a wall tokens/s against a cached run's or another moment's would compare two rooms)."""
     pm = prev.meta
     shown = ("block_size", "tau", "steps", "router", "cost")
     setting = ", ".join(f"{k}={v}" for k, v in pm.params.items() if k in shown)
     same = pm.token_ids == trace.meta.token_ids
     return (f"<div class='um-delta'>vs previous run ({html.escape(pm.decoder)}, {html.escape(setting)}): "
             f"NFE {prev.nfe} → {trace.nfe} · TPF {prev.tpf:.2f} → {trace.tpf:.2f} · "
-            f"tokens/s {speed(prev):.1f} → {speed(trace):.1f} · text {'unchanged' if same else 'changed'}</div>")
+            f"text {'unchanged' if same else 'changed'}</div>")

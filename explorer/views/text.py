@@ -13,4 +13,5 @@ from explorer.scrub import payload, text_html
 def render_text(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> str:
     d = payload(trace, grid)
     s = d["n"] - 1 if step is None else min(max(int(step), 0), max(d["n"] - 1, 0))
-    return text_html(d, s, selected, str((trace.meta.run_id or "example")), trace.meta.finished)
+    return text_html(d, s, selected, str((trace.meta.run_id or "example")), trace.meta.finished,
+                     trace.meta.gen_end - trace.meta.prompt_len)

@@ -4,7 +4,10 @@ How to read: each line is one position's top-1 confidence while it was masked, s
 the fan shows CE's forecast of that position's confidence over the next forwards: the dotted mean and the shaded
 90 % band (± 1.64σ, σ the Kalman filter's forecast spread), mapped back from logits to probabilities. The triangle
 is the LCB (lower confidence bound ẑ − κσ, with the run's κ) at the position's horizon h; the dashed line is τ:
-CE commits early when that triangle clears it. With κ = 0 the triangle sits on the mean.
+CE commits early when that triangle clears it. With κ = 0 the triangle sits on the mean. At a finished run's last
+step (where the page opens it) and at a step with nothing forecast the view shows the step where CE forecast the most
+still-masked positions, on the four whose LCB at the horizon lies nearest τ, and its title says so; scrubbing to a
+step with a forecast shows that step.
 """
 
 from __future__ import annotations
@@ -31,12 +34,43 @@ def default_positions(trace, g: Grid, step: int | None, k: int = 4) -> list[int]
     return [g.P + j for j in masked_steps[:k]]
 
 
+def forecast_rows(rec) -> np.ndarray:
+    """Rows of a record whose positions CE forecast (still masked, with a horizon)."""
+    f = fields(rec, TSPDDraftFields)
+    if f is None or f.forecast_mean is None:
+        return np.zeros(0, dtype=int)
+    return np.flatnonzero((np.asarray(f.horizon) >= 1) & ~np.isnan(np.asarray(f.forecast_mean)).any(axis=1))
+
+
+def telling(trace, k: int = 4) -> tuple[int, list[int]] | None:
+    """Where the forecast says most: the step whose forecast covers the most still-masked positions (the earliest
+    of equals), and there the k positions whose LCB at the horizon lies nearest logit(τ) (where the forecast
+    decides a commit). None when no step has a forecast."""
+    counts = [len(forecast_rows(r)) for r in trace.records]
+    if not counts or max(counts) == 0:
+        return None
+    s = int(np.argmax(counts))
+    rec, rows = trace.records[s], forecast_rows(trace.records[s])
+    f = fields(rec, TSPDDraftFields)
+    near = sorted(rows, key=lambda i: abs(float(f.lcb_h[i]) - float(f.z_tau)))[:k]
+    return s, sorted(int(rec.positions[i]) for i in near)
+
+
 def trajectories(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     """The selected position's trajectory (else a few of the current block's, the least confident first), drawn
-    up to the chosen step, with that step's forecast."""
+    up to the chosen step, with that step's forecast. A finished run's last step (where the page opens it: its
+    block all but committed, the lines stacked at 1.0) and a step with nothing forecast show the step ``telling``
+    picks instead, and say so: scrubbing to another step moves it."""
     g = grid or Grid.of(trace)
     s = g.n_steps - 1 if step is None else int(step)
     positions = [selected] if selected is not None else default_positions(trace, g, s)
+    moved = ""
+    ends = trace.meta.finished and s == g.n_steps - 1     # where a finished run opens (all but done)
+    if selected is None and g.n_steps and (ends or not len(forecast_rows(trace.records[s]))):
+        tell = telling(trace)
+        if tell is not None:
+            moved = f" · at step {tell[0] + 1}, its busiest forecast (scrub to move)"
+            s, positions = tell
     fig = go.Figure()
     tau = float(trace.meta.params.get("tau", 0.9))
     drawn = 0
@@ -63,7 +97,7 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
                       template="unmask", margin=dict(l=50, r=10, t=36, b=44),
                       yaxis=dict(range=[0, 1.02], title="confidence"),
                       xaxis=dict(title=dict(text="step", standoff=6)),
-                      title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)", x=0.01,
+                      title=dict(text="confidence trajectories and CE forecast fan (PROPOSED)" + moved, x=0.01,
                                  font=dict(size=14)))
     return fig
 

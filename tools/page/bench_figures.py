@@ -8,7 +8,8 @@ title and subplot titles compared pairwise. The browser test calls the same func
 Each figure is drawn alone in a box as wide as its plot on the page (the output column at 1500×1100, and a phone
 at 390×844), at the first, the middle and the last step of its run. Two boxes collide when they overlap by more
 than ``SLACK`` pixels in both directions; tick labels of one axis count against each other too (an illegible
-axis), but never against their own axis's title's gap.
+axis), but never against their own axis's title's gap. On a phone a legend left beside its plot counts as one
+collision too: the page moves it under the plot (``assets/js/legend_under.js``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 WIDTHS = {"desktop": 780, "phone": 350}    # px: the plot's width in the output column (measured on the page)
 SLACK = 1.5                                # px of overlap tolerated (anti-aliasing, rounding)
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+JS = Path(__file__).resolve().parents[2] / "assets" / "js"
 
 # the text boxes of one figure, each with the group it belongs to; a group is one label or one axis's tick labels
 BOXES = """(div) => { const out = [];
@@ -36,6 +38,11 @@ BOXES = """(div) => { const out = [];
   div.querySelectorAll('.colorbar .cbtitle text, .colorbar .cbaxis text').forEach((e, i) => add(e, 'colorbar ' + i));
   div.querySelectorAll('.annotation-text').forEach((e, i) => add(e, 'annotation ' + i));
   return out; }"""
+
+
+BESIDE = """() => [...document.querySelectorAll('body > div[id^=f]')].map((gd) => { const fl = gd._fullLayout;
+  return fl && fl.showlegend && fl.legend.orientation !== 'h' && gd.querySelector('.legend .traces') ?
+    parseInt(gd.id.slice(1)) : -1; }).filter((i) => i >= 0)"""
 
 
 def figures(names: list[str] | None = None) -> list[tuple[str, str, int, dict]]:
@@ -70,7 +77,12 @@ def page_html(figs: list[tuple[str, str, int, dict]], width: int) -> str:
             "F.forEach((f) => { const ax = f.layout.xaxis; if (narrow && ax && ax.type === 'category') "
             "Object.assign(ax, {nticks: 6, tickangle: -90}); });"
             "window.drawn = Promise.all(F.map((f, i) => Plotly.newPlot('f' + i, f.data, f.layout, "
-            "{responsive: true})));</script></body></html>")
+            "{responsive: true}))).then(() => Promise.all(F.map((f, i) => { const gd = document.getElementById("
+            "'f' + i); const u = narrow && legendUnder(gd, true); return (u ? Plotly.relayout(gd, u) : Promise.resolve())"
+            ".then(() => { const w = narrow && titleWrap(gd, true); return w ? Plotly.relayout(gd, w) : null; })"
+            ".then(() => { const w = narrow && titleWrap(gd, true); return w ? Plotly.relayout(gd, w) : null; }); })));"
+            # the page's legend_under.js, as scrub.js applies it after each draw
+            f"{(JS / 'legend_under.js').read_text()}</script></body></html>")
 
 
 def depth(a: list, b: list) -> float:
@@ -113,6 +125,10 @@ def check(pg, figs, width: int) -> list[dict]:
             hits = collisions(pg.evaluate(BOXES, pg.query_selector(f"#f{i}")))
             if hits:
                 rows.append(dict(example=example, view=view, step=step, width=width, collisions=hits[:5]))
+        # a legend still standing beside its plot on a phone (legend_under.js moves it under)
+        beside = pg.evaluate(BESIDE) if width < 700 else []
+        rows += [dict(example=figs[i][0], view=figs[i][1], step=figs[i][2], width=width,
+                      collisions=[("legend", "beside the plot")]) for i in beside]
         return rows
 
 

@@ -1,0 +1,51 @@
+"""What ``python app.py`` checks and says before it loads a model: the port is free (a second start on a busy port
+stops at once with one line, instead of loading every model and dying in a traceback while the first server goes
+on answering), and one log line names the settings in force (who counts as a visitor, the limits), so an operator
+sees Space mode switched on or off without reading the code. No torch here (``explorer`` never imports it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from engine import settings
+from explorer.page import proxy
+
+# the limits an operator most often changes, in the order the log line names them
+LIMITS = ("UNMASK_MAX_SECONDS", "UNMASK_MAX_RUNNING", "UNMASK_WAITING", "UNMASK_PER_ADDRESS", "UNMASK_QUEUE",
+          "UNMASK_SESSIONS")
+
+
+def address() -> tuple[str, int]:
+    """The host and port the server will listen on: gradio's variables, as app.py passes them (gradio itself
+    refuses a port that is not a number when it is imported)."""
+    return os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuses a port another process listens on. SO_REUSEADDR as uvicorn sets it: a port left in TIME_WAIT by a
+    server that just stopped is free to it, so it is free here too."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise settings.SettingError(
+                f"port {port} on {host} is busy ({e.strerror or e}): is Unmask already running? Stop it, or "
+                "start this one on another port (GRADIO_SERVER_PORT=7861 python app.py)") from None
+
+
+def settings_line() -> str:
+    """One line: who counts as a visitor (Space mode and its forwarded-for rule, or the named proxies) and the
+    limits in force."""
+    if proxy.mode() == "space":
+        who = "Space mode: a visitor is the right-most public X-Forwarded-For address (SPACE_ID is set)"
+    elif proxy.forwarded_allow_ips():
+        who = f"X-Forwarded-For believed from {proxy.forwarded_allow_ips()} only (UNMASK_TRUSTED_PROXIES)"
+    else:
+        who = "a visitor is the socket's address (no proxy trusted; X-Forwarded-For ignored)"
+    limits = ", ".join(f"{name.removeprefix('UNMASK_')}={settings.get(name) or 'the device default':}"
+                       for name in LIMITS)
+    models = settings.get("UNMASK_MODELS") or "embedded only"
+    return f"unmask: {who}; limits {limits}; models: {models}"

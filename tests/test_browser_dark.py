@@ -1,0 +1,85 @@
+"""Dark mode in a real Chromium: with the system in dark mode (gradio follows it) and with ``?__theme=dark``, every
+text and control the app draws itself (its HTML, the scrubber, the tour's card, the Plotly figures) keeps WCAG AA
+contrast, measured from computed colours (``tools.page.contrast``); the light theme keeps its colours. On the same
+page loads: each figure starts below its block's label and the plot toolbar, and gradio's ?view=api link passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.page import bench_ux as ux
+from tools.page import contrast
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(ux.CHROMIUM).exists():
+    pytest.skip("Debian chromium not installed", allow_module_level=True)
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+
+def checked(pg, where: str, figures: bool = True) -> dict:
+    contrast.settled(pg)
+    m = contrast.measure(pg)
+    assert m["dark"], where
+    # not vacuous: the text view's chips, the summary, the scrubber's four buttons and its fields, the figures' axes
+    assert len(m["texts"]) > 60 and len(m["controls"]) >= 6, (where, len(m["texts"]), len(m["controls"]))
+    assert contrast.failures(m) == [], where
+    panels = pg.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .main-svg')].filter((e) => "
+                         "e.getClientRects().length).map((e) => getComputedStyle(e).backgroundColor)")
+    assert set(panels) <= {"rgba(0, 0, 0, 0)"} and (panels or not figures), (where, panels)   # no white panels
+    return m
+
+
+# each visible figure: its block's label and the plot toolbar lie above the figure, clear of its title and legend
+CHROME = """() => [...document.querySelectorAll('#output-col .js-plotly-plot')].filter((p) => p.offsetParent)
+  .map((p) => { const svg = p.querySelector('.main-svg').getBoundingClientRect();
+    const label = p.parentElement.querySelector(':scope > label'), bar = p.querySelector('.modebar');
+    const low = (e) => (e ? e.getBoundingClientRect().bottom : -Infinity);
+    return {id: p.parentElement.id, svg_top: svg.top, label: low(label), bar: low(bar)}; })"""
+
+
+@pytest.mark.parametrize("scheme, query", [("dark", ""), ("light", "?__theme=dark")])
+def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(browser, server, scheme, query):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme=scheme)
+    try:
+        ux.opened(pg, server, query)
+        checked(pg, "opening run")
+        chrome = pg.evaluate(CHROME)
+        clear = [-1e9 < c["bar"] <= c["svg_top"] + 1 and c["label"] <= c["svg_top"] + 1 for c in chrome]
+        assert chrome and all(clear), chrome
+        if scheme == "dark":         # the tour's card and the views its stops open (S2D2's, the canvas, edits)
+            from explorer.page.tour import STOPS
+            pg.click("#tour-start")
+            for i in range(len(STOPS)):
+                if i:
+                    pg.click("#tour-next")
+                ux.at_stop(pg, i)
+                checked(pg, f"tour stop {i + 1}", figures=False)
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"dark-{scheme}.png"))
+        pg.close()
+
+
+TOASTS = "() => [...document.querySelectorAll('[data-testid=toast-body]')].map((e) => e.innerText)"
+
+
+def test_the_light_theme_keeps_its_colours_and_gradios_api_link_passes(browser, server):
+    """The dark rules apply only under gradio's .dark: the light page draws what it drew before them. The page is
+    opened as gradio's own "Use via API" link opens it (?view=api): no word about an unknown parameter."""
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme="light")
+    try:
+        ux.opened(pg, server, "?view=api")
+        contrast.settled(pg)
+        assert not any("Ignored" in t for t in pg.evaluate(TOASTS)), pg.evaluate(TOASTS)
+        got = pg.evaluate("""() => { const cs = (s, p) => getComputedStyle(document.querySelector(s))[p];
+          return {dark: document.body.classList.contains('dark'), button: cs('#prev', 'backgroundColor'),
+                  step: cs('#text .um-step', 'color'), panel: cs('.js-plotly-plot .main-svg', 'backgroundColor'),
+                  legend: cs('#legend .um-legend', 'color'), mask: cs('#legend .um-mask', 'backgroundColor')}; }""")
+        assert got == {"dark": False, "button": "rgb(247, 247, 247)", "step": "rgb(102, 102, 102)",
+                       "panel": "rgb(255, 255, 255)", "legend": "rgb(85, 85, 85)",
+                       "mask": "rgba(0, 0, 0, 0)"}, got
+    finally:
+        pg.close()
