@@ -45,3 +45,23 @@ class SpliceCache(DynamicCache):
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.n - (self.hi - self.lo)      # the keys a block row sees besides its own block
+
+
+def cache_lengths(req) -> list[int] | None:
+    """Each layer's cached length of a forward request's cache, before a round: what a forward that raised may have
+    grown (the engine loop's retry cuts it back, ``restore``). A slot cache has no layers: it grows only after a
+    forward succeeded."""
+    cache = getattr(req, "cache", None)
+    if cache is None:
+        return None
+    return [layer.keys.shape[-2] if getattr(layer, "keys", None) is not None and layer.keys.numel() else 0
+            for layer in cache.layers]
+
+
+def restore(req, lengths: list[int] | None) -> None:
+    """Cut a request's cache back to ``lengths`` (before a forward that raised grew some of its layers)."""
+    if lengths is None:
+        return
+    for layer, n in zip(req.cache.layers, lengths):
+        if getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
+            layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Generator
 
 from engine.runtime import scheduler
+from engine.runtime.cache import cache_lengths, restore
 from engine.runtime import share as fair_share
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.share import client_of, first_fitting
@@ -383,20 +384,3 @@ class _Failed:
 def now_s(h: Handle) -> float:
     return time.monotonic() - h.submitted
 
-
-def cache_lengths(req) -> list[int] | None:
-    """Each layer's cached length of a forward request's cache (what a failed forward may have grown)."""
-    cache = getattr(req, "cache", None)
-    if cache is None:
-        return None
-    return [layer.keys.shape[-2] if getattr(layer, "keys", None) is not None and layer.keys.numel() else 0
-            for layer in cache.layers]
-
-
-def restore(req, lengths: list[int] | None) -> None:
-    """Cut a request's cache back to ``lengths`` (before a forward that raised grew some of its layers)."""
-    if lengths is None:
-        return
-    for layer, n in zip(req.cache.layers, lengths):
-        if getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
-            layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]
