@@ -2,7 +2,7 @@
 CUDA graph per bucket (vLLM's model runner is the model: persistent inputs, graphs per batch size, eager past them).
 
     path = StaticPath.of(adapter)        # None where the static path is off (``enabled``)
-    path.run(reqs) -> [logits (q_i, V)]  a round's requests without a cache, as ``adapter.forward`` gives them
+    path.run(reqs) -> [logits (q_i, V)]  a round's requests (no cache, or slot caches of one pool), as one by one
 
 A round of B requests whose longest query has q rows runs in the bucket (``b_bucket(B)``, ``q_bucket(q)``): ids,
 positions and masks are written into that bucket's host buffers (pinned on a CUDA device) and copied up without
@@ -18,9 +18,11 @@ eager logits of the bucket's shape bit for bit (the GPU check asserts tokens equ
 overwritten by the next replay, so each request gets a copy of its rows. At most ``MAX_GRAPHS`` buckets are
 captured; later ones run eagerly over their buffers.
 
-What does not run here, and why (``reason``; the trace's ``meta.forward_path`` counts both): a request that carries
-a KV cache (its K/V live in a ``DynamicCache`` that grows by concatenation, which a graph cannot hold) and a model
-whose attention is not sdpa or eager. Those run today's eager path unchanged.
+A request with a KV cache runs here when its cache is a slot cache (``engine.models.slots``: each decode's K/V
+in a row of a fixed-capacity pool, written in place): the exact block cache and Fast-dLLM's prefix and dual
+caches. What does not run here, and why (``reason``; the trace's ``meta.forward_path`` counts both): a request
+whose cache is a ``DynamicCache`` (Fast-dLLM v2's sub-blocks keep views of it aside; sliding-window layers keep a
+window) and a model whose attention is not sdpa or eager. Those run today's eager path unchanged.
 
 ``UNMASK_STATIC``: "auto" (the default: the static path and graphs on a CUDA device, today's path elsewhere),
 "on" (the static path on every device: on a CPU it runs eagerly over the buffers, which the tests compare with
@@ -90,6 +92,7 @@ class Bucket:
     dev: dict
     graph: object = None          # torch.cuda.CUDAGraph
     out: torch.Tensor | None = None   # (B, Q, V) float32, the graph's output
+    copied: object = None         # torch.cuda.Event after the last copies up: the host buffers are free again
 
 
 class StaticPath:
@@ -167,7 +170,9 @@ class StaticPath:
     def _fill(self, bk: Bucket, reqs, q: list[int]) -> None:
         """The round's ids, positions and masks into the bucket's host buffers (numpy), then up to the device
         without a blocking wait (the round's statistics copy waits for everything before it)."""
-        h = {k: v.numpy() for k, v in bk.host.items()}
+        if bk.copied is not None:
+            bk.copied.synchronize()          # the last round's copies have read the pinned buffers (a no-op after
+        h = {k: v.numpy() for k, v in bk.host.items()}      # the statistics' copy, which waited for them already)
         h["ids"][:] = self.adapter.tokenizer.pad_token_id or 0
         h["pos"][:] = 0
         for i, r in enumerate(reqs):
@@ -176,6 +181,8 @@ class StaticPath:
         if self.device.type != "cpu":                              # on a CPU the host buffers are the device's
             for k in sent:
                 bk.dev[k].copy_(bk.host[k], non_blocking=True)
+            bk.copied = torch.cuda.Event()
+            bk.copied.record()
 
     def _call(self, bk: Bucket) -> torch.Tensor:
         """The model over the bucket's device buffers: what a graph captures. (B, Q, V) float32."""
