@@ -199,7 +199,7 @@ const tuneNote = q('.um-tune');
 const DIALS = {
   tau: {sym: 'τ', cells: () => run.cand, pass: (h, k) => h >= k, words: 'clear the bar'},
   entropy_bound: {sym: 'γ', cells: () => run.need, pass: (h, k) => h <= k, words: 'fit under the bound'}};
-function tune(v) {
+function tune(v, dialBox) {
   const gd = run && plotOf(run.tune_map), dial = run && DIALS[run.tune];
   if (!dial || !gd || !gd.data || !window.Plotly || isNaN(v)) return;
   const k = Math.round(v * 100), labels = gd.data[0].x, xs = [], ys = [], name = `would pass ${dial.sym}`;
@@ -215,7 +215,7 @@ function tune(v) {
   if (i < 0) window.Plotly.addTraces(gd, {type: 'scatter', mode: 'markers', name, x: xs, y: ys,
     hoverinfo: 'skip', showlegend: false, marker: {symbol: 'square-open', size: 10, color: '#ff00ff', line: {width: 2}}});
   else window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
-  peekAt(gd, name);
+  peekAt(gd, name, dialBox);
   tuneNote.textContent = `at ${dial.sym} ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} ` +
     `would ${dial.words}` + (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
     ' (magenta squares on the confidence map)' + (fewer ? `; ${fewer} of its commits do not ${dial.words} at ` +
@@ -225,11 +225,23 @@ function tune(v) {
 // the map is often far below the dial (on a projector, on a phone): while it is out of sight a small copy of it,
 // pinned in a corner, carries the preview, until the dial is released
 let peek = null;
-function peekAt(gd, name) {
+// the corner hides neither the dial being dragged nor the settings beside it: the side away from the settings
+// column where the page has room beside it (a projector), else (a phone, settings stacked) the half of the
+// viewport away from the dial
+function placePeek(dialBox) {
+  const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 24;
+  if (!col || !dialBox) return;
+  const c = col.getBoundingClientRect(), d = dialBox.getBoundingClientRect();
+  const beside = c.left >= w || innerWidth - c.right >= w;
+  peek.classList.toggle('um-peek-left', beside && c.left >= w);
+  peek.classList.toggle('um-peek-top', !beside && d.top + d.bottom > innerHeight);
+}
+function peekAt(gd, name, dialBox) {
   const r = gd.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= innerHeight) { if (peek) peek.style.display = 'none'; return; }
   if (!peek) { peek = document.createElement('div'); peek.id = 'um-tune-peek'; document.body.appendChild(peek); }
   peek.style.display = '';
+  placePeek(dialBox);
   const mine = peek.data ? peek.data.findIndex((t) => t.name === name) : -1, i = gd.data.findIndex((t) => t.name === name);
   if (peek.__umKey === dataKey && mine >= 0) { window.Plotly.restyle(peek, {x: [gd.data[i].x], y: [gd.data[i].y]}, [mine]); return; }
   peek.__umKey = dataKey;
@@ -239,7 +251,7 @@ function peekAt(gd, name) {
 }
 document.addEventListener('input', (e) => {
   const box = e.target.closest && run && run.tune && e.target.closest('#' + run.tune);
-  if (box) tune(parseFloat(e.target.value));
+  if (box) tune(parseFloat(e.target.value), box);
 });
 document.addEventListener('change', (e) => {
   if (peek && e.target.closest && run && run.tune && e.target.closest('#' + run.tune)) peek.style.display = 'none';
