@@ -69,14 +69,13 @@ def group(req) -> object:
     return None if req.cache is None else id(req.cache.pool)
 
 
-def reason(adapter, reqs) -> str | None:
-    """Why this round cannot run on the static path (None: it can)."""
-    if any(r.cache is not None and not isinstance(r.cache, (slots.SlotCache, slots.SlotSplice)) for r in reqs):
+def reason(adapter, req) -> str | None:
+    """Why this request cannot run on the static path (None: it can). A round too large for the largest batch
+    bucket is split by the caller (``engine.runtime.batch.run_forwards``)."""
+    if req.cache is not None and not isinstance(req.cache, (slots.SlotCache, slots.SlotSplice)):
         return "a growing KV cache (DynamicCache)"
     if adapter.attn_impl not in ("sdpa", "eager"):
         return f"attention {adapter.attn_impl}"
-    if b_bucket(len(reqs)) is None:
-        return f"batch {len(reqs)} > {B_BUCKETS[-1]}"
     return None
 
 

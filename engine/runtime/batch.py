@@ -128,7 +128,7 @@ def run_forwards(adapter, reqs: list) -> list[torch.Tensor]:
     static = StaticPath.of(adapter)
     if static is None:
         return eager_forwards(adapter, reqs)
-    why = [reason(adapter, [r]) for r in reqs]
+    why = [reason(adapter, r) for r in reqs]
     groups: dict = {}
     for i, w in enumerate(why):
         if w is None:

@@ -206,23 +206,27 @@ def released_rows(adapter, refs: Path, problems: list, gen: int) -> list[dict]:
     return out
 
 
-def batch_rows(adapter, problems: list, spec: str) -> list[dict]:
-    """``spec`` on every problem at once (one round holds them all), static and eager: tokens/s of each."""
+def batched(adapter, problems: list, spec: str, size: int, **extra) -> tuple[list, float]:
+    """``spec`` on every problem, ``size`` decodes a round: the traces and the wall seconds."""
     from engine.decoders import build_decoder, parse_spec
     from engine.runtime.jobs import run_batched
     from engine.runtime.loop import Generation
     name, params = parse_spec(spec)
-    jobs = [lambda p=p: Generation(adapter, p, build_decoder(name, stop_at_eos=False, **params)).requests()
-            for p in problems]
-    out = []
+    jobs = [lambda p=p: Generation(adapter, p, build_decoder(name, **params, **extra)).requests() for p in problems]
+    t0 = now()
+    traces = run_batched(jobs, size)
+    return traces, now() - t0
+
+
+def batch_rows(adapter, problems: list, spec: str) -> list[dict]:
+    """``spec`` on every problem at once (one round holds them all), static and eager: tokens/s of each."""
+    out, n = [], len(problems)
     for label, env in (("static", STATIC), ("eager", EAGER)):
         def go():
-            run_batched(jobs, len(jobs))                                   # warm-up: every bucket met once
-            t0 = now()
-            traces = run_batched(jobs, len(jobs))
-            return traces, now() - t0
+            batched(adapter, problems, spec, n, stop_at_eos=False)       # warm-up: every bucket met once
+            return batched(adapter, problems, spec, n, stop_at_eos=False)
         traces, wall = env(go)
-        out.append(dict(path=label, batch=len(jobs), spec=spec, rounds=max(t.nfe for t in traces),
+        out.append(dict(path=label, batch=n, spec=spec, rounds=max(t.nfe for t in traces),
                         tokens_per_s=sum(t.meta.generated_tokens for t in traces) / wall,
                         ms_per_round=1e3 * wall / max(t.nfe for t in traces),
                         ids=[t.meta.token_ids for t in traces]))
@@ -302,7 +306,7 @@ def embedded_rows(name: str, n: int) -> list[dict]:
         runs = {"today": [], "static": []}
         for _ in range(3):
             for label, env in (("today", EAGER), ("static", NO_GRAPHS)):
-                runs[label].append(env(batch_rows_once, adapter, problems, spec, batch))
+                runs[label].append(env(tokens_per_s, adapter, problems, spec, batch))
         row = {k: statistics.median(v) for k, v in runs.items()}
         out.append(dict(model=name, batch=batch, problems=n, today_tokens_per_s=row["today"],
                         static_tokens_per_s=row["static"], static_vs_today=row["static"] / row["today"]))
@@ -310,15 +314,9 @@ def embedded_rows(name: str, n: int) -> list[dict]:
     return out
 
 
-def batch_rows_once(adapter, problems: list, spec: str, batch: int) -> float:
-    from engine.decoders import build_decoder, parse_spec
-    from engine.runtime.jobs import run_batched
-    from engine.runtime.loop import Generation
-    name, params = parse_spec(spec)
-    jobs = [lambda p=p: Generation(adapter, p, build_decoder(name, **params)).requests() for p in problems]
-    t0 = now()
-    traces = run_batched(jobs, batch)
-    return sum(t.meta.generated_tokens for t in traces) / (now() - t0)
+def tokens_per_s(adapter, problems: list, spec: str, batch: int) -> float:
+    traces, wall = batched(adapter, problems, spec, batch)
+    return sum(t.meta.generated_tokens for t in traces) / wall
 
 
 def progress(name: str, value) -> None:
