@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from engine.runtime.device import host, to_device
+
 
 def transfer_schedule(n_masked: int, steps: int) -> list[int]:
     """Split n_masked commits over `steps` steps evenly, remainder front-loaded: k_j = n//S + [j < n % S]."""
@@ -31,5 +33,6 @@ def masked_topk(score: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tens
 
 
 def token_p(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """(L,) float: probs (L, V) at each slot's token (tokens (L,); [MASK] slots read a harmless column)."""
-    return probs.gather(-1, tokens[:, None].clamp_min(0))[:, 0].float()
+    """(L,) float on the host: probs (L, V) at each slot's token (host tokens (L,); [MASK] slots read a harmless
+    column), reduced where ``probs`` is."""
+    return host(probs.gather(-1, to_device(tokens[:, None].clamp_min(0), probs))[:, 0].float())

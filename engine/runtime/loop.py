@@ -17,6 +17,7 @@ import torch
 
 from engine.catalogue.applies import check_applies, why_not  # noqa: F401  (why_not re-exported)
 from engine.catalogue.cards import cards
+from engine.runtime.device import host
 from engine.runtime.resources import resolve
 from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
@@ -165,7 +166,7 @@ class BlockContext:
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
             ids, p = (stats.top_ids, stats.top_p) if stats.top_ids is not None else \
-                torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)
+                (host(x) for x in torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1))
             extra = dict(extra, topk_ids=ids.numpy().astype(np.int32), topk_p=p.numpy().astype(np.float32))
         rec = StepRecord(
             block=self.index, step_in_block=self.step, kind=kind,
@@ -190,8 +191,6 @@ class Policy:
     name = "base"
     config_cls: type
     revises = False
-    reads_distribution = True   # reads logits or the whole distribution on the host; False: only TokenStats' small
-    #                             fields (candidates, confidences, top-k), so the logits stay on the model's device
     settles_per_block = False   # the block holds noise until it ends: [EOS] is looked for only then (uniform)
 
     def __init__(self, cfg):
@@ -246,7 +245,6 @@ class Generation:
         self.cfg = policy.cfg = policy.settle(adapter)
         self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
                                   revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
-        self.runner.host_logits = policy.reads_distribution
         policy.resources = resolve(policy, adapter, load)
         self.resume = resume
         if resume is not None:

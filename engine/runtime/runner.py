@@ -34,6 +34,7 @@ from transformers import DynamicCache
 from engine.models import masks
 from engine.models.static import StaticPath
 from engine.runtime.cache import BlockCache, SpliceCache
+from engine.runtime.device import device_generator
 from engine.runtime.sampling import TokenStats, make_generator, token_stats
 from engine.errors import ConfigError
 from engine.runtime.scheduler import Call, Forward, Sampling
@@ -69,7 +70,8 @@ class Runner:
         self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
         self.cache = None                   # the exact block cache (block-causal models with use_cache)
         self.nfe = Counter()
-        self.generator = make_generator(cfg.seed)
+        self.generator = make_generator(cfg.seed)                 # the host's draws; the vocabulary's noise:
+        self.device_generator = device_generator(cfg.seed, adapter.device, self.generator)   # engine.runtime.device
         self.rng_seen = self.generator.get_state().numpy()      # the stream as the latest record left it
         self.prefix_causal, self.revising = prefix_causal, revising
         self.keep_block_kv = False
@@ -79,7 +81,6 @@ class Runner:
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
         self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits of the slots after its
         #                                         block, where it scored them (full attention), else None
-        self.host_logits = True             # the policy reads logits on the host (``Policy.reads_distribution``)
         self.paths = Counter()              # how its forwards ran (``Forward.path``): the trace's forward_path
 
     def new_cache(self, keep_block_kv: bool = False):
@@ -94,7 +95,8 @@ class Runner:
         """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
         generator: what it writes and counts is this decode's."""
         twin = type(self)(adapter, self.tokens[:self.P].tolist(), self.cfg)
-        twin.tokens, twin.nfe, twin.generator = self.tokens, self.nfe, self.generator
+        twin.tokens, twin.nfe = self.tokens, self.nfe
+        twin.generator, twin.device_generator = self.generator, self.device_generator
         return twin
 
     @property
@@ -110,7 +112,7 @@ class Runner:
 
     def sampling(self) -> Sampling:
         c = self.cfg
-        return Sampling(c.temperature, c.top_k, c.top_p, self.generator, self.adapter.mask_token_id)
+        return Sampling(c.temperature, c.top_k, c.top_p, self.device_generator, self.adapter.mask_token_id)
 
     def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
                 tail: Tail | None = None, block_tokens: torch.Tensor | None = None):
@@ -134,8 +136,7 @@ class Runner:
 
     def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice):
         """Yields the forward's request (a generator) and returns its result, counting how it ran."""
-        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows,
-                      host=self.host_logits or not want_stats)
+        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
         result = yield req
         self.paths[req.path] += 1
         return result
@@ -177,7 +178,7 @@ class Runner:
 
     def stats(self, logits: torch.Tensor) -> TokenStats:
         c = self.cfg
-        return token_stats(self.unmaskable(logits), c.temperature, c.top_k, c.top_p, self.generator)
+        return token_stats(self.unmaskable(logits), c.temperature, c.top_k, c.top_p, self.device_generator)
 
     def unmaskable(self, logits: torch.Tensor) -> torch.Tensor:
         """Forbid predicting [MASK] itself: committing it would leave the slot masked forever."""
@@ -343,8 +344,7 @@ class FullRunner(Runner):
         """max |Δ logit| over the block's rows: the cached forward against an uncached one of the same canvas (a
         measurement: not counted in NFE)."""
         n = len(ids)
-        exact, _ = yield Forward(self.adapter, ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None,
-                                 host=self.host_logits)              # where ``cached`` is
+        exact, _ = yield Forward(self.adapter, ids, torch.ones(n, n, dtype=torch.bool), torch.arange(n), None)
         exact = exact[lo:hi]
         return float((cached - exact).abs().max())
 

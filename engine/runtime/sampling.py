@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.runtime.device import host, rand_like_rows
+
 TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
 
 
@@ -73,9 +75,9 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
                       generators: list, mask_id: int | None = None) -> list[TokenStats]:
     """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round), on the logits'
     device, in chunks of whole parts (``chunk_groups``). What the decoders' rules and the records read crosses to
-    the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device (``Forward.host`` copies it for
-    the decoders that read the whole distribution). Each part draws its Gumbel noise from its own generator, in part
-    order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting [MASK]
+    the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device, where the rules reduce it
+    further (``engine.runtime.device``). Each part draws its Gumbel noise on the device from its own generator (the
+    decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting [MASK]
     (``Runner.unmaskable``)."""
     groups = chunk_groups([p.numel() for p in parts], parts[0].device)
     chunks = []
@@ -83,7 +85,7 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
         ps = [parts[i] for i in g]
         chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id)))
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
-    small = small.cpu().numpy()                                    # (Q, 4 + 2K): the round's one copy to the host
+    small = host(small).numpy()                                    # (Q, 4 + 2K): the round's one copy to the host
     K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
     ids = small[:, :1 + K].astype(np.int64)                        # margin, entropy, top-K probabilities
     f32 = small[:, 1 + K:4 + K].astype(np.float32)
@@ -125,8 +127,8 @@ def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch
     top = torch.topk(probs, min(TOP_K, V), dim=-1)                # (Q, K): the first two give top-1 and the margin
     if temperature > 0:
         zf = filter_logits(z, top_k, top_p)
-        u = torch.cat([torch.rand(p.shape, dtype=torch.float64, generator=g) for p, g in zip(parts, generators)])
-        gumbel = -torch.log(-torch.log(u.clamp_min(1e-300))).to(z.device)
+        u = torch.cat([rand_like_rows(p.shape, g, z) for p, g in zip(parts, generators)])
+        gumbel = -torch.log(-torch.log(u.clamp_min(1e-300)))
         candidate = (zf / temperature + gumbel).argmax(-1)                                        # Gumbel-max
         conf = probs.gather(-1, candidate[:, None])[:, 0]
     else:

@@ -7,7 +7,8 @@ A decode is a generator. Where it needs the model it yields a request and receiv
 
 ``run_round`` runs one round of requests: the ``Forward`` requests of each model as one batched forward (the layout
 that suits the device: ``engine.runtime.batch``), then the token statistics (softmax, top-k, entropy, margin) of every
-request that asks for them in one batched call per sampling setting; a ``Call`` (the uniform canvas's encoder and
+request that asks for them in one batched call per sampling setting, on the model's device (``engine.runtime.device``:
+the logits and distributions stay there, and only the statistics' one small copy per round crosses); a ``Call`` (the uniform canvas's encoder and
 decoder, whose masks come from DiffusionGemma's own builders for one canvas) runs alone. Only then does each
 decode's rule run, when the scheduler sends it its result.
 
@@ -28,7 +29,8 @@ from engine.runtime.sampling import TokenStats, token_stats_batch
 
 @dataclass
 class Sampling:
-    """How a forward's rows become token statistics (``engine.runtime.sampling``); ``generator``: the decode's own."""
+    """How a forward's rows become token statistics (``engine.runtime.sampling``); ``generator``: the decode's
+    device generator (``engine.runtime.device``)."""
     temperature: float
     top_k: int
     top_p: float
@@ -42,9 +44,8 @@ class Sampling:
 @dataclass
 class Forward:
     """One decode's forward: ids (q,), a (q, c + q) bool mask over its cache and queries, positions (q,). With
-    ``sampling``, the result carries the statistics of rows ``rows`` of the logits. ``host``: the decoder reads
-    the logits (and the statistics' whole distribution, ``TokenStats.probs``) on the host, so both are copied there;
-    else they stay on the model's device and only the statistics' one small copy per round crosses."""
+    ``sampling``, the result carries the statistics of rows ``rows`` of the logits. The logits stay on the model's
+    device: a rule reduces them there (``engine.runtime.device``)."""
     adapter: object
     ids: torch.Tensor
     mask: torch.Tensor
@@ -52,7 +53,6 @@ class Forward:
     cache: DynamicCache | None
     sampling: Sampling | None = None
     rows: slice = field(default_factory=lambda: slice(None))
-    host: bool = True
     path: str = "eager"                 # how it ran (``engine.runtime.batch.run_forwards``)
 
 
@@ -88,11 +88,6 @@ def run_round(reqs: list[Request]) -> list:
                                   [reqs[i].sampling.generator for i in idx], s.mask_id)
         for i, st in zip(idx, stats):
             out[i][1] = st
-    for i, r in enumerate(reqs):
-        if isinstance(r, Forward) and r.host:                      # (q, V) and (L, V): what the rule reads
-            out[i][0] = out[i][0].cpu()
-            if out[i][1] is not None:
-                out[i][1].probs = out[i][1].probs.cpu()
     return [tuple(o) if isinstance(reqs[i], Forward) else o for i, o in enumerate(out)]
 
 

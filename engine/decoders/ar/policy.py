@@ -10,7 +10,6 @@ from engine.records.trace import Reason
 class ARPolicy(Policy):
     name = "ar"
     config_cls = config_class("ar")
-    reads_distribution = False
 
     def run_block(self, ctx: BlockContext):
         while ctx.masked.any():

@@ -19,6 +19,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
+from engine.runtime.device import to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 from engine.decoders.credit.card import CreditFields
@@ -32,7 +33,7 @@ def add_credit(credit: torch.Tensor, probs: torch.Tensor, masked: torch.Tensor, 
     p₁^γ onto each masked slot's top-1 token."""
     credit = credit if first else credit * beta
     top = probs.max(-1)
-    boost = top.values.pow(gamma) * masked.to(probs.dtype)                    # (L,)
+    boost = top.values.pow(gamma) * to_device(masked, probs).to(probs.dtype)   # (L,)
     return credit.scatter_add(1, top.indices[:, None], boost[:, None].to(credit.dtype))
 
 
@@ -66,7 +67,7 @@ class CreditPolicy(Policy):
             forced = st.confidence[idx] < cfg.tau
             ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
             ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
-            at, m = token_p(credit, st.candidate).numpy(), masked.numpy()
+            at, m = token_p(credit, st.candidate).numpy(), masked.numpy()   # (L,) each: the credit map stays there
             yield ctx.emit("draft", st, CreditFields(
                 credit=np.where(m, at, np.nan).astype(np.float32),
                 credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),

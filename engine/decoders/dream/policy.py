@@ -22,6 +22,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class, settle
 from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.device import host, to_device
 from engine.runtime.sampling import TokenStats
 from engine.records.trace import Reason
 from engine.decoders.dream.card import DreamFields
@@ -78,7 +79,7 @@ class DreamPolicy(Policy):
                                                        i == steps - 1)
             full_score = torch.full((ctx.L,), float("nan"))
             if len(score) == int(masked.sum()):
-                full_score[masked] = score.float()
+                full_score[masked] = host(score.float())
             ctx.commit(take, tokens, Reason.SCHEDULE)
             yield ctx.emit("draft", stats_of(logits, masked, x0, probs),
                            DreamFields(dream_score=full_score.numpy(), alg=c.alg))
@@ -89,22 +90,23 @@ class DreamPolicy(Policy):
         if c.alg == "origin":
             p_transfer = 1 - s / t if not last else 1
             flip = torch.rand(len(idx), generator=r.generator) < p_transfer
-            score, x0, probs = sample_tokens(mask_logits[flip], c, c.alg, r.generator)
-            return score, x0, probs, idx[flip], x0
-        score, x0, probs = sample_tokens(mask_logits, c, c.alg, r.generator)
+            score, x0, probs = sample_tokens(mask_logits[flip], c, c.alg, r.device_generator)
+            return score, x0, probs, idx[flip], host(x0)
+        score, x0, probs = sample_tokens(mask_logits, c, c.alg, r.device_generator)
         n_masked = masked.sum() / 1
         k = int(n_masked * (1 - s / t)) if not last else int(n_masked)
         if k <= 0:
             return score, x0, probs, idx[:0], x0[:0]
-        full = torch.full((1, r.end), float("-inf"), dtype=score.dtype)   # the reference's whole-sequence layout
+        full = to_device(torch.full((1, r.end), float("-inf"), dtype=score.dtype), score)   # the reference's layout
         full[0, ctx.lo + idx] = score
         if c.alg_temp == 0:
             _, pick = torch.topk(full, k)
         else:
-            pick = torch.multinomial(torch.softmax(full / c.alg_temp, dim=-1), num_samples=k, generator=r.generator)
-        take = pick[0] - ctx.lo
+            pick = torch.multinomial(torch.softmax(full / c.alg_temp, dim=-1), num_samples=k,
+                                     generator=r.device_generator)
+        take = host(pick[0]) - ctx.lo
         rank = torch.cumsum(masked.long(), 0) - 1                  # slot -> its index among the masked slots
-        return score, x0, probs, take, x0[rank[take]]
+        return score, x0, probs, take, host(x0[rank[take]])
 
 
 def stats_of(logits: torch.Tensor, masked: torch.Tensor, x0: torch.Tensor, probs: torch.Tensor) -> TokenStats:
@@ -116,5 +118,7 @@ def stats_of(logits: torch.Tensor, masked: torch.Tensor, x0: torch.Tensor, probs
         cand[masked] = x0
     conf = p.gather(-1, cand[:, None])[:, 0]
     ent = -(p * torch.log(p.clamp_min(1e-300))).sum(-1) / np.log(p.shape[-1])
-    return TokenStats(cand, conf.float(), (top2.values[:, 0] - top2.values[:, 1]).float(), ent.float(), p,
-                      top2.indices[:, 0])
+    small = host(torch.stack([cand.to(p.dtype), conf, top2.values[:, 0] - top2.values[:, 1], ent,
+                              top2.indices[:, 0].to(p.dtype)], 1))                       # (L, 5): one copy
+    return TokenStats(small[:, 0].long(), small[:, 1].float(), small[:, 2].float(), small[:, 3].float(), p,
+                      small[:, 4].long())

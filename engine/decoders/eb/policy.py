@@ -37,7 +37,6 @@ def entropy_bound_prefix(entropy: torch.Tensor, masked: torch.Tensor, gamma: flo
 class EBPolicy(Policy):
     name = "eb"
     config_cls = config_class("eb")
-    reads_distribution = False                                     # the entropy and the vocabulary size
 
     def run_block(self, ctx: BlockContext):
         gamma = self.cfg.entropy_bound

@@ -29,6 +29,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
+from engine.runtime.device import host
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision
 
@@ -89,7 +90,7 @@ class EditPolicy(Policy):
         if logits is None:
             return
         probs = torch.softmax(ctx.runner.unmaskable(logits).double(), dim=-1)      # (n, V), as the reference
-        p, top = probs.max(-1)
+        p, top = (host(x) for x in probs.max(-1))
         tokens = ctx.runner.tokens[lo:ctx.lo]
         edit = (top != tokens) & (p > self.cfg.tau_edit)
         ctx.revise_previous(lo + edit.nonzero()[:, 0], top[edit])

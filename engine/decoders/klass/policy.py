@@ -45,6 +45,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
+from engine.runtime.device import host, rand_like_rows, to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import filter_logits, transformed_probs
 from engine.records.trace import Reason
@@ -87,10 +88,10 @@ def perturbed_softmax(logits: torch.Tensor, u: torch.Tensor, temperature: float)
 
 
 def tempered(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator) -> torch.Tensor:
-    """``perturbed_softmax`` with u uniform from the decode's generator; top-k / top-p (none in the release) drop
-    entries first."""
+    """``perturbed_softmax`` with u uniform from the decode's device generator, drawn on the device; top-k / top-p
+    (none in the release) drop entries first."""
     z = filter_logits(logits.double(), top_k, top_p)
-    return perturbed_softmax(z, torch.rand(z.shape, dtype=torch.float64, generator=generator), temperature)
+    return perturbed_softmax(z, rand_like_rows(z.shape, generator, z), temperature)
 
 
 class KlassPolicy(Policy):
@@ -109,18 +110,19 @@ class KlassPolicy(Policy):
         r, cfg = ctx.runner, self.cfg
         rows = logits if r.later is None else torch.cat([logits, r.later.to(logits.device)])
         if self.gumbel:
-            return tempered(r.unmaskable(rows), cfg.temperature, cfg.top_k, cfg.top_p, r.generator)
+            return tempered(r.unmaskable(rows), cfg.temperature, cfg.top_k, cfg.top_p, r.device_generator)
         return st.probs if r.later is None else torch.cat([st.probs, torch.softmax(r.unmaskable(r.later).double(), -1)])
 
     def scored(self, ctx: BlockContext, probs: torch.Tensor) -> torch.Tensor:
-        """The KL of this forward's distributions (q, V) against the forward before (q,); the history of those
-        slots moves on by one."""
+        """The KL of this forward's distributions (q, V) against the forward before (q,), on the host; the history
+        of those slots moves on by one. The previous forward's distributions stay on the device."""
         lo = ctx.lo
-        kl = kl_step(probs, None)                                          # (q,) inf: no previous score
+        kl = to_device(kl_step(probs, None), probs)                        # (q,) inf: no previous score
         if self.p_prev is not None:
             a, b = max(lo, self.prev_lo), min(lo + len(probs), self.prev_lo + len(self.p_prev))
             if b > a:
                 kl[a - lo:b - lo] = kl_step(probs[a - lo:b - lo], self.p_prev[a - self.prev_lo:b - self.prev_lo])
+        kl = host(kl)
         h = self.history[lo:lo + len(probs)]
         self.history[lo:lo + len(probs)] = torch.cat([h[:, 1:], kl[:, None]], dim=1)
         self.p_prev, self.prev_lo = probs, lo
@@ -130,7 +132,7 @@ class KlassPolicy(Policy):
         """The statistics the rule reads: the decode's own, or (as released) x̂ = argmax p and its p."""
         if not (self.gumbel or self.dream):
             return st
-        conf, cand = probs.max(-1)
+        conf, cand = (host(x) for x in probs.max(-1))
         return replace(st, candidate=cand, confidence=conf.float())
 
     def fallback(self, ctx: BlockContext, logits, st, drawn, masked, schedule) -> torch.Tensor:
@@ -141,7 +143,7 @@ class KlassPolicy(Policy):
         cfg = self.cfg
         if cfg.temperature > 0:
             p = transformed_probs(ctx.runner.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)  # (L, V)
-            conf = p.gather(-1, drawn.candidate[:, None])[:, 0]          # the tempered p of the decode's draw
+            conf = host(p.gather(-1, to_device(drawn.candidate[:, None], p))[:, 0])   # tempered p of the draw
         else:
             conf = st.confidence.double()
         return masked_topk(conf, masked, 1)

@@ -18,7 +18,6 @@ from engine.records.trace import Reason
 class LLaDAPolicy(Policy):
     name = "llada"
     config_cls = config_class("llada")
-    reads_distribution = False
 
     def run_block(self, ctx: BlockContext):
         schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)

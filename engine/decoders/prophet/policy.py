@@ -40,6 +40,7 @@ import torch
 from engine.catalogue.catalogue import config_class
 from engine.errors import ConfigError
 from engine.decoders.schedule import masked_topk, transfer_schedule
+from engine.runtime.device import host
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 from engine.decoders.prophet.card import ProphetFields, ProphetSummary
@@ -78,9 +79,9 @@ def phase_bar(progress: float, early: float, mid: float, late: float) -> float:
 
 
 def logit_gap(logits: torch.Tensor) -> torch.Tensor:
-    """(L,) top-1 minus top-2 of (L, V) logits."""
+    """(L,) top-1 minus top-2 of (L, V) logits, reduced where the logits are and read on the host."""
     top2 = torch.topk(logits.double(), 2, dim=-1).values
-    return (top2[:, 0] - top2[:, 1]).float()
+    return host((top2[:, 0] - top2[:, 1]).float())
 
 
 class ProphetPolicy(Policy):
@@ -103,7 +104,7 @@ class ProphetPolicy(Policy):
                 rows.append(r.later[pos - ctx.hi])
             elif pos < ctx.lo and (row := r.logits_of(pos, pos + 1)) is not None:
                 rows.append(row[0])
-        return float(logit_gap(torch.stack([x.cpu() for x in rows])).double().mean()) if rows else math.nan
+        return float(logit_gap(torch.stack(rows)).double().mean()) if rows else math.nan
 
     def run_block(self, ctx: BlockContext):
         cfg, B = self.cfg, self.cfg.block_size

@@ -88,7 +88,6 @@ class ReMDMPolicy(Policy):
     name = "remdm"
     config_cls = config_class("remdm")
     revises = True
-    reads_distribution = False
 
     def start(self, runner) -> None:
         self.p_at = torch.zeros(runner.end)      # each slot's p when it was last unmasked (remdm-conf), sequence-wide

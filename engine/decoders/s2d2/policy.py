@@ -23,6 +23,7 @@ from engine.runtime.loop import BlockContext, Policy
 from engine.decoders.s2d2.estimators import alpha, expected_accepted, normalised_entropy
 from engine.decoders.s2d2.routers import RouterInputs, make_router
 from engine.decoders.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
+from engine.runtime.device import host, to_device
 from engine.runtime.sampling import TokenStats, transformed_probs
 from engine.records.trace import Reason, Verdict
 from engine.decoders.s2d2.card import S2D2DraftFields, S2D2Summary, S2D2VerifyFields
@@ -133,15 +134,16 @@ class S2D2Policy(Policy):
         c = self.cfg
         s.span = first_span(s.masked)
         p_span = s.p[s.span]                                                          # (S, V)
-        sampled_p = p_span.gather(-1, s.st.candidate[s.span, None])[:, 0]             # p(x̂) of the draft token
-        a = alpha(p_span, c.estimator, c.beta, c.tau_m, c.rho, sampled_p=sampled_p)
+        sampled_p = p_span.gather(-1, to_device(s.st.candidate[s.span, None], p_span))[:, 0]   # p(x̂), drafted
+        ent = normalised_entropy(p_span)                                              # (S,), on the device
+        a, ent = (host(x) for x in (alpha(p_span, c.estimator, c.beta, c.tau_m, c.rho, sampled_p=sampled_p), ent))
         k_hat = expected_accepted(a)
         n_hi = int((s.masked & (s.st.confidence > c.tau)).sum())
         score = k_hat - c.cost * (n_hi if c.score_type == "dynamic" else 1.0) if len(s.span) else float("-inf")
         # UCB context as the released code builds it: block length B, progress = decoded / B
         s.inputs = RouterInputs(span_len=len(s.span), block_len=c.block_size, progress=s.decoded / c.block_size,
                                 alpha=a.tolist(), k_hat=k_hat, n_hi=n_hi, score=score,
-                                mean_entropy=float(normalised_entropy(p_span).mean()) if len(s.span) else 0.0)
+                                mean_entropy=float(ent.mean()) if len(s.span) else 0.0)
 
     def route(self, ctx: BlockContext, s: S2D2Step) -> None:
         """Whether to pay for a verify forward; the record keeps every input of the decision."""
@@ -157,11 +159,12 @@ class S2D2Policy(Policy):
         r, span, draft_tok = ctx.runner, s.span, s.st.candidate
         filled = torch.where(s.masked, draft_tok, ctx.tokens)
         q = self._transform(r, (yield from verify_logits(r, ctx.lo, ctx.hi, filled)))
-        s.q_top = q.argmax(-1)
+        s.q_top = host(q.argmax(-1))
         if self.cfg.acceptance == "greedy":
             v = accept_greedy(q[span], s.p[span], draft_tok[span])
         else:
-            v = accept_stochastic(s.p[span], q[span], draft_tok[span], r.generator, self.cfg.gamma)
+            v = accept_stochastic(s.p[span], q[span], draft_tok[span], r.generator, self.cfg.gamma,
+                                  device_generator=r.device_generator)
         ctx.commit(span[:v.accepted], draft_tok[span[:v.accepted]], Reason.ACCEPT)
         if v.rejected_at is not None:
             ctx.commit(span[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)

@@ -27,6 +27,7 @@ from engine.decoders.schedule import masked_topk
 from engine.decoders.threshold.policy import dynamic_commit
 from engine.runtime.loop import BlockContext, Policy, Runner, Tail
 from engine.decoders.s2d2.verify import accept_greedy, accept_stochastic
+from engine.runtime.device import host, to_device
 from engine.runtime.sampling import token_stats, transformed_probs
 from engine.records.trace import Reason
 from engine.decoders.simsd.card import SimSDDraftFields, SimSDSummary, SimSDVerifyFields
@@ -39,10 +40,10 @@ def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
 
 
 def reveal_scores(logits: torch.Tensor, candidate: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
-    """The drafter's p (L, V) after temperature / top-k / top-p, and p(x̂) per slot: the reveal order reads the
-    tempered probability of the drafted token, as the released drafter does (not the untempered confidence)."""
+    """The drafter's p (L, V) after temperature / top-k / top-p (on the device), and p(x̂) per slot (on the host):
+    the reveal order reads the tempered probability of the drafted token, as the released drafter does (not the untempered confidence)."""
     p = transformed_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
-    return p, p.gather(-1, candidate[:, None])[:, 0]
+    return p, host(p.gather(-1, to_device(candidate[:, None], p))[:, 0])
 
 
 def target_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -77,7 +78,7 @@ class SimSDPolicy(Policy):
                 break
             logits, _ = yield from self.small.forward("draft", ctx.lo, ctx.hi, block_tokens=x)
             logits = self.small.unmaskable(logits[:, :self.V])                            # (L, V)
-            st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.generator)
+            st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.device_generator)
             k = math.ceil(int(masked.sum()) / (S - s))
             p, conf = reveal_scores(logits, st.candidate, c)
             reveal = (masked_topk(conf, masked, k) if c.reveal == "static"
@@ -105,7 +106,7 @@ class SimSDPolicy(Policy):
         p = torch.stack([p_store[int(j)] for j in slots])
         d = x[slots]
         v = (accept_greedy(q, p, d) if c.acceptance == "greedy"
-             else accept_stochastic(p, q, d, r.generator, zero_p="reject"))
+             else accept_stochastic(p, q, d, r.generator, zero_p="reject", device_generator=r.device_generator))
         ctx.commit(slots[:v.accepted], d[:v.accepted], Reason.ACCEPT)
         if v.rejected_at is not None:
             ctx.commit(slots[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
@@ -116,7 +117,7 @@ class SimSDPolicy(Policy):
     def verify_fields(self, ctx, slots, x, step_of, m, q, v) -> SimSDVerifyFields:
         idx = slots.numpy()
         q_top = np.full(ctx.L, -1, np.int32)
-        q_top[idx] = q.argmax(-1).numpy()
+        q_top[idx] = host(q.argmax(-1)).numpy()
         return SimSDVerifyFields(
             attn_mask=m.numpy(), draft_tokens=x.numpy().astype(np.int32), step_of=step_of.copy(), q_top=q_top,
             accepted=v.accepted, rejected_at=int(ctx.lo + idx[v.rejected_at]) if v.rejected_at is not None else None,

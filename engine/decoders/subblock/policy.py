@@ -23,6 +23,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.device import host
 from engine.runtime.sampling import TokenStats, token_stats
 from engine.records.trace import Reason
 
@@ -40,7 +41,8 @@ def sub_block_commit(conf: torch.Tensor, masked: torch.Tensor, lo: int, hi: int,
 
 def v2_sample(logits: torch.Tensor, temperature: float, top_p: float,
               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fast-dLLM v2's sampler on (q, V) logits: (samples (q,), their renormalised tempered p (q,))."""
+    """Fast-dLLM v2's sampler on (q, V) logits, on their device with the decode's device generator: (samples (q,),
+    their renormalised tempered p (q,)) on the host."""
     probs = torch.softmax(logits.double() / temperature, dim=-1)
     sorted_p, order = torch.sort(probs, descending=True)
     drop = sorted_p.cumsum(-1) > top_p
@@ -49,7 +51,7 @@ def v2_sample(logits: torch.Tensor, temperature: float, top_p: float,
     probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), 0.0)
     probs = probs / probs.sum(-1, keepdim=True)
     x = torch.multinomial(probs, 1, generator=generator)[:, 0]
-    return x, probs.gather(-1, x[:, None])[:, 0]
+    return host(x), host(probs.gather(-1, x[:, None])[:, 0])
 
 
 def v2_stats(r, logits: torch.Tensor) -> TokenStats:
@@ -59,7 +61,7 @@ def v2_stats(r, logits: torch.Tensor) -> TokenStats:
         return r.stats(logits)
     z = r.unmaskable(logits)
     st = token_stats(z, 0.0)                                         # probs, top-1, margin, entropy: no draw
-    st.candidate, conf = v2_sample(z, c.temperature, c.top_p, r.generator)
+    st.candidate, conf = v2_sample(z, c.temperature, c.top_p, r.device_generator)
     st.confidence = conf.float()
     return st
 
@@ -79,7 +81,7 @@ class SubBlockPolicy(Policy):
         if not (r.keep_block_kv and r.block_kv and r.block_kv[0] == ctx.lo and not ctx.masked[s]):
             return v2_stats(r, (yield from r.forward("draft", ctx.lo, ctx.hi))[0])
         rows = yield from r.forward_rows("draft", ctx.lo + s, ctx.lo + e)                      # (e - s, V)
-        logits = torch.zeros(ctx.L, rows.shape[-1])
+        logits = rows.new_zeros((ctx.L, rows.shape[-1]))
         logits[s:e] = rows
         st = v2_stats(r, logits)
         out = torch.ones(ctx.L, dtype=torch.bool)

@@ -44,7 +44,6 @@ def dynamic_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float, quota: 
 class ThresholdPolicy(Policy):
     name = "threshold"
     config_cls = config_class("threshold")
-    reads_distribution = False
 
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg

@@ -23,6 +23,7 @@ from engine.decoders.tspd.controller import CARD_FILE, MLPController, heuristic_
 from engine.decoders.tspd.features import F, Trajectories
 from engine.decoders.tspd.kalman import KalmanParams, TrendFilter, logit
 from engine.errors import ConfigError
+from engine.runtime.device import host
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats
 from engine.records.trace import Reason, TrajectoryClass
@@ -37,7 +38,7 @@ class TSPDBlock:
     traj: Trajectories
     kf: TrendFilter
     mask_id: int                                       # never commit [MASK] as a stabilised token
-    probs_hist: list = field(default_factory=list)    # last `window` (L, V) distributions
+    probs_hist: list = field(default_factory=list)    # last `window` (L, V) distributions, on the device
     innov_sign: np.ndarray | None = None               # (L, 4) signs of the last Kalman innovations
     stall: np.ndarray | None = None                    # (L,) consecutive stalled steps
     prev_lcb: np.ndarray | None = None                 # (L,) LCB of the previous step
@@ -68,6 +69,16 @@ def kalman_params(cfg, model_dir: Path | None) -> KalmanParams:
     base = KalmanParams(**fitted) if fitted else KalmanParams()
     return KalmanParams(cfg.q_level or base.q_level, cfg.q_vel or base.q_vel, cfg.r or base.r, base.p0)
 
+
+
+def window_top(hist: list) -> tuple[np.ndarray, np.ndarray]:
+    """The window-averaged distribution's top probability and token per slot, (L,) each on the host, from the
+    window's (L, V) float32 distributions on the device: summed in order, then divided, as numpy's mean is."""
+    total = hist[0].clone()
+    for p in hist[1:]:
+        total += p
+    top = (total / len(hist)).max(-1)
+    return host(top.values).numpy(), host(top.indices).numpy()
 
 class TSPDPolicy(Policy):
     name = "tspd"
@@ -110,7 +121,7 @@ class TSPDPolicy(Policy):
         b.kf.step(logit(s.conf), m, b.traj.flipped)
         b.innov_sign[m] = np.roll(b.innov_sign[m], -1, 1)
         b.innov_sign[m, -1] = np.sign(b.kf.innov[m]).astype(np.int8)
-        b.probs_hist = (b.probs_hist + [s.st.probs.float().numpy()])[-self.cfg.window:]
+        b.probs_hist = (b.probs_hist + [s.st.probs.float()])[-self.cfg.window:]          # (L, V) each, on the device
         s.feats = b.traj.features(~m, self.cfg.block_size)
 
     def control(self, b: TSPDBlock, s: TSPDStep) -> None:
@@ -159,9 +170,8 @@ class TSPDPolicy(Policy):
         if c.stabilise:
             soft = s.osc & (s.conf < c.tau_hard)
             f1, f2 = f1 & ~soft, f2 & ~soft
-            pbar = np.mean(b.probs_hist, 0)                                              # (L, V)
-            s.stab_tok = pbar.argmax(-1)
-            f3 = (s.osc & ~f1 & ~f2 & (pbar.max(-1) >= c.tau_stab)
+            top, s.stab_tok = window_top(b.probs_hist)
+            f3 = (s.osc & ~f1 & ~f2 & (top >= c.tau_stab)
                   & (s.stab_tok != b.mask_id))
         s.chosen.update({Reason.TSPD: f1, Reason.CE_LOOKAHEAD: f2, Reason.STABILISED: f3})
 

@@ -29,6 +29,7 @@ import torch
 from engine.catalogue.catalogue import config_class, settle
 from engine.errors import ConfigError
 from engine.runtime.loop import BlockContext, Policy
+from engine.runtime.device import host
 from engine.runtime.sampling import TokenStats
 from engine.decoders.uniform.card import UniformFields, UniformSummary
 
@@ -61,9 +62,9 @@ class StableAndConfident:
 def canvas_stats(probs: torch.Tensor, entropy: torch.Tensor) -> TokenStats:
     """The record's per-slot statistics under the step's tempered distribution (C, V) (float32: V may be 262 144;
     the probabilities the step sampled from, not computed again)."""
-    top2 = torch.topk(probs, 2, dim=-1)
-    return TokenStats(top2.indices[:, 0], top2.values[:, 0], top2.values[:, 0] - top2.values[:, 1],
-                      entropy / math.log(probs.shape[-1]), probs, top2.indices[:, 0])
+    top2 = torch.topk(probs, 2, dim=-1)                                # on the device; (C, 2) twice cross
+    ids, p = host(top2.indices), host(top2.values)
+    return TokenStats(ids[:, 0], p[:, 0], p[:, 0] - p[:, 1], entropy / math.log(probs.shape[-1]), probs, ids[:, 0])
 
 
 class UniformPolicy(Policy):
@@ -98,10 +99,10 @@ class UniformPolicy(Policy):
             raw = yield from r.denoise(canvas, ctx.lo, sc)                     # (C, V) float32
             temperature = c.t_min + (c.t_max - c.t_min) * (torch.tensor(n, dtype=torch.int32) / N)
             logits = raw / temperature.to(raw.device)
-            probs = torch.softmax(logits, dim=-1, dtype=torch.float32).cpu()
-            sample = torch.multinomial(probs, num_samples=1, generator=r.generator)[:, 0]          # (C,)
-            argmax = torch.argmax(logits, dim=-1).cpu()
-            entropy = torch.distributions.Categorical(logits=logits).entropy().cpu()             # (C,) nats
+            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)                           # (C, V) device
+            sample = host(torch.multinomial(probs, num_samples=1, generator=r.device_generator)[:, 0])   # (C,)
+            argmax = host(torch.argmax(logits, dim=-1))
+            entropy = host(torch.distributions.Categorical(logits=logits).entropy())             # (C,) nats
             accepted, rank, bound = accept_canvas(entropy, c.entropy_bound)
             noise = torch.randint(0, V, (1, ctx.L), generator=r.generator)[0]
             new = torch.where(accepted, sample, noise)
