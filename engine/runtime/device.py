@@ -17,7 +17,11 @@ tokens on the same kind of device and the same distribution across kinds (``docs
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
+
+READBACK: Counter = Counter()      # what ``host`` has copied in this process: "bytes", "copies" (the GPU check reads it)
 
 
 def to_device(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -28,7 +32,10 @@ def to_device(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def host(x: torch.Tensor) -> torch.Tensor:
-    """A small device result (rows × a few) on the host: the only way the rules read the device."""
+    """A small device result (rows × a few) on the host: the way the rules and the round's statistics read the
+    device, counted in ``READBACK``."""
+    READBACK["bytes"] += x.numel() * x.element_size()
+    READBACK["copies"] += 1
     return x.cpu()
 
 

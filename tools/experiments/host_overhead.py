@@ -254,7 +254,9 @@ def kernel_ms(fn, reps: int = 5) -> float:
         for _ in range(reps):
             fn()
         torch.cuda.synchronize()
-    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / reps
+    from torch.autograd import DeviceType
+    # device rows only (torch's own rule in its profiler table): a CPU op's row repeats its kernels' time
+    return sum(e.self_device_time_total for e in prof.key_averages() if e.device_type == DeviceType.CUDA) / 1e3 / reps
 
 
 def warm_up(device) -> None:
