@@ -23,6 +23,11 @@ class BudgetExceeded(UserError):
         self.partial = partial
 
 
+class CapacityError(UserError):
+    """A decode asked its fixed-capacity K/V row for more positions than it holds: that decode ends with the
+    message; the others in its round go on."""
+
+
 def listed(items, shown: int = 5, width: int = 40) -> str:
     """A few items for a message, each cut to ``width`` characters, then "and N more": a message stays one short
     line however many unknown names a client sent."""

@@ -53,6 +53,17 @@ class SlotPool:
     def dummy(self) -> int:
         return self.rows
 
+    def bytes(self, rows: int | None = None) -> int:
+        """The pool's K/V memory at ``rows`` rows (default: now), the pad row included."""
+        per = (self.heads * self.S * self.dim * self.layers)
+        n = (self.rows if rows is None else rows) + 1
+        return n * per * (torch.finfo(self.key_dtype).bits + torch.finfo(self.value_dtype).bits) // 8
+
+    @property
+    def idle(self) -> bool:
+        """No decode holds a row."""
+        return len(self.free) == self.rows
+
     def acquire(self) -> int:
         if not self.free:
             self._grow()
@@ -62,17 +73,26 @@ class SlotPool:
         self.free.append(row)
 
     def _grow(self) -> None:
-        """Twice the rows (at least one), the old rows copied: a new version, whose graphs are captured anew."""
+        """Twice the rows (at least one), the old rows copied: a new version, whose graphs are captured anew. One
+        layer at a time, each old tensor let go once copied (``before_grow`` first drops the graphs that hold
+        them), so the peak is the old pool and one new layer, not the old pool and the whole new one."""
+        self.before_grow(self)
         old, new = self.rows, max(1, 2 * self.rows)
-        shape = lambda dt: torch.zeros((new + 1, self.heads, self.S, self.dim), dtype=dt, device=self.device)  # noqa
-        keys, values = [shape(self.key_dtype) for _ in range(self.layers)], [shape(self.value_dtype)
-                                                                              for _ in range(self.layers)]
-        for mine, theirs in ((keys, self.keys), (values, self.values)):
-            for a, b in zip(mine, theirs):
-                a[:old] = b[:old]
-        self.keys, self.values, self.rows = keys, values, new
+        for tensors, dt in ((self.keys, self.key_dtype), (self.values, self.value_dtype)):
+            for ell in range(self.layers):
+                t = torch.zeros((new + 1, self.heads, self.S, self.dim), dtype=dt, device=self.device)
+                if ell < len(tensors):
+                    t[:old] = tensors[ell][:old]
+                    tensors[ell] = t
+                else:
+                    tensors.append(t)
+        self.rows = new
         self.free = list(range(new - 1, old - 1, -1)) + self.free
         self.version += 1
+
+    @staticmethod
+    def before_grow(pool) -> None:
+        """Set by the static path: drop what holds the pool's tensors (its graphs)."""
 
 
 class SlotCache:
@@ -125,3 +145,17 @@ class RoundSlots:
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return 0                            # the model numbers positions from position_ids, never from here
+
+
+def overflow(cache, n: int) -> str | None:
+    """Why ``n`` more queries do not fit ``cache``'s row (a ``SlotCache`` or a ``SlotSplice``), or None. Checked
+    before the request is sent: on a GPU the write past the row would be a device-side assert, ending the process."""
+    if isinstance(cache, SlotSplice):
+        first, S = cache.a, cache.cache.pool.S
+    elif isinstance(cache, SlotCache):
+        first, S = cache.length, cache.pool.S
+    else:
+        return None
+    if first + n <= S:
+        return None
+    return f"this decode needs K/V positions up to {first + n}, but its cache row holds {S}"

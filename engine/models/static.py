@@ -57,6 +57,14 @@ def b_bucket(b: int) -> int | None:
     return next((x for x in B_BUCKETS if x >= b), None)
 
 
+def budget_bytes(device: torch.device) -> float:
+    """``UNMASK_STATIC_MB`` in bytes; 0: a quarter of a GPU's memory, unbounded on a CPU."""
+    mb = get("UNMASK_STATIC_MB")
+    if mb > 0:
+        return mb * 2 ** 20
+    return torch.cuda.get_device_properties(device).total_memory / 4 if device.type == "cuda" else float("inf")
+
+
 def enabled(device) -> tuple[bool, bool]:
     """(static path, CUDA graphs) for a model on ``device``, from ``UNMASK_STATIC`` and ``UNMASK_CUDA_GRAPHS``."""
     mode, cuda = get("UNMASK_STATIC"), torch.device(device).type == "cuda"
@@ -90,8 +98,13 @@ class Bucket:
     host: dict
     dev: dict
     graph: object = None          # torch.cuda.CUDAGraph
-    out: torch.Tensor | None = None   # (B, Q, V) float32, the graph's output
+    out: torch.Tensor | None = None   # (B, Q, hidden), the graph's output
     copied: object = None         # torch.cuda.Event after the last copies up: the host buffers are free again
+    graph_bytes: int = 0          # the memory its capture took (reserved before and after)
+    over_budget: bool = False     # capturing it would pass UNMASK_STATIC_MB: eager over the buffers
+
+    def dev_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.dev.values())
 
 
 class StaticPath:
@@ -104,6 +117,8 @@ class StaticPath:
         self.pools: dict[int, slots.SlotPool] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
         self.captured = 0
+        self.budget = budget_bytes(self.device)
+        self.head = adapter.model.get_output_embeddings()      # projected outside the graph: ``_call``
 
     @classmethod
     def of(cls, adapter) -> "StaticPath | None":
@@ -120,9 +135,21 @@ class StaticPath:
         ``DynamicCache``, ``slots.eligible``)."""
         if not slots.eligible(self.adapter):
             return None
+        for S in [S for S, p in self.pools.items() if p.idle]:        # a pool nobody holds a row of goes
+            self._drop_stale(self.pools.pop(S), every=True)
         S = slots.capacity(need)
-        pool = self.pools.get(S) or self.pools.setdefault(S, slots.SlotPool(self.adapter, S))
+        pool = self.pools.get(S) or slots.SlotPool(self.adapter, S)
+        grown = pool.bytes(max(1, 2 * pool.rows)) - (pool.bytes() if pool.rows else 0) if not pool.free else 0
+        if self.used_bytes() + grown > self.budget:
+            return None                                  # past the budget: this decode keeps a dynamic cache
+        pool.before_grow = lambda p: self._drop_stale(p, every=True)
+        self.pools[S] = pool
         return slots.SlotCache(pool)
+
+    def used_bytes(self) -> int:
+        """The pools' K/V and the captured graphs' memory (measured at capture)."""
+        return sum(p.bytes() for p in self.pools.values() if p.rows) + sum(
+            bk.graph_bytes for bk in self.buckets.values())
 
     @torch.no_grad()
     def run(self, reqs) -> tuple[list[torch.Tensor], str]:
@@ -132,7 +159,7 @@ class StaticPath:
         pool = reqs[0].cache.pool if reqs[0].cache is not None else None
         bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)), pool)
         self._fill(bk, reqs, q)
-        if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS:
+        if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS and not bk.over_budget:
             self._capture(bk)
         if bk.graph is not None:
             bk.graph.replay()
@@ -142,7 +169,8 @@ class StaticPath:
         for r, n in zip(reqs, q):
             if isinstance(r.cache, slots.SlotCache):
                 r.cache.length += n                                 # appended at [length, length + n)
-        return [self.adapter.own_rows(out[i, :n].clone()) for i, n in enumerate(q)], how
+        # the output projection per request, outside the graph: the graph keeps (B, Q, hidden), not (B, Q, V)
+        return [self.adapter.own_rows(self.head(out[i, :n]).float()) for i, n in enumerate(q)], how
 
     def _bucket(self, B: int, Q: int, pool) -> Bucket:
         key = (B, Q) if pool is None else (B, Q, id(pool), pool.version)
@@ -159,11 +187,12 @@ class StaticPath:
             bk = self.buckets[key] = Bucket(B, Q, pool, host, dev)
         return bk
 
-    def _drop_stale(self, pool) -> None:
-        """A pool that grew holds new tensors: the buckets (and graphs) of its older versions go."""
+    def _drop_stale(self, pool, every: bool = False) -> None:
+        """A pool that grew holds new tensors: the buckets (and graphs) of its older versions go (``every``: all of
+        its buckets, before it grows or when it goes)."""
         if pool is None:
             return
-        for key in [k for k in self.buckets if len(k) == 4 and k[2] == id(pool) and k[3] != pool.version]:
+        for key in [k for k in self.buckets if len(k) == 4 and k[2] == id(pool) and (every or k[3] != pool.version)]:
             self.captured -= self.buckets.pop(key).graph is not None
 
     def _fill(self, bk: Bucket, reqs, q: list[int]) -> None:
@@ -184,7 +213,9 @@ class StaticPath:
             bk.copied.record()
 
     def _call(self, bk: Bucket) -> torch.Tensor:
-        """The model over the bucket's device buffers: what a graph captures. (B, Q, V) float32."""
+        """The model's layers over the bucket's device buffers: what a graph captures. (B, Q, hidden) in the model's
+        dtype: the output projection runs per request after it (``run``), so a graph's output is 30x smaller than
+        its logits would be at LLaDA's width."""
         a, d = self.adapter, bk.dev
         if bk.pool is None:
             rows = torch.arange(bk.Q, device=self.device)
@@ -197,20 +228,26 @@ class StaticPath:
         mask = mask[:, None]                                                                  # (B, 1, Q, K)
         if a.attn_impl == "eager":
             mask = torch.zeros((), dtype=a.dtype, device=self.device).masked_fill(~mask, torch.finfo(a.dtype).min)
-        return a.model(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"], **kw).logits.float()
+        return a.model.get_decoder()(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"],
+                                     **kw).last_hidden_state
 
     def _capture(self, bk: Bucket) -> None:
-        """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool."""
+        """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool (unless that
+        would pass the budget: then the bucket stays eager over its buffers)."""
+        if self.used_bytes() + bk.dev_bytes() > self.budget:
+            bk.over_budget = True
+            return
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(2):
                 self._call(bk)
         torch.cuda.current_stream(self.device).wait_stream(side)
+        before = torch.cuda.memory_reserved(self.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             bk.out = self._call(bk)
-        bk.graph = graph
+        bk.graph, bk.graph_bytes = graph, max(0, torch.cuda.memory_reserved(self.device) - before)
         self.captured += 1
 
 

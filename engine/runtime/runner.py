@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from engine.models import masks
+from engine.models import masks, slots
 from engine.models.static import StaticPath
 from engine.runtime.cache import BlockCache, SpliceCache
 from engine.runtime.device import device_generator
 from engine.runtime.sampling import TokenStats, make_generator, token_stats
-from engine.errors import ConfigError
+from engine.errors import CapacityError, ConfigError
 from engine.runtime.scheduler import Call, Forward, Sampling
 
 
@@ -136,6 +136,8 @@ class Runner:
 
     def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice):
         """Yields the forward's request (a generator) and returns its result, counting how it ran."""
+        if (why := slots.overflow(cache, len(ids))) is not None:
+            raise CapacityError(why)                       # this decode alone ends, before anything is written
         req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
         result = yield req
         self.paths[req.path] += 1
