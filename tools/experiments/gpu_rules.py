@@ -17,6 +17,9 @@ its embedded model (no canvas model of that shape exists here). Per decoder, aft
 * ``readback_bytes_per_forward``: what crossed from the device per forward (``engine.runtime.device.READBACK``);
 * ``tokens_per_s``; for S2D2, the median wall of its draft and verify records (``verify_over_draft``).
 
+Then (``cached``) cached decodes sharing rounds at batch 1, 4 and 12 (the exact block cache; Fast-dLLM's dual
+cache), and (``seed``) a sampled S2D2 decode twice with one seed: the same tokens on the same device.
+
 ``--runs 2`` (the default) runs everything twice: both runs are reported, since their spread is the figures'
 honesty. The JSON carries the commit, the arguments and the library versions.
 """
@@ -126,6 +129,40 @@ def one(adapter, prompt: str, spec: str, gen: int, reps: int, load=None) -> dict
     return row
 
 
+def cached_rounds(full, block, problems: list[str], gen: int) -> list[dict]:
+    """Cached decodes sharing rounds at batch 1, 4 and 12: the exact block cache (block-causal) and Fast-dLLM's
+    dual cache (full attention), tokens/s and ms per round, on the static path."""
+    from engine.decoders import build_decoder, parse_spec
+    from engine.runtime.jobs import run_batched
+    from engine.runtime.loop import Generation
+    rows = []
+    for adapter, spec in ((block, "threshold:tau=0.9,block_size=32"),
+                          (full, "llada:block_size=32,steps=32,kv_cache=dual")):
+        name, params = parse_spec(spec)
+        for batch in (1, 4, 12):
+            jobs = [(lambda p=p: Generation(adapter, p, build_decoder(name, gen_length=gen, stop_at_eos=False,
+                                                                      **params)).requests()) for p in problems[:batch]]
+            STATIC(run_batched, jobs, batch)                                           # warm-up (captures)
+            t0 = now()
+            traces = STATIC(run_batched, jobs, batch)
+            wall = now() - t0
+            rounds = max(t.meta.nfe for t in traces)
+            rows.append(dict(spec=spec, model=adapter.name, batch=batch, tokens_per_s=sum(
+                t.meta.generated_tokens for t in traces) / wall, ms_per_round=1e3 * wall / rounds,
+                path=traces[0].meta.forward_path))
+            progress("cached", rows[-1])
+    return rows
+
+
+def same_seed(adapter, prompt: str, gen: int) -> dict:
+    """A sampled decode (T = 1) twice with one seed on this device: the same tokens (what a seed reproduces)."""
+    from engine.decoders import build_decoder
+    from engine.runtime.loop import Generation
+    runs = [STATIC(lambda: Generation(adapter, prompt, build_decoder(
+        "s2d2", block_size=32, temperature=1.0, seed=7, gen_length=gen)).run()).meta.token_ids for _ in range(2)]
+    return dict(spec="s2d2:block_size=32,temperature=1,seed=7", same_tokens=runs[0] == runs[1])
+
+
 def run_all(args, device, dtype, prompt: str) -> list[dict]:
     from engine.models.model import load_model
     full = llada_adapter(TINY if args.tiny else LLADA_8B, device, dtype)
@@ -144,6 +181,15 @@ def run_all(args, device, dtype, prompt: str) -> list[dict]:
         except Exception as e:          # a decoder that breaks must not lose the others' figures
             errors[f"{adapter.name}/{spec}"] = f"{type(e).__name__}: {e}"[:2000]
             progress("error", errors)
+    if only is None:
+        from engine.tasks import get_task
+        problems = [p.prompt for p in get_task("arith").problems("test", 12, seed=0)]
+        for key, fn in (("cached", lambda: cached_rounds(full, block, problems, args.gen)),
+                        ("seed", lambda: same_seed(block, prompt, args.gen))):
+            try:
+                rows.append({key: fn()})
+            except Exception as e:
+                errors[key] = f"{type(e).__name__}: {e}"[:2000]
     return rows + ([{"errors": errors}] if errors else [])
 
 
