@@ -21,7 +21,7 @@ from collections import Counter
 
 import torch
 
-READBACK: Counter = Counter()      # what ``host`` has copied in this process: "bytes", "copies" (the GPU check reads it)
+READBACK: Counter = Counter()      # what ``host`` copied in this process: "bytes", "copies" (the GPU check reads it)
 
 
 def to_device(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -8,8 +8,8 @@ A decode is a generator. Where it needs the model it yields a request and receiv
 ``run_round`` runs one round of requests: the ``Forward`` requests of each model as one batched forward (the layout
 that suits the device: ``engine.runtime.batch``), then the token statistics (softmax, top-k, entropy, margin) of every
 request that asks for them in one batched call per sampling setting, on the model's device (``engine.runtime.device``:
-the logits and distributions stay there, and only the statistics' one small copy per round crosses); a ``Call`` (the uniform canvas's encoder and
-decoder, whose masks come from DiffusionGemma's own builders for one canvas) runs alone. Only then does each
+the logits and distributions stay there; only the statistics' one small copy per round crosses); a ``Call`` (the
+uniform canvas's encoder and decoder, whose masks come from DiffusionGemma's own builders for one canvas) runs alone. Only then does each
 decode's rule run, when the scheduler sends it its result.
 
 The order of requests in a round is the order in which their decodes joined the engine loop.

@@ -41,7 +41,8 @@ def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
 
 def reveal_scores(logits: torch.Tensor, candidate: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
     """The drafter's p (L, V) after temperature / top-k / top-p (on the device), and p(x̂) per slot (on the host):
-    the reveal order reads the tempered probability of the drafted token, as the released drafter does (not the untempered confidence)."""
+    the reveal order reads the tempered probability of the drafted token, as the released drafter does (not the
+    untempered confidence)."""
     p = transformed_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
     return p, host(p.gather(-1, to_device(candidate[:, None], p))[:, 0])
 
