@@ -7,8 +7,9 @@ against the threshold rule's in the same process (issue 66's CPU target: within 
 The embedded ``unmask-tasks-small`` (its drafter for SimSD, ``unmask-uniform-small`` for the canvas, a seeded random
 Dream-type checkpoint for Dream's sampler) decodes ``--n`` arithmetic problems per decoder, one at a time; every
 forward's logits get 126 464 − V more columns, each 30 below the row's least logit (their mass about 1e-8), so the
-rules read a vocabulary of LLaDA's width (the canvas model excepted: ``widened``). Decoders take turns, ``--rounds`` times, and each figure is the median of
-its rounds' ms per forward (engine wall over NFE); the ratio is against ``threshold``'s median.
+rules read a vocabulary of LLaDA's width (the canvas model excepted: ``widened``). Decoders take turns, ``--rounds``
+times, and each figure is the median of its rounds' ms per forward (engine wall over NFE); the ratio is against
+``threshold``'s median on the same model (the canvas model takes no threshold rule: the tasks model's).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ SPECS = [("tasks", "ar"), ("tasks", "llada:block_size=8,steps=8"), ("tasks", "th
          ("tasks", "prophet:block_size=8"), ("tasks", "klass:block_size=8"), ("tasks", "credit:block_size=8"),
          ("tasks", "edit:block_size=8"), ("tasks", "wino:block_size=8"), ("tasks", "remdm:block_size=8,steps=8"),
          ("tasks", "subblock:block_size=8,sub_block=4"), ("tasks", "simsd:block_size=8"),
-         ("uniform", "uniform"), ("dream", "dream:gen_length=32,steps=16")]
+         ("uniform", "uniform"), ("dream", "threshold:tau=0.9,block_size=32,gen_length=32"),
+         ("dream", "dream:gen_length=32,steps=16")]
+BASELINE = "threshold:tau=0.9"
 
 
 def widened(width: int) -> None:
@@ -79,21 +82,21 @@ def main(argv=None) -> None:
     widened(args.width)
     prompts = {"arith": [p.prompt for p in get_task("arith").problems("test", args.n, seed=0)],
                "story": [p.prompt for p in get_task("story").problems("test", args.n, seed=0)]}
-    runs: dict[str, list[float]] = {}
+    runs: dict[tuple, list[float]] = {}
     for _ in range(args.rounds):
         for model, spec in SPECS:
             if model in ms:
                 on = prompts["story"] if spec.startswith("simsd") else prompts["arith"]
-                runs.setdefault(spec, []).append(ms_per_forward(ms[model], spec, on))
-    base = statistics.median(runs["threshold:tau=0.9,block_size=8"])
-    rows = [dict(spec=s, ms_per_forward=statistics.median(v), over_threshold=statistics.median(v) / base,
-                 rounds=[round(x, 2) for x in v]) for s, v in runs.items()]
+                runs.setdefault((model, spec), []).append(ms_per_forward(ms[model], spec, on))
+    base = {m: statistics.median(v) for (m, s), v in runs.items() if s.startswith(BASELINE)}
+    rows = [dict(model=m, spec=s, ms_per_forward=statistics.median(v), rounds=[round(x, 2) for x in v],
+                 over_threshold=statistics.median(v) / base.get(m, base["tasks"])) for (m, s), v in runs.items()]
     if args.json:
         print(json.dumps(dict(width=args.width, n=args.n, rows=rows), indent=1))
         return
-    print(f"| decoder | ms per forward (V = {args.width:,}) | over threshold |\n|---|---|---|")
+    print(f"| model | decoder | ms per forward (V = {args.width:,}) | over threshold |\n|---|---|---|---|")
     for r in rows:
-        print(f"| `{r['spec']}` | {r['ms_per_forward']:.2f} | {r['over_threshold']:.2f}x |")
+        print(f"| {r['model']} | `{r['spec']}` | {r['ms_per_forward']:.2f} | {r['over_threshold']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
-from engine.runtime.device import to_device
+from engine.runtime.device import host, to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 from engine.decoders.credit.card import CreditFields
@@ -42,6 +42,16 @@ def fuse(logits: torch.Tensor, credit: torch.Tensor, alpha: float) -> torch.Tens
     return logits + alpha * torch.log1p(credit).to(logits.dtype)
 
 
+def raw_p(runner, logits: torch.Tensor, raw, tokens: torch.Tensor) -> np.ndarray:
+    """(L,) the model's own p (untempered, float64) of each slot's committed candidate: from the round's
+    statistics where they were made, else as exp(z − logsumexp z) at the candidate alone (one pass over V)."""
+    if raw is not None:
+        return token_p(raw.probs, tokens).numpy()
+    z = runner.unmaskable(logits).double()
+    at = z.gather(-1, to_device(tokens[:, None].clamp_min(0), z))[:, 0]
+    return host((at - torch.logsumexp(z, -1)).exp().float()).numpy()
+
+
 def credit_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> torch.Tensor:
     """dInfer's ``get_transfer_index_threshold``: masked slots with c ≥ min(max c − 10⁻⁵, τ)."""
     c = torch.where(masked, conf.double(), torch.full_like(conf, float("-inf"), dtype=torch.float64))
@@ -57,7 +67,10 @@ class CreditPolicy(Policy):
         cfg = self.cfg
         credit = None
         while ctx.masked.any():
-            logits, raw = yield from ctx.draft()
+            if cfg.temperature > 0:        # the round's statistics draw: the seeded stream stays as it was
+                logits, raw = yield from ctx.draft()
+            else:                          # greedy: the raw logits' statistics would only give raw_conf
+                (logits, _), raw = (yield from ctx.runner.forward("draft", ctx.lo, ctx.hi)), None
             masked = ctx.masked.clone()
             probs = torch.softmax(logits.float(), dim=-1)                      # dInfer: float32, untempered
             credit = add_credit(torch.zeros_like(probs) if credit is None else credit, probs, masked,
@@ -71,4 +84,4 @@ class CreditPolicy(Policy):
             yield ctx.emit("draft", st, CreditFields(
                 credit=np.where(m, at, np.nan).astype(np.float32),
                 credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),
-                raw_conf=np.where(m, token_p(raw.probs, st.candidate).numpy(), np.nan).astype(np.float32)))
+                raw_conf=np.where(m, raw_p(ctx.runner, logits, raw, st.candidate), np.nan).astype(np.float32)))

@@ -127,7 +127,8 @@ class S2D2Policy(Policy):
             block_mask = torch.from_numpy(masks.partial_causal_draft(0, ctx.L, int(s.masked.nonzero()[0, 0])))
         logits, s.st = yield from ctx.draft(block_mask)
         s.draft_mask = block_mask if block_mask is not None else torch.ones(ctx.L, ctx.L, dtype=torch.bool)
-        s.p = self._transform(ctx.runner, logits)                                     # (L, V)
+        # (L, V); greedy: the plain softmax, which the round's statistics already made (the same bits)
+        s.p = s.st.probs if self.cfg.temperature <= 0 else self._transform(ctx.runner, logits)
 
     def estimate(self, s: S2D2Step) -> None:
         """Span, α per span position, K̂, N_hi and the router's score."""
