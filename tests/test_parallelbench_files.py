@@ -11,6 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.errors import ConfigError
 from engine.tasks import get_task, load_task_file
@@ -187,6 +189,44 @@ def test_rouge_and_bleu_by_hand():
     assert math.isclose(got["rougeL_score"], 0.6) and got["rouge1_score"] == 1.0
     assert math.isclose(got["rouge2_score"], 0.25)
     assert ParaphraseScore()("", {"text": "x"})["inv_bleu_score"] == 0.0      # an empty output scores 0
+    # 13a deletes "<skipped>": no token, and nmt_bleu's brevity penalty is 0 when a length is 0 (not 1 / 0)
+    assert bleu("<skipped>", "the cat") == bleu("the cat", "") == bleu("...", "<skipped>") == 0.0
+    assert ParaphraseScore()("<skipped>", {"text": "x"})["inv_bleu_score"] == 1.0     # not empty after strip()
+
+
+ODD_OUTPUTS = ["<skipped>", "", "   \n\t ", "\u00e9\u4e2d\U0001F600\u200b", "\ud800", "<skipped> <skipped>",
+               "word " * 3000, "[" * 500, "&amp;&lt;", "-\n"]
+SHIPPED = sorted(f"{d.name}/{f.stem}" for d in DATA.iterdir() if d.is_dir() for f in d.glob("*.jsonl"))
+
+
+def scored_everywhere(tasks, text: str) -> None:
+    """What a bench row computes from one output (its verdict, its metrics' sums) is total and in [0, 1]."""
+    from engine.harness.bench import metric_sums
+    for task in tasks:
+        p = task.problems("test", 1)[0]
+        assert isinstance(task.verdict(text, p), str)
+        sums = metric_sums(task, text, p)
+        assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for k, v in sums.items() if k.startswith("metric:"))
+
+
+@pytest.fixture(scope="module")
+def shipped_tasks():
+    return [official(name, zero_shot=True) for name in SHIPPED]
+
+
+def test_a_bench_row_survives_any_single_output(shipped_tasks, monkeypatch):
+    """One unscorable output (nothing to tokenize, blank, unicode only, very long) never ends a bench run."""
+    monkeypatch.delenv("UNMASK_LANGUAGETOOL", raising=False)
+    assert len(shipped_tasks) == 11
+    for text in ODD_OUTPUTS:
+        scored_everywhere(shipped_tasks, text)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.text(max_size=40), st.text(alphabet=" \n\t<>&;[]\"',.-", max_size=40),
+                      st.sampled_from(ODD_OUTPUTS)))
+def test_every_metric_is_total_on_fuzzed_outputs(shipped_tasks, text):
+    scored_everywhere(shipped_tasks, text)
 
 
 def test_a_bench_on_the_shipped_files_reports_both_scores(capsys):
