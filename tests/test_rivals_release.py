@@ -162,3 +162,30 @@ def test_klass_on_dream_falls_back_to_exactly_one_token_as_released():
     assert all(len(c) == 1 for c in commits(rel) if set(c.values()) == {Reason.SCHEDULE})
     own = Generation(DreamScripted(script), PROMPT, build_decoder("klass", klass_as="unmask", **cfg)).run()
     assert np.array_equal(sorted(commits(own)[0]), [1, 3, 4, 5])
+
+
+def test_klass_on_dream_samples_at_the_temperature_then_top_p():
+    """Dream-KLASS's ``sample_tokens`` (its lines, re-typed): logits / T, then ``top_p_logits`` (the crossing token
+    stays), then top-k, then the softmax. At the release's T = .2, top-p .95 that is not top-p first: on random toy
+    logits the two distributions differ on most rows, and so would the fallback's slot."""
+    from engine.decoders.klass.policy import dream_sample_probs
+    from engine.runtime.sampling import make_generator, transformed_probs
+
+    def released(logits, temperature, top_p, top_k):
+        logits = logits / temperature
+        sorted_logits, sorted_indices = torch.sort(logits, descending=True)
+        remove = torch.cumsum(torch.softmax(sorted_logits, dim=-1), dim=-1) > top_p
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove[..., 0] = 0
+        logits = logits.masked_fill(torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, sorted_indices, remove),
+                                    torch.finfo(logits.dtype).min)
+        if top_k:
+            logits = logits.masked_fill(logits < torch.topk(logits, top_k)[0][..., -1, None],
+                                        torch.finfo(logits.dtype).min)
+        return torch.softmax(logits, dim=-1)
+
+    z = torch.randn(200, 12, dtype=torch.float64, generator=make_generator(0))
+    for t, p, k in ((0.2, 0.95, 0), (1.0, 0.9, 0), (0.5, 0.8, 3), (0.7, 1.0, 4)):
+        assert torch.allclose(dream_sample_probs(z, t, k, p), released(z, t, p, k), rtol=0, atol=1e-15)
+    ours, before = dream_sample_probs(z, 0.2, 0, 0.95), transformed_probs(z, 0.2, 0, 0.95)
+    assert (ours - before).abs().max(-1).values.gt(1e-9).sum() > 100
