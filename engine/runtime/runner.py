@@ -109,8 +109,9 @@ class Runner:
         return self.tokens.numpy()[lo:hi] == self.adapter.mask_token_id
 
     def sampling(self) -> Sampling:
-        c = self.cfg
-        return Sampling(c.temperature, c.top_k, c.top_p, self.generator, self.adapter.mask_token_id)
+        c = self.cfg          # a card that offers ``precision`` may rank in the model's dtype (LLaDA's release)
+        precision = self.adapter.dtype if getattr(c, "precision", "float64") == "model" else torch.float64
+        return Sampling(c.temperature, c.top_k, c.top_p, self.generator, self.adapter.mask_token_id, precision)
 
     def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
                 tail: Tail | None = None, block_tokens: torch.Tensor | None = None):

@@ -34,9 +34,10 @@ class Sampling:
     top_p: float
     generator: torch.Generator
     mask_id: int
+    precision: torch.dtype = torch.float64      # the softmax's dtype: float64, or the model's (``precision=model``)
 
     def key(self) -> tuple:
-        return self.temperature, self.top_k, self.top_p, self.mask_id
+        return self.temperature, self.top_k, self.top_p, self.mask_id, self.precision
 
 
 @dataclass
@@ -85,7 +86,7 @@ def run_round(reqs: list[Request]) -> list:
     for idx in by_sampling.values():
         s = reqs[idx[0]].sampling
         stats = token_stats_batch([out[i][0][reqs[i].rows] for i in idx], s.temperature, s.top_k, s.top_p,
-                                  [reqs[i].sampling.generator for i in idx], s.mask_id)
+                                  [reqs[i].sampling.generator for i in idx], s.mask_id, s.precision)
         for i, st in zip(idx, stats):
             out[i][1] = st
     for i, r in enumerate(reqs):
