@@ -352,6 +352,12 @@ class FullRunner(Runner):
     def uncache_from(self, pos: int) -> None:
         self.prefix_of = None                 # a prefix cache holding the old tokens is made again
 
+    def logits_of(self, lo: int, hi: int) -> torch.Tensor | None:
+        """Also a shifted model's (Dream): a whole-canvas forward's rows are aligned but at the canvas's first."""
+        start, logits = self.prefix
+        ok = logits is not None and max(start, self.adapter.logit_shift) <= lo and hi <= start + len(logits)
+        return logits[lo - start:hi - start] if ok else None
+
 
 class CanvasRunner(Runner):
     """DiffusionGemma's encoder/decoder. Its forwards are requests of their own (``Call``: the masks come from the
