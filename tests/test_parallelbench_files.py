@@ -133,7 +133,7 @@ def test_the_shipped_rows_load_as_the_loader_gives_them_one_shot():
     assert task.verdict("[Billy Ramos, Alan Wells, Grace Wright]", p) == "valid"
     assert task.metrics("[Billy Ramos, Alan Wells, Grace Wright]", p) == {"score": 1.0, "score_strict": 0.0}
     zero = official("waiting_line/copy", zero_shot=True).problems("test", 1)[0]
-    assert zero.messages == () and zero.prompt == p.prompt
+    assert zero.messages == (("user", p.prompt),) and zero.prompt == p.prompt       # the question alone
 
 
 @pytest.mark.parametrize("name,shots", [("waiting_line/shuffle", 1), ("waiting_line/insert_index", 1),
@@ -143,7 +143,7 @@ def test_the_shipped_rows_load_as_the_loader_gives_them_one_shot():
 def test_every_shipped_file_loads_and_its_reference_answer_scores(name, shots):
     task = official(name)
     probs = task.problems("test", 3)
-    assert all(len(p.messages) == 3 * shots for p in probs)
+    assert all(len(p.messages) == 2 * shots + 1 for p in probs)
     for p in probs[:1]:         # the first row of each carries a reference ("example") answer
         assert task.metrics(p.solution, p).get("score", 1.0) == 1.0 and task.verdict(p.solution, p) != "wrong"
 
@@ -251,6 +251,29 @@ def test_a_chat_with_worked_examples_goes_through_the_chat_template():
                                    [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                                     {"role": "user", "content": "a"}])
     assert tok.decode(ids).split() == "user : a assistant : b user : a assistant :".split()
+
+
+def test_a_chat_is_tokenized_from_its_rendered_text_as_parallelbench_does():
+    """Its models render the template to text and tokenize that (``self.tokenizer(prompt)``): with a tokenizer
+    that adds a BOS and a template that writes one, the ids start with two, where tokenizing inside
+    ``apply_chat_template`` gives one. A lone question to a model without a template takes its own format."""
+    from tokenizers import processors
+    from engine.models.model import ModelAdapter
+    from engine.models.tokenizer import build_tokenizer
+    tok = build_tokenizer(["user", "assistant", "a", "b", ":"])
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="[BOS] $A", special_tokens=[("[BOS]", tok.bos_token_id)])
+    tok.chat_template = "[BOS]{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}assistant :"
+    chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "a"}]
+    adapter = SimpleNamespace(tokenizer=tok, prompt_template=None, name="t")
+    ids = ModelAdapter.encode_chat(adapter, chat)
+    rendered = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert ids == tok(rendered).input_ids and ids[:3] == [tok.bos_token_id] * 2 + [tok.convert_tokens_to_ids("user")]
+    inside = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+    assert list(inside["input_ids"] if hasattr(inside, "keys") else inside) == ids[1:]
+    plain = SimpleNamespace(tokenizer=tok, prompt_template="Q : {} A :", name="t")
+    plain.encode_prompt = lambda text: ModelAdapter.encode_prompt(plain, text)
+    assert ModelAdapter.encode_chat(plain, chat[:1]) == ModelAdapter.encode_prompt(plain, "a")
 
 
 def test_bad_files_are_one_line(tmp_path):
