@@ -75,3 +75,52 @@ def test_stock_class_families_match_their_class_in_bf16(tmp_path, sdar_dir, fami
     raw = a.model(input_ids=ids[None], **kw).logits[0].float()
     want = torch.cat([raw[:1], raw[:-1]]) if a.logit_shift else raw
     assert torch.allclose(got, want, atol=1e-2 * want.abs().max().item()) and (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def released_llada_generate(a, prompt_ids: list, gen_length: int, block_length: int, steps: int) -> list:
+    """ML-GSAI/LLaDA ``generate.py`` as first released (and copied by most repositories since), greedy with
+    low-confidence remasking: ``add_gumbel_noise`` returns the logits at T = 0, ``x0 = argmax``, ``p =
+    F.softmax(logits)`` in the logits' own dtype (bf16), ``topk`` over the canvas's confidences. Its lines re-typed,
+    the model called as Unmask calls it; [MASK] dropped from the logits, as the engine does."""
+    x = torch.tensor([prompt_ids + [a.mask_token_id] * gen_length])
+    P, n = len(prompt_ids), len(prompt_ids) + gen_length
+    num_blocks = gen_length // block_length
+    for num_block in range(num_blocks):
+        block_mask_index = x[:, P + num_block * block_length:P + (num_block + 1) * block_length] == a.mask_token_id
+        m = int(block_mask_index.sum())
+        per = steps // num_blocks
+        for k in [m // per + (i < m % per) for i in range(per)]:            # get_num_transfer_tokens
+            mask_index = x == a.mask_token_id
+            logits = a.forward(x[0], torch.ones(n, n, dtype=torch.bool), torch.arange(n)).to(BF)[None]
+            logits[..., a.mask_token_id] = float("-inf")
+            x0 = torch.argmax(logits, dim=-1)
+            p = F.softmax(logits, dim=-1)
+            x0_p = torch.squeeze(torch.gather(p, dim=-1, index=torch.unsqueeze(x0, -1)), -1)
+            x0_p[:, P + (num_block + 1) * block_length:] = -float("inf")
+            x0 = torch.where(mask_index, x0, x)
+            confidence = torch.where(mask_index, x0_p, -float("inf"))
+            _, select_index = torch.topk(confidence[0], k=k)
+            x[0, select_index] = x0[0, select_index]
+    return x[0, P:].tolist()
+
+
+def test_llada_with_the_release_precision_gives_generate_pys_tokens_in_bf16(tmp_path):
+    """bf16 on the CPU, a tiny random LLaDA: ``precision=model`` (the softmax in bf16, ranked over the canvas as
+    the release ranks it) writes generate.py's tokens on every problem; float64 (the default) ranks bf16's tied
+    confidences by their float64 values and so breaks the ties elsewhere on some."""
+    from engine.decoders import build_decoder
+    from engine.runtime.loop import Generation
+    from engine.tasks import get_task
+    path, _ = write_llada(tmp_path / "llada")
+    a = load_model(str(path), device="cpu", dtype=BF)
+    same = {"model": 0, "float64": 0}
+    prompts = [p.prompt for p in get_task("arith").problems("test", 2, seed=1)]
+    for prompt in prompts:
+        ids = a.encode_prompt(prompt)
+        want = released_llada_generate(a, ids, 16, 8, 16)
+        for precision in same:
+            tr = Generation(a, prompt, build_decoder("llada", block_size=8, steps=8, gen_length=16,
+                                                     stop_at_eos=False, precision=precision)).run()
+            assert tr.meta.prompt_ids == ids
+            same[precision] += tr.meta.final_tokens[tr.meta.prompt_len:] == want
+    assert same["model"] == len(prompts) and same["float64"] < len(prompts)

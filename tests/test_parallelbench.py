@@ -30,16 +30,24 @@ def test_every_task_draws_300_distinct_seeded_problems_its_grader_accepts(name):
     assert lengths is None or lengths == {3, 4, 5, 6}          # the paper's default lengths
 
 
-def test_longer_lines_are_an_option_and_the_benchmarks_names_resolve():
+def test_longer_lines_are_an_option_and_the_benchmarks_names_are_its_files_only(monkeypatch):
+    """Without --data a benchmark's name refuses in one line naming the flag and the generator here of that
+    family, by its own name (it once ran the generator under the benchmark's name)."""
+    monkeypatch.setattr("engine.tasks._LOADED", {})          # no file read by an earlier test stands in
     long = get_task("shuffle@7-10").problems("test", 50)
     assert {len(p.answer["line"]) for p in long} <= set(range(7, 11))
-    assert get_task("parallelbench:waiting_line/insert_random").name == "insert-random"
-    assert get_task("parallelbench:puzzle/sudoku").name == "sudoku"
-    assert get_task("parallelbench:puzzle/sudoku_n4_12").name == "sudoku"            # the benchmark's file names
-    assert get_task("parallelbench:puzzle/latin_square_n4").name == "latin"
-    assert get_task("parallelbench:waiting_line_n15/copy").lengths == (15, 15)
-    with pytest.raises(ConfigError):
-        get_task("shuffle@9-3")
+    for bench, own in [("waiting_line/insert_random", "insert-random"), ("puzzle/sudoku_n4_12", "sudoku"),
+                       ("puzzle/latin_square_n4", "latin"), ("waiting_line_n15/copy", "copy@15-15"),
+                       ("paraphrase_summarize/samsum", None)]:
+        for call in (get_task, load_task_file):
+            with pytest.raises(ConfigError, match="give --data PATH") as e:
+                call(f"parallelbench:{bench}")
+            assert "\n" not in str(e.value) and (own is None) == ("generator" not in str(e.value))
+        assert own is None or get_task(own).name == own
+    assert get_task("copy@15-15").lengths == (15, 15)
+    for name in ("shuffle@9-3", "waiting_line/copy", "parallelbench:nope/copy"):
+        with pytest.raises(ConfigError, match="unknown task"):
+            get_task(name)
 
 
 ABC = ["ann", "bob", "cal"]

@@ -11,6 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.errors import ConfigError
 from engine.tasks import get_task, load_task_file
@@ -131,7 +133,7 @@ def test_the_shipped_rows_load_as_the_loader_gives_them_one_shot():
     assert task.verdict("[Billy Ramos, Alan Wells, Grace Wright]", p) == "valid"
     assert task.metrics("[Billy Ramos, Alan Wells, Grace Wright]", p) == {"score": 1.0, "score_strict": 0.0}
     zero = official("waiting_line/copy", zero_shot=True).problems("test", 1)[0]
-    assert zero.messages == () and zero.prompt == p.prompt
+    assert zero.messages == (("user", p.prompt),) and zero.prompt == p.prompt       # the question alone
 
 
 @pytest.mark.parametrize("name,shots", [("waiting_line/shuffle", 1), ("waiting_line/insert_index", 1),
@@ -141,7 +143,7 @@ def test_the_shipped_rows_load_as_the_loader_gives_them_one_shot():
 def test_every_shipped_file_loads_and_its_reference_answer_scores(name, shots):
     task = official(name)
     probs = task.problems("test", 3)
-    assert all(len(p.messages) == 3 * shots for p in probs)
+    assert all(len(p.messages) == 2 * shots + 1 for p in probs)
     for p in probs[:1]:         # the first row of each carries a reference ("example") answer
         assert task.metrics(p.solution, p).get("score", 1.0) == 1.0 and task.verdict(p.solution, p) != "wrong"
 
@@ -187,6 +189,44 @@ def test_rouge_and_bleu_by_hand():
     assert math.isclose(got["rougeL_score"], 0.6) and got["rouge1_score"] == 1.0
     assert math.isclose(got["rouge2_score"], 0.25)
     assert ParaphraseScore()("", {"text": "x"})["inv_bleu_score"] == 0.0      # an empty output scores 0
+    # 13a deletes "<skipped>": no token, and nmt_bleu's brevity penalty is 0 when a length is 0 (not 1 / 0)
+    assert bleu("<skipped>", "the cat") == bleu("the cat", "") == bleu("...", "<skipped>") == 0.0
+    assert ParaphraseScore()("<skipped>", {"text": "x"})["inv_bleu_score"] == 1.0     # not empty after strip()
+
+
+ODD_OUTPUTS = ["<skipped>", "", "   \n\t ", "\u00e9\u4e2d\U0001F600\u200b", "\ud800", "<skipped> <skipped>",
+               "word " * 3000, "[" * 500, "&amp;&lt;", "-\n"]
+SHIPPED = sorted(f"{d.name}/{f.stem}" for d in DATA.iterdir() if d.is_dir() for f in d.glob("*.jsonl"))
+
+
+def scored_everywhere(tasks, text: str) -> None:
+    """What a bench row computes from one output (its verdict, its metrics' sums) is total and in [0, 1]."""
+    from engine.harness.bench import metric_sums
+    for task in tasks:
+        p = task.problems("test", 1)[0]
+        assert isinstance(task.verdict(text, p), str)
+        sums = metric_sums(task, text, p)
+        assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for k, v in sums.items() if k.startswith("metric:"))
+
+
+@pytest.fixture(scope="module")
+def shipped_tasks():
+    return [official(name, zero_shot=True) for name in SHIPPED]
+
+
+def test_a_bench_row_survives_any_single_output(shipped_tasks, monkeypatch):
+    """One unscorable output (nothing to tokenize, blank, unicode only, very long) never ends a bench run."""
+    monkeypatch.delenv("UNMASK_LANGUAGETOOL", raising=False)
+    assert len(shipped_tasks) == 11
+    for text in ODD_OUTPUTS:
+        scored_everywhere(shipped_tasks, text)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.text(max_size=40), st.text(alphabet=" \n\t<>&;[]\"',.-", max_size=40),
+                      st.sampled_from(ODD_OUTPUTS)))
+def test_every_metric_is_total_on_fuzzed_outputs(shipped_tasks, text):
+    scored_everywhere(shipped_tasks, text)
 
 
 def test_a_bench_on_the_shipped_files_reports_both_scores(capsys):
@@ -211,6 +251,29 @@ def test_a_chat_with_worked_examples_goes_through_the_chat_template():
                                    [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                                     {"role": "user", "content": "a"}])
     assert tok.decode(ids).split() == "user : a assistant : b user : a assistant :".split()
+
+
+def test_a_chat_is_tokenized_from_its_rendered_text_as_parallelbench_does():
+    """Its models render the template to text and tokenize that (``self.tokenizer(prompt)``): with a tokenizer
+    that adds a BOS and a template that writes one, the ids start with two, where tokenizing inside
+    ``apply_chat_template`` gives one. A lone question to a model without a template takes its own format."""
+    from tokenizers import processors
+    from engine.models.model import ModelAdapter
+    from engine.models.tokenizer import build_tokenizer
+    tok = build_tokenizer(["user", "assistant", "a", "b", ":"])
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="[BOS] $A", special_tokens=[("[BOS]", tok.bos_token_id)])
+    tok.chat_template = "[BOS]{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}assistant :"
+    chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "a"}]
+    adapter = SimpleNamespace(tokenizer=tok, prompt_template=None, name="t")
+    ids = ModelAdapter.encode_chat(adapter, chat)
+    rendered = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert ids == tok(rendered).input_ids and ids[:3] == [tok.bos_token_id] * 2 + [tok.convert_tokens_to_ids("user")]
+    inside = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+    assert list(inside["input_ids"] if hasattr(inside, "keys") else inside) == ids[1:]
+    plain = SimpleNamespace(tokenizer=tok, prompt_template="Q : {} A :", name="t")
+    plain.encode_prompt = lambda text: ModelAdapter.encode_prompt(plain, text)
+    assert ModelAdapter.encode_chat(plain, chat[:1]) == ModelAdapter.encode_prompt(plain, "a")
 
 
 def test_bad_files_are_one_line(tmp_path):

@@ -104,3 +104,64 @@ def test_a_first_block_that_holds_the_prompts_tail(remask):
                                   eta=0.5, remask=remask, seed=1)).run()
     assert tr.meta.final_tokens[:5] == [1, 10, 11, 12, 13] and 3 not in tr.meta.final_tokens
     assert all(not r.committed[:5].any() for r in tr.records if r.block == 0)
+
+
+def test_the_release_nucleus_keeps_tokens_while_the_running_sum_is_at_most_p():
+    """``nucleus_p`` as the release filters ``p_x0`` (its lines, re-typed): on [.5, .3, .15, .05] at p = .9 it keeps
+    two (.5, .8 ≤ .9; .95 crosses), where the shared top-p keeps the crossing token too; the first always stays."""
+    from engine.decoders.remdm.policy import release_nucleus
+    from engine.runtime.sampling import filter_logits
+
+    def released(p_x0, p):
+        sorted_probs, sorted_indices = torch.sort(p_x0, descending=True, dim=-1)
+        top_p_mask = torch.cumsum(sorted_probs, dim=-1) <= p
+        top_p_mask[..., 0] = True
+        nucleus_probs = sorted_probs * top_p_mask
+        nucleus_probs /= nucleus_probs.sum(dim=-1, keepdim=True)
+        return torch.zeros_like(p_x0).scatter_(-1, sorted_indices, nucleus_probs)
+
+    p = torch.tensor([[0.15, 0.5, 0.05, 0.3]], dtype=torch.float64)
+    assert release_nucleus(p, 0.9)[0].tolist() == pytest.approx([0.0, 0.625, 0.0, 0.375], abs=1e-15)
+    assert torch.isfinite(filter_logits(p.log(), top_p=0.9)).sum() == 3
+    assert release_nucleus(p, 0.2).tolist() == [[0.0, 1.0, 0.0, 0.0]]
+    g = make_generator(0)
+    for q in (0.3, 0.7, 0.9, 0.95):
+        x = torch.softmax(torch.randn(4, 50, dtype=torch.float64, generator=g) * 3, -1)
+        assert torch.equal(release_nucleus(x, q), released(x, q))
+
+
+def test_conf_keeps_the_probability_after_the_nucleus_renormalises():
+    """T = 0, top-p .5: each scripted token holds about .5 to .9 of the mass, so the nucleus is the token alone and
+    its renormalised probability 1: every written token then weighs the same (σ = ½ each at forward 1), where the
+    unfiltered .9 and .8 would give .475 and .525; over 40 seeds the re-masked sets follow the renormalised one."""
+    right = sigma_conf(torch.tensor([1.0, 1.0]), 1, 4)
+    wrong = sigma_conf(torch.tensor(CONF[:2]), 1, 4)
+    differ = 0
+    for seed in range(40):
+        tr = run(lambda t: [(20 + k, CONF[k]) for k in range(8)], name="remdm", steps=4, remask="conf", top_p=0.5,
+                 seed=seed, remdm_fill="confident")
+        g = make_generator(seed)
+        torch.rand(8, dtype=torch.float64, generator=g)          # forward 0's draws
+        u = torch.rand(8, dtype=torch.float64, generator=g).float()[:2]
+        assert set(revised(tr.records[1])) == {j for j in (0, 1) if u[j] < right[j]}
+        differ += {j for j in (0, 1) if u[j] < right[j]} != {j for j in (0, 1) if u[j] < wrong[j]}
+    assert differ > 0
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_step_that_changed_nothing_runs_no_forward(temperature):
+    """The release's ``p_x0_cache``: after a step that filled and re-masked nothing, the next step samples the same
+    distribution without a forward (its record at the same NFE); every other step runs one. The scripted model
+    counts its forwards."""
+    skipped = 0
+    for seed in range(20):
+        adapter = ScriptedAdapter(lambda t: [(20 + k, CONF[k]) for k in range(8)])
+        tr = Generation(adapter, [1, 10, 11, 12, 13, 14, 15, 16], build_decoder(
+            "remdm", block_size=8, gen_length=8, use_cache=False, stop_at_eos=False, steps=4, eta=0.5, seed=seed,
+            temperature=temperature)).run()
+        assert adapter.calls == tr.nfe
+        for a, b in zip(tr.records, tr.records[1:]):
+            idle = not a.committed.any() and not revised(a)
+            assert b.nfe == a.nfe + (not idle)
+            skipped += idle
+    assert skipped > 0

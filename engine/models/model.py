@@ -176,13 +176,17 @@ class ModelAdapter:
         return tok(text).input_ids
 
     def encode_chat(self, messages: list[dict]) -> list[int]:
-        """A whole chat (worked examples as earlier turns) -> ids through the tokenizer's own chat template."""
+        """A ParallelBench chat (worked examples as earlier turns) -> ids as its models make them: the chat template
+        rendered to text, then the text tokenized with the tokenizer's special tokens (a template that writes its
+        own BOS gets a second one there, and so here). A lone question to a model without a chat template: its
+        own prompt format."""
         tok = self.tokenizer
         if self.prompt_template is not None or not getattr(tok, "chat_template", None):
+            if len(messages) == 1:
+                return self.encode_prompt(messages[0]["content"])
             raise ConfigError(f"{self.name} has no chat template: a chat with worked examples needs one "
                               "(bench --zero-shot sends the question alone)")
-        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        return list(tok(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)).input_ids)
 
     def unknown_words(self, text: str, ids: list[int] | None = None) -> list[str]:
         """The words of `text` the tokenizer maps to [UNK] (distinct, in order). ``ids``: the text's prompt

@@ -17,7 +17,6 @@ trains them, so the first generated block may also hold the prompt's tail. With 
   finished block's commit forward is fused into the next block's first forward, and the prompt prefill into the
   first step: NFE counts every forward and there is no separate prefill or K/V-store forward.
   ``fuse_commit=False`` runs SDAR's separate store forward instead (kind "commit", counted in NFE).
-
 Without the cache (``use_cache=False``) each forward recomputes [0, hi) with the same mask; tests check that both
 give the same tokens and logits within 1e-5 in fp32.
 """
@@ -70,8 +69,8 @@ class Runner:
         self.tokens = torch.tensor(prompt_ids + [adapter.mask_token_id] * cfg.gen_length, dtype=torch.long)
         self.cache = None                   # the exact block cache (block-causal models with use_cache)
         self.nfe = Counter()
-        self.generator = make_generator(cfg.seed)                 # the host's draws; the vocabulary's noise:
-        self.device_generator = device_generator(cfg.seed, adapter.device, self.generator)   # engine.runtime.device
+        self.generator = make_generator(cfg.seed)       # the host's draws; the vocabulary's: engine.runtime.device
+        self.device_generator = device_generator(cfg.seed, adapter.device, self.generator)
         self.rng_seen = self.generator.get_state().numpy()      # the stream as the latest record left it
         self.prefix_causal, self.revising = prefix_causal, revising
         self.keep_block_kv = False
@@ -79,8 +78,7 @@ class Runner:
         self.kv_cache = cfg.kv_cache
         self.fresh: tuple | None = None     # [first, end) positions whose K/V the latest forward computed
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
-        self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits of the slots after its
-        #                                         block, where it scored them (full attention), else None
+        self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits after its block (full)
         self.paths = Counter()              # how its forwards ran (``Forward.path``): the trace's forward_path
 
     def new_cache(self, keep_block_kv: bool = False):
@@ -95,8 +93,8 @@ class Runner:
         """A runner of the same kind on another model (SimSD's drafter) over this canvas, NFE counter and
         generator: what it writes and counts is this decode's."""
         twin = type(self)(adapter, self.tokens[:self.P].tolist(), self.cfg)
-        twin.tokens, twin.nfe = self.tokens, self.nfe
-        twin.generator, twin.device_generator = self.generator, self.device_generator
+        twin.tokens, twin.nfe, twin.generator, twin.device_generator = (self.tokens, self.nfe, self.generator,
+                                                                        self.device_generator)
         return twin
 
     @property
@@ -111,8 +109,9 @@ class Runner:
         return self.tokens.numpy()[lo:hi] == self.adapter.mask_token_id
 
     def sampling(self) -> Sampling:
-        c = self.cfg
-        return Sampling(c.temperature, c.top_k, c.top_p, self.device_generator, self.adapter.mask_token_id)
+        c = self.cfg          # a card that offers ``precision`` may rank in the model's dtype (LLaDA's release)
+        precision = self.adapter.dtype if getattr(c, "precision", "float64") == "model" else torch.float64
+        return Sampling(c.temperature, c.top_k, c.top_p, self.device_generator, self.adapter.mask_token_id, precision)
 
     def forward(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
                 tail: Tail | None = None, block_tokens: torch.Tensor | None = None):
@@ -136,8 +135,8 @@ class Runner:
 
     def _request(self, ids, mask, pos, cache, want_stats: bool, rows: slice):
         """Yields the forward's request (a generator) and returns its result, counting how it ran."""
-        if (why := slots.overflow(cache, len(ids))) is not None:
-            raise CapacityError(why)                       # this decode alone ends, before anything is written
+        if (why := slots.overflow(cache, len(ids))) is not None:   # this decode alone ends, before any write
+            raise CapacityError(why)
         req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
         result = yield req
         self.paths[req.path] += 1
@@ -352,6 +351,12 @@ class FullRunner(Runner):
 
     def uncache_from(self, pos: int) -> None:
         self.prefix_of = None                 # a prefix cache holding the old tokens is made again
+
+    def logits_of(self, lo: int, hi: int) -> torch.Tensor | None:
+        """Also a shifted model's (Dream): a whole-canvas forward's rows are aligned but at the canvas's first."""
+        start, logits = self.prefix
+        ok = logits is not None and max(start, self.adapter.logit_shift) <= lo and hi <= start + len(logits)
+        return logits[lo - start:hi - start] if ok else None
 
 
 class CanvasRunner(Runner):

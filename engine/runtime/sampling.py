@@ -72,18 +72,20 @@ DEVICE_CHUNK = 1 << 26
 
 
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
-                      generators: list, mask_id: int | None = None) -> list[TokenStats]:
+                      generators: list, mask_id: int | None = None,
+                      precision: torch.dtype = torch.float64) -> list[TokenStats]:
     """The statistics of several decodes' rows (q_i, V) in one call (the scheduler's round), on the logits'
     device, in chunks of whole parts (``chunk_groups``). What the decoders' rules and the records read crosses to
     the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device, where the rules reduce it
     further (``engine.runtime.device``). Each part draws its Gumbel noise on the device from its own generator (the
-    decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round. ``mask_id``: forbid predicting [MASK]
-    (``Runner.unmaskable``)."""
+    decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round.
+    ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). ``precision``: the softmax's dtype (float64, or
+    the model's as LLaDA's release ranks ``F.softmax`` of its bf16 logits)."""
     groups = chunk_groups([p.numel() for p in parts], parts[0].device)
     chunks = []
     for g in groups:
         ps = [parts[i] for i in g]
-        chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id)))
+        chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id, precision)))
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
     small = host(small).numpy()                                    # (Q, 4 + 2K): the round's one copy to the host
     K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
@@ -116,13 +118,16 @@ def chunk_groups(sizes: list[int], device: torch.device) -> list[list[int]]:
     return groups
 
 
-def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch.Tensor, torch.Tensor]:
+def _stats(parts, temperature, top_k, top_p, generators, mask_id,
+           precision=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
     """One chunk of rows (Q, V) -> (Q, 4 + 2K) float64 [candidate, top-K ids, confidence, margin, entropy, top-K
-    probabilities] and the (Q, V) softmax, on the logits' device."""
+    probabilities] and the (Q, V) softmax, on the logits' device; the softmax in ``precision`` (its values then
+    held in float64: a bf16 model's logits are exact in float32 and float64, its softmax rounds as the release's)."""
     z = (parts[0] if len(parts) == 1 else torch.cat(parts)).to(torch.float64, copy=True)   # (Q, V): ours to write
     if mask_id is not None:
         z[:, mask_id] = float("-inf")
-    probs = torch.softmax(z, dim=-1)                              # (Q, V)
+    low = precision != torch.float64
+    probs = torch.softmax(z.to(precision) if low else z, dim=-1).double()                  # (Q, V)
     V = probs.shape[-1]
     top = torch.topk(probs, min(TOP_K, V), dim=-1)                # (Q, K): the first two give top-1 and the margin
     if temperature > 0:
@@ -130,6 +135,9 @@ def _stats(parts, temperature, top_k, top_p, generators, mask_id) -> tuple[torch
         u = torch.cat([rand_like_rows(p.shape, g, z) for p, g in zip(parts, generators)])
         gumbel = -torch.log(-torch.log(u.clamp_min(1e-300)))
         candidate = (zf / temperature + gumbel).argmax(-1)                                        # Gumbel-max
+        conf = probs.gather(-1, candidate[:, None])[:, 0]
+    elif low:              # rounded probabilities tie where the logits do not: the release takes argmax(logits)
+        candidate = z.argmax(-1)
         conf = probs.gather(-1, candidate[:, None])[:, 0]
     else:
         candidate, conf = top.indices[:, 0], top.values[:, 0]                # the argmax and its probability

@@ -9,8 +9,8 @@ A decode is a generator. Where it needs the model it yields a request and receiv
 that suits the device: ``engine.runtime.batch``), then the token statistics (softmax, top-k, entropy, margin) of every
 request that asks for them in one batched call per sampling setting, on the model's device (``engine.runtime.device``:
 the logits and distributions stay there; only the statistics' one small copy per round crosses); a ``Call`` (the
-uniform canvas's encoder and decoder, whose masks come from DiffusionGemma's own builders for one canvas) runs alone. Only then does each
-decode's rule run, when the scheduler sends it its result.
+uniform canvas's encoder and decoder, whose masks come from DiffusionGemma's own builders for one canvas) runs
+alone. Only then does each decode's rule run, when the scheduler sends it its result.
 
 The order of requests in a round is the order in which their decodes joined the engine loop.
 """
@@ -36,9 +36,10 @@ class Sampling:
     top_p: float
     generator: torch.Generator
     mask_id: int
+    precision: torch.dtype = torch.float64      # the softmax's dtype: float64, or the model's (``precision=model``)
 
     def key(self) -> tuple:
-        return self.temperature, self.top_k, self.top_p, self.mask_id
+        return self.temperature, self.top_k, self.top_p, self.mask_id, self.precision
 
 
 @dataclass
@@ -85,7 +86,7 @@ def run_round(reqs: list[Request]) -> list:
     for idx in by_sampling.values():
         s = reqs[idx[0]].sampling
         stats = token_stats_batch([out[i][0][reqs[i].rows] for i in idx], s.temperature, s.top_k, s.top_p,
-                                  [reqs[i].sampling.generator for i in idx], s.mask_id)
+                                  [reqs[i].sampling.generator for i in idx], s.mask_id, s.precision)
         for i, st in zip(idx, stats):
             out[i][1] = st
     return [tuple(o) if isinstance(reqs[i], Forward) else o for i, o in enumerate(out)]

@@ -8,7 +8,7 @@ from engine.tasks.arith import ArithTask
 from engine.tasks.common import Problem, TaskBase
 from engine.tasks.data import DataTask, shipped
 from engine.tasks.mix import MixTask
-from engine.tasks.parallelbench import LINE_TASKS, PUZZLES, ParallelMix, parallel_task
+from engine.tasks.parallelbench import LINE_TASKS, PUZZLES, ParallelMix, own_name, parallel_task
 from engine.tasks.picks import PicksTask
 from engine.tasks.story import StoryTask
 
@@ -24,6 +24,8 @@ def get_task(name: str) -> TaskBase:
         return _LOADED[name]
     if isinstance(name, str) and name in TASKS:
         return TASKS[name]()
+    if isinstance(name, str) and name.startswith("parallelbench:"):
+        refuse_without_data(name)
     if isinstance(name, str) and (task := parallel_task(name)) is not None:
         return task
     if isinstance(name, str) and name not in _LOADED and name in shipped():
@@ -49,6 +51,8 @@ def load_task_file(name_or_folder: str, allow_code: bool = False, data: str | No
         return task.name
     if zero_shot:
         raise ConfigError("--zero-shot goes with --data (ParallelBench's own files)")
+    if name_or_folder.startswith("parallelbench:"):
+        refuse_without_data(name_or_folder)
     folder = shipped().get(name_or_folder) or Path(name_or_folder)
     if name_or_folder in TASKS or parallel_task(name_or_folder) is not None:
         return name_or_folder
@@ -57,6 +61,17 @@ def load_task_file(name_or_folder: str, allow_code: bool = False, data: str | No
     task = DataTask(folder, allow_code=allow_code)
     _LOADED[task.name] = task
     return task.name
+
+
+def refuse_without_data(name: str) -> None:
+    """A benchmark's name is its own rows only: without its files, one line naming --data (and the generator here
+    of that family, which has a name of its own)."""
+    from engine.tasks.parallelbench_files import official_name
+    if official_name(name) is None:
+        raise ConfigError(f"unknown task {name[:80]!r}; ParallelBench's are parallelbench:GROUP/NAME with --data")
+    near = own_name(name)
+    raise ConfigError(f"{name[:80]} is ParallelBench's own task: give --data PATH (your copy of its data/output/test "
+                      f"folder)" + (f"; Unmask's own generator of that family is --task {near}" if near else ""))
 
 
 def task_tokenizer(task: TaskBase):

@@ -312,15 +312,22 @@ class ParallelMix(TaskBase):
 BENCH_NAMES = {"latin-square-n4": "latin", "sudoku-n4-12": "sudoku"}   # the benchmark's file names
 
 
-def parallel_task(name: str) -> TaskBase | None:
-    """"shuffle", "shuffle@7-10" (longer lines), or the benchmark's own names ("parallelbench:waiting_line/shuffle",
-    "parallelbench:puzzle/latin_square_n4", "parallelbench:waiting_line_n15/copy": lines of 15); None for any
-    other name."""
-    name = name.removeprefix("parallelbench:")
+def own_name(bench_name: str) -> str | None:
+    """The generator here nearest to one of the benchmark's task names ("parallelbench:waiting_line/shuffle" ->
+    "shuffle", "parallelbench:waiting_line_n15/copy" -> "copy@15-15", "parallelbench:puzzle/sudoku_n4_12" ->
+    "sudoku"), for the line that refuses the name without its files; None if there is none."""
+    name = bench_name.removeprefix("parallelbench:")
     if name.startswith("waiting_line_n15/"):
         name = name.removeprefix("waiting_line_n15/") + "@15-15"
     name = name.removeprefix("waiting_line/").removeprefix("puzzle/").replace("_", "-")
     name = BENCH_NAMES.get(name, name)
+    return name if parallel_task(name) is not None else None
+
+
+def parallel_task(name: str) -> TaskBase | None:
+    """Unmask's own generators of ParallelBench's families: "shuffle", "shuffle@7-10" (longer lines), "latin",
+    "sudoku", ...; None for any other name. The benchmark's names ("parallelbench:GROUP/NAME") are its files' rows
+    only (``parallelbench_files``, with --data)."""
     if name in PUZZLES:
         return PUZZLES[name]()
     op, _, lengths = name.partition("@")

@@ -161,7 +161,7 @@ class OfficialTask(TaskBase):
             solution = label if isinstance(label, str) else str(
                 label.get("example") or label.get("summary") or label.get("examples") or "")
             prompt = self.prompt(values)
-            messages = () if zero_shot or not chat else (*chat, ("user", prompt))
+            messages = (("user", prompt),) if zero_shot or not chat else (*chat, ("user", prompt))
             out.append(Problem(prompt, solution, {"label": label, "metadata": row.get("metadata")}, self.name,
                                messages=messages))
         return out

@@ -39,10 +39,14 @@ def ngrams(tokens: list[str], n: int) -> Counter:
 
 def bleu(prediction: str, reference: str, max_order: int = 4) -> float:
     """One pair's BLEU as evaluate's "bleu" gives it (13a tokens; clipped n-gram precisions, their geometric mean
-    0 when any is 0; brevity penalty exp(1 - r / c) when the output is shorter)."""
+    0 when any is 0; brevity penalty exp(1 - r / c) when the output is shorter). A side with no 13a token (an
+    empty output, or the literal ``<skipped>``, which 13a deletes) scores 0: its ``nmt_bleu`` sets the penalty to 0
+    when either length is 0."""
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
     tok = Tokenizer13a()
     pred, ref = tok(prediction).split(), tok(reference).split()
+    if not pred or not ref:
+        return 0.0
     precisions = []
     for n in range(1, max_order + 1):
         possible = len(pred) - n + 1

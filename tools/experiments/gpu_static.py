@@ -12,7 +12,8 @@ the task tokenizer's vocabulary zeroed so that every decoded id is a real token)
 * ``decodes``: tokens/s and ms per forward of ``threshold`` (τ 0.9, B 32, 256 slots) and ``llada`` (B 32, one token a
   step, 64 slots) at batch 1, static and eager (``UNMASK_STATIC``), with the tokens compared; ``threshold`` at batch
   12; the released loops (LLaDA's ``generate.py``, Fast-dLLM's ``generate`` with its threshold) on the same model
-  and problems at equal NFE, calling ``model(x).logits`` with a full mask made on the device.
+  and problems at equal NFE, calling ``model(x).logits`` with a full mask made on the device; ``llada``'s tokens
+  are compared with both confidence precisions (``precision_model_same_tokens``: ranked in bf16 over the canvas).
 * ``graph_vs_eager``: the same decode with graphs on and off over the static buffers: tokens equal (asserted).
 * ``caches``: Fast-dLLM's none / prefix / dual with an 8-token and a 1 000-token prompt at 256 slots.
 * ``s2d2``: S2D2's draft and verify forwards (block-causal masks over the same weights), median ms each.
@@ -200,6 +201,9 @@ def released_rows(adapter, refs: Path, problems: list, gen: int) -> list[dict]:
                    unmask_tokens_per_s=statistics.mean(o["tokens_per_s"] for o in ours),
                    same_tokens=sum(o["ids"] == t for o, t in zip(ours, theirs)),
                    eager_same_tokens=sum(e == t for e, t in zip(eager, theirs)))
+        if name == "llada":          # ranked in the logits' dtype, as generate.py as first released ranks them
+            model = [STATIC(decode, adapter, p, spec + ",precision=model")["ids"] for p in problems]
+            row["precision_model_same_tokens"] = sum(m == t for m, t in zip(model, theirs))
         row["speedup_per_forward"] = row["released_ms_per_forward"] / ours_ms
         out.append(row)
         progress("released", row)

@@ -21,8 +21,9 @@ As released (``klass_as=release``, the default), by the model's family:
   ready slot: LLaDA's quota, the most confident;
 - Dream's ``_sample`` (``alg="klass"``): p is the untempered softmax at any T, x̂ its argmax, ready needs p(x̂) ≥ τ;
   with no ready slot exactly one token is committed: the slot whose ``sample_tokens`` confidence is highest (at
-  T > 0 the tempered probability of a token drawn at T, here the decode's own draw; at T = 0 the top probability),
-  written with its argmax.
+  T > 0 the probability of a token drawn from ``sample_tokens``' distribution: the temperature first, then top-p,
+  then top-k, ``dream_sample_probs``; the decode's own draw where no filter is on, else one drawn here; at T = 0
+  the top probability), written with its argmax.
 ``klass_as=unmask`` keeps Unmask's earlier choice on every model: p untempered and x̂ the decode's candidate, as in
 every other decoder here (KL then measures the model's distribution, not two draws), and LLaDA's quota.
 
@@ -47,7 +48,7 @@ from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
 from engine.runtime.device import host, rand_like_rows, to_device
 from engine.runtime.loop import BlockContext, Policy
-from engine.runtime.sampling import filter_logits, transformed_probs
+from engine.runtime.sampling import filter_logits
 from engine.records.trace import Reason
 from engine.decoders.klass.card import KlassFields
 
@@ -92,6 +93,13 @@ def tempered(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
     (none in the release) drop entries first."""
     z = filter_logits(logits.double(), top_k, top_p)
     return perturbed_softmax(z, rand_like_rows(z.shape, generator, z), temperature)
+
+
+def dream_sample_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """(q, V) the distribution Dream-KLASS's ``sample_tokens`` draws from at T > 0, in its order: the temperature,
+    then top-p (its ``top_p_logits``: the token that crosses p stays), then top-k, then the softmax (float64)."""
+    z = logits.double() / temperature
+    return torch.softmax(filter_logits(filter_logits(z, 0, top_p), top_k, 1.0), dim=-1)
 
 
 class KlassPolicy(Policy):
@@ -142,8 +150,12 @@ class KlassPolicy(Policy):
             return masked_topk(st.confidence, masked, quota_at(schedule, ctx.step))
         cfg = self.cfg
         if cfg.temperature > 0:
-            p = transformed_probs(ctx.runner.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)  # (L, V)
-            conf = host(p.gather(-1, to_device(drawn.candidate[:, None], p))[:, 0])   # tempered p of the draw
+            p = dream_sample_probs(ctx.runner.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)  # (L, V)
+            x = to_device(drawn.candidate, p)   # the decode's draw is from p where no filter reorders with T
+            if cfg.top_p < 1 or cfg.top_k:
+                u = rand_like_rows(p.shape, ctx.runner.device_generator, p)
+                x = (p.log() - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)       # Gumbel-max from p
+            conf = host(p.gather(-1, x[:, None])[:, 0])                    # the probability of that draw
         else:
             conf = st.confidence.double()
         return masked_topk(conf, masked, 1)

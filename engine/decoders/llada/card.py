@@ -9,11 +9,16 @@ from engine.catalogue.params import COMMON, Decoder, Param
 CARD = Card(
     decoder=Decoder("llada",
         "**LLaDA** fixed steps: each block gets `steps` forwards; the most confident tokens are kept.",
-        COMMON + ("steps", "remasking"), title="LLaDA"),
+        COMMON + ("steps", "remasking", "precision"), title="LLaDA"),
     menu=('Baseline', 'fixed steps per block (LLaDA)'), rank=1,
     params={
         "remasking": Param(str, "low_confidence", choices=("low_confidence", "random"), label="Remasking (LLaDA)",
             help="which tokens a step keeps", group="llada"),
+        "precision": Param(str, "float64", choices=("float64", "model"), label="Confidence precision",
+            help="float64: the confidences ranked in float64 (Fast-dLLM's cast, LLaDA's current generate.py); "
+            "model: in the logits' own dtype over the whole canvas, as generate.py as first released ranks "
+            "F.softmax(logits) (bf16 confidences tie often; torch's topk breaks the ties)",
+            group="llada"),
     },
     sweeps=(SweepPreset("llada", ("llada:steps={b}",), "steps = B"),
             # ParallelBench's question on the page: run it on copy, then on shuffle (unmask-parallel-small)

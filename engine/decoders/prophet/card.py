@@ -35,7 +35,8 @@ CARD = Card(
         "forward (so is an exit in one of the dual cache's later forwards, which skip the rows after the block). Which "
         "slots' gap: prophet_window=answer follows the release's evaluation: \"The answer is\" is written into the "
         "response at answer_at and the gap is averaged over the 5 positions after it (answer_length; masked or "
-        "not); prophet_window=block (the default: Unmask's tasks ask for no answer phrase, and a decoder cannot "
+        "not), every block running all its steps' forwards as the release does (even those that commit nothing: "
+        "they count in NFE); prophet_window=block (the default: Unmask's tasks ask for no answer phrase, and a decoder cannot "
         "know the task) averages the block's still-masked slots, [EOS] filler included.",
             COMMON + ("steps", "gap_early", "gap_mid", "gap_late", "gap_scale", "prophet_window", "answer_at",
                       "answer_length"),

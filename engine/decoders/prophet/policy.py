@@ -4,13 +4,17 @@
 Every forward, before its step's commits: the gap g = top-1 − top-2 logit (raw logits) is averaged over the answer
 region (``prophet_window``):
 - ``answer`` (the release's evaluation, ``eval.sh`` with ``constraints_text="200:The|201:answer|202:is"``):
-  "The answer is" is written into the response canvas at ``answer_at`` (each word encoded with a leading space, as
-  its ``_parse_constraints``) before the first forward and stays there (the release re-imposes it every step; a
-  slot that is not [MASK] is never written here, so it stays by itself); the region is the ``answer_length`` (5)
-  positions from the phrase's last slot + 2 (``max(constraints) + 2``), whether masked or written, clipped to the
-  canvas; a forward that scored none of them cannot exit (the release's empty ``answer_gaps``). A full-attention
-  forward without a cache scores every position; with Fast-dLLM's caches or on a block-causal model, only the
-  slots it scores count (a block-causal model scores the window only while its block is decoded);
+  "The answer is" is written into the response canvas at ``answer_at`` (word k at answer_at + k, each encoded with a
+  leading space, a word's i-th token at its slot + i, a later word overwriting: its ``_parse_constraints``) before
+  the first forward and stays there (the release re-imposes it every step; a slot that is not [MASK] is never
+  written here, so it stays by itself); the region is the ``answer_length`` (5) positions from the phrase's last
+  slot + 2 (``max(constraints) + 2``), whether masked or written, clipped to the canvas; a forward that scored none
+  of them cannot exit (the release's empty ``answer_gaps``). A full-attention forward without a cache scores every
+  position, on a shifted model (Dream) too; with Fast-dLLM's caches or on a block-causal model, only the slots it
+  scores count (a block-causal model scores the window only while its block is decoded). Each block runs the
+  release's forward schedule: all its ``steps`` forwards, the quota n // S with the remainder first, even those
+  that commit nothing (a block holding the phrase has fewer masks than forwards; eval.sh's 256 slots, 256 steps,
+  block 32: 32 forwards in the phrase's block, not 29), so NFE and the progress the bars read count them;
 - ``block`` (Unmask's rule, the default): the block's still-masked slots, the ones an exit commits. Unmask's tasks
   ask for no answer phrase (their graders read "####", a JSON list, a story's words), and a decoder cannot know
   the task: the release's window is asked for by name, for a prompt that ends its answer with "The answer is".
@@ -18,7 +22,7 @@ region (``prophet_window``):
 With progress = forwards so far / (steps per block × blocks), the bar is ``gap_early`` while progress < 0.33,
 ``gap_mid`` while < 0.67, else ``gap_late`` (7.5, 5.0, 2.5). If the mean gap clears the bar, every masked
 slot is committed to its candidate in this forward and the step's quota is skipped; otherwise LLaDA's quota
-(the most confident k_j) is committed.
+(the most confident k_j) is committed; under ``prophet_window=block`` a block ends once its masks are filled.
 
 Where we chose:
 - after the exit the reference fills every remaining position from that one forward, which sees the whole canvas.
@@ -49,9 +53,15 @@ PHASES = (0.33, 0.67)   # progress at which the bar moves from early to mid, and
 PHRASE = ("The", "answer", "is")   # the release's eval.sh constraints_text, word by word
 
 
-def phrase_ids(tokenizer) -> list[int]:
-    """"The answer is" as the release's ``_parse_constraints`` encodes it: each word with a leading space."""
-    return [i for w in PHRASE for i in tokenizer.encode(" " + w, add_special_tokens=False)]
+def phrase_slots(tokenizer, answer_at: int) -> dict[int, int]:
+    """{response slot: token} of "The answer is" as the release's ``_parse_constraints`` places it from eval.sh's
+    "200:The|201:answer|202:is": word k at answer_at + k, encoded with a leading space, its i-th token at that slot
+    + i; a later word overwrites what an earlier word's extra tokens wrote there (the dict's last write)."""
+    out: dict[int, int] = {}
+    for k, w in enumerate(PHRASE):
+        for i, t in enumerate(tokenizer.encode(" " + w, add_special_tokens=False)):
+            out[answer_at + k + i] = t
+    return out
 
 
 def place_phrase(runner, answer_at: int, length: int) -> range:
@@ -61,21 +71,27 @@ def place_phrase(runner, answer_at: int, length: int) -> range:
         raise ConfigError(f"prophet_window=answer: answer_at ({answer_at}) must lie inside the generation "
                           f"(gen_length {runner.end - runner.P})")
     tok = getattr(runner.adapter, "tokenizer", None)
-    ids = phrase_ids(tok) if tok is not None else []
+    slots = phrase_slots(tok, answer_at) if tok is not None else {}
     unk = getattr(tok, "unk_token_id", None)
-    if not ids or (unk is not None and unk in ids):
+    if len(slots) < len(PHRASE) or (unk is not None and unk in slots.values()):
         raise ConfigError(f"prophet_window=answer: {runner.adapter.name}'s tokenizer has no tokens for "
                           f"\"{' '.join(PHRASE)}\" (use prophet_window=block)")
-    for i, t in enumerate(ids):
-        if runner.P + answer_at + i < runner.end:
-            runner.tokens[runner.P + answer_at + i] = t
-    first = runner.P + answer_at + len(ids) + 1          # max(constraints) + 2
+    for at, t in slots.items():
+        if runner.P + at < runner.end:
+            runner.tokens[runner.P + at] = t
+    first = runner.P + max(slots) + 2                    # max(constraints) + 2
     return range(min(first, runner.end), min(first + length, runner.end))
 
 
 def phase_bar(progress: float, early: float, mid: float, late: float) -> float:
     """Prophet's ``should_early_exit`` bar at this progress."""
     return early if progress < PHASES[0] else mid if progress < PHASES[1] else late
+
+
+def release_schedule(n_masked: int, steps: int) -> list[int]:
+    """The release's ``get_num_transfer_tokens`` over ``steps`` forwards: n // S, the remainder first, zeros
+    included (a block holding the phrase has fewer masks than forwards: each forward still runs)."""
+    return [n_masked // steps + (j < n_masked % steps) for j in range(steps)]
 
 
 def logit_gap(logits: torch.Tensor) -> torch.Tensor:
@@ -110,8 +126,9 @@ class ProphetPolicy(Policy):
         cfg, B = self.cfg, self.cfg.block_size
         steps = cfg.steps or B
         nominal = steps * (ctx.index + math.ceil((ctx.runner.end - ctx.lo) / B))   # steps × blocks, as generate's
-        for k in transfer_schedule(int(ctx.masked.sum()), steps):     # LLaDA's quota; an exit ends it early
-            if not ctx.masked.any():
+        n = int(ctx.masked.sum())                     # LLaDA's quota; an exit ends it early
+        for k in release_schedule(n, steps) if self.window is not None else transfer_schedule(n, steps):
+            if not ctx.masked.any() and (self.window is None or self.exited_at is not None):
                 break
             logits, st = yield from ctx.draft()
             self.forwards += 1

@@ -11,8 +11,10 @@ CARD = Card(
         "steps over timesteps t = 1 … 1/S; each step draws, per slot of the block, whether a written token goes "
         "back to [MASK] (σ capped by η, scaled by η, weighted by how unsure it was when unmasked, or η inside "
         "remdm-loop's window) and whether a masked slot is filled (1/(S − j) plus the compensation for what σ "
-        "re-masks), as the release's ancestral sampler does; a re-masked slot waits for a later step. Where we "
-        "differ: the last step fills every slot left (the release ends at t = 10⁻⁵ and takes a final argmax), and "
+        "re-masks), as the release's ancestral sampler does; a re-masked slot waits for a later step. Tokens are "
+        "drawn from the release's nucleus (top-p keeps tokens while the running sum is at most p), conf keeps "
+        "their renormalised probability, and a step that changed nothing reuses the last forward's distribution "
+        "instead of running one (the release's p_x0 cache). Where we differ: the last step fills every slot left (the release ends at t = 10⁻⁵ and takes a final argmax), and "
         "only the current block can be re-masked (a finished block is final); remdm_fill=confident fills "
         "LLaDA's ⌈m/(S − j)⌉ most confident instead.",
         COMMON + ("steps", "eta", "remask", "remdm_fill", "t_on", "t_off", "alpha_on"), knob="eta",

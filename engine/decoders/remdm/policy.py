@@ -21,7 +21,14 @@ order, every forward): a written slot goes back if u_i < σ_i, a masked one is f
 probability (``remdm_fill=random``). ``remdm_fill=confident`` (Unmask's earlier rule) instead fills the
 ⌈m_j/(S − j)⌉ most confident of the m_j masked slots, so a block always ends in S forwards.
 
-Where we differ: the release's timesteps end at ε = 1e-5 and a final noise-removal forward takes the argmax; here
+The release's ``p_x0``: the model's distribution with its own nucleus filter (``nucleus_p``: sorted, keep while
+the running sum is at most p, the first always, renormalise; ``release_nucleus``), which every step samples from
+(here at the decode's temperature, the release's T = 1; T = 0 takes its argmax) and whose renormalised probability
+remdm-conf keeps for the token unmasked. A step that changed nothing (no slot filled, none re-masked) leaves the
+canvas as it was, so, as the release's ``p_x0_cache``, the next step draws again from the same distribution without
+a forward: its record repeats the last forward's statistics at the same NFE.
+
+Where we differ: the release keeps conf in bfloat16 (float32 here); its timesteps end at ε = 1e-5 and a final noise-removal forward takes the argmax; here
 the last forward (s = 0) fills every slot still masked and re-masks none (for cap, rescale and conf that is what
 the formulas give at s = 0; for loop it ends the block even where S is too small for the grid to reach t_off). A
 finished block is final (Unmask decodes block by block), so re-masking acts on the current block only; conf's
@@ -32,11 +39,13 @@ forwards while a re-mask can still happen, as the release's sampler does.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk
+from engine.runtime.device import host, rand_like_rows, to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision
 
@@ -84,10 +93,38 @@ def loop_rates(eta: float, t_on: float, t_off: float, alpha_on: float, j: int, s
     return 0.0, (move_t - move_s) / move_t
 
 
+def release_nucleus(probs: torch.Tensor, top_p: float, top_k: int = 0) -> torch.Tensor:
+    """(q, V) the release's ``nucleus_p`` filter of a distribution: sorted, the tokens while the running sum is at
+    most p (the first always), renormalised; after top-k, which the release does not have (0: off)."""
+    if top_k and top_k < probs.shape[-1]:
+        probs = torch.where(probs < torch.topk(probs, top_k, dim=-1).values[..., -1:], 0.0, probs)
+        probs = probs / probs.sum(-1, keepdim=True)
+    if top_p >= 1.0:
+        return probs
+    sp, idx = torch.sort(probs, descending=True, dim=-1)
+    keep = sp.cumsum(-1) <= top_p
+    keep[..., 0] = True
+    sp = sp * keep
+    return torch.zeros_like(probs).scatter(-1, idx, sp / sp.sum(-1, keepdim=True))
+
+
+def draw(p_x0: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """(q,) one token per row of ``p_x0`` at the temperature (Gumbel-max on log p / T, the noise drawn where
+    ``p_x0`` is from the decode's device generator)."""
+    u = rand_like_rows(p_x0.shape, generator, p_x0)
+    return (p_x0.log() / temperature - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)
+
+
 class ReMDMPolicy(Policy):
     name = "remdm"
     config_cls = config_class("remdm")
     revises = True
+
+    @property
+    def filters(self) -> bool:
+        """Whether the step reads the release's own nucleus ``p_x0`` (made on the device): sampled, or top-p /
+        top-k on. Greedy without a nucleus, the shared statistics' argmax and its probability are the release's."""
+        return self.cfg.temperature > 0 or self.cfg.top_p < 1 or self.cfg.top_k > 0
 
     def start(self, runner) -> None:
         self.p_at = torch.zeros(runner.end)      # each slot's p when it was last unmasked (remdm-conf), sequence-wide
@@ -119,12 +156,28 @@ class ReMDMPolicy(Policy):
             return any(loop_rates(cfg.eta, cfg.t_on, cfg.t_off, cfg.alpha_on, i, steps)[0] > 0 for i in later)
         return cfg.eta > 0 and len(later) > 0
 
+    def candidates(self, st, p_x0: torch.Tensor | None, fresh: bool, generator):
+        """The step's statistics with the tokens it would write (``candidate``, ``confidence`` their unfiltered
+        probability as everywhere), and (L,) their probability under the release's ``p_x0`` (conf keeps it). The
+        shared statistics' draw is the release's where no filter is on and the forward is this step's."""
+        if p_x0 is None:                                   # greedy, unfiltered: st's argmax and its probability
+            return st, st.confidence
+        if fresh and self.cfg.top_p >= 1 and not self.cfg.top_k:
+            return st, host(p_x0.gather(-1, to_device(st.candidate[:, None], p_x0))[:, 0].float())
+        cand = p_x0.argmax(-1) if self.cfg.temperature <= 0 else draw(p_x0, self.cfg.temperature, generator)
+        conf, p_cand = (host(p.gather(-1, cand[:, None])[:, 0].float()) for p in (st.probs, p_x0))
+        return replace(st, candidate=host(cand), confidence=conf), p_cand
+
     def run_block(self, ctx: BlockContext):
         cfg, steps = self.cfg, self.cfg.steps or ctx.L
+        changed, st, p_x0 = True, None, None
         for j in range(steps):
             if not ctx.masked.any() and not self.may_remask(j, steps):
                 break
-            _, st = yield from ctx.draft()
+            if changed:                # else the release's p_x0_cache: the same canvas, the same distribution
+                _, st = yield from ctx.draft()
+                p_x0 = release_nucleus(st.probs, cfg.top_p, cfg.top_k) if self.filters else None     # (L, V)
+            step, p_cand = self.candidates(st, p_x0, changed, ctx.runner.device_generator)
             masked, written = ctx.masked.clone(), ctx.written.clone()          # before this forward's writes
             sigma, fill = self.rates(ctx, j, steps, written)
             u = torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float()
@@ -135,8 +188,9 @@ class ReMDMPolicy(Policy):
             elif cfg.remdm_fill == "random":
                 idx = (masked & (u < fill)).nonzero()[:, 0]
             else:
-                idx = masked_topk(st.confidence, masked, math.ceil(int(masked.sum()) / (steps - j)))
-            ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
-            self.p_at[ctx.lo + idx] = st.confidence[idx]
+                idx = masked_topk(step.confidence, masked, math.ceil(int(masked.sum()) / (steps - j)))
+            ctx.commit(idx, step.candidate[idx], Reason.SCHEDULE)
+            self.p_at[ctx.lo + idx] = p_cand[idx]
             ctx.revise(back, None, Revision.REMASK)       # after the commits: a re-masked slot waits
-            yield ctx.emit("draft", st)
+            changed = len(idx) > 0 or len(back) > 0
+            yield ctx.emit("draft", step)
