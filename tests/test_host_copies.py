@@ -28,7 +28,10 @@ SPECS = [("tiny", "ar:gen_length=8"), ("tiny", "llada:block_size=8,steps=4,gen_l
          ("tiny", "wino:block_size=8,gen_length=16"), ("tiny", "remdm:block_size=8,steps=4,gen_length=16"),
          ("tiny", "subblock:block_size=8,sub_block=4,temperature=1,seed=9,gen_length=16"),
          ("unmask-tasks-small", "simsd:block_size=8,acceptance=mrs,temperature=1,seed=2,gen_length=16"),
-         ("unmask-uniform-small", "uniform:seed=3"), ("dream", "dream:gen_length=16,steps=8,temperature=1,seed=1")]
+         ("unmask-uniform-small", "uniform:seed=3"), ("dream", "dream:gen_length=16,steps=8,temperature=1,seed=1"),
+         # the releases' own samplers: ReMDM's nucleus, KLASS-on-Dream's fallback draw
+         ("tiny", "remdm:block_size=8,steps=4,temperature=1,top_p=0.9,seed=2,gen_length=16"),
+         ("dream", "klass:gen_length=16,block_size=4,temperature=0.5,top_p=0.9,seed=3")]
 PROMPT = get_task("arith").problems("test", 1, seed=3)[0].prompt
 STORY = get_task("story").problems("test", 1, seed=7)[0].prompt
 
