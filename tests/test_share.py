@@ -142,3 +142,16 @@ def test_the_gate_lets_a_client_below_its_share_through_past_a_floods_places():
         return seen, gate
     seen, gate = asyncio.run(scenario())
     assert seen == ["f0", "f1", "f2", "f3", "b", "c"] and gate.active == 0
+
+
+def test_two_newcomers_beside_a_client_with_two_decodes_fail_nobody():
+    """Issue 65, point 1: client a runs two decodes in a full set and b and c arrive together with nothing
+    running. Before, ``preempt`` picked among b and c by ``Counter.get`` (None for both), the comparison raised in
+    the engine loop and every running decode failed."""
+    loop, log = EngineLoop(max_running=2), []
+    flood = loop.submit_many([Job(lambda i=i: counted(200, log, f"a{i}"), client="a") for i in range(2)])
+    wait_for(lambda: len(loop.running) == 2)
+    newcomers = loop.submit_many([Job(lambda n=n: counted(3, log, n), client=n) for n in ("b", "c")])
+    assert [h.result(timeout=30) for h in newcomers] == [3, 3]
+    assert [h.result(timeout=30) for h in flood] == [200, 200]
+    assert not loop.paused and not loop.running

@@ -51,11 +51,12 @@ def preempt(loop) -> None:
     running = Counter(client_of(r) for r in loop.running)
     free = loop.max_running - len(loop.running)
     while wants and running:
-        top = max(running, key=running.get)
-        below = [c for c in wants if running[c] + 1 < running[top]]
+        held = running.__getitem__        # 0 for a client with nothing running (``Counter.get`` would give None)
+        top = max(running, key=held)
+        below = [c for c in wants if held(c) + 1 < held(top)]
         if not below:
             return
-        c = min(below, key=running.get)
+        c = min(below, key=held)
         if free > 0:                                  # a free place: no pause needed for this one
             free -= 1
         else:
