@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import Counter
+from unittest.mock import patch
 
 import torch
+from hypothesis import example, given, settings, strategies as st
 
-from engine.runtime.engine_loop import EngineLoop, Job
+from engine.runtime.engine_loop import EngineLoop, Group, Handle, Job
 from engine.runtime.scheduler import Call, Forward
 from explorer.page.fair import FairGate
 from tests.test_fair import hold, visitor
@@ -155,3 +158,84 @@ def test_two_newcomers_beside_a_client_with_two_decodes_fail_nobody():
     assert [h.result(timeout=30) for h in newcomers] == [3, 3]
     assert [h.result(timeout=30) for h in flood] == [200, 200]
     assert not loop.paused and not loop.running
+
+
+class Stepped(EngineLoop):
+    """An engine loop whose rounds the test runs itself, one ``_step`` at a time, on its own thread (no thread of
+    its own: a round that raises raises in the test)."""
+
+    def _serve(self) -> None:
+        return
+
+
+def scripted(n: int, flavour: int):
+    """A decode of n model-free requests; flavour 2 raises in its rule half-way, flavour 3 cannot start."""
+    if flavour == 3:
+        raise ValueError("cannot start")
+    for i in range(n):
+        yield Call(int, (i,))
+        if flavour == 2 and i == n // 2:
+            raise ValueError("its rule failed")
+    return n
+
+
+ACTIONS = st.lists(st.tuples(st.sampled_from(["arrive"] * 3 + ["abort", "cancel"] + ["step"] * 3),
+                             st.integers(0, 11), st.integers(0, 12), st.integers(0, 9)), min_size=5, max_size=80)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(actions=ACTIONS, places=st.integers(1, 4))
+@example(actions=[("arrive", 0, 3, 5), ("arrive", 0, 4, 5), ("step", 0, 0, 0), ("arrive", 1, 3, 5),
+                  ("arrive", 2, 3, 5), ("step", 0, 0, 0)], places=2)       # issue 65's crash: two newcomers at once
+def test_random_arrivals_sizes_aborts_pauses_and_resumes_raise_no_round_and_end_every_decode_once(actions, places):
+    """The gate in front of the engine loop, as on the page: up to 12 clients (some sessions shared), decodes of 0 to
+    12 requests, some past their budget at once, some capped by a group of one, some failing in their rule or at
+    their start; visitors who leave while waiting or running (their decode aborted), aborts, rounds run between
+    them. No round raises, and every decode ends exactly once (``Handle.finish`` never meets a finished one)."""
+    ends: Counter = Counter()
+    finish = Handle.finish
+
+    def counted_finish(self, value=None, error=None):
+        ends[self] += 1
+        return finish(self, value, error)
+
+    async def scenario():
+        loop, gate = Stepped(max_running=places), FairGate(concurrent=places, waiting_cap=8, per_client=4)
+        handles, tasks = [], []
+
+        async def visit(client, session, size, flavour):
+            async with gate.slot("decode", visitor(f"s{session}", f"10.0.{client}.1")):
+                job = Job(lambda: scripted(size, flavour), client=f"10.0.{client}.1",
+                          budget_s=0.0 if flavour == 0 else None, group=Group(1) if flavour == 1 else None)
+                h = loop.submit(job)
+                handles.append(h)
+                try:
+                    while not h.done:
+                        await asyncio.sleep(0)
+                finally:
+                    loop.abort(h)
+
+        for what, a, b, c in actions:
+            if what == "arrive":
+                tasks.append(asyncio.create_task(visit(a, a % 7 + b, b, c)))
+            elif what == "abort" and handles:
+                loop.abort(handles[a % len(handles)])
+            elif what == "cancel" and tasks:
+                tasks[a % len(tasks)].cancel()
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if what == "step":
+                loop._step()
+        for _ in range(1000):                        # drain: every decode ends within its requests' rounds
+            if all(t.done() for t in tasks) and not (loop.running or loop.paused or loop._aborts):
+                break
+            loop._step()
+            for _ in range(3):
+                await asyncio.sleep(0)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return loop, gate, handles
+
+    with patch.object(Handle, "finish", counted_finish):
+        loop, gate, handles = asyncio.run(scenario())
+    assert all(h.done for h in handles) and all(ends[h] == 1 for h in handles), [ends[h] for h in handles]
+    assert not (loop.running or loop.paused or any(loop.queues.values())) and gate.active == 0
