@@ -122,7 +122,8 @@ def test_a_chunked_body_is_cut_at_the_limit_and_answered_413_in_one_line():
 
         async def send(m):
             sent.append(m)
-        await BodyLimit(app, limit=10_000)(dict(type="http", method="POST", path="/x", headers=[]), receive, send)
+        scope = dict(type="http", method="POST", path="/gradio_api/queue/join", headers=[])
+        await BodyLimit(app, limit=10_000)(scope, receive, send)
     asyncio.run(run(5))
     assert sent[0]["status"] == 200
     sent.clear()
@@ -147,3 +148,60 @@ def test_cheap_checks_come_first_and_messages_stay_short():
     assert long_text([box, prompt], ["x" * 8000, "y" * 2000]) is None
     assert "at most 2000" in long_text([box, prompt], ["x", "y" * 2001])
     assert "at most 8000" in long_text([box, prompt], ["x" * 8001, "y"])
+
+
+# (method, route) of every gradio route the page or the API uses: the only ones let through
+USED = {("GET", p) for p in (
+    "/", "/config", "/config/", "/favicon.ico", "/theme.css", "/robots.txt", "/manifest.json", "/assets/{path:path}",
+    "/static/{path:path}", "/svelte/{path:path}", "/gradio_api/info", "/gradio_api/info/", "/gradio_api/app_id",
+    "/gradio_api/app_id/", "/gradio_api/startup-events", "/gradio_api/theme.css", "/gradio_api/heartbeat/{session_hash}",
+    "/gradio_api/queue/data", "/gradio_api/call/{api_name}/{event_id}", "/gradio_api/file={path_or_url:path}")} | {
+    ("HEAD", "/"), ("HEAD", "/gradio_api/file={path_or_url:path}")} | {("POST", p) for p in (
+        "/gradio_api/queue/join", "/gradio_api/cancel", "/gradio_api/reset", "/gradio_api/reset/",
+        "/gradio_api/call/{api_name}", "/gradio_api/call/{api_name}/")}
+
+
+def gradio_routes(routes):
+    """(method, path template) of every route in a starlette route table, included routers walked."""
+    for r in routes:
+        if hasattr(r, "original_router"):
+            yield from gradio_routes(r.original_router.routes)
+        else:
+            for method in getattr(r, "methods", None) or ():
+                yield method, r.path
+
+
+def test_every_route_gradio_serves_but_the_app_does_not_use_is_refused():
+    """gradio's whole route table walked (the app adds no route of its own, so a one-box page has the page's
+    table, without the page's slow imports): each route, its parameters filled, sent through the middleware. The routes the page and the API use reach gradio; every other one is refused with
+    one line before gradio sees it (before: ``process_recording`` stored and echoed a file and ran ffmpeg)."""
+    import re
+    import gradio as gr
+    from gradio.routes import App
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    table = sorted(set(gradio_routes(App.create_app(demo).routes)))
+    assert ("POST", "/gradio_api/process_recording") in table and USED <= set(table), USED - set(table)
+    answers = []
+
+    async def gradio(scope, receive, send):
+        answers.append(200)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def through(method, path):
+        async def send(message):
+            if message["type"] == "http.response.start":
+                answers.append(message["status"])
+            elif message["type"] == "http.response.body" and answers[-1] != 200:
+                assert message["body"].decode().count("\n") == 1
+        scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": []}
+        await BodyLimit(gradio)(scope, lambda: {"type": "http.request", "body": b""}, send)
+        return answers[-1]
+    refused = []
+    for method, template in table:
+        path = re.sub(r"\{[^}]+\}", "x1", template)
+        status = asyncio.run(through(method, path))
+        assert (status == 200) == ((method, template) in USED), (method, template, status)
+        refused += [template] if status != 200 else []
+    assert "/gradio_api/process_recording" in refused and len(refused) >= 50, len(refused)

@@ -7,15 +7,43 @@ gradio reads a whole request body into memory before looking at it (``queue/join
   by its ``Content-Length`` before a byte is read, and a body without one (chunked) is counted as it streams in and
   cut at the limit (the route sees its client leave; the 413 is the only answer sent);
 - ``POST .../upload`` is refused (405): the page has no upload control and the API takes text only, so gradio's
-  upload route would only let a visitor fill the disk.
+  upload route would only let a visitor fill the disk;
+- only the routes the page and its API use answer (``ROUTES``); every other route gradio serves is refused (404,
+  one line) before gradio sees it: ``process_recording`` stored and echoed a file and ran ``ffmpeg`` once per
+  effect it was sent, and the rest (monitoring, proxying, login, streaming media, the editing assistant, run
+  history, component servers, the OpenAPI schema) are features this app does not use. ``tests/test_bytes.py``
+  walks gradio's route table and sends each route through this middleware.
 """
 
 from __future__ import annotations
+
+import re
 
 from engine import settings
 
 TOO_LARGE = "request body over {limit} bytes (UNMASK_MAX_BODY): refused"
 NO_UPLOADS = "this app takes no uploads"
+NOT_A_ROUTE = "not a route of this app"
+
+# (methods, path) of the routes the page (gradio's JavaScript client) and the API (gradio_client, raw HTTP) use
+_GET = ("GET", "HEAD")
+ROUTES = [(_GET, re.compile(p)) for p in (
+    r"/", r"/config/?", r"/favicon\.ico", r"/theme\.css", r"/robots\.txt", r"/manifest\.json",
+    r"/(assets|static|svelte)/.+",                        # the page's own scripts, styles and fonts
+    r"/gradio_api/info/?", r"/gradio_api/app_id/?", r"/gradio_api/startup-events", r"/gradio_api/theme\.css",
+    r"/gradio_api/heartbeat/[^/]+", r"/gradio_api/queue/data",
+    r"/gradio_api/call/[^/]+/[^/]+",                    # a call's event stream
+    r"/gradio_api/file=.+")] + [(("POST",), re.compile(p)) for p in (     # files a handler returned
+    r"/gradio_api/queue/join", r"/gradio_api/cancel", r"/gradio_api/reset/?", r"/gradio_api/call/[^/]+/?")]
+
+
+def allowed(scope) -> bool:
+    """The request's method and path are those of a route the app uses (below any ``root_path``)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root):] or "/"
+    method = scope.get("method", "")
+    return any(method in methods and pattern.fullmatch(path) for methods, pattern in ROUTES)
 
 
 def is_upload(scope) -> bool:
@@ -52,6 +80,8 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         if is_upload(scope):
             return await refuse(send, 405, NO_UPLOADS)
+        if not allowed(scope):
+            return await refuse(send, 404, NOT_A_ROUTE)
         if (declared_length(scope) or 0) > self.limit:
             return await refuse(send, 413, TOO_LARGE.format(limit=self.limit))
         state = {"read": 0, "over": False, "started": False}
