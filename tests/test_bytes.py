@@ -138,16 +138,27 @@ def test_cheap_checks_come_first_and_messages_stay_short():
     from engine.catalogue.catalogue import validate
     from engine.errors import ConfigError
     from engine.runtime.branch import parse_branch
-    from explorer.layout import long_text
+    from explorer.page.bounds import unbounded
     with pytest.raises(ConfigError, match="0 or more"):          # before its base run is decoded
         parse_branch('{"step": -1}')
     with pytest.raises(ConfigError) as e:
         validate("threshold", {f"junk{i}": 1 for i in range(3000)})
     assert len(str(e.value)) < 400 and "and 2995 more" in str(e.value)
     box, prompt = gr.Textbox(), gr.Textbox(max_length=2000)
-    assert long_text([box, prompt], ["x" * 8000, "y" * 2000]) is None
-    assert "at most 2000" in long_text([box, prompt], ["x", "y" * 2001])
-    assert "at most 8000" in long_text([box, prompt], ["x" * 8001, "y"])
+    assert unbounded([box, prompt], ["x" * 8000, "y" * 2000]) is None
+    assert "at most 2000" in unbounded([box, prompt], ["x", "y" * 2001])
+    assert "at most 8000" in unbounded([box, prompt], ["x" * 8001, "y"])
+    # issue 65: nested JSON under the body limit was kept in the session (about 50 MiB a session) before gradio's
+    # own check refused it; every control takes a single value, and a choice a short one
+    nested = []
+    for _ in range(100_000):
+        nested = [nested]
+    controls = [gr.Checkbox(), gr.Dropdown(["a"], allow_custom_value=True), gr.Slider(), gr.State(), box]
+    assert unbounded(controls, [True, "a", 3.5, {"any": "thing"}, "x"]) is None     # a State's value is not read
+    for i, bad in enumerate([nested, "y" * 201, {"value": 1}, None, ["x"]]):
+        values = [True, "a", 3.5, None, "x"]
+        values[i] = bad
+        assert (unbounded(controls, values) is None) == (i == 3), i
 
 
 # (method, route) of every gradio route the page or the API uses: the only ones let through

@@ -3,6 +3,11 @@ one client opens new sessions with one cheap call each, and while one session re
 
     python -m tools.page.bench_memory                          # 600 sessions, 300 Runs (a few minutes)
     python -m tools.page.bench_memory --sessions 200 --runs 0
+    python -m tools.page.bench_memory --sessions 0 --runs 0 --crafted 62     # nested JSON in a check box
+
+``--crafted N``: N new sessions each send the page's Run with a ~0.9 MB nested list (``[[[...]]]`` pieces, under the
+body limit) as the value of a check box, four at a time, while a bystander loads the page every 0.2 s: RSS before
+and after, and the bystander's load times (issue 65: gradio kept such a value in the session before refusing it).
 
 Calls go over raw HTTP, as a script without a browser (and without a heartbeat) would make them: gradio's queue
 ``join`` then its event stream. Prints a Markdown table: RSS at points, and the growth over the last half.
@@ -66,15 +71,54 @@ def measure(url: str, pid: int, n: int, fn: int, data: list, one_session: bool) 
     return out
 
 
+def nested(size: int = 900_000, depth: int = 50) -> list:
+    """A list of ``[[[...]]]`` pieces ``depth`` deep, about ``size`` bytes as JSON."""
+    piece = []
+    for _ in range(depth):
+        piece = [piece]
+    return [piece] * (size // (2 * depth + 2))
+
+
+def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int) -> dict:
+    """RSS before and after ``n`` crafted Runs (four at a time), and a bystander's page loads meanwhile (s)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    data = list(data)
+    data[checkbox] = nested()
+    loads, done = [], threading.Event()
+
+    def bystander():
+        while not done.is_set():
+            t0 = time.perf_counter()
+            urllib.request.urlopen(url, timeout=60).read()
+            loads.append(time.perf_counter() - t0)
+            time.sleep(0.2)
+    before = rss_mib(pid)
+    watcher = threading.Thread(target=bystander)
+    watcher.start()
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: call(url, fn, data, uuid.uuid4().hex[:11]), range(n)))
+    done.set()
+    watcher.join()
+    return {"before": before, "after": rss_mib(pid), "loads": loads,
+            "refused": sum(not a.get("success") for a in answers)}
+
+
 def growth(series: list[float]) -> float:
     """RSS growth over the last half of the calls."""
     return series[-1] - series[len(series) // 2 - 1]
 
 
-def run(sessions: int, runs: int, **env) -> dict:
+def run(sessions: int, runs: int, n_crafted: int = 0, **env) -> dict:
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
         cfg = json.load(urllib.request.urlopen(url + "config"))
         out = {"start": rss_mib(proc.pid)}
+        if n_crafted:
+            fn, data = event(cfg, "on_run")
+            types = {c["id"]: c["type"] for c in cfg["components"]}
+            dep = next(d for d in cfg["dependencies"] if d["id"] == fn)
+            box = next(i for i, c in enumerate(dep["inputs"]) if types[c] == "checkbox")
+            out["crafted"] = crafted(url, proc.pid, n_crafted, fn, data, box)
         if sessions:
             out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False)
         if runs:
@@ -89,6 +133,13 @@ def table(res: dict) -> str:
         if s:
             rows.append(f"| {what} | {len(s)} | {s[0]:.0f} → {s[len(s) // 2 - 1]:.0f} → {s[-1]:.0f} | "
                         f"{growth(s):+.1f} MiB |")
+    c = res.get("crafted")
+    if c:
+        loads = sorted(c["loads"])
+        rows.append(f"| crafted Runs (nested JSON in a check box), four at a time | {c['refused']} refused | "
+                    f"{c['before']:.0f} → {c['after']:.0f} | {c['after'] - c['before']:+.1f} MiB; a bystander's "
+                    f"page load median {loads[len(loads) // 2] * 1000:.0f} ms, worst {loads[-1] * 1000:.0f} ms "
+                    f"({len(loads)} loads) |")
     return "\n".join(rows)
 
 
@@ -96,8 +147,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=600)
     ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--crafted", type=int, default=0, help="Runs from new sessions with nested JSON in a check box")
+    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit: before)")
     args = ap.parse_args(argv)
-    print(table(run(args.sessions, args.runs)))
+    root = {"root": Path(args.app_dir)} if args.app_dir else {}
+    space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
+    print(table(run(args.sessions, args.runs, args.crafted, **space, **root)))
 
 
 if __name__ == "__main__":
