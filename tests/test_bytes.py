@@ -132,6 +132,36 @@ def test_a_chunked_body_is_cut_at_the_limit_and_answered_413_in_one_line():
     assert sent[1]["body"].decode().count("\n") == 1
 
 
+def test_a_body_of_nested_lists_is_refused_before_gradio_parses_it():
+    """Issue 65: a ~1 MB ``[[[...]]]`` under the body limit cost gradio ~1.5 CPU-s on the event loop and ~50 MiB kept
+    in the session. Refused at the edge (400, one line) by its count of lists and objects, strings' brackets aside;
+    the page's own bodies, brackets in a prompt included, reach the route whole."""
+    piece = b"[" * 50 + b"]" * 50
+    crafted = b'{"data": [' + b",".join([piece] * 9000) + b'], "fn_index": 3}'
+    page = json.dumps({"data": ["[[{{ a prompt ]]}\"[", True, 0.9, None], "event_data": {"index": [1, 2]},
+                       "fn_index": 3, "session_hash": "s"}).encode()
+    for body, status in ((crafted, 400), (page, 200)):
+        sent, got = [], []
+
+        async def app(scope, receive, send):
+            got.append((await receive())["body"])
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+
+        halves = iter([{"type": "http.request", "body": body[:len(body) // 2], "more_body": True},
+                       {"type": "http.request", "body": body[len(body) // 2:], "more_body": False}])
+
+        async def receive():
+            return next(halves)
+
+        async def send(m):
+            sent.append(m)
+        scope = dict(type="http", method="POST", path="/gradio_api/queue/join", headers=[])
+        asyncio.run(BodyLimit(app)(scope, receive, send))
+        assert sent[0]["status"] == status and got == ([body] if status == 200 else [])
+        assert status == 200 or sent[1]["body"].decode().count("\n") == 1
+    assert len(crafted) < 1 << 20
+
+
 def test_cheap_checks_come_first_and_messages_stay_short():
     import gradio as gr
 
@@ -139,8 +169,13 @@ def test_cheap_checks_come_first_and_messages_stay_short():
     from engine.errors import ConfigError
     from engine.runtime.branch import parse_branch
     from explorer.page.bounds import unbounded
+    from engine.harness.service import DecodeService
     with pytest.raises(ConfigError, match="0 or more"):          # before its base run is decoded
         parse_branch('{"step": -1}')
+    bare = DecodeService.__new__(DecodeService)                   # no model: a decode would fail otherwise
+    with pytest.raises(ConfigError, match="tau must be in"):      # the branch's spec too (issue 65)
+        next(bare.branch_stream("2+2=", "threshold", {}, None, '{"step": 1, "spec": "threshold:tau=7"}'))
+    assert bare.check_branch('{"step": 1, "spec": "edit:tau=0.8"}', "threshold", {"gen_length": 32}) is None
     with pytest.raises(ConfigError) as e:
         validate("threshold", {f"junk{i}": 1 for i in range(3000)})
     assert len(str(e.value)) < 400 and "and 2995 more" in str(e.value)
@@ -206,8 +241,10 @@ def test_every_route_gradio_serves_but_the_app_does_not_use_is_refused():
                 answers.append(message["status"])
             elif message["type"] == "http.response.body" and answers[-1] != 200:
                 assert message["body"].decode().count("\n") == 1
+        async def receive():
+            return {"type": "http.request", "body": b"{}"}
         scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": []}
-        await BodyLimit(gradio)(scope, lambda: {"type": "http.request", "body": b""}, send)
+        await BodyLimit(gradio)(scope, receive, send)
         return answers[-1]
     refused = []
     for method, template in table:
