@@ -1,7 +1,8 @@
 """Fair queueing of the model (``explorer.page.fair``): work-conserving (no refusal while there is a free place or
 room in the queue), round robin over clients and, within one, over its sessions; a session's own rule (one running
 and one waiting per kind); refusal of the newest request of the client holding the most when the queue is full;
-waiters whose client left passed over; nothing kept once everything has ended."""
+waiters whose client left passed over; nothing kept once everything has ended. The order among waiters is tested
+with no spare places (``spare=0``); what the spare places let through, in ``tests/test_share.py``."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
     rule), then classmates s1 and s2; address B: one visitor. Order of service: f's first (it came first), B, s1,
     s2, and only then f's other nine."""
     async def scenario():
-        gate, log = FairGate(concurrent=1), []
+        gate, log = FairGate(concurrent=1, spare=0), []
         gos, tasks = {}, []
 
         def start(name, kind, req):
@@ -112,7 +113,7 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
 
 def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most():
     async def scenario():
-        gate, log = FairGate(concurrent=1, waiting_cap=4, per_client=3), []
+        gate, log = FairGate(concurrent=1, spare=0, waiting_cap=4, per_client=3), []
         go, tasks, refused = asyncio.Event(), {}, {}
 
         def start(name, req):
@@ -149,7 +150,7 @@ def test_a_waiter_whose_client_left_is_passed_over_and_holds_nothing():
     async def scenario():
         streams = Streams()
         streams.installed = True
-        gate, log, go = FairGate(concurrent=1, streams=streams), [], asyncio.Event()
+        gate, log, go = FairGate(concurrent=1, spare=0, streams=streams), [], asyncio.Event()
         for s in ("a", "b", "c", "d"):
             streams.opened(s)
         running = asyncio.create_task(hold(gate, "run", visitor("a", "10.0.0.1"), log, "a", go))
@@ -292,7 +293,7 @@ def test_a_never_served_client_goes_before_clients_served_before_whatever_their_
     """Least recent service first: clients that were each served once and came back wait behind a fresh one that
     arrived after them (before: arrival order among clients with nothing running)."""
     async def scenario():
-        gate, log, go = FairGate(concurrent=1), [], asyncio.Event()
+        gate, log, go = FairGate(concurrent=1, spare=0), [], asyncio.Event()
         for i in range(3):                                  # each served once, then idle
             done = asyncio.Event()
             done.set()

@@ -160,6 +160,48 @@ def test_two_newcomers_beside_a_client_with_two_decodes_fail_nobody():
     assert not loop.paused and not loop.running
 
 
+def test_many_identities_holding_one_decode_each_yield_their_places_in_time(monkeypatch):
+    """Issue 65, point 4: four places, each held by another client's long decode (the places rule sees no client
+    holding more than another). A newcomer's short decode is seated once the longest-held decode has had its slice
+    (here 0.05 s), and ends while the long ones are far from done; each long decode still gets every answer. Before,
+    the newcomer waited for one of them to end."""
+    from engine.runtime import share
+    monkeypatch.setattr(share, "SLICE_S", 0.05)
+    loop, log = EngineLoop(max_running=4), []
+
+    def long(name):
+        for _ in range(400):
+            yield Call(time.sleep, (0.002,))
+            log.append(name)
+        return 400
+    held = loop.submit_many([Job(lambda i=i: long(f"c{i}"), client=f"c{i}") for i in range(4)])
+    wait_for(lambda: len(log) >= 8)
+    light = loop.submit(Job(lambda: counted(3, log, "new"), client="new"))
+    assert light.result(timeout=30) == 3
+    assert log.count("c0") < 200, "the newcomer waited for a held place to free"
+    assert [h.result(timeout=60) for h in held] == [400] * 4
+    assert not loop.paused and not loop.running
+
+
+def test_the_gate_lets_a_client_holding_nothing_through_when_one_request_each_holds_every_place():
+    """Four places, each held by one request of another address: a fifth address is let through at once (a spare
+    place; the engine loop slices in time), while a second request of a holding address waits."""
+    async def scenario():
+        gate, log, go = FairGate(concurrent=4), [], asyncio.Event()
+        tasks = [asyncio.create_task(hold(gate, "decode", visitor(f"h{i}", f"10.0.1.{i}"), log, f"h{i}", go))
+                 for i in range(4)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(hold(gate, "decode", visitor("h0b", "10.0.1.0"), log, "h0b", go)))
+        tasks.append(asyncio.create_task(hold(gate, "decode", visitor("new", "10.0.2.1"), log, "new", go)))
+        await asyncio.sleep(0)
+        seen = list(log)
+        go.set()
+        await asyncio.gather(*tasks)
+        return seen, gate
+    seen, gate = asyncio.run(scenario())
+    assert seen == ["h0", "h1", "h2", "h3", "new"] and gate.active == 0
+
+
 class Stepped(EngineLoop):
     """An engine loop whose rounds the test runs itself, one ``_step`` at a time, on its own thread (no thread of
     its own: a round that raises raises in the test)."""

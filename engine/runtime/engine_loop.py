@@ -138,6 +138,7 @@ class _Running:
     decode: Generator
     request: object = None
     last_snapshot: float = float("-inf")
+    seated: float = 0.0                     # when it last took a place (``share.by_time``)
 
 
 class EngineLoop:
@@ -222,11 +223,13 @@ class EngineLoop:
         t0 = time.perf_counter()
         self._leave()
         fair_share.preempt(self)
+        fair_share.by_time(self, time.monotonic())
         for handle in self._admit():
             if isinstance(handle, _Running):          # a paused decode resumes where it stopped
+                handle.seated = time.monotonic()
                 self.running.append(handle)
                 continue
-            r = _Running(handle, None,
+            r = _Running(handle, None, seated=time.monotonic(),
                          last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
             try:
                 r.decode = handle.job.start()

@@ -11,7 +11,7 @@ as the engine loop's admission), the least recently served first among equals; w
 one address (a class on a school's network, or every visitor of a Space without a named proxy) are served like any
 twelve, a flooding session of that address waits behind its classmates' first requests, and a visitor from another
 address gets the next free place. A client holding at least two places fewer than the client holding the most need
-not wait for one to free: it takes one of ``spare`` further places (as many as ``concurrent``), and the engine loop
+not wait for one to free, nor need a client holding nothing: it takes one of ``spare`` further places (as many as ``concurrent``), and the engine loop
 pauses one of that client's decodes to seat it (``engine.runtime.share``), so no visitor waits out another's budget.
 
 Refusals, each a one-line message:
@@ -96,11 +96,13 @@ class FairGate:
             self.spare = self.concurrent
 
     def below_share(self, who: str) -> bool:
-        """A spare place is free and ``who`` holds at least two places fewer than the client holding the most: it
-        is let through to the engine loop, which pauses one of that client's decodes to seat it (preemption,
-        ``engine.runtime.engine_loop``)."""
+        """A spare place is free and ``who`` holds nothing, or at least two places fewer than the client holding
+        the most: it is let through to the engine loop, which pauses one of that client's decodes (preemption) or,
+        every place being held by one decode each of many clients, the decode that has held its place longest
+        (round robin in time) to seat it (``engine.runtime.share``)."""
         most = max((n for k, n in self.running.items() if isinstance(k, str)), default=0)
-        return self.active < self.concurrent + self.spare and self.running[who] + 1 < most
+        held = self.running[who]
+        return self.active < self.concurrent + self.spare and (held == 0 or held + 1 < most)
 
     @property
     def waiting(self) -> int:
