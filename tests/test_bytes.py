@@ -2,7 +2,8 @@
 with ``SPACE_ID`` set, as a Space runs it: 50 MB bodies, declared or chunked, to gradio's routes leave the server's
 RSS within 20 MiB of where it was (before: a few such requests took gigabytes, never given back), each refused with
 a one-line 413; an upload is refused (405); a text longer than its box takes is refused before it waits. One app for
-the module (marked ``load``)."""
+the module (marked ``load``). In process: every gradio route the app does not use refused, a body of nested lists
+refused before gradio parses it, and every input held to one value of bounded size."""
 
 from __future__ import annotations
 
@@ -200,7 +201,8 @@ def test_cheap_checks_come_first_and_messages_stay_short():
 USED = {("GET", p) for p in (
     "/", "/config", "/config/", "/favicon.ico", "/theme.css", "/robots.txt", "/manifest.json", "/assets/{path:path}",
     "/static/{path:path}", "/svelte/{path:path}", "/gradio_api/info", "/gradio_api/info/", "/gradio_api/app_id",
-    "/gradio_api/app_id/", "/gradio_api/startup-events", "/gradio_api/theme.css", "/gradio_api/heartbeat/{session_hash}",
+    "/gradio_api/app_id/", "/gradio_api/startup-events", "/gradio_api/theme.css",
+    "/gradio_api/heartbeat/{session_hash}",
     "/gradio_api/queue/data", "/gradio_api/call/{api_name}/{event_id}", "/gradio_api/file={path_or_url:path}")} | {
     ("HEAD", "/"), ("HEAD", "/gradio_api/file={path_or_url:path}")} | {("POST", p) for p in (
         "/gradio_api/queue/join", "/gradio_api/cancel", "/gradio_api/reset", "/gradio_api/reset/",
@@ -219,8 +221,9 @@ def gradio_routes(routes):
 
 def test_every_route_gradio_serves_but_the_app_does_not_use_is_refused():
     """gradio's whole route table walked (the app adds no route of its own, so a one-box page has the page's
-    table, without the page's slow imports): each route, its parameters filled, sent through the middleware. The routes the page and the API use reach gradio; every other one is refused with
-    one line before gradio sees it (before: ``process_recording`` stored and echoed a file and ran ffmpeg)."""
+    table, without the page's slow imports): each route, its parameters filled, sent through the middleware. The
+    routes the page and the API use reach gradio; every other one is refused with one line before gradio sees it
+    (before: ``process_recording`` stored and echoed a file and ran ffmpeg)."""
     import re
     import gradio as gr
     from gradio.routes import App

@@ -10,9 +10,11 @@ as the engine loop's admission), the least recently served first among equals; w
 **session** chosen the same way; within the session, to its oldest request. So twelve visitors behind
 one address (a class on a school's network, or every visitor of a Space without a named proxy) are served like any
 twelve, a flooding session of that address waits behind its classmates' first requests, and a visitor from another
-address gets the next free place. A client holding at least two places fewer than the client holding the most need
-not wait for one to free, nor need a client holding nothing: it takes one of ``spare`` further places (as many as ``concurrent``), and the engine loop
-pauses one of that client's decodes to seat it (``engine.runtime.share``), so no visitor waits out another's budget.
+address gets the next free place. A client holding nothing, or at least two places fewer than the client holding
+the most, need not wait for one to free: it takes one of ``spare`` further places (as many as ``concurrent``), and
+the engine loop seats it by pausing one of the heaviest client's decodes or, when one decode each of many clients
+holds every place, the decode that has held its place longest (``engine.runtime.share``), so no visitor waits out
+another's budget.
 
 Refusals, each a one-line message:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
