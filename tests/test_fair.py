@@ -112,6 +112,7 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
 
 
 def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most():
+    """Each address its own /24 (a pool of one network is bounded as one client, below)."""
     async def scenario():
         gate, log = FairGate(concurrent=1, spare=0, waiting_cap=4, per_client=3), []
         go, tasks, refused = asyncio.Event(), {}, {}
@@ -124,16 +125,16 @@ def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most(
                     refused[name] = str(e)
             tasks[name] = asyncio.create_task(run())
 
-        start("x", visitor("x", "10.0.0.9"))            # holds the place
+        start("x", visitor("x", "10.0.9.9"))            # holds the place
         for i in range(3):
-            start(f"a{i}", visitor(f"a{i}", "10.0.0.1"))
+            start(f"a{i}", visitor(f"a{i}", "10.0.1.1"))
         await asyncio.sleep(0)
-        start("a3", visitor("a3", "10.0.0.1"))          # over its client's bound (3): refused itself
-        start("b0", visitor("b0", "10.0.0.2"))          # the queue is now full (4)
+        start("a3", visitor("a3", "10.0.1.1"))          # over its client's bound (3): refused itself
+        start("b0", visitor("b0", "10.0.2.1"))          # the queue is now full (4)
         await asyncio.sleep(0)
-        start("c0", visitor("c0", "10.0.0.3"))          # full: A holds the most, its newest (a2) makes room
+        start("c0", visitor("c0", "10.0.3.1"))          # full: A holds the most, its newest (a2) makes room
         await asyncio.sleep(0)
-        start("a4", visitor("a4", "10.0.0.1"))          # full, and A still holds the most (2 + itself): refused
+        start("a4", visitor("a4", "10.0.1.1"))          # full, and A still holds the most (2 + itself): refused
         await asyncio.sleep(0)
         assert set(refused) == {"a3", "a2", "a4"} and gate.waiting == 4
         go.set()
@@ -310,3 +311,28 @@ def test_a_never_served_client_goes_before_clients_served_before_whatever_their_
         return log
     log = asyncio.run(scenario())
     assert log[3:5] == ["x", "fresh"], log
+
+
+def test_waiting_requests_are_bounded_per_ipv4_24_and_ipv6_32():
+    """Issue 65: a pool of addresses (one /24, one /32 of /48s) cannot fill the queue: its clients' waiting
+    requests count together against the per-client bound; another network's newcomer still waits its turn."""
+    async def scenario():
+        gate, log, go = FairGate(concurrent=1, spare=0, waiting_cap=100, per_client=3), [], asyncio.Event()
+        refused = []
+
+        async def one(host):
+            try:
+                await hold(gate, "run", visitor(host, host), log, host, go)
+            except Busy as e:
+                refused.append((host, str(e)))
+        tasks = []
+        for host in ["192.0.2.200", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.1.1",
+                     "2001:db8:1::1", "2001:db8:2::1", "2001:db8:3::1", "2001:db8:4::1", "2001:db9::1"]:
+            tasks.append(asyncio.create_task(one(host)))
+            await asyncio.sleep(0)
+        go.set()
+        await asyncio.gather(*tasks)
+        return refused, log, gate
+    refused, log, gate = asyncio.run(scenario())
+    assert [h for h, _ in refused] == ["10.0.0.4", "2001:db8:4::1"], refused
+    assert "from your network, 10.0.0.0/24" in refused[0][1] and len(log) == 9 and empty(gate)

@@ -19,7 +19,9 @@ another's budget.
 Refusals, each a one-line message:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
 - the queue is **full**: ``UNMASK_WAITING`` requests waiting in all (default 256), or ``UNMASK_PER_ADDRESS`` of one
-  client (default 128: a class of 64 behind one address, each with a request running and one waiting). Then the
+  client (default 128: a class of 64 behind one address, each with a request running and one waiting), or as many
+  of one pool of clients, an IPv4 /24 or an IPv6 /32 (``proxy.pool_of``: a pool of addresses cannot fill the
+  queue). Then the
   refused request is the newest of the client holding the most: the newcomer if that is its own client, else that
   client's newest waiting request, which leaves the queue to make room. A newcomer whose client has nothing
   waiting is never locked out by many one-request clients: it takes the place of the newest waiting request of a
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import itertools
 from collections import Counter, OrderedDict, deque
 from contextlib import asynccontextmanager
@@ -46,7 +49,9 @@ from dataclasses import dataclass, field
 from engine import settings
 from explorer.page import presence
 from explorer.page.presence import Gone
-from explorer.page.proxy import client_key
+from explorer.page.proxy import client_key, pool_of
+
+pooled = functools.lru_cache(maxsize=4096)(pool_of)
 
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
@@ -55,6 +60,8 @@ RECENT = 4096            # clients whose last turn is remembered after they went
 TAKEN = "the server's queue is full and a visitor not yet served took your place: try again in a minute"
 FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your address): try again in a "
         "minute")
+POOL_FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your network, {pool}): try "
+             "again in a minute")
 
 CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's client, for the engine loop
 
@@ -159,6 +166,10 @@ class FairGate:
         mine = self.waiting_of(who) + 1
         if mine > self.per_client:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
+        pool = pooled(who)                            # many addresses of one network count together
+        together = sum(self.waiting_of(c) for c in self.queues if pooled(c) == pool) + 1
+        if together > self.per_client:
+            raise Busy(POOL_FULL.format(n=self.waiting, mine=together - 1, pool=pool))
         if self.waiting < self.waiting_cap:
             return
         if mine == 1 and self._displace():
