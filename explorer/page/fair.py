@@ -11,10 +11,10 @@ as the engine loop's admission), the least recently served first among equals; w
 one address (a class on a school's network, or every visitor of a Space without a named proxy) are served like any
 twelve, a flooding session of that address waits behind its classmates' first requests, and a visitor from another
 address gets the next free place. A client holding nothing, or at least two places fewer than the client holding
-the most, need not wait for one to free: it takes one of ``spare`` further places (as many as ``concurrent``), and
-the engine loop seats it by pausing one of the heaviest client's decodes or, when one decode each of many clients
-holds every place, the decode that has held its place longest (``engine.runtime.share``), so no visitor waits out
-another's budget.
+the most, need not wait for one to free: it takes one of ``spare`` further places (``SPARE`` times ``concurrent``),
+and the engine loop seats it by pausing one of the heaviest client's decodes or, when one decode each of many
+clients holds every place, the decode that has held its place longest (``engine.runtime.share``), so no visitor
+waits out another's budget.
 
 Refusals, each a one-line message:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
@@ -53,6 +53,8 @@ from explorer.page.proxy import client_key, pool_of
 
 pooled = functools.lru_cache(maxsize=4096)(pool_of)
 
+SPARE = 3                 # spare places per running place: one decode from each of many clients waits in the engine
+                          # loop, which shares its places in time, not here, where only a decode's end frees a place
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
@@ -102,7 +104,7 @@ class FairGate:
 
     def __post_init__(self):
         if self.spare is None:
-            self.spare = self.concurrent
+            self.spare = SPARE * self.concurrent
 
     def below_share(self, who: str) -> bool:
         """A spare place is free and ``who`` holds nothing, or at least two places fewer than the client holding
