@@ -14,7 +14,8 @@ statistics call per sampling setting). Admission is round robin over clients (a 
 visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
 the fewest running, so one client's flood cannot fill the running set; and when the set is full, a client holding at
 least two places fewer than the client holding the most makes that client's newest decode pause at the round
-boundary, kept whole, until its share allows (``engine.runtime.share``). A ``Group`` caps its own jobs running at
+boundary, kept whole, until its share allows; and when one decode each of many clients holds every place, the
+decode that has held its place longest pauses for a waiting client holding nothing (``engine.runtime.share``). A ``Group`` caps its own jobs running at
 once (a bench's ``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken
 in rotating order, so one huge prompt cannot starve the rest; when several clients run, a round's rows are shared by
 client (deficit round robin in query tokens), so a light client's forward is not as slow as a flood's batch. A job's
