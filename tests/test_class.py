@@ -17,8 +17,8 @@ pytestmark = pytest.mark.load
 
 
 def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path):
-    """Two places, six waiting at most, four per client; heavy decodes (a 5 s budget each: at 2 s, on a machine at a
-    load of 10, A's first decodes ended before the twelfth call reached the gate). Address A sends eight
+    """Two places, six waiting at most, four per client; heavy decodes (a 5 s budget each: at 2 s it failed on a machine
+    at a load of 10, where A's first decodes can end before the twelfth call reaches the gate). Address A sends eight
     (two run, four wait, two refused at once: over its bound), then address B (another /24) four: B's first takes a
     spare place (it holds nothing: ``FairGate.below_share``), its fourth finds the queue full and A holding the most,
     so A's newest waiting request is refused to make room; B loses nothing."""
