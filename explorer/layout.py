@@ -18,10 +18,9 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import bodylimit, fair, more_views, presence, proxy, serverlog, sessions
+from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
-from explorer.state import MAX_QUERY_VALUE
 from engine.catalogue.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
@@ -93,9 +92,9 @@ def guard_inputs(demo: gr.Blocks) -> None:
     async def checked(block_fn, inputs, state, explicit_call: bool = False):
         if block_fn.fn is None:
             raise shown_error("this event runs in the browser only")
-        too_long = long_text(block_fn.inputs, inputs)
-        if too_long:                   # before the request waits for the model (the fair gate is in the handler)
-            raise shown_error(too_long, escape=block_fn.api_name != "decode")
+        refused = bounds.unbounded(block_fn.inputs, inputs)
+        if refused:        # before gradio keeps the values in the session and before the request waits for the model
+            raise shown_error(refused, escape=block_fn.api_name != "decode")
         try:
             return await preprocess(block_fn, inputs, state, explicit_call)
         except Exception as e:   # gradio's check of a client's values (its gr.Error too): bad input by definition
@@ -104,20 +103,6 @@ def guard_inputs(demo: gr.Blocks) -> None:
                               escape=block_fn.api_name != "decode") from None
 
     demo.preprocess_data = checked
-
-
-def long_text(components, values) -> str | None:
-    """The message for a text box's (or the API's) value longer than it takes (its ``max_length``, else
-    ``state.MAX_QUERY_VALUE``), or None: checked before gradio's preprocessing and before any wait (other values
-    are bounded by the body limit, ``bodylimit``)."""
-    from gradio.components.api_component import Api       # the decode API's inputs (text)
-    for comp, value in zip(components or (), values if isinstance(values, list) else ()):
-        if not isinstance(comp, (gr.Textbox, Api)):
-            continue
-        limit = getattr(comp, "max_length", None) or MAX_QUERY_VALUE
-        if isinstance(value, str) and len(value) > limit:
-            return f"a text of {len(value)} characters; this field takes at most {limit}"
-    return None
 
 
 def hide_page_handlers(demo: gr.Blocks) -> None:

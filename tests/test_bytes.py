@@ -2,7 +2,8 @@
 with ``SPACE_ID`` set, as a Space runs it: 50 MB bodies, declared or chunked, to gradio's routes leave the server's
 RSS within 20 MiB of where it was (before: a few such requests took gigabytes, never given back), each refused with
 a one-line 413; an upload is refused (405); a text longer than its box takes is refused before it waits. One app for
-the module (marked ``load``)."""
+the module (marked ``load``). In process: every gradio route the app does not use refused, a body of nested lists
+refused before gradio parses it, and every input held to one value of bounded size."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def test_a_chunked_body_is_cut_at_the_limit_and_answered_413_in_one_line():
 
         async def send(m):
             sent.append(m)
-        await BodyLimit(app, limit=10_000)(dict(type="http", method="POST", path="/x", headers=[]), receive, send)
+        scope = dict(type="http", method="POST", path="/gradio_api/queue/join", headers=[])
+        await BodyLimit(app, limit=10_000)(scope, receive, send)
     asyncio.run(run(5))
     assert sent[0]["status"] == 200
     sent.clear()
@@ -131,19 +133,126 @@ def test_a_chunked_body_is_cut_at_the_limit_and_answered_413_in_one_line():
     assert sent[1]["body"].decode().count("\n") == 1
 
 
+def test_a_body_of_nested_lists_is_refused_before_gradio_parses_it():
+    """Issue 65: a ~1 MB ``[[[...]]]`` under the body limit cost gradio ~1.5 CPU-s on the event loop and ~50 MiB kept
+    in the session. Refused at the edge (400, one line) by its count of lists and objects, strings' brackets aside;
+    the page's own bodies, brackets in a prompt included, reach the route whole."""
+    piece = b"[" * 50 + b"]" * 50
+    crafted = b'{"data": [' + b",".join([piece] * 9000) + b'], "fn_index": 3}'
+    page = json.dumps({"data": ["[[{{ a prompt ]]}\"[", True, 0.9, None], "event_data": {"index": [1, 2]},
+                       "fn_index": 3, "session_hash": "s"}).encode()
+    for body, status in ((crafted, 400), (page, 200)):
+        sent, got = [], []
+
+        async def app(scope, receive, send):
+            got.append((await receive())["body"])
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+
+        halves = iter([{"type": "http.request", "body": body[:len(body) // 2], "more_body": True},
+                       {"type": "http.request", "body": body[len(body) // 2:], "more_body": False}])
+
+        async def receive():
+            return next(halves)
+
+        async def send(m):
+            sent.append(m)
+        scope = dict(type="http", method="POST", path="/gradio_api/queue/join", headers=[])
+        asyncio.run(BodyLimit(app)(scope, receive, send))
+        assert sent[0]["status"] == status and got == ([body] if status == 200 else [])
+        assert status == 200 or sent[1]["body"].decode().count("\n") == 1
+    assert len(crafted) < 1 << 20
+
+
 def test_cheap_checks_come_first_and_messages_stay_short():
     import gradio as gr
 
     from engine.catalogue.catalogue import validate
     from engine.errors import ConfigError
     from engine.runtime.branch import parse_branch
-    from explorer.layout import long_text
+    from explorer.page.bounds import unbounded
+    from engine.harness.service import DecodeService
     with pytest.raises(ConfigError, match="0 or more"):          # before its base run is decoded
         parse_branch('{"step": -1}')
+    bare = DecodeService.__new__(DecodeService)                   # no model: a decode would fail otherwise
+    with pytest.raises(ConfigError, match="tau must be in"):      # the branch's spec too (issue 65)
+        next(bare.branch_stream("2+2=", "threshold", {}, None, '{"step": 1, "spec": "threshold:tau=7"}'))
+    assert bare.check_branch('{"step": 1, "spec": "edit:tau=0.8"}', "threshold", {"gen_length": 32}) is None
     with pytest.raises(ConfigError) as e:
         validate("threshold", {f"junk{i}": 1 for i in range(3000)})
     assert len(str(e.value)) < 400 and "and 2995 more" in str(e.value)
     box, prompt = gr.Textbox(), gr.Textbox(max_length=2000)
-    assert long_text([box, prompt], ["x" * 8000, "y" * 2000]) is None
-    assert "at most 2000" in long_text([box, prompt], ["x", "y" * 2001])
-    assert "at most 8000" in long_text([box, prompt], ["x" * 8001, "y"])
+    assert unbounded([box, prompt], ["x" * 8000, "y" * 2000]) is None
+    assert "at most 2000" in unbounded([box, prompt], ["x", "y" * 2001])
+    assert "at most 8000" in unbounded([box, prompt], ["x" * 8001, "y"])
+    # issue 65: nested JSON under the body limit was kept in the session (about 50 MiB a session) before gradio's
+    # own check refused it; every control takes a single value, and a choice a short one
+    nested = []
+    for _ in range(100_000):
+        nested = [nested]
+    controls = [gr.Checkbox(), gr.Dropdown(["a"], allow_custom_value=True), gr.Slider(), gr.State(), box]
+    assert unbounded(controls, [True, "a", 3.5, {"any": "thing"}, "x"]) is None     # a State's value is not read
+    for i, bad in enumerate([nested, "y" * 201, {"value": 1}, None, ["x"]]):
+        values = [True, "a", 3.5, None, "x"]
+        values[i] = bad
+        assert (unbounded(controls, values) is None) == (i == 3), i
+
+
+# (method, route) of every gradio route the page or the API uses: the only ones let through
+USED = {("GET", p) for p in (
+    "/", "/config", "/config/", "/favicon.ico", "/theme.css", "/robots.txt", "/manifest.json", "/assets/{path:path}",
+    "/static/{path:path}", "/svelte/{path:path}", "/gradio_api/info", "/gradio_api/info/", "/gradio_api/app_id",
+    "/gradio_api/app_id/", "/gradio_api/startup-events", "/gradio_api/theme.css",
+    "/gradio_api/heartbeat/{session_hash}",
+    "/gradio_api/queue/data", "/gradio_api/call/{api_name}/{event_id}", "/gradio_api/file={path_or_url:path}")} | {
+    ("HEAD", "/"), ("HEAD", "/gradio_api/file={path_or_url:path}")} | {("POST", p) for p in (
+        "/gradio_api/queue/join", "/gradio_api/cancel", "/gradio_api/reset", "/gradio_api/reset/",
+        "/gradio_api/call/{api_name}", "/gradio_api/call/{api_name}/")}
+
+
+def gradio_routes(routes):
+    """(method, path template) of every route in a starlette route table, included routers walked."""
+    for r in routes:
+        if hasattr(r, "original_router"):
+            yield from gradio_routes(r.original_router.routes)
+        else:
+            for method in getattr(r, "methods", None) or ():
+                yield method, r.path
+
+
+def test_every_route_gradio_serves_but_the_app_does_not_use_is_refused():
+    """gradio's whole route table walked (the app adds no route of its own, so a one-box page has the page's
+    table, without the page's slow imports): each route, its parameters filled, sent through the middleware. The
+    routes the page and the API use reach gradio; every other one is refused with one line before gradio sees it
+    (before: ``process_recording`` stored and echoed a file and ran ffmpeg)."""
+    import re
+    import gradio as gr
+    from gradio.routes import App
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    table = sorted(set(gradio_routes(App.create_app(demo).routes)))
+    assert ("POST", "/gradio_api/process_recording") in table and USED <= set(table), USED - set(table)
+    answers = []
+
+    async def gradio(scope, receive, send):
+        answers.append(200)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def through(method, path):
+        async def send(message):
+            if message["type"] == "http.response.start":
+                answers.append(message["status"])
+            elif message["type"] == "http.response.body" and answers[-1] != 200:
+                assert message["body"].decode().count("\n") == 1
+        async def receive():
+            return {"type": "http.request", "body": b"{}"}
+        scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": []}
+        await BodyLimit(gradio)(scope, receive, send)
+        return answers[-1]
+    refused = []
+    for method, template in table:
+        path = re.sub(r"\{[^}]+\}", "x1", template)
+        status = asyncio.run(through(method, path))
+        assert (status == 200) == ((method, template) in USED), (method, template, status)
+        refused += [template] if status != 200 else []
+    assert "/gradio_api/process_recording" in refused and len(refused) >= 50, len(refused)

@@ -118,6 +118,63 @@ def test_a_failing_forward_fails_its_own_decode_only(adapter):
         same_records(a, h.result(timeout=60))
 
 
+def test_a_round_out_of_device_memory_runs_again_in_halves_and_only_a_decode_too_big_alone_fails(adapter,
+                                                                                                 monkeypatch):
+    """Out of memory injected on the CPU: a round of more than two requests runs out after its forward grew the
+    caches, and a decode marked too big runs out whatever its company. The round is split in halves (the device's
+    cache emptied before each retry) down to rounds that fit; the too-big decode fails alone with a one-line
+    message, and every other decode equals its solo decode."""
+    from engine.errors import UserError
+    from engine.runtime import rounds, scheduler
+    probs = get_task("arith").problems("test", 4, seed=5)
+    make = [lambda p=p: Generation(adapter, p.prompt, build_decoder("threshold", tau=0.5, block_size=4,
+                                                                    gen_length=12)) for p in probs]
+    alone = [m().run() for m in make[:3]]
+    real, freed, sizes = scheduler.run_round, [], []
+
+    def cramped(reqs):
+        out = real(reqs)                                  # the caches grew: the retry must cut them back
+        if len(reqs) > 2 or any(getattr(r, "too_big", False) for r in reqs):
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        sizes.append(len(reqs))
+        return out
+
+    def too_big():
+        for req in make[3]().requests():
+            if isinstance(req, Forward):
+                req.too_big = True
+            yield req
+    monkeypatch.setattr(scheduler, "run_round", cramped)
+    monkeypatch.setattr(rounds, "free_device_memory", lambda: freed.append(1))
+    loop = EngineLoop(max_running=8)
+    hs = loop.submit_many([Job(lambda m=m: m().requests()) for m in make[:3]] + [Job(too_big)])
+    with pytest.raises(UserError, match="^out of device memory: this decode does not fit even alone"):
+        hs[3].result(timeout=60)
+    for a, h in zip(alone, hs[:3]):
+        same_records(a, h.result(timeout=60))
+    assert freed and max(sizes) == 2
+
+
+def test_a_round_that_raises_fails_every_decode_waiting_ones_included_and_the_loop_sleeps():
+    """A bug of the loop itself, injected (its admission raises) while decodes wait and none runs: every waiting
+    decode fails with the error, the loop does not retry at once (before: it spun a core forever and the waiting
+    decodes never ended), and it serves the next decode once the bug is gone."""
+    loop, tries = EngineLoop(max_running=1), []
+
+    def broken():
+        tries.append(1)
+        raise RuntimeError("injected bug")
+    loop._admit = broken
+    hs = loop.submit_many([Job(lambda: calls(2), client=str(i)) for i in range(3)])
+    for h in hs:
+        with pytest.raises(RuntimeError, match="injected bug"):
+            h.result(timeout=5)
+    time.sleep(0.2)
+    assert len(tries) == 1 and not loop.waiting and not loop.running
+    del loop._admit
+    assert loop.submit(Job(lambda: calls(2))).result(timeout=5) == 2
+
+
 def test_nothing_is_kept_after_300_decodes():
     loop = EngineLoop(max_running=16)
     for _ in range(3):

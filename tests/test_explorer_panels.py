@@ -237,6 +237,17 @@ def test_a_sweep_of_an_unknown_grid_is_a_one_line_error(bad):
         sweep_specs(bad, "0.9", "8", "")
 
 
+@pytest.mark.parametrize("taus,blocks", [("٠.٨", "8"), ("0.9", "８"), ("0.9", "1_6"), ("0.9", "٨")])
+def test_the_sweeps_numbers_take_ascii_digits_only(taus, blocks):
+    """Issue 65: float() and int() read Arabic-Indic and full-width digits (and underscores); the Sweep's fields,
+    as every parameter, refuse them with one line."""
+    from engine.errors import UserError
+    from explorer.page.sweep import sweep_specs
+    with pytest.raises(UserError, match="comma-separated numbers"):
+        sweep_specs("threshold", taus, blocks, "")
+    assert sweep_specs("threshold", "0.5, .9", "4,16", "")[1:] != []
+
+
 def test_compares_defaults_are_settings_that_apply_to_the_chosen_model():
     from types import SimpleNamespace
     from explorer.page.compare import compare_defaults

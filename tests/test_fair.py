@@ -1,7 +1,8 @@
 """Fair queueing of the model (``explorer.page.fair``): work-conserving (no refusal while there is a free place or
 room in the queue), round robin over clients and, within one, over its sessions; a session's own rule (one running
 and one waiting per kind); refusal of the newest request of the client holding the most when the queue is full;
-waiters whose client left passed over; nothing kept once everything has ended."""
+waiters whose client left passed over; nothing kept once everything has ended. The order among waiters is tested
+with no spare places (``spare=0``); what the spare places let through, in ``tests/test_share.py``."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
     rule), then classmates s1 and s2; address B: one visitor. Order of service: f's first (it came first), B, s1,
     s2, and only then f's other nine."""
     async def scenario():
-        gate, log = FairGate(concurrent=1), []
+        gate, log = FairGate(concurrent=1, spare=0), []
         gos, tasks = {}, []
 
         def start(name, kind, req):
@@ -111,8 +112,9 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
 
 
 def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most():
+    """Each address its own /24 (a pool of one network is bounded as one client, below)."""
     async def scenario():
-        gate, log = FairGate(concurrent=1, waiting_cap=4, per_client=3), []
+        gate, log = FairGate(concurrent=1, spare=0, waiting_cap=4, per_client=3), []
         go, tasks, refused = asyncio.Event(), {}, {}
 
         def start(name, req):
@@ -123,16 +125,16 @@ def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most(
                     refused[name] = str(e)
             tasks[name] = asyncio.create_task(run())
 
-        start("x", visitor("x", "10.0.0.9"))            # holds the place
+        start("x", visitor("x", "10.0.9.9"))            # holds the place
         for i in range(3):
-            start(f"a{i}", visitor(f"a{i}", "10.0.0.1"))
+            start(f"a{i}", visitor(f"a{i}", "10.0.1.1"))
         await asyncio.sleep(0)
-        start("a3", visitor("a3", "10.0.0.1"))          # over its client's bound (3): refused itself
-        start("b0", visitor("b0", "10.0.0.2"))          # the queue is now full (4)
+        start("a3", visitor("a3", "10.0.1.1"))          # over its client's bound (3): refused itself
+        start("b0", visitor("b0", "10.0.2.1"))          # the queue is now full (4)
         await asyncio.sleep(0)
-        start("c0", visitor("c0", "10.0.0.3"))          # full: A holds the most, its newest (a2) makes room
+        start("c0", visitor("c0", "10.0.3.1"))          # full: A holds the most, its newest (a2) makes room
         await asyncio.sleep(0)
-        start("a4", visitor("a4", "10.0.0.1"))          # full, and A still holds the most (2 + itself): refused
+        start("a4", visitor("a4", "10.0.1.1"))          # full, and A still holds the most (2 + itself): refused
         await asyncio.sleep(0)
         assert set(refused) == {"a3", "a2", "a4"} and gate.waiting == 4
         go.set()
@@ -149,7 +151,7 @@ def test_a_waiter_whose_client_left_is_passed_over_and_holds_nothing():
     async def scenario():
         streams = Streams()
         streams.installed = True
-        gate, log, go = FairGate(concurrent=1, streams=streams), [], asyncio.Event()
+        gate, log, go = FairGate(concurrent=1, spare=0, streams=streams), [], asyncio.Event()
         for s in ("a", "b", "c", "d"):
             streams.opened(s)
         running = asyncio.create_task(hold(gate, "run", visitor("a", "10.0.0.1"), log, "a", go))
@@ -292,7 +294,7 @@ def test_a_never_served_client_goes_before_clients_served_before_whatever_their_
     """Least recent service first: clients that were each served once and came back wait behind a fresh one that
     arrived after them (before: arrival order among clients with nothing running)."""
     async def scenario():
-        gate, log, go = FairGate(concurrent=1), [], asyncio.Event()
+        gate, log, go = FairGate(concurrent=1, spare=0), [], asyncio.Event()
         for i in range(3):                                  # each served once, then idle
             done = asyncio.Event()
             done.set()
@@ -309,3 +311,28 @@ def test_a_never_served_client_goes_before_clients_served_before_whatever_their_
         return log
     log = asyncio.run(scenario())
     assert log[3:5] == ["x", "fresh"], log
+
+
+def test_waiting_requests_are_bounded_per_ipv4_24_and_ipv6_32():
+    """Issue 65: a pool of addresses (one /24, one /32 of /48s) cannot fill the queue: its clients' waiting
+    requests count together against the per-client bound; another network's newcomer still waits its turn."""
+    async def scenario():
+        gate, log, go = FairGate(concurrent=1, spare=0, waiting_cap=100, per_client=3), [], asyncio.Event()
+        refused = []
+
+        async def one(host):
+            try:
+                await hold(gate, "run", visitor(host, host), log, host, go)
+            except Busy as e:
+                refused.append((host, str(e)))
+        tasks = []
+        for host in ["192.0.2.200", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.1.1",
+                     "2001:db8:1::1", "2001:db8:2::1", "2001:db8:3::1", "2001:db8:4::1", "2001:db9::1"]:
+            tasks.append(asyncio.create_task(one(host)))
+            await asyncio.sleep(0)
+        go.set()
+        await asyncio.gather(*tasks)
+        return refused, log, gate
+    refused, log, gate = asyncio.run(scenario())
+    assert [h for h, _ in refused] == ["10.0.0.4", "2001:db8:4::1"], refused
+    assert "from your network, 10.0.0.0/24" in refused[0][1] and len(log) == 9 and empty(gate)

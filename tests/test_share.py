@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import Counter
+from unittest.mock import patch
 
 import torch
+from hypothesis import example, given, settings, strategies as st
 
-from engine.runtime.engine_loop import EngineLoop, Job
+from engine.runtime.engine_loop import EngineLoop, Group, Handle, Job
 from engine.runtime.scheduler import Call, Forward
 from explorer.page.fair import FairGate
 from tests.test_fair import hold, visitor
@@ -142,3 +145,139 @@ def test_the_gate_lets_a_client_below_its_share_through_past_a_floods_places():
         return seen, gate
     seen, gate = asyncio.run(scenario())
     assert seen == ["f0", "f1", "f2", "f3", "b", "c"] and gate.active == 0
+
+
+def test_two_newcomers_beside_a_client_with_two_decodes_fail_nobody():
+    """Issue 65, point 1: client a runs two decodes in a full set and b and c arrive together with nothing
+    running. Before, ``preempt`` picked among b and c by ``Counter.get`` (None for both), the comparison raised in
+    the engine loop and every running decode failed."""
+    loop, log = EngineLoop(max_running=2), []
+    flood = loop.submit_many([Job(lambda i=i: counted(200, log, f"a{i}"), client="a") for i in range(2)])
+    wait_for(lambda: len(loop.running) == 2)
+    newcomers = loop.submit_many([Job(lambda n=n: counted(3, log, n), client=n) for n in ("b", "c")])
+    assert [h.result(timeout=30) for h in newcomers] == [3, 3]
+    assert [h.result(timeout=30) for h in flood] == [200, 200]
+    assert not loop.paused and not loop.running
+
+
+def test_many_identities_holding_one_decode_each_yield_their_places_in_time(monkeypatch):
+    """Issue 65, point 4: four places, each held by another client's long decode (the places rule sees no client
+    holding more than another). A newcomer's short decode is seated once the longest-held decode has had its slice
+    (here 0.05 s), and ends while the long ones are far from done; each long decode still gets every answer. Before,
+    the newcomer waited for one of them to end."""
+    from engine.runtime import share
+    monkeypatch.setattr(share, "SLICE_S", 0.05)
+    loop, log = EngineLoop(max_running=4), []
+
+    def long(name):
+        for _ in range(400):
+            yield Call(time.sleep, (0.002,))
+            log.append(name)
+        return 400
+    held = loop.submit_many([Job(lambda i=i: long(f"c{i}"), client=f"c{i}") for i in range(4)])
+    wait_for(lambda: len(log) >= 8)
+    light = loop.submit(Job(lambda: counted(3, log, "new"), client="new"))
+    assert light.result(timeout=30) == 3
+    assert log.count("c0") < 200, "the newcomer waited for a held place to free"
+    assert [h.result(timeout=60) for h in held] == [400] * 4
+    assert not loop.paused and not loop.running
+
+
+def test_the_gate_lets_a_client_holding_nothing_through_when_one_request_each_holds_every_place():
+    """Four places, each held by one request of another address: a fifth address is let through at once (a spare
+    place; the engine loop slices in time), while a second request of a holding address waits."""
+    async def scenario():
+        gate, log, go = FairGate(concurrent=4), [], asyncio.Event()
+        tasks = [asyncio.create_task(hold(gate, "decode", visitor(f"h{i}", f"10.0.1.{i}"), log, f"h{i}", go))
+                 for i in range(4)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(hold(gate, "decode", visitor("h0b", "10.0.1.0"), log, "h0b", go)))
+        tasks.append(asyncio.create_task(hold(gate, "decode", visitor("new", "10.0.2.1"), log, "new", go)))
+        await asyncio.sleep(0)
+        seen = list(log)
+        go.set()
+        await asyncio.gather(*tasks)
+        return seen, gate
+    seen, gate = asyncio.run(scenario())
+    assert seen == ["h0", "h1", "h2", "h3", "new"] and gate.active == 0
+
+
+class Stepped(EngineLoop):
+    """An engine loop whose rounds the test runs itself, one ``_step`` at a time, on its own thread (no thread of
+    its own: a round that raises raises in the test)."""
+
+    def _serve(self) -> None:
+        return
+
+
+def scripted(n: int, flavour: int):
+    """A decode of n model-free requests; flavour 2 raises in its rule half-way, flavour 3 cannot start."""
+    if flavour == 3:
+        raise ValueError("cannot start")
+    for i in range(n):
+        yield Call(int, (i,))
+        if flavour == 2 and i == n // 2:
+            raise ValueError("its rule failed")
+    return n
+
+
+ACTIONS = st.lists(st.tuples(st.sampled_from(["arrive"] * 3 + ["abort", "cancel"] + ["step"] * 3),
+                             st.integers(0, 11), st.integers(0, 12), st.integers(0, 9)), min_size=5, max_size=80)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(actions=ACTIONS, places=st.integers(1, 4))
+@example(actions=[("arrive", 0, 3, 5), ("arrive", 0, 4, 5), ("step", 0, 0, 0), ("arrive", 1, 3, 5),
+                  ("arrive", 2, 3, 5), ("step", 0, 0, 0)], places=2)       # issue 65's crash: two newcomers at once
+def test_random_arrivals_sizes_aborts_pauses_and_resumes_raise_no_round_and_end_every_decode_once(actions, places):
+    """The gate in front of the engine loop, as on the page: up to 12 clients (some sessions shared), decodes of 0 to
+    12 requests, some past their budget at once, some capped by a group of one, some failing in their rule or at
+    their start; visitors who leave while waiting or running (their decode aborted), aborts, rounds run between
+    them. No round raises, and every decode ends exactly once (``Handle.finish`` never meets a finished one)."""
+    ends: Counter = Counter()
+    finish = Handle.finish
+
+    def counted_finish(self, value=None, error=None):
+        ends[self] += 1
+        return finish(self, value, error)
+
+    async def scenario():
+        loop, gate = Stepped(max_running=places), FairGate(concurrent=places, waiting_cap=8, per_client=4)
+        handles, tasks = [], []
+
+        async def visit(client, session, size, flavour):
+            async with gate.slot("decode", visitor(f"s{session}", f"10.0.{client}.1")):
+                job = Job(lambda: scripted(size, flavour), client=f"10.0.{client}.1",
+                          budget_s=0.0 if flavour == 0 else None, group=Group(1) if flavour == 1 else None)
+                h = loop.submit(job)
+                handles.append(h)
+                try:
+                    while not h.done:
+                        await asyncio.sleep(0)
+                finally:
+                    loop.abort(h)
+
+        for what, a, b, c in actions:
+            if what == "arrive":
+                tasks.append(asyncio.create_task(visit(a, a % 7 + b, b, c)))
+            elif what == "abort" and handles:
+                loop.abort(handles[a % len(handles)])
+            elif what == "cancel" and tasks:
+                tasks[a % len(tasks)].cancel()
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if what == "step":
+                loop._step()
+        for _ in range(1000):                        # drain: every decode ends within its requests' rounds
+            if all(t.done() for t in tasks) and not (loop.running or loop.paused or loop._aborts):
+                break
+            loop._step()
+            for _ in range(3):
+                await asyncio.sleep(0)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return loop, gate, handles
+
+    with patch.object(Handle, "finish", counted_finish):
+        loop, gate, handles = asyncio.run(scenario())
+    assert all(h.done for h in handles) and all(ends[h] == 1 for h in handles), [ends[h] for h in handles]
+    assert not (loop.running or loop.paused or any(loop.queues.values())) and gate.active == 0

@@ -53,7 +53,7 @@ class Param:
         if isinstance(raw, bool):
             raise bad
         try:
-            value = _float_text(raw) if self.type is float else raw if isinstance(raw, int) else _int_text(raw)
+            value = float_text(raw) if self.type is float else raw if isinstance(raw, int) else int_text(raw)
         except (TypeError, ValueError, OverflowError):
             raise bad from None
         if self.type is float and not math.isfinite(value):
@@ -87,7 +87,7 @@ class Param:
 NUMBER_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.ASCII | re.I)
 
 
-def _int_text(raw) -> int:
+def int_text(raw) -> int:
     """Python's int() also reads Arabic-Indic and other Unicode digits ("٣"); a parameter takes ASCII digits only."""
     text = str(raw).strip()
     if len(text) > 20 or not re.fullmatch(r"[+-]?[0-9]+", text, re.ASCII):
@@ -95,7 +95,7 @@ def _int_text(raw) -> int:
     return int(text)
 
 
-def _float_text(raw) -> float:
+def float_text(raw) -> float:
     if isinstance(raw, (int, float)):
         return float(raw)
     text = str(raw).strip()

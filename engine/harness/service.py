@@ -109,7 +109,17 @@ class DecodeService:
         return f"{a.name}@{a.info.get('revision', '?')}"
 
     check_prompt = staticmethod(check_prompt)
-    check_branch = staticmethod(parse_branch)   # what a branch's own text can tell, before its base is decoded
+    @staticmethod
+    def check_branch(branch, decoder: str | None = None, params: dict | None = None, page: bool = False) -> None:
+        """What a branch's own text can tell, before its base is decoded: its form, and its spec's decoder and
+        values (with the base's ``gen_length`` when it names none, as ``branch_generation`` gives it)."""
+        _, spec = parse_branch(branch)
+        if not spec:
+            return
+        name, values = parse_spec(spec)
+        if "gen_length" not in values and decoder is not None:
+            values["gen_length"] = build_decoder(decoder, page=page, **(params or {})).cfg.gen_length
+        build_decoder(name, page=page, **values)
 
     def model_info(self, name: str | None = None) -> dict:
         """What the page's model picker shows: family, size, device, and which decoders apply (or why not)."""
@@ -149,7 +159,7 @@ class DecodeService:
         from the base's state after ``branch``'s step, with its forced token, under its decoder
         (``engine.runtime.branch``). The base and the branch share one budget; a base stopped by it is the last
         trace."""
-        parse_branch(branch)                      # a malformed branch is refused before the base is decoded
+        self.check_branch(branch, decoder, params, page)     # a bad branch is refused before the base is decoded
         t0 = time.monotonic()
         base = None
         for base in self._stream(self.generation(prompt, decoder, params, model, page), client, 0.0, should_stop):

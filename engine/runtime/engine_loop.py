@@ -14,7 +14,8 @@ statistics call per sampling setting). Admission is round robin over clients (a 
 visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
 the fewest running, so one client's flood cannot fill the running set; and when the set is full, a client holding at
 least two places fewer than the client holding the most makes that client's newest decode pause at the round
-boundary, kept whole, until its share allows (``engine.runtime.share``). A ``Group`` caps its own jobs running at
+boundary, kept whole, until its share allows; and when one decode each of many clients holds every place, the
+decode that has held its place longest pauses for a waiting client holding nothing (``engine.runtime.share``). A ``Group`` caps its own jobs running at
 once (a bench's ``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken
 in rotating order, so one huge prompt cannot starve the rest; when several clients run, a round's rows are shared by
 client (deficit round robin in query tokens), so a light client's forward is not as slow as a flood's batch. A job's
@@ -24,22 +25,26 @@ last state (``on_limit``).
 A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
 of a projection may differ with the batch, never a token). A forward that raises is retried request by request, so
-the decode that caused it fails alone with its message and the others go on.
+the decode that caused it fails alone with its message and the others go on; one out of device memory is retried in
+halves (``engine.runtime.rounds``). A round that raises in the loop itself (a bug) fails every decode the loop holds,
+waiting ones included, and is logged; the loop then sleeps until new work comes.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
-from engine.runtime import scheduler
-from engine.runtime.cache import cache_lengths, restore
+from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.share import client_of, first_fitting
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -134,6 +139,7 @@ class _Running:
     decode: Generator
     request: object = None
     last_snapshot: float = float("-inf")
+    seated: float = 0.0                     # when it last took a place (``share.by_time``)
 
 
 class EngineLoop:
@@ -197,10 +203,20 @@ class EngineLoop:
                     self.cond.wait()
             try:
                 self._step()
-            except BaseException as e:        # a bug of the loop itself: every decode in it fails with it, the loop
-                for r in self.running + self.paused:    # goes on
-                    self._end(r, error=e)
-                self.running, self.paused = [], []
+            except BaseException as e:        # a bug of the loop itself, kept visible: logged, and every decode it
+                self._fail_all(e)             # would have served fails with it; the loop then sleeps until new work
+
+    def _fail_all(self, error: BaseException) -> None:
+        """Every decode in the loop, waiting ones included, ends with ``error`` (a round that raised would raise
+        again for them: retrying at once would spin forever and never end them)."""
+        log.error("the engine loop failed a round; its decodes fail with it", exc_info=error)
+        with self.cond:
+            waiting, self.queues, self._aborts = self.waiting, {}, set()
+        for r in self.running + self.paused:
+            self._end(r, error=error)
+        self.running, self.paused = [], []
+        for h in waiting:
+            h.finish(error=error)
 
     def _step(self) -> None:
         """Between rounds: aborts and budgets, admissions; then one round, then each decode's rule. The step's
@@ -208,11 +224,13 @@ class EngineLoop:
         t0 = time.perf_counter()
         self._leave()
         fair_share.preempt(self)
+        fair_share.by_time(self, time.monotonic())
         for handle in self._admit():
             if isinstance(handle, _Running):          # a paused decode resumes where it stopped
+                handle.seated = time.monotonic()
                 self.running.append(handle)
                 continue
-            r = _Running(handle, None,
+            r = _Running(handle, None, seated=time.monotonic(),
                          last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
             try:
                 r.decode = handle.job.start()
@@ -224,12 +242,12 @@ class EngineLoop:
         if not self.running:
             return
         chosen = self._chosen()
-        results = self._round([r.request for r in chosen])
+        results = rounds.run([r.request for r in chosen])
         self.rounds += 1
         for r in chosen:            # counted before its rule runs: a decode that ends here is read at once
             r.handle.rounds, r.handle.peers = r.handle.rounds + 1, r.handle.peers + len(chosen)
         for r, res in zip(chosen, results):
-            if isinstance(res, _Failed):
+            if isinstance(res, rounds.Failed):
                 self._end(r, error=res.error)
             elif not self._advance(r, res):
                 self.running.remove(r)
@@ -324,24 +342,6 @@ class EngineLoop:
         self._rotate = (self._rotate + 1) % n
         return [self.running[i] for i in sorted(chosen)]
 
-    def _round(self, reqs: list) -> list:
-        """``run_round``; if it raises, each request again alone (its caches as they were), so only the decode
-        whose request fails fails."""
-        lengths = [cache_lengths(r) for r in reqs]
-        try:
-            return scheduler.run_round(reqs)
-        except Exception as e:
-            if len(reqs) == 1:
-                return [_Failed(e)]
-        out = []
-        for r, n in zip(reqs, lengths):
-            restore(r, n)
-            try:
-                out.append(scheduler.run_round([r])[0])
-            except Exception as e:
-                out.append(_Failed(e))
-        return out
-
     def _advance(self, r: _Running, result) -> bool:
         """Send the decode its result and run its rule to its next request, streaming what it yields on the way;
         False once it has ended."""
@@ -374,11 +374,6 @@ class EngineLoop:
             with self.cond:
                 handle.job.group.running -= 1
         handle.finish(value, error)
-
-
-@dataclass
-class _Failed:
-    error: Exception
 
 
 def now_s(h: Handle) -> float:

@@ -65,7 +65,7 @@ def register_api(page: Page) -> None:
             chosen = page.check_model(model)
             page.service.check_prompt(prompt)          # cheap checks before the request waits for the model
             if branch:
-                page.service.check_branch(branch)
+                page.service.check_branch(branch, name, params, page=True)
             run = page.service.branch_stream if branch else page.service.stream
             extra = (branch,) if branch else ()
             # a script reads partials twice a second: a decode that ends sooner sends only its answer

@@ -5,17 +5,52 @@ gradio reads a whole request body into memory before looking at it (``queue/join
 
 - a body over ``UNMASK_MAX_BODY`` bytes (default 1 MiB; the page sends a few kB) is refused with a one-line 413:
   by its ``Content-Length`` before a byte is read, and a body without one (chunked) is counted as it streams in and
-  cut at the limit (the route sees its client leave; the 413 is the only answer sent);
+  cut at the limit (nothing more is read; the route never sees it);
+- a body with more than ``MAX_CONTAINERS`` JSON lists and objects is refused with a one-line 400 before gradio
+  parses it: every control of the page takes a single value, and a ~1 MB ``[[[...]]]`` cost gradio about 1.5
+  CPU-seconds on the server's event loop (parsing, validating, walking it for files) and ~50 MiB kept in the
+  session before its own check refused it (``explorer.page.bounds`` checks each value's kind and size after);
 - ``POST .../upload`` is refused (405): the page has no upload control and the API takes text only, so gradio's
-  upload route would only let a visitor fill the disk.
+  upload route would only let a visitor fill the disk;
+- only the routes the page and its API use answer (``ROUTES``); every other route gradio serves is refused (404,
+  one line) before gradio sees it: ``process_recording`` stored and echoed a file and ran ``ffmpeg`` once per
+  effect it was sent, and the rest (monitoring, proxying, login, streaming media, the editing assistant, run
+  history, component servers, the OpenAPI schema) are features this app does not use. ``tests/test_bytes.py``
+  walks gradio's route table and sends each route through this middleware.
 """
 
 from __future__ import annotations
+
+import re
 
 from engine import settings
 
 TOO_LARGE = "request body over {limit} bytes (UNMASK_MAX_BODY): refused"
 NO_UPLOADS = "this app takes no uploads"
+NOT_A_ROUTE = "not a route of this app"
+TOO_NESTED = "a request of more than {n} lists and objects: every field of this app takes a single value"
+MAX_CONTAINERS = 64            # the page's requests have a few (the body, its data, an event's index)
+STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')      # a JSON string (Friedl's unrolled loop: linear)
+
+# (methods, path) of the routes the page (gradio's JavaScript client) and the API (gradio_client, raw HTTP) use
+_GET = ("GET", "HEAD")
+ROUTES = [(_GET, re.compile(p)) for p in (
+    r"/", r"/config/?", r"/favicon\.ico", r"/theme\.css", r"/robots\.txt", r"/manifest\.json",
+    r"/(assets|static|svelte)/.+",                        # the page's own scripts, styles and fonts
+    r"/gradio_api/info/?", r"/gradio_api/app_id/?", r"/gradio_api/startup-events", r"/gradio_api/theme\.css",
+    r"/gradio_api/heartbeat/[^/]+", r"/gradio_api/queue/data",
+    r"/gradio_api/call/[^/]+/[^/]+",                    # a call's event stream
+    r"/gradio_api/file=.+")] + [(("POST",), re.compile(p)) for p in (     # files a handler returned
+    r"/gradio_api/queue/join", r"/gradio_api/cancel", r"/gradio_api/reset/?", r"/gradio_api/call/[^/]+/?")]
+
+
+def allowed(scope) -> bool:
+    """The request's method and path are those of a route the app uses (below any ``root_path``)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root):] or "/"
+    method = scope.get("method", "")
+    return any(method in methods and pattern.fullmatch(path) for methods, pattern in ROUTES)
 
 
 def is_upload(scope) -> bool:
@@ -52,32 +87,50 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         if is_upload(scope):
             return await refuse(send, 405, NO_UPLOADS)
+        if not allowed(scope):
+            return await refuse(send, 404, NOT_A_ROUTE)
         if (declared_length(scope) or 0) > self.limit:
             return await refuse(send, 413, TOO_LARGE.format(limit=self.limit))
-        state = {"read": 0, "over": False, "started": False}
+        if scope.get("method") != "POST":            # the allowed GET routes read no body
+            return await self.app(scope, receive, send)
+        body = await read_body(receive, self.limit)
+        if body is None:                             # cut at the limit: nothing more is read
+            return await refuse(send, 413, TOO_LARGE.format(limit=self.limit))
+        if containers(body) > MAX_CONTAINERS:
+            return await refuse(send, 400, TOO_NESTED.format(n=MAX_CONTAINERS))
+        await self.app(scope, replay(body, receive), send)
 
-        async def counted():
-            if state["over"]:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] == "http.request":
-                state["read"] += len(message.get("body", b""))
-                if state["read"] > self.limit:        # the route is told its client left; nothing more is read
-                    state["over"] = True
-                    return {"type": "http.disconnect"}
-            return message
 
-        async def sending(message):
-            if state["over"]:                         # the route's answer to a body it never got: the 413 goes
-                return
-            if message["type"] == "http.response.start":
-                state["started"] = True
-            await send(message)
+async def read_body(receive, limit: int) -> bytes | None:
+    """The whole body (a chunked one counted as it streams in), or None past ``limit`` bytes or if the client
+    left."""
+    parts, read = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        parts.append(message.get("body", b""))
+        read += len(parts[-1])
+        if read > limit:
+            return None
+        if not message.get("more_body"):
+            return b"".join(parts)
 
-        try:
-            await self.app(scope, counted, sending)
-        except Exception:
-            if not state["over"]:                     # the route's own error: not ours to hide
-                raise
-        if state["over"] and not state["started"]:
-            await refuse(send, 413, TOO_LARGE.format(limit=self.limit))
+
+def replay(body: bytes, receive):
+    """The route's ``receive``: the body read here, then the client's own messages (its leaving)."""
+    sent = False
+
+    async def again():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    return again
+
+
+def containers(body: bytes) -> int:
+    """The JSON arrays and objects of a body, strings' content aside: a C-speed count, whatever the nesting."""
+    bare = STRING.sub(b"", body)
+    return bare.count(b"[") + bare.count(b"{")

@@ -10,14 +10,18 @@ as the engine loop's admission), the least recently served first among equals; w
 **session** chosen the same way; within the session, to its oldest request. So twelve visitors behind
 one address (a class on a school's network, or every visitor of a Space without a named proxy) are served like any
 twelve, a flooding session of that address waits behind its classmates' first requests, and a visitor from another
-address gets the next free place. A client holding at least two places fewer than the client holding the most need
-not wait for one to free: it takes one of ``spare`` further places (as many as ``concurrent``), and the engine loop
-pauses one of that client's decodes to seat it (``engine.runtime.share``), so no visitor waits out another's budget.
+address gets the next free place. A client holding nothing, or at least two places fewer than the client holding
+the most, need not wait for one to free: it takes one of ``spare`` further places (``SPARE`` times ``concurrent``),
+and the engine loop seats it by pausing one of the heaviest client's decodes or, when one decode each of many
+clients holds every place, the decode that has held its place longest (``engine.runtime.share``), so no visitor
+waits out another's budget.
 
 Refusals, each a one-line message:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
 - the queue is **full**: ``UNMASK_WAITING`` requests waiting in all (default 256), or ``UNMASK_PER_ADDRESS`` of one
-  client (default 128: a class of 64 behind one address, each with a request running and one waiting). Then the
+  client (default 128: a class of 64 behind one address, each with a request running and one waiting), or as many
+  of one pool of clients, an IPv4 /24 or an IPv6 /32 (``proxy.pool_of``: a pool of addresses cannot fill the
+  queue). Then the
   refused request is the newest of the client holding the most: the newcomer if that is its own client, else that
   client's newest waiting request, which leaves the queue to make room. A newcomer whose client has nothing
   waiting is never locked out by many one-request clients: it takes the place of the newest waiting request of a
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import itertools
 from collections import Counter, OrderedDict, deque
 from contextlib import asynccontextmanager
@@ -44,8 +49,12 @@ from dataclasses import dataclass, field
 from engine import settings
 from explorer.page import presence
 from explorer.page.presence import Gone
-from explorer.page.proxy import client_key
+from explorer.page.proxy import client_key, pool_of
 
+pooled = functools.lru_cache(maxsize=4096)(pool_of)
+
+SPARE = 3                 # spare places per running place: one decode from each of many clients waits in the engine
+                          # loop, which shares its places in time, not here, where only a decode's end frees a place
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
@@ -53,6 +62,8 @@ RECENT = 4096            # clients whose last turn is remembered after they went
 TAKEN = "the server's queue is full and a visitor not yet served took your place: try again in a minute"
 FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your address): try again in a "
         "minute")
+POOL_FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your network, {pool}): try "
+             "again in a minute")
 
 CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's client, for the engine loop
 
@@ -93,14 +104,16 @@ class FairGate:
 
     def __post_init__(self):
         if self.spare is None:
-            self.spare = self.concurrent
+            self.spare = SPARE * self.concurrent
 
     def below_share(self, who: str) -> bool:
-        """A spare place is free and ``who`` holds at least two places fewer than the client holding the most: it
-        is let through to the engine loop, which pauses one of that client's decodes to seat it (preemption,
-        ``engine.runtime.engine_loop``)."""
+        """A spare place is free and ``who`` holds nothing, or at least two places fewer than the client holding
+        the most: it is let through to the engine loop, which pauses one of that client's decodes (preemption) or,
+        every place being held by one decode each of many clients, the decode that has held its place longest
+        (round robin in time) to seat it (``engine.runtime.share``)."""
         most = max((n for k, n in self.running.items() if isinstance(k, str)), default=0)
-        return self.active < self.concurrent + self.spare and self.running[who] + 1 < most
+        held = self.running[who]
+        return self.active < self.concurrent + self.spare and (held == 0 or held + 1 < most)
 
     @property
     def waiting(self) -> int:
@@ -155,6 +168,10 @@ class FairGate:
         mine = self.waiting_of(who) + 1
         if mine > self.per_client:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
+        pool = pooled(who)                            # many addresses of one network count together
+        together = sum(self.waiting_of(c) for c in self.queues if pooled(c) == pool) + 1
+        if together > self.per_client:
+            raise Busy(POOL_FULL.format(n=self.waiting, mine=together - 1, pool=pool))
         if self.waiting < self.waiting_cap:
             return
         if mine == 1 and self._displace():

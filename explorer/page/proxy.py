@@ -36,6 +36,7 @@ LONGEST = 64            # a header entry longer than this is no address
 MAX_HEADER = 1024       # bytes of X-Forwarded-For read, from its right end
 MAX_HOPS = 16           # entries walked; past them the peer counts
 V6_UNIT = 48            # prefix length of one IPv6 client (see the module's docstring)
+POOL_V4, POOL_V6 = 24, 32   # a pool of clients whose waiting requests are bounded together (``explorer.page.fair``)
 
 
 def on_space() -> bool:
@@ -95,6 +96,16 @@ def client_key(host: str | None) -> str:
     if addr.version == 6:
         return str(ipaddress.ip_network(f"{addr}/{V6_UNIT}", strict=False))
     return str(addr)
+
+
+def pool_of(key: str) -> str:
+    """The wider unit a client's key belongs to, that bounds a pool of addresses at the fair gate: its IPv4 /24
+    or IPv6 /32 (``POOL_V4``, ``POOL_V6``); a key that is no address is its own pool."""
+    try:
+        net = ipaddress.ip_network(key, strict=False)
+    except ValueError:
+        return key
+    return str(net.supernet(new_prefix=POOL_V4 if net.version == 4 else POOL_V6))
 
 
 class SpaceClient:

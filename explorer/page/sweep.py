@@ -13,6 +13,7 @@ import gradio as gr
 
 from engine.catalogue import catalogue
 from engine.catalogue.cards import SweepPreset, cards
+from engine.catalogue.params import float_text, int_text
 from engine.errors import UserError
 from engine.tasks import TASKS as SYNTHETIC
 from engine.tasks import get_task, with_task_length
@@ -134,8 +135,9 @@ def sweep_specs(dec: str, tau_s: str, b_s: str, extra: str, temperature: float =
     if not all(isinstance(v, str) for v in (tau_s, b_s, extra)):
         raise UserError("τ values, block sizes and other keys are text")
     try:
-        tau_v = [float(t) for t in tau_s.split(",") if t.strip()][:16] or [0.9]
-        b_v = [int(b) for b in b_s.split(",") if b.strip()][:16] or [8]
+        # ASCII digits only, as every parameter (float() and int() read "٨" and "８" too)
+        tau_v = [float_text(t) for t in tau_s.split(",") if t.strip()][:16] or [0.9]
+        b_v = [int_text(b) for b in b_s.split(",") if b.strip()][:16] or [8]
     except ValueError:
         raise UserError("τ values and block sizes must be comma-separated numbers") from None
     tail = f",{extra.strip()}" if extra.strip() else ""

@@ -2,6 +2,7 @@
 
     python -m tools.page.bench_flood                      # the app's default settings (a few minutes on two cores)
     python -m tools.page.bench_flood --app-dir /tmp/old   # another checkout's app.py (an earlier commit: "before")
+    python -m tools.page.bench_flood --identities 16,48 --budget 20    # many identities, one heavy decode each
 
 Starts ``python app.py`` on a loopback port with its default settings. Each client connects from its own loopback
 address (127.0.0.2 floods, the visitors from 127.0.0.10 on), so the app tells them apart as it would a Space's
@@ -12,6 +13,10 @@ Then, per case, the flood: ``--flood`` (default 16, the CPU's running places) he
 setting on held-out prompts; last, the twelve with no flood (what twelve at once cost on this machine anyway).
 Prints per case each visitor's time against its time alone (the issue's target: within 3x), then closes the
 flood's streams (its decodes stop) and lets the server settle before the next case.
+
+``--identities N,M``: instead, per N, N clients (each its own loopback address, 127.0.1.x on) send one heavy decode
+each, so no client holds more than another (issue 65: the places rule never acted and newcomers waited out whole
+budgets), and ``--lead`` seconds later one visitor calls ``decode``; ``--budget`` sets ``UNMASK_MAX_SECONDS``.
 """
 
 from __future__ import annotations
@@ -66,10 +71,13 @@ def at_once(calls: list) -> list[dict]:
     return results
 
 
-def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float) -> list[dict]:
-    """The flood, then the visitors ``lead_s`` later: each visitor's seconds and ratio to its time alone."""
+def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float, identities: bool = False
+         ) -> list[dict]:
+    """The flood, then the visitors ``lead_s`` later: each visitor's seconds and ratio to its time alone. The flood
+    comes from one address, or (``identities``) from one address per decode."""
     stop = threading.Event()
-    flood = [(url, "Tell a story about a fox.", HEAVY, "127.0.0.2", stop) for _ in range(n_flood)]
+    source = (lambda i: f"127.0.{1 + i // 250}.{2 + i % 250}") if identities else (lambda i: "127.0.0.2")
+    flood = [(url, "Tell a story about a fox.", HEAVY, source(i), stop) for i in range(n_flood)]
     flooding = threading.Thread(target=at_once, args=(flood,))
     flooding.start()
     time.sleep(lead_s)
@@ -87,18 +95,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each prompt alone (its median is its time)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit)")
     ap.add_argument("--json", default="", help="also write the rows here")
+    ap.add_argument("--identities", default="", help="comma-separated counts of one-decode clients (see above)")
+    ap.add_argument("--budget", type=float, default=0, help="UNMASK_MAX_SECONDS for the app (0: its default)")
     args = ap.parse_args(argv)
-    root = Path(args.app_dir) if args.app_dir else None
-    with tempfile.TemporaryDirectory() as tmp, \
-            running_app(Path(tmp), **({"root": root} if root else {})) as (url, _):
+    env = {"root": Path(args.app_dir)} if args.app_dir else {}
+    if args.budget:
+        env["UNMASK_MAX_SECONDS"] = f"{args.budget:g}"
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, _):
         visitors = prompts(12)
         decode(url, visitors[0], SPEC, "127.0.0.9")                # warm-up
+        counts = [int(n) for n in args.identities.split(",") if n.strip()]
         alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
-                 for p in visitors}
-        out = {"one": case(url, visitors[:1], alone, args.flood, args.lead),
-               "twelve": case(url, visitors, alone, args.flood, args.lead),
-               # twelve at once cost more than one alone with no flood at all: the floor of "twelve"
-               "twelve, no flood": case(url, visitors, alone, 0, 0.0)}
+                 for p in (visitors[:1] if counts else visitors)}
+        if counts:
+            out = {f"behind {n} identities": case(url, visitors[:1], alone, n, args.lead, identities=True)
+                   for n in counts}
+        else:
+            out = {"one": case(url, visitors[:1], alone, args.flood, args.lead),
+                   "twelve": case(url, visitors, alone, args.flood, args.lead),
+                   # twelve at once cost more than one alone with no flood at all: the floor of "twelve"
+                   "twelve, no flood": case(url, visitors, alone, 0, 0.0)}
     print("| case | visitors | alone (s, median) | behind the flood (s, median) | worst (s) | ratio median | "
           "ratio worst | refused |\n|---|---|---|---|---|---|---|---|")
     for name, rows in out.items():

@@ -3,6 +3,12 @@ one client opens new sessions with one cheap call each, and while one session re
 
     python -m tools.page.bench_memory                          # 600 sessions, 300 Runs (a few minutes)
     python -m tools.page.bench_memory --sessions 200 --runs 0
+    python -m tools.page.bench_memory --sessions 0 --runs 0 --crafted 62     # nested JSON in a check box
+
+``--crafted N``: N new sessions each send the page's Run with a ~0.9 MB nested list (``[[[...]]]`` pieces, under the
+body limit) as the value of a check box, four at a time, while a bystander GETs ``robots.txt`` every 0.2 s: RSS
+before and after, and the bystander's times, beside its times over 3 s before (issue 65: gradio kept such a value in
+the session before refusing it, and parsed and walked it on the server's event loop).
 
 Calls go over raw HTTP, as a script without a browser (and without a heartbeat) would make them: gradio's queue
 ``join`` then its event stream. Prints a Markdown table: RSS at points, and the growth over the last half.
@@ -28,14 +34,16 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def call(url: str, fn: int, data: list, session: str, timeout_s: float = 120, total_s: float | None = None) -> dict:
+def call(url: str, fn: int, data: list, session: str, timeout_s: float = 120, total_s: float | None = None,
+         raw: bytes | None = None) -> dict:
     """One event of the page, as gradio's own client sends it; its completion message (``timeout_s``: how long
     its event stream may stay silent; ``total_s``: how long it may last, heartbeats or not, checked at each of its
-    lines: gradio sends a heartbeat every 15 s, so a stream that waits may never be silent for long)."""
-    body = json.dumps({"data": data, "fn_index": fn, "session_hash": session, "event_data": None,
-                       "trigger_id": None}).encode()
+    lines: gradio sends a heartbeat every 15 s, so a stream that waits may never be silent for long). ``raw``: the
+    body, already made, with ``SESSION`` where the session goes (a large body is not encoded again each call)."""
+    body = raw.replace(b"SESSION", session.encode()) if raw is not None else json.dumps(
+        {"data": data, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}).encode()
     req = urllib.request.Request(url + "gradio_api/queue/join", body, {"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).read()
+    urllib.request.urlopen(req, timeout=timeout_s).read()
     t0 = time.monotonic()
     with urllib.request.urlopen(url + f"gradio_api/queue/data?session_hash={session}", timeout=timeout_s) as r:
         for line in r:
@@ -66,15 +74,66 @@ def measure(url: str, pid: int, n: int, fn: int, data: list, one_session: bool) 
     return out
 
 
+def nested(size: int = 900_000, depth: int = 50) -> list:
+    """A list of ``[[[...]]]`` pieces ``depth`` deep, about ``size`` bytes as JSON."""
+    piece = []
+    for _ in range(depth):
+        piece = [piece]
+    return [piece] * (size // (2 * depth + 2))
+
+
+def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int) -> dict:
+    """RSS before and after ``n`` crafted Runs (four at a time), and a bystander's page loads meanwhile (s)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    data = list(data)
+    data[checkbox] = nested()
+    raw = json.dumps({"data": data, "fn_index": fn, "session_hash": "SESSION", "event_data": None,
+                      "trigger_id": None}).encode()
+    loads, done = [], threading.Event()
+
+    def bystander():
+        while not done.is_set():
+            t0 = time.perf_counter()
+            try:
+                urllib.request.urlopen(url + "robots.txt", timeout=60).read()
+            except OSError:                               # counted at its full wait: the server did not answer
+                pass
+            loads.append(time.perf_counter() - t0)
+            time.sleep(0.2)
+    before = rss_mib(pid)
+    watcher = threading.Thread(target=bystander)
+    watcher.start()
+    time.sleep(3)
+    quiet, loads[:] = list(loads), []
+    def one(_):
+        try:
+            return call(url, fn, data, uuid.uuid4().hex[:11], total_s=120, raw=raw)
+        except (OSError, RuntimeError) as e:              # no answer: the server is swamped (before)
+            return {"success": False, "lost": str(e)[:80]}
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(one, range(n)))
+    done.set()
+    watcher.join()
+    return {"before": before, "after": rss_mib(pid), "loads": loads, "quiet": quiet,
+            "refused": sum(not a.get("success") for a in answers)}
+
+
 def growth(series: list[float]) -> float:
     """RSS growth over the last half of the calls."""
     return series[-1] - series[len(series) // 2 - 1]
 
 
-def run(sessions: int, runs: int, **env) -> dict:
+def run(sessions: int, runs: int, n_crafted: int = 0, **env) -> dict:
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
         cfg = json.load(urllib.request.urlopen(url + "config"))
         out = {"start": rss_mib(proc.pid)}
+        if n_crafted:
+            fn, data = event(cfg, "on_run")
+            types = {c["id"]: c["type"] for c in cfg["components"]}
+            dep = next(d for d in cfg["dependencies"] if d["id"] == fn)
+            box = next(i for i, c in enumerate(dep["inputs"]) if types[c] == "checkbox")
+            out["crafted"] = crafted(url, proc.pid, n_crafted, fn, data, box)
         if sessions:
             out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False)
         if runs:
@@ -89,6 +148,14 @@ def table(res: dict) -> str:
         if s:
             rows.append(f"| {what} | {len(s)} | {s[0]:.0f} → {s[len(s) // 2 - 1]:.0f} → {s[-1]:.0f} | "
                         f"{growth(s):+.1f} MiB |")
+    c = res.get("crafted")
+    if c:
+        loads, quiet = sorted(c["loads"]), sorted(c["quiet"])
+        rows.append(f"| crafted Runs (nested JSON in a check box), four at a time | {c['refused']} refused | "
+                    f"{c['before']:.0f} → {c['after']:.0f} | {c['after'] - c['before']:+.1f} MiB; a bystander's "
+                    f"GET median {loads[len(loads) // 2] * 1000:.0f} ms, worst {loads[-1] * 1000:.0f} ms "
+                    f"({len(loads)} GETs; before the crafted Runs: median {quiet[len(quiet) // 2] * 1000:.0f} ms, "
+                    f"worst {quiet[-1] * 1000:.0f} ms) |")
     return "\n".join(rows)
 
 
@@ -96,8 +163,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=600)
     ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--crafted", type=int, default=0, help="Runs from new sessions with nested JSON in a check box")
+    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit: before)")
     args = ap.parse_args(argv)
-    print(table(run(args.sessions, args.runs)))
+    root = {"root": Path(args.app_dir)} if args.app_dir else {}
+    space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
+    print(table(run(args.sessions, args.runs, args.crafted, **space, **root)))
 
 
 if __name__ == "__main__":
