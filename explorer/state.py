@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from engine.catalogue import catalogue
+from engine.catalogue.spec import parse_spec
 from engine.runtime.branch import branch_json, parse_branch
 from engine.errors import ConfigError
 
@@ -42,6 +43,8 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
         elif key == "branch":
             try:
                 how, spec = parse_branch(raw)
+                if spec:                    # its spec too, before the base run is decoded
+                    catalogue.validate(*parse_spec(spec), page=True)
                 out["branch"] = branch_json(how, spec)
             except ConfigError as e:
                 problems.append(f"branch: {e}"[:200])

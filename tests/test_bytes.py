@@ -177,6 +177,9 @@ def test_cheap_checks_come_first_and_messages_stay_short():
     with pytest.raises(ConfigError, match="tau must be in"):      # the branch's spec too (issue 65)
         next(bare.branch_stream("2+2=", "threshold", {}, None, '{"step": 1, "spec": "threshold:tau=7"}'))
     assert bare.check_branch('{"step": 1, "spec": "edit:tau=0.8"}', "threshold", {"gen_length": 32}) is None
+    from explorer.state import parse_query                        # a link's branch: read before its base run
+    assert parse_query({"branch": '{"step": 1, "spec": "threshold:tau=7"}'}) == ({}, [
+        "branch: tau must be in (0.05, 1] on this page"])
     with pytest.raises(ConfigError) as e:
         validate("threshold", {f"junk{i}": 1 for i in range(3000)})
     assert len(str(e.value)) < 400 and "and 2995 more" in str(e.value)

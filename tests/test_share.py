@@ -170,16 +170,16 @@ def test_many_identities_holding_one_decode_each_yield_their_places_in_time(monk
     loop, log = EngineLoop(max_running=4), []
 
     def long(name):
-        for _ in range(400):
+        for _ in range(150):
             yield Call(time.sleep, (0.002,))
             log.append(name)
-        return 400
+        return 150
     held = loop.submit_many([Job(lambda i=i: long(f"c{i}"), client=f"c{i}") for i in range(4)])
     wait_for(lambda: len(log) >= 8)
     light = loop.submit(Job(lambda: counted(3, log, "new"), client="new"))
     assert light.result(timeout=30) == 3
-    assert log.count("c0") < 200, "the newcomer waited for a held place to free"
-    assert [h.result(timeout=60) for h in held] == [400] * 4
+    assert log.count("c0") < 75, "the newcomer waited for a held place to free"
+    assert [h.result(timeout=60) for h in held] == [150] * 4
     assert not loop.paused and not loop.running
 
 

@@ -3,6 +3,7 @@
     python -m tools.page.bench_flood                      # the app's default settings (a few minutes on two cores)
     python -m tools.page.bench_flood --app-dir /tmp/old   # another checkout's app.py (an earlier commit: "before")
     python -m tools.page.bench_flood --identities 16,48 --budget 20    # many identities, one heavy decode each
+    python -m tools.page.bench_flood --pairs 10 --budget 4             # two newcomers beside a client's two decodes
 
 Starts ``python app.py`` on a loopback port with its default settings. Each client connects from its own loopback
 address (127.0.0.2 floods, the visitors from 127.0.0.10 on), so the app tells them apart as it would a Space's
@@ -17,6 +18,10 @@ flood's streams (its decodes stop) and lets the server settle before the next ca
 ``--identities N,M``: instead, per N, N clients (each its own loopback address, 127.0.1.x on) send one heavy decode
 each, so no client holds more than another (issue 65: the places rule never acted and newcomers waited out whole
 budgets), and ``--lead`` seconds later one visitor calls ``decode``; ``--budget`` sets ``UNMASK_MAX_SECONDS``.
+
+``--pairs N``: N trials of one client (127.0.0.2) running two heavy decodes and, 0.8 s later, two newcomers (their
+own addresses) calling ``decode`` at once; counts the decodes that failed (issue 65: every trial that met the
+condition failed the first client's two decodes with ``{"error": null}``).
 """
 
 from __future__ import annotations
@@ -88,6 +93,23 @@ def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float
     return [dict(r, alone=alone[p], ratio=r["seconds"] / alone[p]) for p, r in zip(visitors, rows)]
 
 
+def pairs(url: str, trials: int) -> str:
+    """Failed decodes over ``trials`` of two heavy decodes of one client and two newcomers arriving together."""
+    failed = total = 0
+    for _ in range(trials):
+        stop = threading.Event()
+        holders = threading.Thread(target=lambda: rows.extend(at_once(
+            [(url, "Tell a story about a fox.", HEAVY, "127.0.0.2", stop)] * 2)))
+        rows: list = []
+        holders.start()
+        time.sleep(0.8)
+        rows += at_once([(url, p, SPEC, f"127.0.0.{3 + i}") for i, p in enumerate(["3+4=", "5+1="])])
+        holders.join()
+        failed += sum("answer" not in r for r in rows)
+        total += len(rows)
+    return f"{failed} of {total} decodes failed in {trials} trials"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--flood", type=int, default=16, help="the flooding client's heavy decodes")
@@ -97,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--identities", default="", help="comma-separated counts of one-decode clients (see above)")
     ap.add_argument("--budget", type=float, default=0, help="UNMASK_MAX_SECONDS for the app (0: its default)")
+    ap.add_argument("--pairs", type=int, default=0, help="trials of two newcomers beside two decodes (see above)")
     args = ap.parse_args(argv)
     env = {"root": Path(args.app_dir)} if args.app_dir else {}
     if args.budget:
@@ -104,6 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, _):
         visitors = prompts(12)
         decode(url, visitors[0], SPEC, "127.0.0.9")                # warm-up
+        if args.pairs:
+            print(pairs(url, args.pairs))
+            return
         counts = [int(n) for n in args.identities.split(",") if n.strip()]
         alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
                  for p in (visitors[:1] if counts else visitors)}
