@@ -197,7 +197,9 @@ def main(argv=None) -> None:
         last_save = checkpoint_every(last_save, model, opt, step, elapsed, out)
     checkpoint(model, opt, step, elapsed, out)
     model.eval()
-    meta = dict(task=args.task, weights=args.weights or None, init=args.init or None, layers=args.layers, hidden=args.hidden, canvas=args.canvas,
+    text = model.config.get_text_config()
+    meta = dict(task=args.task, weights=args.weights or None, init=args.init or None, layers=text.num_hidden_layers,
+                hidden=text.hidden_size, canvas=args.canvas,
                 params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, sc=args.sc, seed=args.seed,
                 objective="uniform noise (t ~ U(0,1], random ids), self-conditioning")
