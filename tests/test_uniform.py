@@ -120,3 +120,16 @@ def test_the_model_settles_a_copy_of_the_config_and_a_bad_generation_config_is_i
     bad = load_model(str(write_diffusion_gemma(tmp_path / "bad", generation=dict(t_max=9.0))))   # t_max ≤ 5
     with pytest.raises(ConfigError, match="generation config: t_max must be in"):
         Generation(bad, bad.encode_prompt("what is 1 + 2 ?"), build_decoder("uniform"))
+
+
+def test_the_embedded_uniform_model_answers_the_pages_arithmetic_prompts():
+    """The page's canvas link opens an arithmetic prompt on unmask-uniform-small: under the decoder's defaults (the
+    model's generation config, seed 0) its answers to the page's arithmetic examples are right (the first weights,
+    trained on arithmetic alone from scratch, got 0.18 of them right; docs/results.md has the 200-problem figures)."""
+    from app import examples_for
+    from engine.tasks import get_task
+    a = load_model("unmask-uniform-small", device="cpu")
+    probs = [p for _, p in examples_for(a.info["task"]) if p.task == "arith"]
+    verdicts = [get_task("arith").verdict(Generation(a, p.prompt, build_decoder("uniform")).run().meta.text, p)
+                for p in probs]
+    assert len(probs) == 3 and verdicts == ["valid"] * 3, verdicts
