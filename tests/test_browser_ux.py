@@ -243,3 +243,19 @@ def test_branch_here_brings_its_panel_into_sight_on_a_projector_and_a_phone(brow
                                  "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)
         finally:
             pg.close()
+
+
+def test_the_canvas_link_opens_a_uniform_run_the_checker_calls_valid(page, server):
+    """The line of views a run leaves out links the Canvas tab to a `uniform` run on unmask-uniform-small, and that
+    run ends with the checker's "valid" (issue 70: the first weights knew arithmetic only, and on the page's prompt
+    showed every slot as [PAD], "malformed"; the current ones know the page's tasks)."""
+    ux.opened(page, server)
+    href = page.get_attribute("#more-views li[data-tab='Canvas'] a", "href")
+    assert "decoder=uniform" in href and "model=unmask-uniform-small" in href, href
+    ux.opened(page, server + href)
+    page.wait_for_function("() => document.querySelector('#run').innerText.trim() === 'Run' && "
+                           "document.querySelector('#text .um-text[data-finished=\"1\"]')", timeout=180_000)
+    checker = page.evaluate("() => { const l = [...document.querySelectorAll('#summary .um-card-l')]"
+                            ".find((e) => e.innerText.trim().toLowerCase() === 'checker');"
+                            " return l ? l.previousElementSibling.innerText.trim() : null; }")
+    assert checker == "valid", (checker, page.inner_text("#text"))

@@ -124,15 +124,18 @@ def evaluate(model, tok, problems, task, seed: int) -> dict:
 
 def setup(args, tok):
     torch.manual_seed(args.seed)
-    model = DiffusionGemmaForBlockDiffusion(model_config(tok, args.layers, args.hidden, args.canvas))
+    if args.init:
+        # the init's own architecture (e.g. unmask-tasks-small's, mapped by uniform_from_sdar) and weights, through
+        # the stock loader: the file keeps the encoder/decoder weights once (tied), the state dict twice
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(args.init)
+        model.config.canvas_length = args.canvas
+    else:
+        model = DiffusionGemmaForBlockDiffusion(model_config(tok, args.layers, args.hidden, args.canvas))
     model.generation_config = model.generation_config.from_dict(
         dict(copy.deepcopy(GENERATION), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
     if (at := resume(model, opt, Path(args.out))) is not None:
         return model, opt, *at
-    if args.init:
-        # through the stock loader: the file keeps the encoder/decoder weights once (tied), the state dict twice
-        model.load_state_dict(DiffusionGemmaForBlockDiffusion.from_pretrained(args.init).state_dict(), strict=True)
     return model, opt, 0, 0.0
 
 
@@ -149,6 +152,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--task", default="mix")
+    ap.add_argument("--weights", default="", help="a mix task's shares, e.g. arith=0.5,story=0.25,picks=0.25")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=192)
     ap.add_argument("--canvas", type=int, default=16, help="canvas_length: tokens denoised together")
@@ -193,7 +197,9 @@ def main(argv=None) -> None:
         last_save = checkpoint_every(last_save, model, opt, step, elapsed, out)
     checkpoint(model, opt, step, elapsed, out)
     model.eval()
-    meta = dict(task=args.task, init=args.init or None, layers=args.layers, hidden=args.hidden, canvas=args.canvas,
+    text = model.config.get_text_config()
+    meta = dict(task=args.task, weights=args.weights or None, init=args.init or None, layers=text.num_hidden_layers,
+                hidden=text.hidden_size, canvas=args.canvas,
                 params=n_params,
                 steps=step, train_seconds=round(elapsed), batch=args.batch, lr=args.lr, sc=args.sc, seed=args.seed,
                 objective="uniform noise (t ~ U(0,1], random ids), self-conditioning")
