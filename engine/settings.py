@@ -79,6 +79,10 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_STATIC", str, "auto", doc="the static forward path (engine/models/static.py): auto (on a CUDA "
             "device only), on (every device; on a CPU eager over the static buffers), off", choices=("auto", "on",
                                                                                                   "off")),
+    Setting("UNMASK_COMPILE", str, "auto", doc="a compiled forward (torch.compile) for the static path's buckets, "
+            "compiled in the background while the model serves eagerly (engine/models/compiled.py): auto (fp32 on "
+            "a CPU for the families checked exact; brings the static path on a CPU), on (every model and device), "
+            "off", choices=("auto", "on", "off")),
     Setting("UNMASK_CUDA_GRAPHS", bool, True, doc="1: the static path captures one CUDA graph per shape bucket and "
             "replays it; 0: eager over the static buffers (ZeroGPU, where a graph would not outlive its lease)"),
 )}

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.models import slots
+from engine.models import compiled, slots
 from engine.settings import get
 
 B_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -92,6 +92,7 @@ class Bucket:
     graph: object = None          # torch.cuda.CUDAGraph
     out: torch.Tensor | None = None   # (B, Q, V) float32, the graph's output
     copied: object = None         # torch.cuda.Event after the last copies up: the host buffers are free again
+    how: str = "static eager"     # how its last forward ran: "compiled" where engine.models.compiled has it ready
 
 
 class StaticPath:
@@ -104,11 +105,12 @@ class StaticPath:
         self.pools: dict[int, slots.SlotPool] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
         self.captured = 0
+        self.compiled = compiled.Compiled.of(adapter)      # None where UNMASK_COMPILE leaves this model eager
 
     @classmethod
     def of(cls, adapter) -> "StaticPath | None":
         static, graphs = enabled(adapter.device)
-        if not static:
+        if not static and not compiled.decide(adapter)[0]:     # a compiled forward brings the buckets it compiles
             return None
         path = adapter.__dict__.get("_static")
         if path is None or path.graphs != graphs:
@@ -132,13 +134,15 @@ class StaticPath:
         pool = reqs[0].cache.pool if reqs[0].cache is not None else None
         bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)), pool)
         self._fill(bk, reqs, q)
-        if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS:
+        settled = self.compiled is None or self.compiled.settled(self._key(bk))    # capture the compiled forward
+        if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS and settled:
             self._capture(bk)
         if bk.graph is not None:
             bk.graph.replay()
-            out, how = bk.out, "cuda graph"
+            out, how = bk.out, "compiled cuda graph" if bk.how == "compiled" else "cuda graph"
         else:
-            out, how = self._call(bk), "static eager"
+            out = self._call(bk)
+            how = bk.how
         for r, n in zip(reqs, q):
             if isinstance(r.cache, slots.SlotCache):
                 r.cache.length += n                                 # appended at [length, length + n)
@@ -197,7 +201,13 @@ class StaticPath:
         mask = mask[:, None]                                                                  # (B, 1, Q, K)
         if a.attn_impl == "eager":
             mask = torch.zeros((), dtype=a.dtype, device=self.device).masked_fill(~mask, torch.finfo(a.dtype).min)
-        return a.model(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"], **kw).logits.float()
+        comp = self.compiled
+        model, bk.how = (a.model, "static eager") if comp is None else comp.model_for(self._key(bk))
+        return model(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"], **kw).logits.float()
+
+    @staticmethod
+    def _key(bk: Bucket) -> tuple:
+        return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, id(bk.pool), bk.pool.version)
 
     def _capture(self, bk: Bucket) -> None:
         """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool."""
