@@ -167,11 +167,14 @@ class Compiled:
 
 def warm_inputs(kw: dict) -> dict:
     """A copy of a forward's inputs for the compile thread: tensors cloned; a slot cache's K/V writes and reads
-    sent to its pool's pad row, so the compile writes nothing a running decode reads."""
+    sent to its pool's pad row, so the compile writes nothing a running decode reads. The pool's rows are marked
+    dynamic: a pool grows (a larger class) by new tensors of more rows, which must not recompile every bucket."""
     from engine.models import slots
     out = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
     for k, v in kw.items():
         if isinstance(v, slots.RoundSlots):
+            for t in v.pool.keys + v.pool.values:
+                torch._dynamo.mark_dynamic(t, 0)
             pad = torch.full_like(v.rows, v.pool.dummy)
             out[k] = slots.RoundSlots(v.pool, pad, torch.full_like(v.w_row, v.pool.dummy), v.w_slot.clone())
     return out

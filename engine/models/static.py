@@ -105,7 +105,11 @@ class StaticPath:
         self.pools: dict[int, slots.SlotPool] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
         self.captured = 0
-        self.compiled = compiled.Compiled.of(adapter)      # None where UNMASK_COMPILE leaves this model eager
+
+    @property
+    def compiled(self) -> "compiled.Compiled | None":
+        """The model's compiled forward (None: eager), asked each round: UNMASK_COMPILE may change between runs."""
+        return compiled.Compiled.of(self.adapter)
 
     @classmethod
     def of(cls, adapter) -> "StaticPath | None":
@@ -207,7 +211,7 @@ class StaticPath:
 
     @staticmethod
     def _key(bk: Bucket) -> tuple:
-        return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, id(bk.pool), bk.pool.version)
+        return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, id(bk.pool))     # a pool's rows: dynamic
 
     def _capture(self, bk: Bucket) -> None:
         """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool."""

@@ -1,0 +1,148 @@
+"""The compiled forward (``UNMASK_COMPILE``, engine/models/compiled.py) against eager, in one process.
+
+    python -m tools.experiments.compiled exact                 # golden decodes compiled: tokens, records vs eager
+    python -m tools.experiments.compiled bench --batch 8 --n 48 --repeats 3     # tokens/s, compiled / eager
+    python -m tools.experiments.compiled bench --dynamic ...   # the same, compiled with dynamic shapes
+
+``exact``: every golden decode (tests/golden.py) of the fp32 models on the CPU, decoded eagerly on today's path,
+then once more with compilation on (which queues each bucket's compile; that decode runs eagerly), then, every
+compile done, a third time through the compiled forward (each forward says so): its tokens and NFE against the
+eager decode's and the golden file's, its records' confidences against the eager decode's (largest difference).
+``bench``: ``run_bench`` over the same problems in three modes, alternating ``repeats`` times: today's eager path
+(``UNMASK_STATIC=off``), the static path eager (``UNMASK_STATIC=on``) and compiled (after warm-up passes until no
+bucket is left to compile); median tokens/s and the per-repeat ratio to eager (median, lowest, highest). Both
+print each bucket's first-compile time. JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+MODES = {"eager": dict(UNMASK_STATIC="off", UNMASK_COMPILE="off"),
+         "static": dict(UNMASK_STATIC="on", UNMASK_COMPILE="off"),
+         "compiled": dict(UNMASK_STATIC="on", UNMASK_COMPILE="on")}
+
+
+def mode(name: str) -> None:
+    os.environ.update(MODES[name])
+
+
+def compile_seconds(adapter) -> dict:
+    comp = adapter.__dict__.get("_compiled")
+    return {} if comp is None else {str(k[:2]) + ("" if len(k) == 2 else " cached"): round(s, 1)
+                                     for k, s in comp.seconds.items()}
+
+
+def settle(adapter, run) -> int:
+    """Run until a pass queues no new compile, waiting for each pass's compiles; the passes it took (at most 4)."""
+    from engine.models.compiled import Compiled
+    comp = Compiled.of(adapter)
+    for passes in range(1, 5):
+        before = len(comp.queued)
+        run()
+        comp.wait()
+        if len(comp.queued) == before:
+            break
+    return passes
+
+
+def exact(only: tuple[str, ...] = ()) -> dict:
+    from engine.decoders import build_decoder, parse_spec
+    from engine.models.model import load_model
+    from engine.runtime.loop import Generation
+    from engine.tasks import get_task
+    from tests.golden import GOLDEN, OTHER_SPECS, SPECS, dream_model, key, summarise
+    from engine.models import compiled
+    compiled.MAX_SHAPES = 64          # every bucket the golden decodes meet, so that every forward is compiled
+    want = json.loads(GOLDEN.read_text())
+    prompts = [p.prompt for p in get_task("arith").problems("test", 3, seed=7)]
+    stories = [p.prompt for p in get_task("story").problems("test", 2, seed=7)]
+    models, rows = {}, []
+    for model, spec in [("tiny", s) for s in SPECS] + [o for o in OTHER_SPECS if o[0] != "unmask-uniform-small"]:
+        if only and spec.split(":")[0] not in only:
+            continue
+        if model not in models:
+            models[model] = dream_model() if model == "dream" else load_model(model, device="cpu")
+        adapter, name_params = models[model], parse_spec(spec)
+        for i, p in enumerate(stories if model == "unmask-tasks-small" else prompts):
+            def one(p=p):
+                return Generation(adapter, p, build_decoder(name_params[0], **name_params[1])).run()
+            mode("eager")
+            base = one()
+            mode("compiled")
+            settle(adapter, one)
+            got = one()
+            diff = max([float(np.max(np.abs(np.nan_to_num(a.confidence, nan=-1) - np.nan_to_num(b.confidence,
+                                                                                                 nan=-1))))
+                        for a, b in zip(base.records, got.records)] or [0.0])
+            w, g = want[key(model, spec)][i], summarise(got)
+            rows.append(dict(spec=key(model, spec), prompt=i, paths=got.meta.forward_path,
+                             same_tokens=base.meta.token_ids == got.meta.token_ids and base.nfe == got.nfe,
+                             golden_tokens=g["token_ids"] == w["token_ids"] and g["nfe"] == w["nfe"],
+                             records=len(base.records) == len(got.records), max_conf_diff=diff))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    compiled_all = all(set(r["paths"]) == {"compiled"} for r in rows)
+    return dict(decodes=len(rows), all_forwards_compiled=compiled_all,
+                same_tokens=all(r["same_tokens"] and r["records"] for r in rows),
+                golden_tokens=all(r["golden_tokens"] for r in rows),
+                max_conf_diff=max((r["max_conf_diff"] for r in rows), default=0.0),
+                not_compiled=[r["spec"] for r in rows if set(r["paths"]) != {"compiled"}],
+                compile_s={m: compile_seconds(a) for m, a in models.items()})
+
+
+def bench(model: str, task: str, n: int, spec: str, batch: int, repeats: int) -> dict:
+    from engine.harness.bench import run_bench
+    from engine.models.model import load_model
+    from engine.runtime.jobs import configure
+    configure(max_running=batch)
+    adapter = load_model(model, device="cpu")
+    mode("compiled")
+    t = time.perf_counter()
+    passes = settle(adapter, lambda: run_bench(adapter, task, n, [spec], batch=batch, warmup=False))
+    warm_s = time.perf_counter() - t
+    runs: dict = {m: [] for m in MODES}
+    for _ in range(repeats):
+        for m in MODES:
+            mode(m)
+            (r,) = run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
+            runs[m].append(r)
+    ratios = {m: [r["tokens_per_s"] / e["tokens_per_s"] for r, e in zip(rs, runs["eager"])] for m, rs in runs.items()}
+    same = all(r["correct"] == runs["eager"][0]["correct"] and r["nfe"] == runs["eager"][0]["nfe"]
+               for rs in runs.values() for r in rs)
+    return dict(model=model, task=task, n=n, spec=spec, batch=batch, repeats=repeats, same_rows=same,
+                warm_passes=passes, warm_s=round(warm_s, 1), compile_s=compile_seconds(adapter),
+                tokens_per_s={m: round(statistics.median(r["tokens_per_s"] for r in rs), 1) for m, rs in runs.items()},
+                vs_eager={m: dict(median=round(statistics.median(x), 3), low=round(min(x), 3), high=round(max(x), 3))
+                          for m, x in ratios.items()})
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tools.experiments.compiled")
+    ap.add_argument("what", choices=("exact", "bench"))
+    ap.add_argument("--only", default="", help="exact: decoder names, commas (default: every golden decode)")
+    ap.add_argument("--model", default="unmask-tasks-small")
+    ap.add_argument("--task", default="mix")
+    ap.add_argument("--decoder", default="threshold:tau=0.9,block_size=8")
+    ap.add_argument("--n", type=int, default=48)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes instead of one per bucket")
+    args = ap.parse_args(argv)
+    import torch
+    from engine.models import compiled
+    torch.set_num_threads(1)
+    compiled.DYNAMIC = args.dynamic
+    out = exact(tuple(filter(None, args.only.split(",")))) if args.what == "exact" else bench(
+        args.model, args.task, args.n, args.decoder, args.batch, args.repeats)
+    print(json.dumps(dict(out, dynamic=args.dynamic, graphs=compiled.graphs()), default=str))
+
+
+if __name__ == "__main__":
+    main()
