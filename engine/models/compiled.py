@@ -138,11 +138,14 @@ class Compiled:
         self.queued.add(key)
         self.idle.clear()
         self.jobs.put((key, warm_inputs(kw)))
+        log(f"compiling {self.adapter.name}'s bucket {key[:2]} in the background (eager meanwhile)")
         if self.thread is None:
             self.thread = threading.Thread(target=self._work, name=f"compile {self.adapter.name}", daemon=True)
             self.thread.start()
 
     def _work(self) -> None:
+        if hasattr(os, "setpriority"):        # the compiler (this thread, and the g++ it starts) yields the CPU to
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)      # the visitors' decodes
         while True:
             key, kw = self.jobs.get()
             if self.failed is None:
@@ -157,6 +160,8 @@ class Compiled:
                 else:
                     self.seconds[key] = time.perf_counter() - t
                     self.ready.add(key)
+                    log(f"compiled {self.adapter.name}'s bucket {key[:2]} in {self.seconds[key]:.1f} s "
+                        f"({len(self.ready)} ready, {self.jobs.qsize()} queued)")
             if self.jobs.empty():
                 self.idle.set()
 
