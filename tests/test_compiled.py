@@ -1,6 +1,6 @@
-"""The compiled forward (engine/models/compiled.py, ``UNMASK_COMPILE``): where ``auto`` compiles, compiled decodes equal
-eager ones (tokens, records within 1e-4) and rounds do not recompile (dynamo's graphs, counted); where the compiler
-is missing or fails, the model decodes eagerly with one log line naming why. One real compile (the tiniest model,
+"""The compiled forward (engine/models/compiled.py, ``UNMASK_COMPILE``): where it is checked exact (fp32 on a CPU),
+compiled decodes equal eager ones (tokens, records within 1e-4) and rounds do not recompile (dynamo's graphs,
+counted); where the compiler is missing or fails, the model decodes eagerly with one log line naming why. One real compile (the tiniest model,
 one bucket) is shared by the file; the failures need none."""
 
 from __future__ import annotations
@@ -43,13 +43,16 @@ def warm(sdar_dir):
         yield a, first
 
 
-def test_auto_compiles_fp32_on_a_cpu_for_the_checked_families_only(monkeypatch):
+def test_auto_compiles_only_where_measured_exact_and_faster(monkeypatch):
     def model(device="cpu", dtype=torch.float32, family="sdar"):
         return SimpleNamespace(device=device, dtype=dtype, model_type=family, ragged=True)
     monkeypatch.setenv("UNMASK_COMPILE", "auto")
     monkeypatch.setenv("UNMASK_STATIC", "auto")
-    assert all(compiled.decide(model(family=f))[0] for f in compiled.CHECKED_FAMILIES)
-    assert not compiled.decide(model(dtype=torch.bfloat16))[0] and not compiled.decide(model(device="cuda"))[0]
+    assert all("exact compiled but not faster" in compiled.decide(model(family=f))[1]       # today: eager
+               for f in compiled.EXACT[("cpu", torch.float32)])
+    monkeypatch.setattr(compiled, "AUTO", {("cpu", torch.float32): frozenset({"sdar"})})
+    assert compiled.decide(model())[0] and not compiled.decide(model(dtype=torch.bfloat16))[0]
+    assert not compiled.decide(model(device="cuda"))[0]
     assert "not checked exact" in compiled.decide(model(family="llada"))[1]
     monkeypatch.setenv("UNMASK_COMPILE", "on")
     assert compiled.decide(model(device="cuda", dtype=torch.bfloat16, family="llada"))[0]

@@ -3,6 +3,8 @@
     python -m tools.experiments.compiled exact                 # golden decodes compiled: tokens, records vs eager
     python -m tools.experiments.compiled bench --batch 8 --n 48 --repeats 3     # tokens/s, compiled / eager
     python -m tools.experiments.compiled bench --dynamic ...   # the same, compiled with dynamic shapes
+    python -m tools.experiments.compiled forward               # per forward: static shapes against dynamic
+    python -m tools.experiments.compiled ragged --batch 8      # today's path, its MLPs and norms compiled
 
 ``exact``: every golden decode (tests/golden.py) of the fp32 models on the CPU, decoded eagerly on today's path,
 then once more with compilation on (which queues each bucket's compile; that decode runs eagerly), then, every
@@ -108,20 +110,90 @@ def bench(model: str, task: str, n: int, spec: str, batch: int, repeats: int) ->
     t = time.perf_counter()
     passes = settle(adapter, lambda: run_bench(adapter, task, n, [spec], batch=batch, warmup=False))
     warm_s = time.perf_counter() - t
+    print(json.dumps(dict(warm_passes=passes, warm_s=warm_s, compile_s=compile_seconds(adapter))), file=sys.stderr,
+          flush=True)
     runs: dict = {m: [] for m in MODES}
     for _ in range(repeats):
         for m in MODES:
             mode(m)
             (r,) = run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
             runs[m].append(r)
+            print(json.dumps(dict(mode=m, tokens_per_s=r["tokens_per_s"], outcomes=r["outcomes"], nfe=r["nfe"])),
+                  file=sys.stderr, flush=True)
     ratios = {m: [r["tokens_per_s"] / e["tokens_per_s"] for r, e in zip(rs, runs["eager"])] for m, rs in runs.items()}
-    same = all(r["correct"] == runs["eager"][0]["correct"] and r["nfe"] == runs["eager"][0]["nfe"]
+    same = all(r["outcomes"] == runs["eager"][0]["outcomes"] and r["nfe"] == runs["eager"][0]["nfe"]
                for rs in runs.values() for r in rs)
     return dict(model=model, task=task, n=n, spec=spec, batch=batch, repeats=repeats, same_rows=same,
                 warm_passes=passes, warm_s=round(warm_s, 1), compile_s=compile_seconds(adapter),
                 tokens_per_s={m: round(statistics.median(r["tokens_per_s"] for r in rs), 1) for m, rs in runs.items()},
                 vs_eager={m: dict(median=round(statistics.median(x), 3), low=round(min(x), 3), high=round(max(x), 3))
                           for m, x in ratios.items()})
+
+
+def forward_rows(model: str, shapes, reps: int) -> dict:
+    """Per forward (no cache, full attention) at each (batch, rows): eager, compiled per shape (static shapes, one
+    compile each) and compiled once with dynamic shapes; median ms, first-compile seconds, largest logit
+    difference to eager and whether every argmax agrees."""
+    from engine.models.model import load_model
+    from tools.experiments.gpu_static import timed
+    adapter = load_model(model, device="cpu")
+    m = adapter.model
+    fns = {"static": torch.compile(m, dynamic=False), "dynamic": torch.compile(m, dynamic=True)}
+    rows = []
+    for B, Q in shapes:
+        kw = dict(input_ids=torch.randint(0, adapter.vocab_size, (B, Q)), position_ids=torch.arange(Q).expand(B, Q),
+                  attention_mask=torch.ones(B, 1, Q, Q, dtype=torch.bool), use_cache=False)
+        row = dict(batch=B, rows=Q)
+        with torch.no_grad():
+            ref = m(**kw).logits
+            row["eager_ms"] = timed(lambda: m(**kw), reps)
+            for name, fn in fns.items():
+                t = time.perf_counter()
+                out = fn(**kw).logits
+                row[f"{name}_compile_s"] = round(time.perf_counter() - t, 1)
+                row[f"{name}_ms"] = timed(lambda: fn(**kw), reps)
+                row[f"{name}_max_diff"] = float((out - ref).abs().max())
+                row[f"{name}_argmax_equal"] = bool((out.argmax(-1) == ref.argmax(-1)).all())
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        rows.append(row)
+    return dict(model=model, rows=rows)
+
+
+def ragged_rows(model: str, task: str, n: int, spec: str, batch: int, repeats: int) -> dict:
+    """Another way, measured here only: today's eager path (ragged rounds, dynamic caches) with each layer's MLP and
+    RMS norms compiled with dynamic shapes (attention and the caches stay eager); tokens/s against eager."""
+    from engine.harness.bench import run_bench
+    from engine.models.model import load_model
+    from engine.runtime.jobs import configure
+    configure(max_running=batch)
+    mode("eager")
+    adapter = load_model(model, device="cpu")
+    inner = adapter.model.model
+    parts = [(layer, k) for layer in inner.layers for k in ("mlp", "input_layernorm", "post_attention_layernorm")]
+    parts += [(layer.self_attn, k) for layer in inner.layers for k in ("q_norm", "k_norm")] + [(inner, "norm")]
+    eager = [getattr(p, k) for p, k in parts]
+    fast = [torch.compile(m, dynamic=True) for m in eager]
+
+    def use(mods):
+        for (p, k), m in zip(parts, mods):
+            setattr(p, k, m)
+    use(fast)
+    t = time.perf_counter()
+    run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
+    first_s = time.perf_counter() - t
+    runs: dict = {"eager": [], "compiled": []}
+    for _ in range(repeats):
+        for label, mods in (("eager", eager), ("compiled", fast)):
+            use(mods)
+            (r,) = run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
+            runs[label].append(r)
+            print(json.dumps(dict(mode=label, tokens_per_s=r["tokens_per_s"], outcomes=r["outcomes"])),
+                  file=sys.stderr, flush=True)
+    x = [c["tokens_per_s"] / e["tokens_per_s"] for c, e in zip(runs["compiled"], runs["eager"])]
+    return dict(model=model, batch=batch, n=n, first_run_with_compiles_s=round(first_s, 1),
+                same_rows=all(r["outcomes"] == runs["eager"][0]["outcomes"] for rs in runs.values() for r in rs),
+                tokens_per_s={k: round(statistics.median(r["tokens_per_s"] for r in v), 1) for k, v in runs.items()},
+                vs_eager=dict(median=round(statistics.median(x), 3), low=round(min(x), 3), high=round(max(x), 3)))
 
 
 def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
@@ -164,7 +236,7 @@ def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.experiments.compiled")
-    ap.add_argument("what", choices=("exact", "bench"))
+    ap.add_argument("what", choices=("exact", "bench", "forward", "ragged"))
     ap.add_argument("--only", default="", help="exact: decoder names, commas (default: every golden decode)")
     ap.add_argument("--model", default="unmask-tasks-small")
     ap.add_argument("--task", default="mix")
@@ -177,8 +249,13 @@ def main(argv=None) -> None:
     from engine.models import compiled
     torch.set_num_threads(1)
     compiled.DYNAMIC = args.dynamic
-    out = exact(tuple(filter(None, args.only.split(",")))) if args.what == "exact" else bench(
-        args.model, args.task, args.n, args.decoder, args.batch, args.repeats)
+    if args.what == "ragged":
+        out = ragged_rows(args.model, args.task, args.n, args.decoder, args.batch, args.repeats)
+    elif args.what == "forward":
+        out = forward_rows(args.model, [(1, 16), (8, 32), (12, 48)], 20)
+    else:
+        out = exact(tuple(filter(None, args.only.split(",")))) if args.what == "exact" else bench(
+            args.model, args.task, args.n, args.decoder, args.batch, args.repeats)
     print(json.dumps(dict(out, dynamic=args.dynamic, graphs=compiled.graphs()), default=str))
 
 
