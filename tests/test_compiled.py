@@ -33,11 +33,12 @@ def eager_decode(adapter, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def warm(sdar_dir):
-    """A model whose one bucket compiled in the background (its first decode eager meanwhile)."""
+def warm(tmp_path_factory):
+    """A one-layer model whose one bucket compiled in the background (its first decode eager meanwhile)."""
+    from tests.conftest import write_sdar_checkpoint
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("UNMASK_COMPILE", "on")
-        a = load_model(str(sdar_dir), device="cpu")
+        a = load_model(str(write_sdar_checkpoint(tmp_path_factory.mktemp("one"), layers=1, hidden=32)), device="cpu")
         first = decode(a)
         assert compiled.Compiled.of(a).wait(600)
         yield a, first

@@ -108,13 +108,15 @@ class Compiled:
         self.run_only = torch._dynamo.run(adapter.model)       # cached compiled code or eager, never a compile
         self.ready: set = set()
         self.queued: set = set()
+        self.done: set = set()           # queued buckets whose compile is over (ready, or declined by dynamo)
         self.seconds: dict = {}          # bucket key -> seconds its first compile took
         self.failed: str | None = missing_compiler(adapter.device)
         self.jobs: queue.Queue = queue.Queue()
         self.idle = threading.Event()
         self.idle.set()
         self.thread: threading.Thread | None = None
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, MAX_SHAPES)
+        # dynamo keeps compiled code per code object: the models of one class share the forward's entries
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * MAX_SHAPES)
         if self.failed:
             log(f"compiled forward off for {adapter.name}, eager instead: {self.failed}")
 
@@ -130,8 +132,8 @@ class Compiled:
 
     def settled(self, key) -> bool:
         """The bucket's compile is done (ready) or will never come (failed, or past the bound)."""
-        return key in self.ready or self.failed is not None or (key not in self.queued
-                                                                and len(self.queued) >= MAX_SHAPES)
+        return key in self.done or self.failed is not None or (key not in self.queued
+                                                               and len(self.queued) >= MAX_SHAPES)
 
     def model_for(self, key):
         """The callable for a forward of bucket ``key`` and how it runs: compiled where ready, else eager (the
@@ -157,7 +159,7 @@ class Compiled:
         while True:
             key, kw = self.jobs.get()
             if self.failed is None:
-                t = time.perf_counter()
+                t, before = time.perf_counter(), graphs()
                 try:
                     with torch.no_grad():
                         self.fn(**kw)
@@ -167,9 +169,13 @@ class Compiled:
                         f"({self.failed})")
                 else:
                     self.seconds[key] = time.perf_counter() - t
-                    self.ready.add(key)
+                    made = graphs() > before       # dynamo may also decline a frame and run it eagerly
+                    self.ready.update([key] if made else [])
                     log(f"compiled {self.adapter.name}'s bucket {key[:2]} in {self.seconds[key]:.1f} s "
-                        f"({len(self.ready)} ready, {self.jobs.qsize()} queued)")
+                        f"({len(self.ready)} ready, {self.jobs.qsize()} queued)" if made else
+                        f"compiled nothing for {self.adapter.name}'s bucket {key[:2]} (dynamo ran it eagerly): "
+                        "it stays eager")
+            self.done.add(key)
             if self.jobs.empty():
                 self.idle.set()
 
