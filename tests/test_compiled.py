@@ -1,7 +1,7 @@
 """The compiled forward (engine/models/compiled.py, ``UNMASK_COMPILE``): where it is checked exact (fp32 on a CPU),
 compiled decodes equal eager ones (tokens, records within 1e-4) and rounds do not recompile (dynamo's graphs,
-counted); where the compiler is missing or fails, the model decodes eagerly with one log line naming why. One real compile (the tiniest model,
-one bucket) is shared by the file; the failures need none."""
+counted); where the compiler is missing or fails, the model decodes eagerly with one log line naming why. One real
+compile (a one-layer model, one bucket) is shared by the file; the failures need none."""
 
 from __future__ import annotations
 

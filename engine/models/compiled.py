@@ -115,8 +115,6 @@ class Compiled:
         self.idle = threading.Event()
         self.idle.set()
         self.thread: threading.Thread | None = None
-        # dynamo keeps compiled code per code object: the models of one class share the forward's entries
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * MAX_SHAPES)
         if self.failed:
             log(f"compiled forward off for {adapter.name}, eager instead: {self.failed}")
 
@@ -156,6 +154,9 @@ class Compiled:
     def _work(self) -> None:
         if hasattr(os, "setpriority"):        # the compiler (this thread, and the g++ it starts) yields the CPU to
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)      # the visitors' decodes
+        # dynamo keeps compiled code per code object, which the models of one class (and transformers' wrappers of
+        # every class) share; its config is per thread, so the bound is set here, where the compiles run
+        torch._dynamo.config.recompile_limit = 4 * MAX_SHAPES
         while True:
             key, kw = self.jobs.get()
             if self.failed is None:

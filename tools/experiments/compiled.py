@@ -219,7 +219,8 @@ def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
                 env(Compiled.of, adapter).wait()
             logits, how = env(lambda: StaticPath.of(adapter).run(reqs))
             path = env(StaticPath.of, adapter)
-            out[label] = dict(ms=env(timed, lambda: path.run(reqs), reps), how=how, logits=torch.cat([x.float().cpu() for x in logits]))
+            out[label] = dict(ms=env(timed, lambda: path.run(reqs), reps), how=how,
+                              logits=torch.cat([x.float().cpu() for x in logits]))
         e, c = out["eager"].pop("logits"), out["compiled"].pop("logits")
         rows.append(dict(batch=batch, rows=32, eager=out["eager"], compiled=out["compiled"],
                          bound_ms=1e3 * weight_bytes / HBM_BYTES_PER_S if adapter.device.type == "cuda" else None,
