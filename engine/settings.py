@@ -80,9 +80,9 @@ SETTINGS = {s.name: s for s in (
             "device only), on (every device; on a CPU eager over the static buffers), off", choices=("auto", "on",
                                                                                                   "off")),
     Setting("UNMASK_COMPILE", str, "auto", doc="a compiled forward (torch.compile) for the static path's buckets, "
-            "compiled in the background while the model serves eagerly (engine/models/compiled.py): auto (fp32 on "
-            "a CPU for the families checked exact; brings the static path on a CPU), on (every model and device), "
-            "off", choices=("auto", "on", "off")),
+            "compiled in the background while the model serves eagerly (engine/models/compiled.py): auto (where "
+            "measured exact and faster: nowhere yet), on (every model and device; brings the static path on a "
+            "CPU), off", choices=("auto", "on", "off")),
     Setting("UNMASK_CUDA_GRAPHS", bool, True, doc="1: the static path captures one CUDA graph per shape bucket and "
             "replays it; 0: eager over the static buffers (ZeroGPU, where a graph would not outlive its lease)"),
 )}
