@@ -60,14 +60,15 @@ def decide(adapter) -> tuple[bool, str]:
     if get("UNMASK_STATIC") == "off":
         return False, "UNMASK_STATIC=off (compilation runs on the static path's buckets)"
     if getattr(adapter, "ragged", True) is False:
-        return False, f"{adapter.model_type}'s forwards do not run on the static path"
+        return False, f"{getattr(adapter, 'model_type', '')}'s forwards do not run on the static path"
     if mode == "on":
         return True, "UNMASK_COMPILE=on"
-    where = (torch.device(adapter.device).type, adapter.dtype)
-    what = f"{adapter.model_type} in {str(adapter.dtype).removeprefix('torch.')} on {where[0]}"
-    if adapter.model_type in AUTO.get(where, ()):
+    family = getattr(adapter, "model_type", "")
+    where = (torch.device(adapter.device).type, getattr(adapter, "dtype", None))
+    what = f"{family} in {str(where[1]).removeprefix('torch.')} on {where[0]}"
+    if family in AUTO.get(where, ()):
         return True, f"auto: {what}, exact and faster compiled"
-    if adapter.model_type in EXACT.get(where, ()):
+    if family in EXACT.get(where, ()):
         return False, f"auto: {what}, exact compiled but not faster than eager (UNMASK_COMPILE=on to compile)"
     return False, f"auto: {what} is not checked exact compiled (UNMASK_COMPILE=on to compile)"
 

@@ -27,7 +27,8 @@ window) and a model whose attention is not sdpa or eager. Those run today's eage
 ``UNMASK_STATIC``: "auto" (the default: the static path and graphs on a CUDA device, today's path elsewhere),
 "on" (the static path on every device: on a CPU it runs eagerly over the buffers, which the tests compare with
 today's path), "off". ``UNMASK_CUDA_GRAPHS=0`` keeps the static buffers but never captures (ZeroGPU, where a GPU is
-attached per request and a graph would not outlive its lease).
+attached per request and a graph would not outlive its lease). ``UNMASK_COMPILE=on`` runs each bucket's forward
+compiled once its background compile is done (``engine.models.compiled``; a graph captures the compiled forward).
 """
 
 from __future__ import annotations
