@@ -71,6 +71,10 @@ def test_compiled_decodes_equal_eager_and_rounds_do_not_recompile(warm, monkeypa
     got = decode(a)
     assert got.meta.forward_path == {"compiled": got.nfe} and got.nfe > 3 and got.meta.compiled == "compiled"
     assert compiled.graphs() == before                         # every round met the compiled bucket
+    comp = compiled.Compiled.of(a)
+    monkeypatch.setattr(comp, "run_only", comp.fn)            # a call no compiled code serves would raise here
+    with torch.compiler.set_stance("fail_on_recompile"):
+        assert decode(a).meta.forward_path == {"compiled": got.nfe}
     base = eager_decode(a, monkeypatch)
     assert got.meta.token_ids == base.meta.token_ids and got.nfe == base.nfe
     for x, y in zip(got.records, base.records, strict=True):

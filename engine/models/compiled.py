@@ -187,15 +187,20 @@ class Compiled:
 
 
 def warm_inputs(kw: dict) -> dict:
-    """A copy of a forward's inputs for the compile thread: tensors cloned; a slot cache's K/V writes and reads
-    sent to its pool's pad row, so the compile writes nothing a running decode reads. The pool's rows are marked
-    dynamic: a pool grows (a larger class) by new tensors of more rows, which must not recompile every bucket."""
+    """A copy of a forward's inputs for the compile thread: tensors cloned; a slot cache's pool replaced by a
+    private one of two rows of the same capacity (the compile writes nothing a decode reads, even if the real pool
+    grows meanwhile and renumbers its rows). Its rows are marked dynamic, so one graph serves every pool size: a
+    pool grows (a larger class) by new tensors of more rows, which must not recompile every bucket."""
     from engine.models import slots
     out = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
     for k, v in kw.items():
         if isinstance(v, slots.RoundSlots):
-            for t in v.pool.keys + v.pool.values:
+            pool = slots.SlotPool.__new__(slots.SlotPool)
+            pool.__dict__.update(v.pool.__dict__, rows=1, free=[])
+            pool.keys, pool.values = ([x.new_zeros((2,) + x.shape[1:]) for x in xs] for xs in (v.pool.keys,
+                                                                                                  v.pool.values))
+            for t in pool.keys + pool.values:
                 torch._dynamo.mark_dynamic(t, 0)
-            pad = torch.full_like(v.rows, v.pool.dummy)
-            out[k] = slots.RoundSlots(v.pool, pad, torch.full_like(v.w_row, v.pool.dummy), v.w_slot.clone())
+            one = torch.ones_like(v.rows)
+            out[k] = slots.RoundSlots(pool, one, torch.ones_like(v.w_row), v.w_slot.clone())
     return out
