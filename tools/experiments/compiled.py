@@ -5,6 +5,7 @@
     python -m tools.experiments.compiled bench --dynamic ...   # the same, compiled with dynamic shapes
     python -m tools.experiments.compiled forward               # per forward: static shapes against dynamic
     python -m tools.experiments.compiled ragged --batch 8      # today's path, its MLPs and norms compiled
+    python -m tools.experiments.compiled class --n 12 --repeats 5   # twelve visitors' decodes in one process
 
 ``exact``: every golden decode (tests/golden.py) of the fp32 models on the CPU, decoded eagerly on today's path,
 then once more with compilation on (which queues each bucket's compile; that decode runs eagerly), then, every
@@ -159,6 +160,33 @@ def forward_rows(model: str, shapes, reps: int) -> dict:
     return dict(model=model, rows=rows)
 
 
+def class_rows(model: str, n: int, spec: str, repeats: int) -> dict:
+    """A class in one process: bench_visitors' n prompts decoded as one engine-loop run (up to 16 a round), today's
+    eager path and compiled alternating (after warm-up passes); each run's seconds, and the tokens against eager."""
+    from engine.decoders import build_decoder, parse_spec
+    from engine.models.model import load_model
+    from engine.runtime.jobs import run_batched
+    from engine.runtime.loop import Generation
+    from tools.page.bench_visitors import prompts
+    adapter, (name, params) = load_model(model, device="cpu"), parse_spec(spec)
+    jobs = [(lambda p=p: Generation(adapter, p, build_decoder(name, **params)).requests()) for p in prompts(n)]
+    mode("compiled")
+    settle(adapter, lambda: run_batched(jobs, 16))
+    secs: dict = {"eager": [], "compiled": []}
+    ids: dict = {}
+    for _ in range(repeats):
+        for m in secs:
+            mode(m)
+            t = time.perf_counter()
+            ids[m] = [tr.meta.token_ids for tr in run_batched(jobs, 16)]
+            secs[m].append(time.perf_counter() - t)
+    x = [c / e for c, e in zip(secs["compiled"], secs["eager"])]
+    return dict(model=model, n=n, spec=spec, same_tokens=ids["eager"] == ids["compiled"],
+                seconds={k: [round(v, 3) for v in vs] for k, vs in secs.items()},
+                compiled_over_eager=dict(median=round(statistics.median(x), 3), low=round(min(x), 3),
+                                         high=round(max(x), 3)), compile_s=compile_seconds(adapter))
+
+
 def ragged_rows(model: str, task: str, n: int, spec: str, batch: int, repeats: int) -> dict:
     """Another way, measured here only: today's eager path (ragged rounds, dynamic caches) with each layer's MLP and
     RMS norms compiled with dynamic shapes (attention and the caches stay eager); tokens/s against eager."""
@@ -239,7 +267,7 @@ def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.experiments.compiled")
-    ap.add_argument("what", choices=("exact", "bench", "forward", "ragged"))
+    ap.add_argument("what", choices=("exact", "bench", "forward", "ragged", "class"))
     ap.add_argument("--only", default="", help="exact: decoder names, commas (default: every golden decode)")
     ap.add_argument("--model", default="unmask-tasks-small")
     ap.add_argument("--task", default="mix")
@@ -252,7 +280,9 @@ def main(argv=None) -> None:
     from engine.models import compiled
     torch.set_num_threads(1)
     compiled.DYNAMIC = args.dynamic
-    if args.what == "ragged":
+    if args.what == "class":
+        out = class_rows(args.model, args.n, args.decoder, args.repeats)
+    elif args.what == "ragged":
         out = ragged_rows(args.model, args.task, args.n, args.decoder, args.batch, args.repeats)
     elif args.what == "forward":
         out = forward_rows(args.model, [(1, 16), (8, 32), (12, 48)], 20)
