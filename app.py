@@ -83,8 +83,9 @@ def example_traces() -> dict[str, Trace]:
 
 if on_zerogpu():
     # every entry point that runs a model (Run, Compare, Branch, Sweep, the decode API) in a worker forked per GPU
-    # lease (engine.harness.zerogpu; docs/deploy.md); a CUDA graph captured in one lease does not outlive it
+    # lease (engine.harness.zerogpu; docs/deploy.md); a CUDA graph or a compile made in one lease does not outlive it
     os.environ.setdefault("UNMASK_CUDA_GRAPHS", "0")
+    os.environ.setdefault("UNMASK_COMPILE", "off")
     GPUService = leased(gpu)
 else:
     GPUService = DecodeService

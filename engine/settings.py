@@ -82,6 +82,10 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_STATIC_MB", int, 0, doc="the static path's memory budget in MiB, graphs and K/V slot pools "
             "together (0: a quarter of the device's memory on a GPU, no bound on a CPU); past it no graph is captured "
             "(eager over the buffers) and no pool grows (the decode keeps a dynamic cache)"),
+    Setting("UNMASK_COMPILE", str, "auto", doc="a compiled forward (torch.compile) for the static path's buckets, "
+            "compiled in the background while the model serves eagerly (engine/models/compiled.py): auto (where "
+            "measured exact and faster: nowhere yet), on (every model and device; brings the static path on a "
+            "CPU), off", choices=("auto", "on", "off")),
     Setting("UNMASK_CUDA_GRAPHS", bool, True, doc="1: the static path captures one CUDA graph per shape bucket and "
             "replays it; 0: eager over the static buffers (ZeroGPU, where a graph would not outlive its lease)"),
 )}

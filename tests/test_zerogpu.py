@@ -35,6 +35,7 @@ def space(tmp_path_factory):
     mp.setenv("UNMASK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     mp.setenv("UNMASK_MAX_SECONDS", "8")    # a worker that hangs fails a call within 8 + 5 s
     mp.delenv("UNMASK_CUDA_GRAPHS", raising=False)
+    mp.delenv("UNMASK_COMPILE", raising=False)
     mp.setitem(sys.modules, "spaces", spaces_emulation)
     spec = importlib.util.spec_from_file_location("app_on_zerogpu", ROOT / "app.py")
     app = importlib.util.module_from_spec(spec)
@@ -80,6 +81,7 @@ def test_the_space_is_set_up_for_leases(space):
     assert type(page.service).__name__ == "LeasedService"
     import os
     assert os.environ["UNMASK_CUDA_GRAPHS"] == "0"       # graphs do not outlive a lease
+    assert os.environ["UNMASK_COMPILE"] == "off"         # nor does a compile
 
 
 def test_run_streams_from_the_worker_the_tokens_of_one_process(space):

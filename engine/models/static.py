@@ -27,7 +27,8 @@ window) and a model whose attention is not sdpa or eager. Those run today's eage
 ``UNMASK_STATIC``: "auto" (the default: the static path and graphs on a CUDA device, today's path elsewhere),
 "on" (the static path on every device: on a CPU it runs eagerly over the buffers, which the tests compare with
 today's path), "off". ``UNMASK_CUDA_GRAPHS=0`` keeps the static buffers but never captures (ZeroGPU, where a GPU is
-attached per request and a graph would not outlive its lease).
+attached per request and a graph would not outlive its lease). ``UNMASK_COMPILE=on`` runs each bucket's forward
+compiled once its background compile is done (``engine.models.compiled``; a graph captures the compiled forward).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.models import slots
+from engine.models import compiled, slots
 from engine.settings import get
 
 B_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -105,6 +106,7 @@ class Bucket:
 
     def dev_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.dev.values())
+    how: str = "static eager"     # how its last forward ran: "compiled" where engine.models.compiled has it ready
 
 
 class StaticPath:
@@ -120,10 +122,15 @@ class StaticPath:
         self.budget = budget_bytes(self.device)
         self.head = adapter.model.get_output_embeddings()      # projected outside the graph: ``_call``
 
+    @property
+    def compiled(self) -> "compiled.Compiled | None":
+        """The model's compiled forward (None: eager), asked each round: UNMASK_COMPILE may change between runs."""
+        return compiled.Compiled.of(self.adapter)
+
     @classmethod
     def of(cls, adapter) -> "StaticPath | None":
         static, graphs = enabled(adapter.device)
-        if not static:
+        if not static and not compiled.decide(adapter)[0]:     # a compiled forward brings the buckets it compiles
             return None
         path = adapter.__dict__.get("_static")
         if path is None or path.graphs != graphs:
@@ -135,9 +142,9 @@ class StaticPath:
         ``DynamicCache``, ``slots.eligible``)."""
         if not slots.eligible(self.adapter):
             return None
-        for S in [S for S, p in self.pools.items() if p.idle]:        # a pool nobody holds a row of goes
-            self._drop_stale(self.pools.pop(S), every=True)
         S = slots.capacity(need)
+        for other in [k for k, p in self.pools.items() if p.idle and k != S]:   # a pool nobody holds a row of goes
+            self._drop_stale(self.pools.pop(other), every=True)                # (this capacity's stays warm)
         pool = self.pools.get(S) or slots.SlotPool(self.adapter, S)
         grown = pool.bytes(max(1, 2 * pool.rows)) - (pool.bytes() if pool.rows else 0) if not pool.free else 0
         if self.used_bytes() + grown > self.budget:
@@ -159,13 +166,15 @@ class StaticPath:
         pool = reqs[0].cache.pool if reqs[0].cache is not None else None
         bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)), pool)
         self._fill(bk, reqs, q)
-        if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS and not bk.over_budget:
+        settled = self.compiled is None or self.compiled.settled(self._key(bk))    # capture the compiled forward
+        if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS and settled and not bk.over_budget:
             self._capture(bk)
         if bk.graph is not None:
             bk.graph.replay()
-            out, how = bk.out, "cuda graph"
+            out, how = bk.out, "compiled cuda graph" if bk.how == "compiled" else "cuda graph"
         else:
-            out, how = self._call(bk), "static eager"
+            out = self._call(bk)
+            how = bk.how
         for r, n in zip(reqs, q):
             if isinstance(r.cache, slots.SlotCache):
                 r.cache.length += n                                 # appended at [length, length + n)
@@ -228,8 +237,13 @@ class StaticPath:
         mask = mask[:, None]                                                                  # (B, 1, Q, K)
         if a.attn_impl == "eager":
             mask = torch.zeros((), dtype=a.dtype, device=self.device).masked_fill(~mask, torch.finfo(a.dtype).min)
-        return a.model.get_decoder()(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"],
-                                     **kw).last_hidden_state
+        comp = self.compiled
+        model, bk.how = (a.model.get_decoder(), "static eager") if comp is None else comp.model_for(self._key(bk))
+        return model(input_ids=d["ids"], attention_mask=mask, position_ids=d["pos"], **kw).last_hidden_state
+
+    @staticmethod
+    def _key(bk: Bucket) -> tuple:
+        return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, id(bk.pool))     # a pool's rows: dynamic
 
     def _capture(self, bk: Bucket) -> None:
         """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool (unless that

@@ -56,6 +56,7 @@ class TraceMeta:
     engine_version: str = ""
     forward_path: dict = field(default_factory=dict)   # how its forwards ran: "cuda graph", "static eager",
     #                                                    "eager" or "eager: <why not static>" -> count
+    compiled: str = "eager"             # "compiled", "compiled k of n forwards" or "eager[: why]" (UNMASK_COMPILE)
     # the decoder's own summary (Policy.summary)
     summary: dict = field(default_factory=dict)
     # a branch of another run (engine.runtime.branch): its base, step, change and rebuild forwards

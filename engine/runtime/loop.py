@@ -21,6 +21,7 @@ from engine.runtime.device import host
 from engine.runtime.resources import resolve
 from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
+from engine.models import compiled
 from engine.runtime.sampling import TOP_K, TokenStats
 from engine.records.trace_meta import TraceMeta
 from engine.records.trace import GENERIC_FIELDS, Reason, Revision, StepRecord, Trace, payload_fields
@@ -390,9 +391,8 @@ class Generation:
             final_tokens=r.tokens.tolist(), generated_tokens=len(ids), mask_token_id=a.mask_token_id,
             stop_ids=list(a.stop_ids), block_size=self.cfg.block_size, vocab=vocab, stopped_at=self.stopped_at,
             unknown_words=a.unknown_words(self.prompt_text, self.prompt_ids), attention=a.attention,
-            cache=r.cache_name,
-            device=str(a.device),
-            dtype=str(a.dtype).removeprefix("torch."),
+            cache=r.cache_name, compiled=compiled.label(a, r.paths),
+            device=str(a.device), dtype=str(a.dtype).removeprefix("torch."),
             engine_version=__import__("engine").__version__, forward_path=dict(r.paths), **self.own_summary(),
             **({"branch": dict(self.resume.meta, nfe_resume=r.nfe["resume"])} if self.resume is not None else {}))
         return Trace(meta=TraceMeta.from_dict(meta), records=list(self.records))

@@ -17,6 +17,7 @@ the task tokenizer's vocabulary zeroed so that every decoded id is a real token)
 * ``graph_vs_eager``: the same decode with graphs on and off over the static buffers: tokens equal (asserted).
 * ``caches``: Fast-dLLM's none / prefix / dual with an 8-token and a 1 000-token prompt at 256 slots.
 * ``s2d2``: S2D2's draft and verify forwards (block-causal masks over the same weights), median ms each.
+* ``compiled``: the static path eager and compiled (``UNMASK_COMPILE=on``, tools.experiments.compiled.gpu_rows).
 
 Every figure is measured on the machine that runs it; nothing here is an expectation.
 """
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from tools.experiments.compiled import gpu_rows as compiled_rows
 from tools.experiments.host_overhead import kernel_ms, load_reference, now, warm_up
 
 LLADA_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
@@ -342,6 +344,7 @@ def sections(adapter, args, problems: list) -> dict:
         "caches": lambda: cache_rows(adapter, {"8 tokens": adapter.encode_prompt(problems[0])[:8],
                                                "1000 tokens": long_prompt}, args.gen),
         "s2d2": lambda: s2d2_rows(adapter, problems[0], args.short),
+        "compiled": lambda: compiled_rows(adapter, problems[0], spec256, args.reps),     # UNMASK_COMPILE=on
     }
 
 

@@ -304,6 +304,39 @@ def table(rows: list[dict]) -> str:
     return "\n".join([head, *lines])
 
 
+def warm(url: str, pid: int, args, log: Path) -> None:
+    """Waves until one queues no new compile, each followed by the wait for its compiles (the app's log lines)."""
+    def count(what: str) -> int:
+        return log.read_text().count(what)
+    for _ in range(4):
+        before = count("unmask: compiling ")
+        measure(url, pid, args.n, args.spec)
+        while count("unmask: compiling ") > count("unmask: compiled ") and not count("compiled forward off"):
+            time.sleep(5)
+        if count("unmask: compiling ") == before:
+            return
+
+
+def compare_compile(root: Path, env: dict, args) -> None:
+    """The waves eager and compiled (``UNMASK_COMPILE``), alternating ``args.compile`` times: per N, each
+    repeat's compiled makespan and tokens/s over the eager one's (ratios within one run of this script)."""
+    runs: dict = {"off": [], "on": []}
+    for _ in range(args.compile):
+        for mode in runs:
+            with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env,
+                                                                   UNMASK_COMPILE=mode) as (url, proc):
+                if mode == "on":
+                    warm(url, proc.pid, args, Path(tmp) / "app.log")
+                runs[mode].append(measure(url, proc.pid, args.n, args.spec))
+            print(mode, table(runs[mode][-1]), sep="\n", flush=True)
+    for i, n in enumerate(args.n):
+        mk = [on[i]["makespan_s"] / off[i]["makespan_s"] for on, off in zip(runs["on"], runs["off"])]
+        tps = [on[i]["tokens_per_s"] / off[i]["tokens_per_s"] for on, off in zip(runs["on"], runs["off"])]
+        print(f"N={n}: compiled / eager makespan {statistics.median(mk):.2f}x (range {min(mk):.2f}-{max(mk):.2f}), "
+              f"tokens/s {statistics.median(tps):.2f}x (range {min(tps):.2f}-{max(tps):.2f}), "
+              f"answers = solo {all(r[i]['identical'] for rs in runs.values() for r in rs)}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 12, 32], help="visitors at once, one wave each")
@@ -324,6 +357,8 @@ def main(argv=None) -> None:
                     "route (no client-side polling), or gradio_client (which reads its stream every 50 ms)")
     ap.add_argument("--open-sessions", action="store_true", help="each visitor's session made before the clock "
                     "starts (a page visitor's exists from the page's load; an API client's from its first call)")
+    ap.add_argument("--compile", type=int, default=0, help="instead: the waves with UNMASK_COMPILE off and on, "
+                    "alternating this many times, each on a fresh server (on: after a warm-up until nothing compiles)")
     args = ap.parse_args(argv)
     if args.open_sessions and args.client == "http":
         ap.error("--open-sessions needs --client gradio (each plain call is a new session)")
@@ -335,6 +370,8 @@ def main(argv=None) -> None:
     if args.max_running:
         env["UNMASK_MAX_RUNNING"] = args.max_running
     root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
+    if args.compile:
+        return compare_compile(root, env, args)
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env) as (url, proc):
         rows = measure(url, proc.pid, args.n, args.spec, args.flood, args.second)
         print(table(rows), flush=True)
