@@ -18,7 +18,7 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import bodylimit, fair, more_views, presence, proxy, serverlog, sessions
+from explorer.page import bodylimit, fair, more_views, presence, proxy, serverlog, sessions, theme
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from explorer.state import MAX_QUERY_VALUE
@@ -286,7 +286,7 @@ def launch_kwargs() -> dict:
     # gradio starts at most ``max_threads`` events at once (40 by default) and queues the rest first come, first
     # served: every model request must reach the fair queue instead (a sync handler's threads stay bounded by its
     # event's concurrency limit, 4 by default)
-    return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
+    return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, theme=theme.theme(), max_file_size="16kb",
                 state_session_capacity=sessions.capacity(), max_threads=fair.CAPACITY,
                 app_kwargs={"lifespan": sessions.lifespan(), "middleware": middleware()})
 

@@ -318,7 +318,10 @@ const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-t
   // and the line under them names only the tabs left out, with the decoders that fill them (explorer/page/more_views)
   if (run && run.tabs) document.querySelectorAll('#more-views [data-tab]').forEach((e) => {
     const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; }); };
-new MutationObserver(() => { load(); bind(); follow(); hideTabs(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+// gradio's placeholder of an empty file box names a plain div (an aria-label without a role, which assistive
+// technology ignores: axe's aria-prohibited-attr): it is a picture of an empty box, so it gets the image role
+const named = () => document.querySelectorAll('div.empty[aria-label]:not([role])').forEach((e) => e.setAttribute('role', 'img'));
+new MutationObserver(() => { load(); bind(); follow(); hideTabs(); named(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};
-load(); bind(); follow(); hideTabs();
+load(); bind(); follow(); hideTabs(); named();

@@ -36,7 +36,10 @@ def categorical_missing_scale(colours: list[str]) -> list[list]:
     return stops + [[len(colours) / span, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
 
 
-STATE_COLOURS = discrete_scale(["#d9d9d9", "#9ecae1", "#fd8d3c"])
+# a cell with nothing yet (masked, noise, stale): a see-through grey, light on the light page and dark on the dark
+# one (an opaque light grey made the masked part of a map a bright block on the dark page)
+MASKED = "rgba(128,128,128,0.35)"
+STATE_COLOURS = discrete_scale([MASKED, "#9ecae1", "#fd8d3c"])
 
 
 def vline(x, color="crimson", width=1, dash="solid", yref="paper", **kw) -> dict:
@@ -121,7 +124,10 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     # x is categorical (one "position token" label per column); shapes address columns by index. Rows keep at least
     # 7 px (long generations make a tall, scrollable figure, not squashed rows); plotly's zoom handles wide ones
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
-    shapes += cursor(step) + [selected_line(g, selected)]
+    # the step line runs along the lower edge of the step's row, not through its cells (a red line over a red
+    # "rejected" cell hid the cell the tour asks to find): it lives on a copy of the step axis shifted by half a
+    # row, which the browser moves like any cursor
+    shapes += cursor(step, yref="y2") + [selected_line(g, selected)]
     base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
                 height=rows_height(g.n_steps), margin=dict(l=50, r=10, t=36, b=90),
                 xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
@@ -129,6 +135,8 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
                 yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps + 0.5, 0.5]))
     for key, val in layout.items():
         base[key] = {**base[key], **val} if isinstance(val, dict) and isinstance(base.get(key), dict) else val
+    low, high = base["yaxis"]["range"]
+    base["yaxis2"] = dict(overlaying="y", range=[low - 0.5, high - 0.5], visible=False, fixedrange=True)
     return figure(data, base)
 
 
@@ -155,7 +163,7 @@ def mask_state(trace, step: int | None = None, grid: Grid | None = None, selecte
                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>")]
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
                   marker=dict(symbol="square", size=10, color=colour))
-             for name, colour in (("masked", "#d9d9d9"), ("decoded", "#9ecae1"), ("committed now", "#fd8d3c"))]
+             for name, colour in (("masked", MASKED), ("decoded", "#9ecae1"), ("committed now", "#fd8d3c"))]
     data += revision_marks(trace, g)
     return step_position_figure(data, g, step, "mask state", selected,
                                 legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
