@@ -51,7 +51,7 @@ def build_demo(page: Page) -> gr.Blocks:
                 branch_here = gr.Button("Branch here: what if, from this step?", elem_id="branch-here", size="sm")
                 views = decode_tab.build_view_tabs(summary, delta, text)
                 gr.HTML(more_views.more_views_html(page), elem_id="more-views")   # the tabs this run leaves out
-                with gr.Tabs(elem_id="more-tabs") as more:
+                with gr.Tabs(elem_id="more-tabs", overflow_behavior="wrap") as more:   # a phone shows all five
                     with gr.Tab("Compare"):
                         compare.build_compare(page, bar[0], bar[2])
                     with gr.Tab("Branch", id="branch"):
@@ -208,7 +208,7 @@ def wire_tour(page, rp: RunParts, card, bp, more) -> None:
         i, html_, ex, s, tab = tour.tour_stop(page, i)
         if isinstance(tab_box, dict):
             tab_box["tab"] = tab                      # the run is drawn in the stop's tab
-        out = {idx: i, text: html_, box: gr.Column(visible=True),
+        out = {idx: i, text: html_, box: gr.Column(visible=True), **dict(zip((back, nxt), tour.buttons(i))),
                **show_trace(page, rp, ex, s, prev, example=True, box=tab_box)}
         br = page.example_traces.get(tour.STOPS[i].branch)
         if br is not None:
@@ -216,7 +216,7 @@ def wire_tour(page, rp: RunParts, card, bp, more) -> None:
             out[more] = gr.Tabs(selected="branch")
         return out
 
-    outs = [idx, text, box, *rp.outputs, bp.out, *bp.figs, more]
+    outs = [idx, text, box, back, nxt, *rp.outputs, bp.out, *bp.figs, more]
     for button, move in ((rp.controls.tour, lambda i: 0), (nxt, lambda i: i + 1), (back, lambda i: i - 1)):
         button.click(lambda i, b, p, move=move: show(move(i if isinstance(i, int) else -1), b, p),
                      [idx, v.tab, rp.previous], outs, show_progress="hidden").then(None, js=tour.POINT_JS)
@@ -238,6 +238,8 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
                step_from_url: values.get("step"),
                branch_from_url: values.get("branch")}
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
+        if isinstance(tab_box, dict) and values.get("tab"):   # a link's tab: opened once its run, filling it, shows
+            tab_box["tab"] = values["tab"]
         example = page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER)) if not run else None
         if example is not None:   # a pre-baked run, shown before any model call
             out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))

@@ -149,3 +149,20 @@ def test_candidates_view_and_notes(saved_trace):
     for m in pkgutil.iter_modules(explorer.views.__path__):
         mod = importlib.import_module(f"explorer.views.{m.name}")
         assert how_to_read(mod), f"{m.name} has no 'How to read' paragraph"
+
+
+def test_prophets_figure_marks_and_counts_every_early_commit():
+    """One diamond per forward that committed its block's rest at once, read against the trace; the title counts
+    them (it said "committed the rest at step 1" and marked one of seven)."""
+    from pathlib import Path
+    from engine.decoders.prophet.card import ProphetFields
+    from engine.records.trace import own_records
+    from explorer.views.rivals import early_title, prophet_gap
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "prophet.npz")
+    exits = [s + 1 for s, _, f in own_records(tr, ProphetFields) if f.exited]
+    fig = prophet_gap(tr)
+    marks = [t for t in fig.data if t.name and t.name.startswith("early commit")]
+    assert len(exits) > 1 and len(marks) == 1 and list(marks[0].x) == exits
+    assert f"{len(exits)} early commits" in fig.layout.title.text, fig.layout.title.text
+    assert early_title([3, 9], 12) == "Prophet: 2 early commits, at steps 3, 9" and "1 early commit," in \
+        early_title([4], 12)

@@ -273,3 +273,18 @@ def test_sweep_labels_fit_name_only_what_differs_and_are_never_cut():
     labelled = [t for t in thr.text if t]
     assert labelled == ["τ 0.9 B 8", "τ 0.3 B 8"] and thr.cliponaxis is False, list(thr.text)
     assert not any("temperature" in str(t.text) for t in fig.data if t.text is not None)
+
+
+def test_the_tour_ends_on_its_last_stop():
+    """Next on the last stop stays there (it wrapped to stop 1) and says so; Back does nothing on the first."""
+    from pathlib import Path
+    from engine.records.trace import Trace
+    from explorer.page.context import Page
+    from explorer.page.tour import STOPS, buttons, tour_next
+    examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
+    last = len(STOPS) - 1
+    page = Page(None, {}, example_traces={STOPS[last].example: Trace.load(examples / f"{STOPS[last].example}.npz")})
+    assert tour_next(page, last)[0] == last and tour_next(page, last - 1)[0] == last
+    (back, nxt), (first_back, first_next) = buttons(last), buttons(0)
+    assert nxt.interactive is False and "last" in nxt.value.lower() and back.interactive is True
+    assert first_back.interactive is False and first_next.interactive is True

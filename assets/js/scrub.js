@@ -316,12 +316,20 @@ const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) =
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
   const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; });
   // and the line under them names only the tabs left out, with the decoders that fill them (explorer/page/more_views)
-  if (run && run.tabs) document.querySelectorAll('#more-views [data-tab]').forEach((e) => {
+  if (run && run.tabs) document.querySelectorAll('#um-more-views [data-tab]').forEach((e) => {
     const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; }); };
+// the line naming the tabs this run leaves out goes right under the tab strip: gradio places a block only after
+// the tabs' panels (2 800 px down, below the Decode tab's figures). A copy there (a node of ours beside gradio's,
+// not gradio's own block moved out of its column); the block itself stays hidden.
+const placeMore = () => { const src = document.querySelector('#more-views .um-more-views');
+  const strip = document.querySelector('#view-tabs > .tab-wrapper');
+  if (!src || !strip || document.getElementById('um-more-views')) return;
+  const copy = src.cloneNode(true); copy.id = 'um-more-views'; strip.after(copy);
+  document.getElementById('more-views').style.display = 'none'; };
 // gradio's placeholder of an empty file box names a plain div (an aria-label without a role, which assistive
 // technology ignores: axe's aria-prohibited-attr): it is a picture of an empty box, so it gets the image role
 const named = () => document.querySelectorAll('div.empty[aria-label]:not([role])').forEach((e) => e.setAttribute('role', 'img'));
-new MutationObserver(() => { load(); bind(); follow(); hideTabs(); named(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+new MutationObserver(() => { load(); bind(); follow(); placeMore(); hideTabs(); named(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};
-load(); bind(); follow(); hideTabs(); named();
+load(); bind(); follow(); placeMore(); hideTabs(); named();
