@@ -243,3 +243,40 @@ def test_branch_here_brings_its_panel_into_sight_on_a_projector_and_a_phone(brow
                                  "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)
         finally:
             pg.close()
+
+
+# the views line's top, the tab strip's bottom, and each link's tab and address
+VIEWS_LINE = """() => { const line = document.getElementById('um-more-views'), strip = document.querySelector('#view-tabs > .tab-wrapper');
+  return {line: line && line.getBoundingClientRect().top, strip: strip.getBoundingClientRect().bottom,
+    links: [...document.querySelectorAll('#um-more-views a')].map((a) => [a.closest('[data-tab]').dataset.tab,
+      a.dataset.decoder, a.getAttribute('href')])}; }"""
+FILLED = """(tab) => { const t = document.querySelector('#view-tabs [role=tab][aria-selected=true]');
+  const plots = [...document.querySelectorAll('#view-tabs .js-plotly-plot')].filter((p) => p.offsetParent);
+  return {tab: t && t.innerText.trim(), points: plots.map((p) => (p.data || []).reduce((n, d) =>
+    n + (d.x || d.z || []).filter((v) => v !== null).length, 0))}; }"""
+
+
+def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill_their_tab(page, server):
+    """Under the strip, not below the Decode tab's figures. Followed here (each a live decode on the CI box): token
+    editing (an edit run that edits: the Revisions tab), the canvas (arithmetic on the uniform model, a valid
+    answer, no [PAD]) and TSPD + CE (opened at its fan's step). That every link is its decoder's pre-baked
+    setting, which fills the tab, is tests/test_more_views.py's."""
+    ux.opened(page, server)
+    got = page.evaluate(VIEWS_LINE)
+    assert got["line"] is not None and 0 <= got["line"] - got["strip"] < 40, got
+    links = {(tab, dec): href for tab, dec, href in got["links"]}
+    for tab, dec in (("Revisions", "edit"), ("Canvas", "uniform"), ("TSPD + CE", "tspd")):
+        page.goto(server + links[tab, dec])
+        page.wait_for_function("() => window.__umScrub && window.__umScrub.run && "
+                               "window.__umScrub.run.run !== 'example'", timeout=120_000)
+        page.wait_for_function("(t) => { const b = document.querySelector('#view-tabs [role=tab][aria-selected=true]');"
+                               " return b && b.innerText.trim() === t; }", arg=tab, timeout=30_000)
+        page.wait_for_timeout(800)
+        filled = page.evaluate(FILLED, tab)
+        assert filled["tab"] == tab and filled["points"] and min(filled["points"]) > 0, (tab, filled)
+        if tab == "Canvas":
+            assert "[PAD]" not in page.inner_text("#text") and "valid" in page.inner_text("#summary")
+        if tab == "TSPD + CE":        # the slider at the step the view's title names, no second step named
+            title = page.evaluate("() => document.querySelector('#traj-plot .js-plotly-plot').layout.title.text")
+            assert "slider" not in title and f"step={page.evaluate('() => window.__umScrub.step')}" in \
+                links[tab, dec], title

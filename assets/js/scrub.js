@@ -317,7 +317,11 @@ const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-t
   const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; });
   // and the line under them names only the tabs left out, with the decoders that fill them (explorer/page/more_views)
   if (run && run.tabs) document.querySelectorAll('#um-more-views [data-tab]').forEach((e) => {
-    const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; }); };
+    const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; });
+  // and in a tab only the views this run fills, with their notes (no other decoder's placeholder)
+  if (run && run.views) document.querySelectorAll('#view-tabs [id$="-plot"]').forEach((e) => {
+    const want = run.views.includes(e.id) ? '' : 'none';
+    for (const el of [e, document.getElementById(e.id + '-note')]) if (el && el.style.display !== want) el.style.display = want; }); };
 // the line naming the tabs this run leaves out goes right under the tab strip: gradio places a block only after
 // the tabs' panels (2 800 px down, below the Decode tab's figures). A copy there (a node of ours beside gradio's,
 // not gradio's own block moved out of its column); the block itself stays hidden.
