@@ -275,7 +275,7 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
         filled = page.evaluate(FILLED, tab)
         assert filled["tab"] == tab and filled["points"] and min(filled["points"]) > 0, (tab, filled)
         if tab == "Canvas":
-            assert "[PAD]" not in page.inner_text("#text") and "valid" in page.inner_text("#summary")
+            assert "[PAD]" not in page.inner_text("#text") and "RIGHT" in page.inner_text("#summary").upper()
         if tab == "TSPD + CE":        # the slider at the step the view's title names, no second step named
             title = page.evaluate("() => document.querySelector('#traj-plot .js-plotly-plot').layout.title.text")
             assert "slider" not in title and f"step={page.evaluate('() => window.__umScrub.step')}" in \

@@ -52,7 +52,8 @@ def test_views_render(saved_trace):
     live = ~np.isnan(g.confidence)
     assert np.array_equal(z[live], np.rint(g.confidence[live] * 100).astype(np.uint8))
     assert len(conf.data[0].x) == len(g.positions) and conf.data[0].x[0].startswith(f"{g.P} ")
-    assert "TPF" in render_summary(saved_trace, "valid") and ">valid<" in render_summary(saved_trace, "valid")
+    out = render_summary(saved_trace, "away not after home")     # the checker in plain words, its own in the hover
+    assert "TPF" in out and ">the places break the story&#x27;s order rule<" in out and "away not after home" in out
     assert "checker" not in render_summary(saved_trace)
     assert conf.data[0].text is None                     # the per-cell hover lives on the mask map, sent once
     hover = heatmaps.mask_state(saved_trace, 2, g).data[0].text

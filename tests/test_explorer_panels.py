@@ -82,7 +82,7 @@ def test_compare_summary(adapter):
     b = Generation(adapter, p, build_decoder("threshold", tau=0.5, block_size=8, gen_length=8)).run()
     html = compare_summary(a, b, "valid", "wrong answer")
     assert f"{b.tpf / a.tpf:.2f}×" in html and f"{b.nfe / a.nfe:.2f}×" in html
-    assert "<td>valid</td><td>wrong answer</td>" in html
+    assert "<td>right</td><td>wrong answer</td>" in html
     assert "checker" not in compare_summary(a, b)
 
 

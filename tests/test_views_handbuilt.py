@@ -74,7 +74,7 @@ def test_heatmaps_text_reasons_candidates(trace):
 def test_render_all_gives_every_view_the_same_arguments(trace):
     out = render_all(trace, 1, "valid", 3)
     assert set(out) == {"summary", "text", "candidates"} | {v.name for v in VIEWS}
-    assert ">valid<" in out["summary"] and "NFE" in out["summary"]
+    assert ">right<" in out["summary"] and "NFE" in out["summary"]
     again = render_all(trace, 1, "valid", 3)
     assert {k: o if isinstance(o, str) else o.to_json() for k, o in out.items()} == \
            {k: o if isinstance(o, str) else o.to_json() for k, o in again.items()}    # a pure function
