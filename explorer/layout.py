@@ -53,7 +53,7 @@ def build_demo(page: Page) -> gr.Blocks:
                 gr.HTML(more_views.more_views_html(page), elem_id="more-views")   # the tabs this run leaves out
                 with gr.Tabs(elem_id="more-tabs", overflow_behavior="wrap") as more:   # a phone shows all five
                     with gr.Tab("Compare"):
-                        compare.build_compare(page, bar[0], bar[2])
+                        compare.build_compare(page, bar[0], bar[2], trace_state)
                     with gr.Tab("Branch", id="branch"):
                         bp = branch.build_branch()
                     with gr.Tab("Sweep"):
@@ -166,6 +166,7 @@ def wire_runs(page, rp: RunParts, sw) -> None:
                                                                                   **model_run(rp))
             events.append(ev)
             ev.then(idle, None, c.run, show_progress="hidden")
+    events.append(wire_pick(rp, on_run, running, idle))
     c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
@@ -196,6 +197,23 @@ def wire_runs(page, rp: RunParts, sw) -> None:
 
     sw.open_wrong.click(open_wrong, [v.tab, rp.previous, sw.result, sw.point, sw.wrong, c.model], rp.outputs,
                         **model_run(rp))
+
+
+def wire_pick(rp: RunParts, on_run, running, idle):
+    """A held-out problem picked runs at once (the prompt box takes it too), so the old text never stands under
+    the new prompt; the event, for Stop to cancel."""
+    c, v = rp.controls, rp.views
+
+    async def on_pick(request: gr.Request, box, prev, picked, model_v, decoder_v, *values):
+        if not isinstance(picked, str) or not picked:
+            yield {rp.trace: gr.skip()}
+            return
+        async for out in on_run(request, box, prev, picked, model_v, decoder_v, *values):
+            yield out
+
+    picks = [v.tab, rp.previous, c.examples, c.model, c.decoder, *c.components]
+    return (c.examples.input(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
+            .then(on_pick, picks, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden"))
 
 
 def wire_tour(page, rp: RunParts, card, bp, more) -> None:

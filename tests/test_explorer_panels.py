@@ -288,3 +288,18 @@ def test_the_tour_ends_on_its_last_stop():
     (back, nxt), (first_back, first_next) = buttons(last), buttons(0)
     assert nxt.interactive is False and "last" in nxt.value.lower() and back.interactive is True
     assert first_back.interactive is False and first_next.interactive is True
+
+
+def test_compares_first_setting_decodes_the_run_shown_again():
+    """Compare's A starts as the opening run's SPEC (its dials and seed): decoded, it writes the same text (it wrote
+    another story: the temperature it left out)."""
+    from pathlib import Path
+    from engine.catalogue.spec import parse_spec
+    from engine.harness.service import DecodeService
+    from engine.records.trace import Trace
+    from explorer.page.compare import spec_of
+    ex = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "threshold.npz")
+    name, params = parse_spec(spec_of(ex))
+    again = DecodeService(default_model=ex.meta.model, max_seconds=60).run(ex.meta.prompt, name, params)
+    assert name == ex.meta.decoder and "temperature=1.0" in spec_of(ex)
+    assert again.meta.token_ids == ex.meta.token_ids and again.meta.text == ex.meta.text
