@@ -258,7 +258,7 @@ FILLED = """(tab) => { const t = document.querySelector('#view-tabs [role=tab][a
 
 def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill_their_tab(page, server):
     """Under the strip, not below the Decode tab's figures. Followed here (each a live decode on the CI box): token
-    editing (an edit run that edits: the Revisions tab), the canvas (arithmetic on the uniform model, a valid
+    editing (an edit run that edits: the Revisions tab, its first revised position selected), the canvas (arithmetic on the uniform model, a valid
     answer, no [PAD]) and TSPD + CE (opened at its fan's step). That every link is its decoder's pre-baked
     setting, which fills the tab, is tests/test_more_views.py's."""
     ux.opened(page, server)
@@ -271,6 +271,7 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
                                "window.__umScrub.run.run !== 'example'", timeout=120_000)
         page.wait_for_function("(t) => { const b = document.querySelector('#view-tabs [role=tab][aria-selected=true]');"
                                " return b && b.innerText.trim() === t; }", arg=tab, timeout=30_000)
+        page.wait_for_function(f"() => {FILLED}('').points.length > 0", timeout=30_000)   # a server view's draw
         page.wait_for_timeout(800)
         filled = page.evaluate(FILLED, tab)
         assert filled["tab"] == tab and filled["points"] and min(filled["points"]) > 0, (tab, filled)
@@ -280,3 +281,14 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
             title = page.evaluate("() => document.querySelector('#traj-plot .js-plotly-plot').layout.title.text")
             assert "slider" not in title and f"step={page.evaluate('() => window.__umScrub.step')}" in \
                 links[tab, dec], title
+
+
+def test_a_held_out_problem_runs_when_picked(page, server):
+    """The old text never stands under the new prompt: picking a problem runs it."""
+    ux.opened(page, server)
+    before = page.evaluate("() => window.__umScrub.run.run")
+    page.click("#examples input")
+    page.get_by_role("option").nth(2).click()
+    page.wait_for_function("(b) => { const t = document.querySelector('#text .um-text'); return t && "
+                           "t.dataset.run !== b && t.dataset.finished === '1'; }", arg=before, timeout=120_000)
+    assert page.inner_text("#text .um-prompt").strip() == page.input_value("#prompt textarea").strip()

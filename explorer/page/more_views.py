@@ -19,8 +19,10 @@ from explorer.page.share import query_for
 from explorer.registry import CARDS, TABS, tabs_shown
 from explorer.views.trajectory import telling
 
-# a tab whose view opens at a step of its own: the link opens the run there, so the slider and the title agree
-OPEN_AT = {"TSPD + CE": lambda tr: (telling(tr) or (len(tr.records) - 1,))[0] + 1}
+# a tab whose view opens at a step of its own: the link opens the run there, so the slider and the title agree; and
+# one whose view follows the selected position: the link selects one it has something for (the first revised)
+OPEN_AT = {"TSPD + CE": lambda tr: {"step": (telling(tr) or (len(tr.records) - 1,))[0] + 1},
+           "Revisions": lambda tr: {"pos": tr.revisions()[0][1]} if tr.revisions() else {}}
 WORDS = {"Revisions": "decoders that change their mind", "KV cache": "a prefix or dual cache on a full-attention model"}
 
 
@@ -49,8 +51,8 @@ def href(page, tab: str, decoder: str) -> str | None:
     """The query of a run of the decoder that fills the tab, with the tab to open (None: no model here takes it)."""
     example = example_for(page, tab, decoder)
     if example is not None:
-        at = OPEN_AT[tab](example) if tab in OPEN_AT else None
-        return f"?{query_for(page, example)}&{urlencode({'tab': tab, **({'step': at} if at else {})})}"
+        at = OPEN_AT[tab](example) if tab in OPEN_AT else {}
+        return f"?{query_for(page, example)}&{urlencode({'tab': tab, **at})}"
     model = next((m for m in page.models if takes(page, m, decoder)), None)
     if model is None:
         return None
