@@ -128,12 +128,14 @@ PEEK_COVERS = """() => { const box = (e) => { const b = e.getBoundingClientRect(
   const p = document.getElementById('um-tune-peek');
   return [p && getComputedStyle(p).display !== 'none' ? box(p) : null, box(document.getElementById('tau')),
     [...document.querySelectorAll('#params-col :is(input, button, select, textarea)')]
-      .filter((e) => e.getClientRects().length).map(box)]; }"""
+      .filter((e) => e.getClientRects().length).map(box),
+    ['tune-note', 'prev', 'next'].map((id) => document.getElementById(id)).filter((e) => { const b = e.getBoundingClientRect();
+      return b.height && b.bottom > 0 && b.top < innerHeight; }).map(box)]; }"""
 
 
 def test_the_preview_of_a_dragged_dial_is_in_sight_on_a_projector_and_a_phone(browser, server):
-    """In sight, and clear of the dial being dragged; beside the settings column (a projector) clear of every
-    setting too. On a phone the settings fill the width, so only the dial's row must stay clear."""
+    """In sight, and clear of the dial being dragged, of its note and of the scrubber's ◀ ▶ buttons where they are
+    on screen; beside the settings column (a projector) clear of every setting too. On a phone the settings fill the width, so only the dial's row must stay clear."""
     meets = lambda a, b: not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])  # noqa: E731
     for size in ((1280, 720), (1500, 1000), (390, 844)):
         pg = browser.new_page(viewport=dict(zip(("width", "height"), size)))
@@ -142,9 +144,10 @@ def test_the_preview_of_a_dragged_dial_is_in_sight_on_a_projector_and_a_phone(br
             pg.locator("#tau input[type=range]").scroll_into_view_if_needed()
             res = ux.tune_by_eye(pg)
             assert res["marks"] > 0 and res["preview_in_sight"], (size, res)
-            peek, dial, settings = pg.evaluate(PEEK_COVERS)
+            peek, dial, settings, own = pg.evaluate(PEEK_COVERS)
             assert peek, (size, "the map is out of sight here: its pinned copy carries the preview")
             assert not meets(peek, dial), (size, peek, dial)
+            assert not [c for c in own if meets(peek, c)], (size, peek, own)    # nor its note, nor ◀ ▶
             if size[0] > 500:
                 assert not [c for c in settings if meets(peek, c)], (size, peek)
             ARTIFACTS.mkdir(exist_ok=True)

@@ -1,9 +1,10 @@
-// On a phone a legend beside the plot takes a third of its width: it goes under the plot, below the lowest of
-// the x axis's labels and title as drawn, and the figure grows by it (the plot keeps its size). Loaded before
-// scrub.js, which calls it after each draw; tools/page/bench_figures.py runs the same function in its check.
+// On a phone a legend beside the plot takes a third of its width, and one above it (S2D2's router) pushes the
+// plot down under its own label: either goes under the plot, below the lowest of the x axis's labels and title
+// as drawn, and the figure grows by it (the plot keeps its size). Loaded before scrub.js, which calls it after
+// each draw; tools/page/bench_figures.py runs the same function in its check.
 function legendUnder(gd, narrow = window.innerWidth < 700) {
   const fl = gd._fullLayout;
-  if (!narrow || !fl || !fl.showlegend || fl.legend.orientation === 'h') return null;
+  if (!narrow || !fl || !fl.showlegend || fl.legend.orientation === 'h' && fl.legend.y < 1) return null;
   const items = gd.querySelectorAll('.legend .traces').length;
   const svg = gd.querySelector('.main-svg');
   if (!items || !svg) return null;

@@ -225,16 +225,23 @@ function tune(v, dialBox) {
 // the map is often far below the dial (on a projector, on a phone): while it is out of sight a small copy of it,
 // pinned in a corner, carries the preview, until the dial is released
 let peek = null;
-// the corner hides neither the dial being dragged nor the settings beside it: the side away from the settings
-// column where the page has room beside it (a projector), else (a phone, settings stacked) the half of the
-// viewport away from the dial
+// the corner hides nothing it speaks of: not the dial being dragged, its note, the scrubber's ◀ ▶ buttons, nor the
+// settings beside it where the page has room beside them (a projector); the first corner clear of all of them (a
+// phone's copy spans the width, so only top or bottom counts there)
 function placePeek(dialBox) {
-  const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 24;
+  const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 2, h = 252, m = 12;
   if (!col || !dialBox) return;
-  const c = col.getBoundingClientRect(), d = dialBox.getBoundingClientRect();
-  const beside = c.left >= w || innerWidth - c.right >= w;
-  peek.classList.toggle('um-peek-left', beside && c.left >= w);
-  peek.classList.toggle('um-peek-top', !beside && d.top + d.bottom > innerHeight);
+  const c = col.getBoundingClientRect(), beside = c.left >= w + 24 || innerWidth - c.right >= w + 24;
+  const avoid = [dialBox, document.getElementById('tune-note'), q('.um-prev'), q('.um-next'), ...(beside ? [col] : [])]
+    .filter(Boolean).map((e) => e.getBoundingClientRect()).filter((r) => r.height && r.bottom > 0 && r.top < innerHeight);
+  const meets = (a, b) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top);
+  const narrow = innerWidth <= 500;
+  const at = ([left, top]) => { const x = narrow ? 8 : left ? m : innerWidth - m - w, y = top ? m : innerHeight - m - h;
+    return {left: x, top: y, right: narrow ? innerWidth - 8 : x + w, bottom: y + h}; };
+  const corners = [[beside && c.left >= w + 24, false], [!(beside && c.left >= w + 24), false], [false, true], [true, true]];
+  const best = corners.map((k) => [k, avoid.filter((r) => meets(at(k), r)).length]).sort((a, b) => a[1] - b[1])[0][0];
+  peek.classList.toggle('um-peek-left', !narrow && best[0]);
+  peek.classList.toggle('um-peek-top', best[1]);
 }
 function peekAt(gd, name, dialBox) {
   const r = gd.getBoundingClientRect();
@@ -330,10 +337,20 @@ const placeMore = () => { const src = document.querySelector('#more-views .um-mo
   if (!src || !strip || document.getElementById('um-more-views')) return;
   const copy = src.cloneNode(true); copy.id = 'um-more-views'; strip.after(copy);
   document.getElementById('more-views').style.display = 'none'; };
+// while a run is on (the Run button says "Running…") and Run is out of sight, a sign pinned at the bottom says so:
+// a re-run started from a dial far below Run (a phone) shows it where the visitor is
+const busy = () => { const b = document.getElementById('run'); if (!b) return;
+  let sign = document.getElementById('um-busy');
+  if (!sign) { sign = document.createElement('div'); sign.id = 'um-busy'; sign.setAttribute('role', 'status');
+    sign.textContent = 'Running… the text view above updates'; document.body.appendChild(sign); }
+  const r = b.getBoundingClientRect(), seen = r.bottom > 0 && r.top < innerHeight;
+  const want = b.innerText.trim().startsWith('Running') && !seen ? 'block' : 'none';
+  if (sign.style.display !== want) sign.style.display = want; };
+addEventListener('scroll', busy, {passive: true});
 // gradio's placeholder of an empty file box names a plain div (an aria-label without a role, which assistive
 // technology ignores: axe's aria-prohibited-attr): it is a picture of an empty box, so it gets the image role
 const named = () => document.querySelectorAll('div.empty[aria-label]:not([role])').forEach((e) => e.setAttribute('role', 'img'));
-new MutationObserver(() => { load(); bind(); follow(); placeMore(); hideTabs(); named(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+new MutationObserver(() => { load(); bind(); follow(); placeMore(); hideTabs(); named(); busy(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};
 load(); bind(); follow(); placeMore(); hideTabs(); named();

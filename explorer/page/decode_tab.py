@@ -50,15 +50,16 @@ class Views:
                 self.tab_group]
 
 
-# one colour code for the text view's slots (the same classes the text uses)
-LEGEND = ("<div class='um-legend'>"
-          "<span class='um-tok um-mask'>\u25a2</span>masked"
-          "<span class='um-tok um-mask um-draft'>draft</span>this step's proposal, not committed"
-          "<span class='um-tok um-new' style='background:hsl(100,70%,82%)'>new</span>committed at this step"
-          "<span class='um-tok' style='background:hsl(110,70%,82%)'>sure</span>"
-          "<span class='um-tok' style='background:hsl(20,70%,82%)'>unsure</span>committed earlier, by confidence"
-          "<span class='um-tok um-rev'><s>old</s>\u2192new</span>revised"
-          "<span class='um-tok um-noise'>noise</span>uniform canvas, not kept yet</div>")
+# one colour code for the text view's slots (the same classes the text uses); each chip with its words in one item,
+# so a narrow screen wraps between items, never between a chip and its label
+LEGEND = ("<div class='um-legend'>" + "".join(f"<span class='um-leg'>{chips}{words}</span>" for chips, words in (
+    ("<span class='um-tok um-mask'>\u25a2</span>", "masked"),
+    ("<span class='um-tok um-mask um-draft'>draft</span>", "this step's proposal, not committed"),
+    ("<span class='um-tok um-new' style='background:hsl(100,70%,82%)'>new</span>", "committed at this step"),
+    ("<span class='um-tok' style='background:hsl(110,70%,82%)'>sure</span>"
+     "<span class='um-tok' style='background:hsl(20,70%,82%)'>unsure</span>", "committed earlier, by confidence"),
+    ("<span class='um-tok um-rev'><s>old</s>\u2192new</span>", "revised"),
+    ("<span class='um-tok um-noise'>noise</span>", "uniform canvas, not kept yet"))) + "</div>")
 
 
 def note(module, elem_id: str | None = None) -> None:

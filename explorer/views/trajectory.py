@@ -80,7 +80,7 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
     if selected is None and g.n_steps and (ends or not len(forecast_rows(trace.records[s]))):
         tell = telling(trace)
         if tell is not None and tell[0] != s:    # the title names both steps: the one shown and the slider's
-            moved = f" · step {tell[0] + 1}, its widest fan (the slider's step {s + 1} has none to show)"
+            moved = f" · step {tell[0] + 1}, its widest fan; the slider's step {s + 1} has none to show"
             s, positions = tell
     fig = go.Figure()
     tau = float(trace.meta.params.get("tau", 0.9))
