@@ -274,7 +274,7 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
                                "window.__umScrub.run.run !== 'example'", timeout=120_000)
         page.wait_for_function("(t) => { const b = document.querySelector('#view-tabs [role=tab][aria-selected=true]');"
                                " return b && b.innerText.trim() === t; }", arg=tab, timeout=30_000)
-        page.wait_for_function(f"() => {FILLED}('').points.length > 0", timeout=30_000)   # a server view's draw
+        page.wait_for_function(f"() => ({FILLED})('').points.length > 0", timeout=30_000)  # a server view's draw
         page.wait_for_timeout(800)
         filled = page.evaluate(FILLED, tab)
         assert filled["tab"] == tab and filled["points"] and min(filled["points"]) > 0, (tab, filled)
@@ -295,3 +295,43 @@ def test_a_held_out_problem_runs_when_picked(page, server):
     page.wait_for_function("(b) => { const t = document.querySelector('#text .um-text'); return t && "
                            "t.dataset.run !== b && t.dataset.finished === '1'; }", arg=before, timeout=120_000)
     assert page.inner_text("#text .um-prompt").strip() == page.input_value("#prompt textarea").strip()
+
+
+# on a phone: each visible figure's label, toolbar and plot, as boxes
+PHONE_CHROME = """() => [...document.querySelectorAll('#output-col .js-plotly-plot')].filter((p) => p.offsetParent)
+  .map((p) => { const b = (e) => { if (!e) return null; const r = e.getBoundingClientRect();
+      return [r.left, r.top, r.right, r.bottom]; };
+    return [b(p.parentElement.querySelector(':scope > label')), b(p.querySelector('.modebar')),
+            b(p.querySelector('.main-svg'))]; })"""
+
+
+def test_on_a_phone_chips_labels_the_tour_heading_and_a_busy_sign_stay_readable(browser, server):
+    """At 390 × 844: each legend chip on the line of its words; a figure's label, its toolbar and its plot apart;
+    the tour card's heading in view with its text scrolled to the end; a re-run started from the τ dial (far
+    below Run) shows a busy sign in view."""
+    meets = lambda a, b: a and b and not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])  # noqa: E731
+    pg = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        ux.opened(pg, server)
+        heights = pg.evaluate("() => [...document.querySelectorAll('#legend .um-leg')].map((e) => "
+                              "e.getBoundingClientRect().height)")
+        assert len(heights) == 6 and max(heights) < 34, heights           # one line each
+        pg.wait_for_timeout(500)
+        figures = pg.evaluate(PHONE_CHROME)
+        assert figures and not [f for f in figures if meets(f[0], f[1]) or meets(f[1], f[2])], figures
+        pg.click("#tour-start")
+        ux.at_stop(pg, 0)
+        pg.evaluate("() => { document.getElementById('tour-card').scrollTop = 1e6; }")
+        head, card = pg.evaluate("() => [document.querySelector('#tour-card .um-tour > b'), "
+                                 "document.getElementById('tour-card')].map((e) => { const r = e.getBoundingClientRect(); "
+                                 "return [r.top, r.bottom]; })")
+        assert card[0] - 1 <= head[0] and head[1] <= card[1], (head, card)
+        pg.click("#tour-close")
+        pg.locator("#tau input[type=range]").scroll_into_view_if_needed()
+        pg.focus("#tau input[type=range]")
+        pg.keyboard.press("ArrowLeft")
+        pg.wait_for_function("() => { const s = document.getElementById('um-busy'); return s && "
+                             "getComputedStyle(s).display === 'block' && s.getBoundingClientRect().bottom <= innerHeight; }",
+                             timeout=30_000)
+    finally:
+        pg.close()
