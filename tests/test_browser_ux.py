@@ -255,15 +255,17 @@ VIEWS_LINE = """() => { const line = document.getElementById('um-more-views'), s
       a.dataset.decoder, a.getAttribute('href')])}; }"""
 FILLED = """(tab) => { const t = document.querySelector('#view-tabs [role=tab][aria-selected=true]');
   const plots = [...document.querySelectorAll('#view-tabs .js-plotly-plot')].filter((p) => p.offsetParent);
+  const size = (v) => (!v ? 0 : v.bdata ? v.bdata.length : Array.from(v).filter((x) => x !== null).length);
   return {tab: t && t.innerText.trim(), points: plots.map((p) => (p.data || []).reduce((n, d) =>
-    n + (d.x || d.z || []).filter((v) => v !== null).length, 0))}; }"""
+    n + Math.max(size(d.x), size(d.z)), 0))}; }"""
 
 
 def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill_their_tab(page, server):
     """Under the strip, not below the Decode tab's figures. Followed here (each a live decode on the CI box): token
-    editing (an edit run that edits: the Revisions tab, its first revised position selected), the canvas (arithmetic on the uniform model, a valid
-    answer, no [PAD]) and TSPD + CE (opened at its fan's step). That every link is its decoder's pre-baked
-    setting, which fills the tab, is tests/test_more_views.py's."""
+    editing (an edit run that edits: the Revisions tab, its first revised position selected), the canvas
+    (arithmetic on the uniform model, its first answer slot selected: a right answer, no [PAD]) and TSPD + CE
+    (opened at its fan's step); each tab's every visible figure has points. That every link is its decoder's
+    pre-baked setting, which fills the tab, is tests/test_more_views.py's."""
     ux.opened(page, server)
     got = page.evaluate(VIEWS_LINE)
     assert got["line"] is not None and 0 <= got["line"] - got["strip"] < 40, got
@@ -316,7 +318,8 @@ def test_on_a_phone_chips_labels_the_tour_heading_and_a_busy_sign_stay_readable(
         heights = pg.evaluate("() => [...document.querySelectorAll('#legend .um-leg')].map((e) => "
                               "e.getBoundingClientRect().height)")
         assert len(heights) == 6 and max(heights) < 34, heights           # one line each
-        pg.wait_for_timeout(500)
+        pg.wait_for_selector("#mask-plot .js-plotly-plot .main-svg", timeout=60_000)
+        pg.wait_for_timeout(800)
         figures = pg.evaluate(PHONE_CHROME)
         assert figures and not [f for f in figures if meets(f[0], f[1]) or meets(f[1], f[2])], figures
         pg.click("#tour-start")

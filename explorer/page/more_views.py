@@ -22,7 +22,8 @@ from explorer.views.trajectory import telling
 # a tab whose view opens at a step of its own: the link opens the run there, so the slider and the title agree; and
 # one whose view follows the selected position: the link selects one it has something for (the first revised)
 OPEN_AT = {"TSPD + CE": lambda tr: {"step": (telling(tr) or (len(tr.records) - 1,))[0] + 1},
-           "Revisions": lambda tr: {"pos": tr.revisions()[0][1]} if tr.revisions() else {}}
+           "Revisions": lambda tr: {"pos": tr.revisions()[0][1]} if tr.revisions() else {},
+           "Canvas": lambda tr: {"pos": tr.meta.prompt_len}}      # the answer's first slot: its history fills
 WORDS = {"Revisions": "decoders that change their mind", "KV cache": "a prefix or dual cache on a full-attention model"}
 
 
