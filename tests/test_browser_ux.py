@@ -10,6 +10,12 @@ import pytest
 
 from tools.page import bench_ux as ux
 
+try:       # axe-core through axe-playwright-python (requirements-test.txt)
+    import axe_playwright_python  # noqa: F401
+    from tools.page import axe
+except ImportError:
+    axe = None
+
 pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
@@ -280,6 +286,8 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
         page.wait_for_timeout(800)
         filled = page.evaluate(FILLED, tab)
         assert filled["tab"] == tab and filled["points"] and min(filled["points"]) > 0, (tab, filled)
+        if axe is not None:          # the decoder's own tab, open: axe-core finds nothing (tools.page.axe)
+            assert axe.violations(page, f"{dec}'s {tab} tab", "#output-col") == []
         if tab == "Canvas":
             assert "[PAD]" not in page.inner_text("#text") and "RIGHT" in page.inner_text("#summary").upper()
         if tab == "TSPD + CE":        # the slider at the step the view's title names, no second step named
