@@ -15,8 +15,8 @@ import html
 from urllib.parse import urlencode
 
 from engine.catalogue import catalogue
-from explorer.page.share import query_for
 from explorer.registry import CARDS, TABS, tabs_shown
+from explorer.state import to_query
 from explorer.views.trajectory import telling
 
 # a tab whose view opens at a step of its own: the link opens the run there, so the slider and the title agree; and
@@ -53,7 +53,11 @@ def href(page, tab: str, decoder: str) -> str | None:
     example = example_for(page, tab, decoder)
     if example is not None:
         at = OPEN_AT[tab](example) if tab in OPEN_AT else {}
-        return f"?{query_for(page, example)}&{urlencode({'tab': tab, **at})}"
+        # every dial of the example, not only those off the decoder's defaults: the page's controls open at the
+        # values they show, which need not be the decoder's (TSPD's B is 16, the page's slider 8)
+        m = example.meta
+        return "?" + to_query({**m.params, "prompt": m.prompt, "decoder": decoder, "model": m.model, "tab": tab,
+                               **at})
     model = next((m for m in page.models if takes(page, m, decoder)), None)
     if model is None:
         return None
