@@ -8,6 +8,9 @@ const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-b
 let run = null, dataKey = null, step = 1, sel = null, timer = null, settle = null;
 // a shared link's selected position, applied to the first live run it opens
 let linkSel = parseInt(new URLSearchParams(location.search).get('pos'));
+// and its view tab, opened on the first live run it opens when the run fills it (the server selects it too; a
+// selection sent while the tab's button was still hidden for the page's previous run could be lost)
+let linkTab = new URLSearchParams(location.search).get('tab');
 const speed = q('.um-speed');
 
 const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
@@ -190,6 +193,11 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
   if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
+  if (!run.example && linkTab && (run.tabs || []).includes(linkTab)) {
+    const b = document.querySelector(`#view-tabs [role=tab][data-tab-id="${CSS.escape(linkTab)}"]`);
+    linkTab = null;
+    if (b && b.getAttribute('aria-selected') !== 'true') setTimeout(() => b.click(), 0);
+  }
 }
 
 // tune by eye: while a dial is dragged (τ of the threshold family, EB's γ), the confidence map of the run shown
