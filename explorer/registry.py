@@ -96,12 +96,11 @@ def tabs_shown(trace) -> list[str]:
 
 def views_shown(trace) -> list[View]:
     """The views with something to show for this run, in the tabs it shows: a card's view when a record carries
-    one of its card's payloads, a core view by its tab's rule (the Revisions tab of an edit run holds its token
+    one of its card's payloads, a core view whenever its tab shows (the Revisions tab of an edit run holds its token
     history, not EB's, WINO's and Dream's placeholders)."""
     tabs = set(tabs_shown(trace))
     owner = {v.name: c for c in CARDS for v in c.views}
-    return [v for v in VIEWS if v.tab in tabs and (has(trace, *owner[v.name].shows) if v.name in owner
-                                                   else CORE_SHOWS.get(v.tab, lambda tr: True)(trace))]
+    return [v for v in VIEWS if v.tab in tabs and (v.name not in owner or has(trace, *owner[v.name].shows))]
 
 
 def in_tab(tab: str | None) -> tuple[View, ...]:

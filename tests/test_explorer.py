@@ -44,7 +44,8 @@ def test_views_render(saved_trace):
     assert f"step 1 / {g.n_steps}" in html_first
     fig = heatmaps.mask_state(saved_trace, 2, g)
     assert fig.data[0].z.shape == g.state.shape
-    assert [s.y0 for s in fig.layout.shapes if s.name == "cursor"] == [3]   # step index 2 is step 3 on the slider
+    # step index 2 is step 3 on the slider: the line runs along the lower edge of its row
+    assert [s.y0 for s in fig.layout.shapes if s.name == "cursor-edge"] == [3.5]
     assert sum(1 for s in fig.layout.shapes if s.x0 == s.x1 and not s.name) == len(g.block_edges())
     conf = heatmaps.confidence(saved_trace, None, g)
     z = np.array(conf.data[0].z)

@@ -58,9 +58,11 @@ def test_every_link_is_a_setting_whose_run_fills_its_tab_and_opens_it():
 
 
 def test_a_tab_shows_only_the_views_the_run_fills():
-    """An edit run's Revisions tab: its token history, not EB's, WINO's and Dream's placeholders."""
+    """An edit run's Revisions tab: its token history, not EB's, WINO's and Dream's placeholders; an EB run's: EB's
+    view and the token history (a core view shows whenever its tab does)."""
     from explorer.registry import in_tab, views_shown
     shown = {v.name for v in views_shown(Page.example_traces["edit"])}
     assert "history" in shown and not shown & {"eb", "wino", "dream"}
     assert {v.name for v in in_tab("Revisions")} >= {"history", "eb", "wino", "dream"}
-    assert {v.name for v in views_shown(Page.example_traces["eb"])} & {v.name for v in in_tab("Revisions")} == {"eb"}
+    assert {v.name for v in views_shown(Page.example_traces["eb"])} & {v.name for v in in_tab("Revisions")} == \
+        {"eb", "history"}

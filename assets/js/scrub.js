@@ -1,7 +1,7 @@
 // The scrubber: step slider, ◀ / ▶ / play, the selected position and the run's link, all in the browser.
 // It reads the finished run's per-step data (#run-data, explorer/scrub.py) and redraws the text and candidates from
 // it (textHtml and candHtml port explorer/scrub.py's text_html and candidates_html line by line), moves the
-// shapes named "cursor" / "selected" of the visible figures, keeps the address bar and the link at the step, and
+// shapes named "cursor" (or "cursor-edge") / "selected" of the visible figures, keeps the address bar and the link at the step, and
 // asks the server only for the views it must draw itself ("server" views), once the step settles.
 const q = (s) => element.querySelector(s);
 const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
@@ -118,9 +118,9 @@ function moveShapes(gd) {   // the cursor to the step, the selected column to th
   if (!visible(gd) || !gd.layout || !gd._fullLayout || !window.Plotly) return;
   const edit = {};
   (gd.layout.shapes || []).forEach((sh, i) => {
-    if (sh.name === 'cursor') {
-      const ax = sh.y0 === sh.y1 && sh.xref !== 'x' ? 'y' : 'x';
-      if (sh[ax + '0'] !== step && !place(gd, i, ax, step)) { edit[`shapes[${i}].${ax}0`] = step; edit[`shapes[${i}].${ax}1`] = step; }
+    if (sh.name === 'cursor' || sh.name === 'cursor-edge') {     // an edge cursor runs along its row's lower edge
+      const ax = sh.y0 === sh.y1 && sh.xref !== 'x' ? 'y' : 'x', at = step + (sh.name === 'cursor-edge' ? 0.5 : 0);
+      if (sh[ax + '0'] !== at && !place(gd, i, ax, at)) { edit[`shapes[${i}].${ax}0`] = at; edit[`shapes[${i}].${ax}1`] = at; }
     } else if (sh.name === 'selected') {
       const on = sel !== null && sel - run.P >= 0 && sel - run.P < run.pos.length;
       if (sh.visible !== on) { edit[`shapes[${i}].visible`] = on; edit[`shapes[${i}].x0`] = edit[`shapes[${i}].x1`] = on ? sel - run.P : 0; }

@@ -52,11 +52,14 @@ def hline(y, color="crimson", width=2, dash="solid", xref="paper", yref="y", **k
                 line=dict(color=color, width=width, dash=dash), **kw)
 
 
-def cursor(step: int | None, axis: str = "y", **kw) -> list[dict]:
-    """The step cursor at the 1-based step (the browser moves every shape named "cursor" when scrubbing)."""
+def cursor(step: int | None, axis: str = "y", edge: bool = False, **kw) -> list[dict]:
+    """The step cursor at the 1-based step (the browser moves every shape named "cursor" when scrubbing); ``edge``:
+    along the lower edge of the step's row instead of through it (named "cursor-edge": the browser keeps the half
+    row when it moves it)."""
     if step is None:
         return []
-    return [(hline if axis == "y" else vline)(step + 1, width=2, name="cursor", **kw)]
+    return [(hline if axis == "y" else vline)(step + 1 + 0.5 * edge, width=2, name="cursor-edge" if edge else
+                                              "cursor", **kw)]
 
 
 def selected_line(g: Grid, selected: int | None) -> dict:
@@ -125,9 +128,8 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     # 7 px (long generations make a tall, scrollable figure, not squashed rows); plotly's zoom handles wide ones
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
     # the step line runs along the lower edge of the step's row, not through its cells (a red line over a red
-    # "rejected" cell hid the cell the tour asks to find): it lives on a copy of the step axis shifted by half a
-    # row, which the browser moves like any cursor
-    shapes += cursor(step, yref="y2") + [selected_line(g, selected)]
+    # "rejected" cell hid the cell the tour asks to find)
+    shapes += cursor(step, edge=True) + [selected_line(g, selected)]
     base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
                 height=rows_height(g.n_steps), margin=dict(l=50, r=10, t=36, b=90),
                 xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
@@ -135,8 +137,6 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
                 yaxis=dict(title=dict(text="step"), autorange=False, range=[g.n_steps + 0.5, 0.5]))
     for key, val in layout.items():
         base[key] = {**base[key], **val} if isinstance(val, dict) and isinstance(base.get(key), dict) else val
-    low, high = base["yaxis"]["range"]
-    base["yaxis2"] = dict(overlaying="y", range=[low - 0.5, high - 0.5], visible=False, fixedrange=True)
     return figure(data, base)
 
 
