@@ -105,6 +105,7 @@ def test_clicking_a_heatmap_cell_or_token_selects_the_position(page, server):
     page.goto(server)
     page.wait_for_selector("#mask-plot .nsewdrag", timeout=30000)
     page.wait_for_timeout(1000)
+    page.locator("#mask-plot").scroll_into_view_if_needed()      # a click lands only inside the viewport
     box = page.locator("#mask-plot .nsewdrag").first.bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
     page.wait_for_function("() => document.querySelector('#position').value !== ''", timeout=15000)
