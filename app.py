@@ -14,6 +14,16 @@ from pathlib import Path
 
 from engine import settings
 
+if __name__ == "__main__":
+    # before gradio and torch load (seconds): a bad setting or a busy port stops the start at once, in one line
+    from explorer.page import startup
+    try:
+        settings.check_all()
+        startup.check_port(*startup.address())
+    except settings.SettingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
 
 def own_temp_dir() -> str:
     """gradio's temporary folder made the app's own (``GRADIO_TEMP_DIR``, unless the operator set it): gradio's
@@ -109,13 +119,6 @@ def create_app():
 
 
 if __name__ == "__main__":
-    from explorer.page import startup
-    try:
-        settings.check_all()
-        startup.check_port(*startup.address())     # before any model loads: a busy port stops here, in one line
-    except settings.SettingError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
     print(startup.settings_line(), flush=True)
     # X-Forwarded-For only from the proxies the operator names (uvicorn reads this when it starts; its own
     # default trusts loopback, where a local client could forge any address); on a Space without named proxies

@@ -42,3 +42,21 @@ def inline_markdown(text: str) -> str:
     out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
     out = re.sub(r"`(.+?)`", r"<code>\1</code>", out)
     return re.sub(r"\*(.+?)\*", r"<i>\1</i>", out)
+
+
+# the task checkers' verdicts (engine/tasks) in plain words for the page; the checker's own word goes in the hover
+VERDICT_WORDS = {
+    "valid": "right", "wrong": "wrong", "wrong answer": "wrong answer", "no answer": "no answer found",
+    "malformed": "not in the task's form", "unknown word": "a word the task does not have",
+    "inconsistent name": "the name changes", "inconsistent": "contradicts itself",
+    "same place": "home and away are one place", "away not after home": "the places break the story's order rule",
+    "ignores prompt": "ignores the prompt", "ignores givens": "ignores the given numbers",
+    "wrong count": "wrong number of items", "wrong category": "an item of the wrong kind",
+    "duplicate": "repeats an item", "out of order": "out of order", "missing words": "leaves out the prompt's words",
+    "ungrammatical": "not grammatical",
+}
+
+
+def plain_verdict(verdict: str) -> str:
+    """A checker's verdict as the page says it (an unlisted one as the checker wrote it)."""
+    return VERDICT_WORDS.get(verdict, verdict)

@@ -18,7 +18,7 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions
+from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
 from explorer.page.run import RunParts, run_setting, show_trace
 from engine.catalogue.spec import parse_spec
@@ -50,9 +50,9 @@ def build_demo(page: Page) -> gr.Blocks:
                 branch_here = gr.Button("Branch here: what if, from this step?", elem_id="branch-here", size="sm")
                 views = decode_tab.build_view_tabs(summary, delta, text)
                 gr.HTML(more_views.more_views_html(page), elem_id="more-views")   # the tabs this run leaves out
-                with gr.Tabs(elem_id="more-tabs") as more:
+                with gr.Tabs(elem_id="more-tabs", overflow_behavior="wrap") as more:   # a phone shows all five
                     with gr.Tab("Compare"):
-                        compare.build_compare(page, bar[0], bar[2])
+                        compare.build_compare(page, bar[0], bar[2], trace_state)
                     with gr.Tab("Branch", id="branch"):
                         bp = branch.build_branch()
                     with gr.Tab("Sweep"):
@@ -151,6 +151,7 @@ def wire_runs(page, rp: RunParts, sw) -> None:
                                                                                   **model_run(rp))
             events.append(ev)
             ev.then(idle, None, c.run, show_progress="hidden")
+    events.append(wire_pick(rp, on_run, running, idle))
     c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
@@ -183,6 +184,23 @@ def wire_runs(page, rp: RunParts, sw) -> None:
                         **model_run(rp))
 
 
+def wire_pick(rp: RunParts, on_run, running, idle):
+    """A held-out problem picked runs at once (the prompt box takes it too), so the old text never stands under
+    the new prompt; the event, for Stop to cancel."""
+    c, v = rp.controls, rp.views
+
+    async def on_pick(request: gr.Request, box, prev, picked, model_v, decoder_v, *values):
+        if not isinstance(picked, str) or not picked:
+            yield {rp.trace: gr.skip()}
+            return
+        async for out in on_run(request, box, prev, picked, model_v, decoder_v, *values):
+            yield out
+
+    picks = [v.tab, rp.previous, c.examples, c.model, c.decoder, *c.components]
+    return (c.examples.input(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
+            .then(on_pick, picks, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden"))
+
+
 def wire_tour(page, rp: RunParts, card, bp, more) -> None:
     """Each stop: its run at its step, its tab open, its text in the pinned card, its view pointed at (a stop
     with a pre-baked branch also fills the Branch tab and opens it)."""
@@ -193,7 +211,7 @@ def wire_tour(page, rp: RunParts, card, bp, more) -> None:
         i, html_, ex, s, tab = tour.tour_stop(page, i)
         if isinstance(tab_box, dict):
             tab_box["tab"] = tab                      # the run is drawn in the stop's tab
-        out = {idx: i, text: html_, box: gr.Column(visible=True),
+        out = {idx: i, text: html_, box: gr.Column(visible=True), **dict(zip((back, nxt), tour.buttons(i))),
                **show_trace(page, rp, ex, s, prev, example=True, box=tab_box)}
         br = page.example_traces.get(tour.STOPS[i].branch)
         if br is not None:
@@ -201,7 +219,7 @@ def wire_tour(page, rp: RunParts, card, bp, more) -> None:
             out[more] = gr.Tabs(selected="branch")
         return out
 
-    outs = [idx, text, box, *rp.outputs, bp.out, *bp.figs, more]
+    outs = [idx, text, box, back, nxt, *rp.outputs, bp.out, *bp.figs, more]
     for button, move in ((rp.controls.tour, lambda i: 0), (nxt, lambda i: i + 1), (back, lambda i: i - 1)):
         button.click(lambda i, b, p, move=move: show(move(i if isinstance(i, int) else -1), b, p),
                      [idx, v.tab, rp.previous], outs, show_progress="hidden").then(None, js=tour.POINT_JS)
@@ -223,6 +241,8 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
                step_from_url: values.get("step"),
                branch_from_url: values.get("branch")}
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
+        if isinstance(tab_box, dict) and values.get("tab"):   # a link's tab: opened once its run, filling it, shows
+            tab_box["tab"] = values["tab"]
         example = page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER)) if not run else None
         if example is not None:   # a pre-baked run, shown before any model call
             out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
@@ -271,7 +291,7 @@ def launch_kwargs() -> dict:
     # gradio starts at most ``max_threads`` events at once (40 by default) and queues the rest first come, first
     # served: every model request must reach the fair queue instead (a sync handler's threads stay bounded by its
     # event's concurrency limit, 4 by default)
-    return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, max_file_size="16kb",
+    return dict(css=CSS_PATH.read_text() if CSS_PATH.exists() else None, theme=theme.theme(), max_file_size="16kb",
                 state_session_capacity=sessions.capacity(), max_threads=fair.CAPACITY,
                 app_kwargs={"lifespan": sessions.lifespan(), "middleware": middleware()})
 

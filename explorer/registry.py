@@ -94,6 +94,15 @@ def tabs_shown(trace) -> list[str]:
     return [t for t in TABS if t in shown and t not in hidden]
 
 
+def views_shown(trace) -> list[View]:
+    """The views with something to show for this run, in the tabs it shows: a card's view when a record carries
+    one of its card's payloads, a core view whenever its tab shows (the Revisions tab of an edit run holds its token
+    history, not EB's, WINO's and Dream's placeholders)."""
+    tabs = set(tabs_shown(trace))
+    owner = {v.name: c for c in CARDS for v in c.views}
+    return [v for v in VIEWS if v.tab in tabs and (v.name not in owner or has(trace, *owner[v.name].shows))]
+
+
 def in_tab(tab: str | None) -> tuple[View, ...]:
     return tuple(v for v in VIEWS if v.tab == tab)
 

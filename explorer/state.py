@@ -13,9 +13,10 @@ from engine.catalogue import catalogue
 from engine.catalogue.spec import parse_spec
 from engine.runtime.branch import branch_json, parse_branch
 from engine.errors import ConfigError
+from explorer.registry import TABS
 
 # pos: the selected position (the browser applies it); branch: engine.runtime.branch's JSON
-PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch")
+PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch", "tab")
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 GRADIO_KEYS = ("__theme", "view")          # gradio's own: the theme, and its API page and settings (?view=api)
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
@@ -48,6 +49,11 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
                 out["branch"] = branch_json(how, spec)
             except ConfigError as e:
                 problems.append(f"branch: {e}"[:200])
+        elif key == "tab":                  # the view tab to open once the run is shown (if it fills it)
+            if raw in TABS:
+                out["tab"] = raw
+            else:
+                problems.append(f"tab={raw[:40]!r} is not one of {', '.join(TABS)}")
         elif key in ("step", "pos"):
             try:
                 out[key] = min(max(int(key == "step"), int(raw)), 1_000_000)

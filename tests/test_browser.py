@@ -105,6 +105,7 @@ def test_clicking_a_heatmap_cell_or_token_selects_the_position(page, server):
     page.goto(server)
     page.wait_for_selector("#mask-plot .nsewdrag", timeout=30000)
     page.wait_for_timeout(1000)
+    page.locator("#mask-plot").scroll_into_view_if_needed()      # a click lands only inside the viewport
     box = page.locator("#mask-plot .nsewdrag").first.bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
     page.wait_for_function("() => document.querySelector('#position').value !== ''", timeout=15000)
@@ -148,8 +149,8 @@ def test_browser_scrubbing_agrees_with_the_python_views(page, server):
             python = scrub.text_html(d, s - 1, selected, d["run"], True) + scrub.candidates_html(d, s - 1, selected)
             assert page.evaluate(CHIPS_JS, shown) == page.evaluate(CHIPS_JS, python), (s, selected)
         cursors = page.evaluate("() => ['mask-plot', 'conf-plot'].map(id => document.querySelector('#' + id + "
-                                "' .js-plotly-plot').layout.shapes.filter(s => s.name === 'cursor')[0].y0)")
-        assert cursors == [s, s]
+                                "' .js-plotly-plot').layout.shapes.filter(s => s.name === 'cursor-edge')[0].y0)")
+        assert cursors == [s + 0.5, s + 0.5]            # along the lower edge of the step's row
 
 
 def test_a_server_view_follows_the_settled_step(page, server):
@@ -195,7 +196,8 @@ def test_a_hidden_tab_is_drawn_when_opened_at_the_step_shown(page, server):
     s = page.evaluate("() => window.__umScrub.step")
     page.get_by_role("tab", name="S2D2").click()
     page.wait_for_function("(s) => { const g = document.querySelector('#verifier-plot .js-plotly-plot'); return g && "
-                           "g.layout.shapes.some(x => x.name === 'cursor' && x.y0 === s); }", arg=s, timeout=30000)
+                           "g.layout.shapes.some(x => x.name === 'cursor-edge' && x.y0 === s + 0.5); }", arg=s,
+                           timeout=30000)
 
 
 def test_the_revisions_tab_follows_a_selected_position(page, server):

@@ -63,7 +63,7 @@ def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(brows
         # the views line names the tabs this run leaves out (all but Decode for a threshold run), no others
         from explorer.registry import TABS
         shown = pg.evaluate("() => window.__umScrub.run.tabs")
-        named = pg.evaluate("() => [...document.querySelectorAll('#more-views [data-tab]')]"
+        named = pg.evaluate("() => [...document.querySelectorAll('#um-more-views [data-tab]')]"
                             ".filter((e) => e.offsetParent !== null).map((e) => e.dataset.tab)")
         assert set(named) == set(TABS) - set(shown) - {"Decode"} and "S2D2" in named, (named, shown)
         run_before = pg.eval_on_selector("#text .um-text", "e => e.dataset.run")

@@ -1,6 +1,7 @@
 """Dark mode in a real Chromium: with the system in dark mode (gradio follows it) and with ``?__theme=dark``, every
 text and control the app draws itself (its HTML, the scrubber, the tour's card, the Plotly figures) keeps WCAG AA
-contrast, measured from computed colours (``tools.page.contrast``); the light theme keeps its colours. On the same
+contrast, measured from computed colours (``tools.page.contrast``), and axe-core finds nothing on the way, the
+lower panels at the tour's end included (``tools.page.axe``); the light theme keeps its colours. On the same
 page loads: each figure starts below its block's label and the plot toolbar, and gradio's ?view=api link passes."""
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ import pytest
 
 from tools.page import bench_ux as ux
 from tools.page import contrast
+
+try:       # axe-core through axe-playwright-python (requirements-test.txt); the computed-colour check runs without
+    import axe_playwright_python  # noqa: F401
+    from tools.page import axe
+except ImportError:
+    axe = None
 
 pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -29,7 +36,20 @@ def checked(pg, where: str, figures: bool = True) -> dict:
     panels = pg.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .main-svg')].filter((e) => "
                          "e.getClientRects().length).map((e) => getComputedStyle(e).backgroundColor)")
     assert set(panels) <= {"rgba(0, 0, 0, 0)"} and (panels or not figures), (where, panels)   # no white panels
+    if figures:         # the mask map's masked cells, over the page: a dark grey, not a bright block (was 13:1)
+        cell = pg.evaluate(MASKED_CELL)
+        assert cell and 1.1 < cell < 2, (where, cell)
     return m
+
+
+# the mask map's "masked" colour composited over the page's own background: its contrast ratio to the page
+MASKED_CELL = r"""() => { const gd = document.querySelector('#mask-plot .js-plotly-plot'); if (!gd) return null;
+  const rgba = (c) => /rgba?\(([^)]+)\)/.exec(c)[1].split(',').map(Number);
+  const [r, g, b, a] = rgba(gd.data[0].colorscale[0][1]), bg = rgba(getComputedStyle(document.body).backgroundColor);
+  const lin = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = (c) => 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
+  const cell = [r, g, b].map((v, i) => v * (a ?? 1) + bg[i] * (1 - (a ?? 1)));
+  const [x, y] = [lum(cell), lum(bg)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); }"""
 
 
 # each visible figure: its block's label and the plot toolbar lie above the figure, clear of its title and legend
@@ -46,6 +66,7 @@ def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(brows
     try:
         ux.opened(pg, server, query)
         checked(pg, "opening run")
+        found = axe.violations(pg, f"{scheme}: opening run") if axe else []
         chrome = pg.evaluate(CHROME)
         clear = [-1e9 < c["bar"] <= c["svg_top"] + 1 and c["label"] <= c["svg_top"] + 1 for c in chrome]
         assert chrome and all(clear), chrome
@@ -57,6 +78,9 @@ def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(brows
                     pg.click("#tour-next")
                 ux.at_stop(pg, i)
                 checked(pg, f"tour stop {i + 1}", figures=False)
+                found += axe.violations(pg, f"tour stop {i + 1}", "#output-col") if axe else []
+            found += axe.panels(pg, "dark, at the tour's end") if axe else []
+        assert found == [], "\n".join(found)       # axe-core's WCAG 2.1 AA rules (tools.page.axe)
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / f"dark-{scheme}.png"))

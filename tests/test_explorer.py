@@ -44,7 +44,8 @@ def test_views_render(saved_trace):
     assert f"step 1 / {g.n_steps}" in html_first
     fig = heatmaps.mask_state(saved_trace, 2, g)
     assert fig.data[0].z.shape == g.state.shape
-    assert [s.y0 for s in fig.layout.shapes if s.name == "cursor"] == [3]   # step index 2 is step 3 on the slider
+    # step index 2 is step 3 on the slider: the line runs along the lower edge of its row
+    assert [s.y0 for s in fig.layout.shapes if s.name == "cursor-edge"] == [3.5]
     assert sum(1 for s in fig.layout.shapes if s.x0 == s.x1 and not s.name) == len(g.block_edges())
     conf = heatmaps.confidence(saved_trace, None, g)
     z = np.array(conf.data[0].z)
@@ -52,7 +53,8 @@ def test_views_render(saved_trace):
     live = ~np.isnan(g.confidence)
     assert np.array_equal(z[live], np.rint(g.confidence[live] * 100).astype(np.uint8))
     assert len(conf.data[0].x) == len(g.positions) and conf.data[0].x[0].startswith(f"{g.P} ")
-    assert "TPF" in render_summary(saved_trace, "valid") and ">valid<" in render_summary(saved_trace, "valid")
+    out = render_summary(saved_trace, "away not after home")     # the checker in plain words, its own in the hover
+    assert "TPF" in out and ">the places break the story&#x27;s order rule<" in out and "away not after home" in out
     assert "checker" not in render_summary(saved_trace)
     assert conf.data[0].text is None                     # the per-cell hover lives on the mask map, sent once
     hover = heatmaps.mask_state(saved_trace, 2, g).data[0].text
@@ -149,3 +151,20 @@ def test_candidates_view_and_notes(saved_trace):
     for m in pkgutil.iter_modules(explorer.views.__path__):
         mod = importlib.import_module(f"explorer.views.{m.name}")
         assert how_to_read(mod), f"{m.name} has no 'How to read' paragraph"
+
+
+def test_prophets_figure_marks_and_counts_every_early_commit():
+    """One diamond per forward that committed its block's rest at once, read against the trace; the title counts
+    them (it said "committed the rest at step 1" and marked one of seven)."""
+    from pathlib import Path
+    from engine.decoders.prophet.card import ProphetFields
+    from engine.records.trace import own_records
+    from explorer.views.rivals import early_title, prophet_gap
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "prophet.npz")
+    exits = [s + 1 for s, _, f in own_records(tr, ProphetFields) if f.exited]
+    fig = prophet_gap(tr)
+    marks = [t for t in fig.data if t.name and t.name.startswith("early commit")]
+    assert len(exits) > 1 and len(marks) == 1 and list(marks[0].x) == exits
+    assert f"{len(exits)} early commits" in fig.layout.title.text, fig.layout.title.text
+    assert early_title([3, 9], 12) == "Prophet: 2 early commits, at steps 3, 9" and "1 early commit," in \
+        early_title([4], 12)

@@ -82,7 +82,7 @@ def test_compare_summary(adapter):
     b = Generation(adapter, p, build_decoder("threshold", tau=0.5, block_size=8, gen_length=8)).run()
     html = compare_summary(a, b, "valid", "wrong answer")
     assert f"{b.tpf / a.tpf:.2f}×" in html and f"{b.nfe / a.nfe:.2f}×" in html
-    assert "<td>valid</td><td>wrong answer</td>" in html
+    assert "<td>right</td><td>wrong answer</td>" in html
     assert "checker" not in compare_summary(a, b)
 
 
@@ -284,3 +284,33 @@ def test_sweep_labels_fit_name_only_what_differs_and_are_never_cut():
     labelled = [t for t in thr.text if t]
     assert labelled == ["τ 0.9 B 8", "τ 0.3 B 8"] and thr.cliponaxis is False, list(thr.text)
     assert not any("temperature" in str(t.text) for t in fig.data if t.text is not None)
+
+
+def test_the_tour_ends_on_its_last_stop():
+    """Next on the last stop stays there (it wrapped to stop 1) and says so; Back does nothing on the first."""
+    from pathlib import Path
+    from engine.records.trace import Trace
+    from explorer.page.context import Page
+    from explorer.page.tour import STOPS, buttons, tour_next
+    examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
+    last = len(STOPS) - 1
+    page = Page(None, {}, example_traces={STOPS[last].example: Trace.load(examples / f"{STOPS[last].example}.npz")})
+    assert tour_next(page, last)[0] == last and tour_next(page, last - 1)[0] == last
+    (back, nxt), (first_back, first_next) = buttons(last), buttons(0)
+    assert nxt.interactive is False and "last" in nxt.value.lower() and back.interactive is True
+    assert first_back.interactive is False and first_next.interactive is True
+
+
+def test_compares_first_setting_decodes_the_run_shown_again():
+    """Compare's A starts as the opening run's SPEC (its dials and seed): decoded, it writes the same text (it wrote
+    another story: the temperature it left out)."""
+    from pathlib import Path
+    from engine.catalogue.spec import parse_spec
+    from engine.harness.service import DecodeService
+    from engine.records.trace import Trace
+    from explorer.page.compare import spec_of
+    ex = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "threshold.npz")
+    name, params = parse_spec(spec_of(ex))
+    again = DecodeService(default_model=ex.meta.model, max_seconds=60).run(ex.meta.prompt, name, params)
+    assert name == ex.meta.decoder and "temperature=1.0" in spec_of(ex)
+    assert again.meta.token_ids == ex.meta.token_ids and again.meta.text == ex.meta.text

@@ -39,10 +39,10 @@ def test_the_same_decode_alone_and_beside_eleven_others_reads_the_same_tiles():
         t.join(timeout=600)
     loaded = crowd[0]
     a, b = tiles(render_summary(alone)), tiles(render_summary(loaded))
-    for label in ("NFE", "NFE papers' count", "TPF", "tokens", "decoder"):
+    for label in ("model calls (NFE)", "calls as papers count", "tokens per call (TPF)", "tokens", "decoder"):
         assert a[label] == b[label], (label, a, b)
-    assert "tokens/s wall, alone" in a and "engine s (its share)" in a and "engine s (its share)" in b, (a, b)
-    shared = [k for k in b if k.startswith("tokens/s wall, ") and k.endswith("decodes a round")]
+    assert "tokens/s, alone" in a and a["model time, s"] != "–" and b["model time, s"] != "–", (a, b)
+    shared = [k for k in b if k.startswith("tokens/s, ") and k.endswith("at once")]
     assert shared and int(shared[0].split(", ")[1].split()[0]) >= 2, b      # the room is named, not hidden
     assert loaded.meta.shared > 1.5 and alone.meta.shared == 1.0, (alone.meta.shared, loaded.meta.shared)
     assert alone.meta.engine_s > 0 and loaded.meta.engine_s > 0
@@ -51,8 +51,16 @@ def test_the_same_decode_alone_and_beside_eleven_others_reads_the_same_tiles():
 def test_a_cached_run_says_decoded_earlier_and_the_delta_compares_no_rooms():
     service = DecodeService(default_model="unmask-tasks-small", max_seconds=60)
     run = service.run(PROMPT, *SETTING)
+    live = tiles(render_summary(run))
     run.meta.cached = True
     t = tiles(render_summary(run))
-    assert t.get("decoded earlier") == "cached", t
-    assert not any(k.startswith("tokens/s wall") or k.startswith("engine s") for k in t), t
+    assert t.get("decoded earlier") == "cached" and t["model time, s"] == "–", t
+    assert not any(k.startswith("tokens/s") for k in t), t
+    assert len(t) == len(live), (t, live)                  # the same tiles in the same places: the row keeps its layout
     assert "tokens/s" not in previous_delta(run, run)
+
+
+def test_the_engines_seconds_above_the_wall_say_why():
+    from explorer.views.summary import engine_card
+    assert "above the wall time" in engine_card(1.778, 1.76) and "above" not in engine_card(1.2, 1.76)
+    assert "–" in engine_card(None, 1.0)

@@ -31,6 +31,8 @@ def test_a_busy_port_is_refused_in_one_line_and_a_free_one_passes(listening):
     with pytest.raises(settings.SettingError) as e:
         startup.check_port("127.0.0.1", listening)
     assert e.value.code == 2 and f"port {listening}" in str(e.value) and "\n" not in str(e.value)
+    named = int(str(e.value).split("GRADIO_SERVER_PORT=")[1].split()[0])     # the hint names a port free now
+    assert named != listening and startup.bound("127.0.0.1", named) is None, str(e.value)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
@@ -38,12 +40,16 @@ def test_a_busy_port_is_refused_in_one_line_and_a_free_one_passes(listening):
 
 
 def test_app_on_a_busy_port_exits_2_with_one_line_before_loading_models(listening, tmp_path):
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(listening),
-               UNMASK_CACHE_DIR=str(tmp_path), GRADIO_ANALYTICS_ENABLED="False")
+    """Before gradio and torch are imported: -X importtime lists every module the start imported."""
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1", GRADIO_SERVER_NAME="127.0.0.1",
+               GRADIO_SERVER_PORT=str(listening), UNMASK_CACHE_DIR=str(tmp_path), GRADIO_ANALYTICS_ENABLED="False")
     out = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
-    lines = out.stderr.strip().splitlines()
+    imported = {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
+    assert imported and not {"gradio", "torch"} & imported, sorted({"gradio", "torch"} & imported)
+    lines = [ln for ln in out.stderr.strip().splitlines() if not ln.startswith("import time:")]
     assert len(lines) == 1 and lines[0].startswith("error: port") and "busy" in lines[0], lines
+    assert f"GRADIO_SERVER_PORT={listening} " not in lines[0], lines      # not the busy port again
     assert not (tmp_path / "traces").exists() and out.stdout == ""     # nothing built, nothing said to be served
 
 

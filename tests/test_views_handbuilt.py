@@ -59,7 +59,7 @@ def test_heatmaps_text_reasons_candidates(trace):
     g = Grid.of(trace)
     conf = heatmaps.confidence(trace, 1, g)
     assert np.array(conf.data[0].z).tolist() == [[95, 40, 200, 200], [200, 60, 200, 200], [200, 200, 97, 93]]
-    assert [s.y0 for s in conf.layout.shapes if s.name == "cursor"] == [2]         # the cursor at step 2 of 3 (1-based)
+    assert [s.y0 for s in conf.layout.shapes if s.name == "cursor-edge"] == [2.5]  # under step 2 of 3 (1-based)
     assert [s.visible for s in conf.layout.shapes if s.name == "selected"] == [False]   # none selected
     assert list(conf.data[0].y) == [1, 2, 3]                                          # rows are 1-based steps
     assert render_text(trace, 0, g).count("um-mask") == 3
@@ -74,7 +74,7 @@ def test_heatmaps_text_reasons_candidates(trace):
 def test_render_all_gives_every_view_the_same_arguments(trace):
     out = render_all(trace, 1, "valid", 3)
     assert set(out) == {"summary", "text", "candidates"} | {v.name for v in VIEWS}
-    assert ">valid<" in out["summary"] and "NFE" in out["summary"]
+    assert ">right<" in out["summary"] and "NFE" in out["summary"]
     again = render_all(trace, 1, "valid", 3)
     assert {k: o if isinstance(o, str) else o.to_json() for k, o in out.items()} == \
            {k: o if isinstance(o, str) else o.to_json() for k, o in again.items()}    # a pure function

@@ -1,13 +1,16 @@
 // The scrubber: step slider, ◀ / ▶ / play, the selected position and the run's link, all in the browser.
 // It reads the finished run's per-step data (#run-data, explorer/scrub.py) and redraws the text and candidates from
 // it (textHtml and candHtml port explorer/scrub.py's text_html and candidates_html line by line), moves the
-// shapes named "cursor" / "selected" of the visible figures, keeps the address bar and the link at the step, and
+// shapes named "cursor" (or "cursor-edge") / "selected" of the visible figures, keeps the address bar and the link at the step, and
 // asks the server only for the views it must draw itself ("server" views), once the step settles.
 const q = (s) => element.querySelector(s);
 const range = q('.um-range'), label = q('.um-step-label'), posBox = q('.um-pos-box'), link = q('.um-link');
 let run = null, dataKey = null, step = 1, sel = null, timer = null, settle = null;
 // a shared link's selected position, applied to the first live run it opens
 let linkSel = parseInt(new URLSearchParams(location.search).get('pos'));
+// and its view tab, opened on the first live run it opens when the run fills it (the server selects it too; a
+// selection sent while the tab's button was still hidden for the page's previous run could be lost)
+let linkTab = new URLSearchParams(location.search).get('tab');
 const speed = q('.um-speed');
 
 const esc = (t) => String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
@@ -115,9 +118,9 @@ function moveShapes(gd) {   // the cursor to the step, the selected column to th
   if (!visible(gd) || !gd.layout || !gd._fullLayout || !window.Plotly) return;
   const edit = {};
   (gd.layout.shapes || []).forEach((sh, i) => {
-    if (sh.name === 'cursor') {
-      const ax = sh.y0 === sh.y1 && sh.xref !== 'x' ? 'y' : 'x';
-      if (sh[ax + '0'] !== step && !place(gd, i, ax, step)) { edit[`shapes[${i}].${ax}0`] = step; edit[`shapes[${i}].${ax}1`] = step; }
+    if (sh.name === 'cursor' || sh.name === 'cursor-edge') {     // an edge cursor runs along its row's lower edge
+      const ax = sh.y0 === sh.y1 && sh.xref !== 'x' ? 'y' : 'x', at = step + (sh.name === 'cursor-edge' ? 0.5 : 0);
+      if (sh[ax + '0'] !== at && !place(gd, i, ax, at)) { edit[`shapes[${i}].${ax}0`] = at; edit[`shapes[${i}].${ax}1`] = at; }
     } else if (sh.name === 'selected') {
       const on = sel !== null && sel - run.P >= 0 && sel - run.P < run.pos.length;
       if (sh.visible !== on) { edit[`shapes[${i}].visible`] = on; edit[`shapes[${i}].x0`] = edit[`shapes[${i}].x1`] = on ? sel - run.P : 0; }
@@ -190,6 +193,11 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
   if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
+  if (!run.example && linkTab && (run.tabs || []).includes(linkTab)) {
+    const b = document.querySelector(`#view-tabs [role=tab][data-tab-id="${CSS.escape(linkTab)}"]`);
+    linkTab = null;
+    if (b && b.getAttribute('aria-selected') !== 'true') setTimeout(() => b.click(), 0);
+  }
 }
 
 // tune by eye: while a dial is dragged (τ of the threshold family, EB's γ), the confidence map of the run shown
@@ -225,16 +233,23 @@ function tune(v, dialBox) {
 // the map is often far below the dial (on a projector, on a phone): while it is out of sight a small copy of it,
 // pinned in a corner, carries the preview, until the dial is released
 let peek = null;
-// the corner hides neither the dial being dragged nor the settings beside it: the side away from the settings
-// column where the page has room beside it (a projector), else (a phone, settings stacked) the half of the
-// viewport away from the dial
+// the corner hides nothing it speaks of: not the dial being dragged, its note, the scrubber's ◀ ▶ buttons, nor the
+// settings beside it where the page has room beside them (a projector); the first corner clear of all of them (a
+// phone's copy spans the width, so only top or bottom counts there)
 function placePeek(dialBox) {
-  const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 24;
+  const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 2, h = 252, m = 12;
   if (!col || !dialBox) return;
-  const c = col.getBoundingClientRect(), d = dialBox.getBoundingClientRect();
-  const beside = c.left >= w || innerWidth - c.right >= w;
-  peek.classList.toggle('um-peek-left', beside && c.left >= w);
-  peek.classList.toggle('um-peek-top', !beside && d.top + d.bottom > innerHeight);
+  const c = col.getBoundingClientRect(), beside = c.left >= w + 24 || innerWidth - c.right >= w + 24;
+  const avoid = [dialBox, document.getElementById('tune-note'), q('.um-prev'), q('.um-next'), ...(beside ? [col] : [])]
+    .filter(Boolean).map((e) => e.getBoundingClientRect()).filter((r) => r.height && r.bottom > 0 && r.top < innerHeight);
+  const meets = (a, b) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top);
+  const narrow = innerWidth <= 500;
+  const at = ([left, top]) => { const x = narrow ? 8 : left ? m : innerWidth - m - w, y = top ? m : innerHeight - m - h;
+    return {left: x, top: y, right: narrow ? innerWidth - 8 : x + w, bottom: y + h}; };
+  const corners = [[beside && c.left >= w + 24, false], [!(beside && c.left >= w + 24), false], [false, true], [true, true]];
+  const best = corners.map((k) => [k, avoid.filter((r) => meets(at(k), r)).length]).sort((a, b) => a[1] - b[1])[0][0];
+  peek.classList.toggle('um-peek-left', !narrow && best[0]);
+  peek.classList.toggle('um-peek-top', best[1]);
 }
 function peekAt(gd, name, dialBox) {
   const r = gd.getBoundingClientRect();
@@ -316,9 +331,34 @@ const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) =
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
   const want = run.tabs.includes(b.dataset.tabId) ? '' : 'none'; if (b.style.display !== want) b.style.display = want; });
   // and the line under them names only the tabs left out, with the decoders that fill them (explorer/page/more_views)
-  if (run && run.tabs) document.querySelectorAll('#more-views [data-tab]').forEach((e) => {
-    const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; }); };
-new MutationObserver(() => { load(); bind(); follow(); hideTabs(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+  if (run && run.tabs) document.querySelectorAll('#um-more-views [data-tab]').forEach((e) => {
+    const want = run.tabs.includes(e.dataset.tab) ? 'none' : ''; if (e.style.display !== want) e.style.display = want; });
+  // and in a tab only the views this run fills, with their notes (no other decoder's placeholder)
+  if (run && run.views) document.querySelectorAll('#view-tabs [id$="-plot"]').forEach((e) => {
+    const want = run.views.includes(e.id) ? '' : 'none';
+    for (const el of [e, document.getElementById(e.id + '-note')]) if (el && el.style.display !== want) el.style.display = want; }); };
+// the line naming the tabs this run leaves out goes right under the tab strip: gradio places a block only after
+// the tabs' panels (2 800 px down, below the Decode tab's figures). A copy there (a node of ours beside gradio's,
+// not gradio's own block moved out of its column); the block itself stays hidden.
+const placeMore = () => { const src = document.querySelector('#more-views .um-more-views');
+  const strip = document.querySelector('#view-tabs > .tab-wrapper');
+  if (!src || !strip || document.getElementById('um-more-views')) return;
+  const copy = src.cloneNode(true); copy.id = 'um-more-views'; strip.after(copy);
+  document.getElementById('more-views').style.display = 'none'; };
+// while a run is on (the Run button says "Running…") and Run is out of sight, a sign pinned at the bottom says so:
+// a re-run started from a dial far below Run (a phone) shows it where the visitor is
+const busy = () => { const b = document.getElementById('run'); if (!b) return;
+  let sign = document.getElementById('um-busy');
+  if (!sign) { sign = document.createElement('div'); sign.id = 'um-busy'; sign.setAttribute('role', 'status');
+    sign.textContent = 'Running… the text view above updates'; document.body.appendChild(sign); }
+  const r = b.getBoundingClientRect(), seen = r.bottom > 0 && r.top < innerHeight;
+  const want = b.innerText.trim().startsWith('Running') && !seen ? 'block' : 'none';
+  if (sign.style.display !== want) sign.style.display = want; };
+addEventListener('scroll', busy, {passive: true});
+// gradio's placeholder of an empty file box names a plain div (an aria-label without a role, which assistive
+// technology ignores: axe's aria-prohibited-attr): it is a picture of an empty box, so it gets the image role
+const named = () => document.querySelectorAll('div.empty[aria-label]:not([role])').forEach((e) => e.setAttribute('role', 'img'));
+new MutationObserver(() => { load(); bind(); follow(); placeMore(); hideTabs(); named(); busy(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};
-load(); bind(); follow(); hideTabs();
+load(); bind(); follow(); placeMore(); hideTabs(); named();

@@ -6,6 +6,7 @@ from functools import partial
 
 import gradio as gr
 
+from engine.catalogue import catalogue
 from engine.errors import UserError
 from engine.catalogue.spec import parse_spec
 from explorer.grid import Grid
@@ -16,17 +17,23 @@ from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
 
 
-def build_compare(page: Page, prompt, model) -> None:
+def build_compare(page: Page, prompt, model, trace_state) -> None:
     gr.Markdown("Two decoder settings on the prompt above, side by side. Settings use the CLI's SPEC syntax "
-                "(`name:key=value,...`, keys as in the catalogue).")
+                "(`name:key=value,...`, keys as in the catalogue). A starts as the run shown when the page opened "
+                "(same dials and seed: the same text); *A: the run shown* sets it to the run shown now.")
     with gr.Row():
         first = compare_defaults(page, page.default_model)
         a0, b0 = first if isinstance(first[0], str) else PAIRS[0]
+        opening = page.example_traces.get(catalogue.DEFAULT_DECODER)
+        if opening is not None and opening.meta.model == page.default_model:
+            a0 = spec_of(opening)
         spec_a = gr.Textbox(a0, label="A", elem_id="spec-a")
         spec_b = gr.Textbox(b0, label="B", elem_id="spec-b")
     with gr.Row():
         go_btn = gr.Button("Compare", elem_id="compare")
+        shown = gr.Button("A: the run shown", elem_id="compare-shown")
         stop_btn = gr.Button("Stop", elem_id="compare-stop", variant="stop")
+    shown.click(lambda tr: spec_of(tr) if tr is not None else gr.skip(), trace_state, spec_a, show_progress="hidden")
     out = gr.HTML(elem_id="compare-out")
     with gr.Row():
         fig_a, fig_b = gr.Plot(label="A: mask state"), gr.Plot(label="B: mask state")
@@ -39,6 +46,15 @@ def build_compare(page: Page, prompt, model) -> None:
 PAIRS = (("threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a"),      # a parallel rule against its verifier
          ("threshold:tau=0.9,block_size=8", "llada:block_size=8,steps=8"),
          ("uniform", "uniform:entropy_bound=0.5"))
+
+
+def spec_of(trace) -> str:
+    """A run's SPEC: its decoder and each dial that differs from the decoder's default (the seed among them), so
+    Compare decodes it again as it was."""
+    m = trace.meta
+    defaults = {k: p.default for k, p in catalogue.params_of(m.decoder).items()}
+    changed = [f"{k}={v}" for k, v in m.params.items() if k in defaults and defaults[k] != v]
+    return m.decoder + (":" + ",".join(changed) if changed else "")
 
 
 def compare_defaults(page: Page, model) -> tuple[str, str]:

@@ -29,7 +29,7 @@ from explorer.page.worker import INTERVAL_S, DrawClock, follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
-from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab, names_in, tabs_shown
+from explorer.registry import TAB_NOTES, TABS, VIEWS, in_tab, names_in, tabs_shown, views_shown
 
 
 @dataclass
@@ -50,20 +50,21 @@ class Views:
                 self.tab_group]
 
 
-# one colour code for the text view's slots (the same classes the text uses)
-LEGEND = ("<div class='um-legend'>"
-          "<span class='um-tok um-mask'>\u25a2</span>masked"
-          "<span class='um-tok um-mask um-draft'>draft</span>this step's proposal, not committed"
-          "<span class='um-tok um-new' style='background:hsl(100,70%,82%)'>new</span>committed at this step"
-          "<span class='um-tok' style='background:hsl(110,70%,82%)'>sure</span>"
-          "<span class='um-tok' style='background:hsl(20,70%,82%)'>unsure</span>committed earlier, by confidence"
-          "<span class='um-tok um-rev'><s>old</s>\u2192new</span>revised"
-          "<span class='um-tok um-noise'>noise</span>uniform canvas, not kept yet</div>")
+# one colour code for the text view's slots (the same classes the text uses); each chip with its words in one item,
+# so a narrow screen wraps between items, never between a chip and its label
+LEGEND = ("<div class='um-legend'>" + "".join(f"<span class='um-leg'>{chips}{words}</span>" for chips, words in (
+    ("<span class='um-tok um-mask'>\u25a2</span>", "masked"),
+    ("<span class='um-tok um-mask um-draft'>draft</span>", "this step's proposal, not committed"),
+    ("<span class='um-tok um-new' style='background:hsl(100,70%,82%)'>new</span>", "committed at this step"),
+    ("<span class='um-tok' style='background:hsl(110,70%,82%)'>sure</span>"
+     "<span class='um-tok' style='background:hsl(20,70%,82%)'>unsure</span>", "committed earlier, by confidence"),
+    ("<span class='um-tok um-rev'><s>old</s>\u2192new</span>", "revised"),
+    ("<span class='um-tok um-noise'>noise</span>", "uniform canvas, not kept yet"))) + "</div>")
 
 
-def note(module) -> None:
+def note(module, elem_id: str | None = None) -> None:
     """A collapsed "how to read this" under a view, taken from the view module's docstring."""
-    with gr.Accordion("How to read this", open=False):
+    with gr.Accordion("How to read this", open=False, elem_id=elem_id):
         gr.Markdown(how_to_read(module))
 
 
@@ -90,8 +91,8 @@ def build_view_tabs(s, delta, txt) -> Views:
                     gr.Markdown(TAB_NOTES[tab])
                 for v in in_tab(tab):
                     plots[v.name] = gr.Plot(label=v.label, elem_id=v.elem_id)
-                    if v.doc is not None:
-                        note(v.doc)
+                    if v.doc is not None:       # hidden with its view (scrub.js) by this id
+                        note(v.doc, f"{v.elem_id}-note")
     run_data = gr.HTML("", elem_id="run-data")
     return Views(s, delta, txt, cand, plots, run_data, gr.State({"tab": TABS[0]}), tabs, group)
 
@@ -158,7 +159,8 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
                        [x.elem_id for x in VIEWS if x.scrub == "server"], tabs,
                        getattr(catalogue.DECODERS.get(tr.meta.decoder), "preview", "") or None,
-                       [x.elem_id for x in VIEWS if x.positions], next(x.elem_id for x in VIEWS if x.previews))
+                       [x.elem_id for x in VIEWS if x.positions], next(x.elem_id for x in VIEWS if x.previews),
+                       [x.elem_id for x in views_shown(tr)])
     names = None
     if isinstance(box, dict):
         if visible(box) not in tabs:         # the open tab has nothing for this run: open its first that has

@@ -22,18 +22,34 @@ def address() -> tuple[str, int]:
     return os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
 
 
-def check_port(host: str, port: int) -> None:
-    """Refuses a port another process listens on. SO_REUSEADDR as uvicorn sets it: a port left in TIME_WAIT by a
-    server that just stopped is free to it, so it is free here too."""
+def bound(host: str, port: int) -> OSError | None:
+    """None where a server could listen on the port now, else the bind's error. SO_REUSEADDR as uvicorn sets it: a
+    port left in TIME_WAIT by a server that just stopped is free to it, so it is free here too."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
-            raise settings.SettingError(
-                f"port {port} on {host} is busy ({e.strerror or e}): is Unmask already running? Stop it, or "
-                "start this one on another port (GRADIO_SERVER_PORT=7861 python app.py)") from None
+            return e
+    return None
+
+
+def free_near(host: str, port: int, tries: int = 20) -> int | None:
+    """The first port after ``port`` that is free now (None if the next ``tries`` are all taken)."""
+    return next((p for p in range(port + 1, min(port + 1 + tries, 65536)) if bound(host, p) is None), None)
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuses a port another process listens on, naming one that is free now (so the hint works as typed)."""
+    e = bound(host, port)
+    if e is None:
+        return
+    other = free_near(host, port)
+    hint = (f"start this one on a free port (GRADIO_SERVER_PORT={other} python app.py)" if other else
+            "start this one on a free port (GRADIO_SERVER_PORT=<port> python app.py)")
+    raise settings.SettingError(f"port {port} on {host} is busy ({e.strerror or e}): is Unmask already running? "
+                                f"Stop it, or {hint}") from None
 
 
 def settings_line() -> str:

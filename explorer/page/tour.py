@@ -141,7 +141,9 @@ def card_html(i: int, stop: Stop, trace) -> str:
     from explorer.glossary import inline_markdown
     from explorer.views.text import render_text
     body = stop.body.format(**first_revision(trace)) if "{old}" in stop.body else stop.body
-    copy = f"<div class='um-tour-text'>{render_text(trace, stop.step(trace) - 1)}</div>" if stop.text else ""
+    # it scrolls on a phone: focusable, so a keyboard scrolls it too (axe's scrollable-region-focusable)
+    copy = (f"<div class='um-tour-text' tabindex='0' aria-label='the text at this step'>"
+            f"{render_text(trace, stop.step(trace) - 1)}</div>") if stop.text else ""
     return (f"<div class='um-tour' data-target='{html.escape(stop.target)}' data-stop='{i}'>"
             f"<b>{i + 1}/{len(STOPS)} · {html.escape(stop.title)}</b><div>{inline_markdown(body)}</div>{copy}</div>")
 
@@ -168,14 +170,22 @@ def build_tour():
 
 
 def tour_stop(page: Page, i) -> tuple:
-    """(stop index, card HTML, the example trace, its 1-based step, the tab to open); i wraps around."""
-    i = i % len(STOPS) if isinstance(i, int) and not isinstance(i, bool) else 0
+    """(stop index, card HTML, the example trace, its 1-based step, the tab to open); the tour ends on its last stop
+    (Next past it stays there; it once wrapped to stop 1, which read as the tour starting over)."""
+    i = min(max(i, 0), len(STOPS) - 1) if isinstance(i, int) and not isinstance(i, bool) else 0
     stop = STOPS[i]
     ex = page.example_traces.get(stop.example)
     if ex is None:
         raise shown_error(f"the tour needs the pre-baked {stop.example} example "
                           "(python -m tools.experiments.bake_examples)")
     return i, card_html(i, stop, ex), ex, stop.step(ex), stop.tab
+
+
+def buttons(i: int) -> tuple:
+    """Back and Next at stop i: Back does nothing at the first stop, Next says the tour ends at the last."""
+    last = i >= len(STOPS) - 1
+    return (gr.Button(interactive=i > 0),
+            gr.Button("The last stop" if last else "Next stop ▶", interactive=not last))
 
 
 def tour_next(page: Page, i) -> tuple:

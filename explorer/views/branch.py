@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 
 from engine.records.trace import Trace
+from explorer.glossary import plain_verdict
 from explorer.grid import Grid
 from explorer.views import heatmaps
 
@@ -58,7 +59,7 @@ def branch_summary(base, branch, verdict_a: str | None = None, verdict_b: str | 
             ("NFE", str(base.nfe), f"{forwards(base, branch)} (+{b['nfe_resume']} rebuild)"),
             ("tokens", str(base.meta.generated_tokens), str(branch.meta.generated_tokens))]
     if verdict_a is not None and verdict_b is not None:
-        rows.append(("checker", html.escape(verdict_a), html.escape(verdict_b)))
+        rows.append(("checker", html.escape(plain_verdict(verdict_a)), html.escape(plain_verdict(verdict_b))))
     table = "".join(f"<tr><td>{k}</td><td>{a}</td><td>{c}</td></tr>" for k, a, c in rows)
     return (f"{head}<table class='um-table'><tr><th></th><th>this run</th><th>the branch</th></tr>{table}</table>"
             f"<p><b>this run</b>: {marked_text(base, branch)}</p><p><b>the branch</b>: {marked_text(branch, base)}</p>")

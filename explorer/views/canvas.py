@@ -20,10 +20,10 @@ from engine.decoders.uniform.card import UniformFields
 from engine.records.trace import own_records
 from explorer.grid import Grid
 from explorer.tokens import token_labels
-from explorer.views.heatmaps import cursor, discrete_scale, hline, step_position_figure, empty_figure
+from explorer.views.heatmaps import MASKED, cursor, discrete_scale, hline, step_position_figure, empty_figure
 
 LATER, NOISE, KEPT, OUTPUT = 0, 1, 2, 3
-COLOURS = ["#ffffff", "#d9d9d9", "#74c476", "#6baed6"]
+COLOURS = ["rgba(0,0,0,0)", MASKED, "#74c476", "#6baed6"]     # a later cell: the page itself, in either theme
 NAMES = {NOISE: "random noise", KEPT: "kept sample", OUTPUT: "output"}
 MAX_LABELLED = 32    # columns up to which each cell prints its token (beyond, ~20 px a cell: they overprint)
 
@@ -74,16 +74,9 @@ def canvas_map(trace, step: int | None = None, grid: Grid | None = None, selecte
                  hovertemplate="pos %{x} · step %{y}<br>%{customdata}<extra></extra>")]
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
                   marker=dict(symbol="square", size=10, color=COLOURS[code])) for code, name in NAMES.items()]
-    fig = step_position_figure(data, g, step, "the canvas after each forward", selected,
-                               legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
-                               margin=dict(r=130), height=max(360, 130 + 22 * g.n_steps))   # rows tall enough to read
-    # the step line runs under the step's row, not through its tokens: it lives on a copy of the step axis shifted
-    # by half a row (the browser moves it on that axis like any cursor)
-    fig.layout.yaxis2 = dict(overlaying="y", range=[g.n_steps, 0], visible=False, fixedrange=True)
-    for shape in fig.layout.shapes:
-        if shape.name == "cursor":
-            shape.yref = "y2"
-    return fig
+    return step_position_figure(data, g, step, "the canvas after each forward", selected,
+                                legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),
+                                margin=dict(r=130), height=max(360, 130 + 22 * g.n_steps))  # rows tall enough to read
 
 
 def stopping(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:

@@ -49,7 +49,7 @@ def ce_maps(trace, step: int | None = None, grid: Grid | None = None, selected: 
                   1, 3)
     fig.add_trace(go.Scatter(**{k: v for k, v in colour_bar("LCB as p").items() if k != "type"}), 1, 1)
     fig.update_layout(shapes=[c for i in (1, 2, 3)
-                              for c in cursor(step, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")])
+                              for c in cursor(step, edge=True, xref=f"x{i} domain" if i > 1 else "x domain", yref="y")])
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title_text="step", row=1, col=1)
     fig.update_xaxes(title_text="position", title_standoff=4)

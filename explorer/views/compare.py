@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import html
 
+from explorer.glossary import plain_verdict
+
 
 def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = None, final: bool = True,
                     limit: str | None = None) -> str:
@@ -23,7 +25,8 @@ def compare_summary(a, b, verdict_a: str | None = None, verdict_b: str | None = 
     rows = [row("NFE", a.nfe, b.nfe, "{:d}"), row("TPF", a.tpf, b.tpf, "{:.2f}"),
             row("tokens/s", sa, sb, "{:.1f}"), row("tokens", ta.generated_tokens, tb.generated_tokens, "{:d}")]
     if verdict_a is not None and verdict_b is not None:
-        rows.append(f"<tr><td>checker</td><td>{html.escape(verdict_a)}</td><td>{html.escape(verdict_b)}</td>"
+        rows.append(f"<tr><td>checker</td><td>{html.escape(plain_verdict(verdict_a))}</td>"
+                    f"<td>{html.escape(plain_verdict(verdict_b))}</td>"
                     "<td></td></tr>")
     head = (f"<tr><th></th><th>A: {html.escape(ta.decoder)}</th><th>B: {html.escape(tb.decoder)}</th>"
             f"<th>B vs A</th></tr>")

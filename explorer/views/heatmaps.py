@@ -36,7 +36,10 @@ def categorical_missing_scale(colours: list[str]) -> list[list]:
     return stops + [[len(colours) / span, "rgba(0,0,0,0)"], [1.0, "rgba(0,0,0,0)"]]
 
 
-STATE_COLOURS = discrete_scale(["#d9d9d9", "#9ecae1", "#fd8d3c"])
+# a cell with nothing yet (masked, noise, stale): a see-through grey, light on the light page and dark on the dark
+# one (an opaque light grey made the masked part of a map a bright block on the dark page)
+MASKED = "rgba(128,128,128,0.35)"
+STATE_COLOURS = discrete_scale([MASKED, "#9ecae1", "#fd8d3c"])
 
 
 def vline(x, color="crimson", width=1, dash="solid", yref="paper", **kw) -> dict:
@@ -49,11 +52,14 @@ def hline(y, color="crimson", width=2, dash="solid", xref="paper", yref="y", **k
                 line=dict(color=color, width=width, dash=dash), **kw)
 
 
-def cursor(step: int | None, axis: str = "y", **kw) -> list[dict]:
-    """The step cursor at the 1-based step (the browser moves every shape named "cursor" when scrubbing)."""
+def cursor(step: int | None, axis: str = "y", edge: bool = False, **kw) -> list[dict]:
+    """The step cursor at the 1-based step (the browser moves every shape named "cursor" when scrubbing); ``edge``:
+    along the lower edge of the step's row instead of through it (named "cursor-edge": the browser keeps the half
+    row when it moves it)."""
     if step is None:
         return []
-    return [(hline if axis == "y" else vline)(step + 1, width=2, name="cursor", **kw)]
+    return [(hline if axis == "y" else vline)(step + 1 + 0.5 * edge, width=2, name="cursor-edge" if edge else
+                                              "cursor", **kw)]
 
 
 def selected_line(g: Grid, selected: int | None) -> dict:
@@ -121,7 +127,9 @@ def step_position_figure(data: list[dict], g: Grid, step: int | None, title: str
     # x is categorical (one "position token" label per column); shapes address columns by index. Rows keep at least
     # 7 px (long generations make a tall, scrollable figure, not squashed rows); plotly's zoom handles wide ones
     shapes = [vline(e - 0.5, color="#444", dash="dot") for e in g.block_edges()]
-    shapes += cursor(step) + [selected_line(g, selected)]
+    # the step line runs along the lower edge of the step's row, not through its cells (a red line over a red
+    # "rejected" cell hid the cell the tour asks to find)
+    shapes += cursor(step, edge=True) + [selected_line(g, selected)]
     base = dict(shapes=shapes, title=dict(text=title, x=0.01, font=dict(size=14)),
                 height=rows_height(g.n_steps), margin=dict(l=50, r=10, t=36, b=90),
                 xaxis=dict(type="category", nticks=min(40, len(g.labels)), tickangle=-60, title=dict(text="position"),
@@ -155,7 +163,7 @@ def mask_state(trace, step: int | None = None, grid: Grid | None = None, selecte
                  hovertemplate="pos %{x} · step %{y}<br>%{text}<extra></extra>")]
     data += [dict(type="scatter", x=[None], y=[None], mode="markers", name=name, showlegend=True,
                   marker=dict(symbol="square", size=10, color=colour))
-             for name, colour in (("masked", "#d9d9d9"), ("decoded", "#9ecae1"), ("committed now", "#fd8d3c"))]
+             for name, colour in (("masked", MASKED), ("decoded", "#9ecae1"), ("committed now", "#fd8d3c"))]
     data += revision_marks(trace, g)
     return step_position_figure(data, g, step, "mask state", selected,
                                 legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top"),

@@ -15,9 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.grid import Grid
-from explorer.views.heatmaps import cursor, discrete_scale, step_position_figure, empty_figure
+from explorer.views.heatmaps import MASKED, cursor, discrete_scale, step_position_figure, empty_figure
 
-COLOURS = ["#d9d9d9", "#74c476"]
+COLOURS = [MASKED, "#74c476"]
 
 
 def fresh_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:

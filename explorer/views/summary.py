@@ -1,10 +1,12 @@
-"""Summary cards: NFE, TPF, tokens/s, steps, and the checker's verdict when the prompt is a known problem.
+"""Summary cards: model calls (NFE), tokens per call (TPF), time and tokens/s, and the checker's verdict when the
+prompt is a known problem; each card's hover gives the exact term.
 
-How to read: NFE counts every model forward of the run (hover for draft / verify / commit); TPF is generated
-tokens per forward (autoregressive decoding is 1.0); both are the run's own, whoever else uses the server. The
-engine's time for the decode's forwards is its share of the engine loop's rounds (each round's time split among
-the decodes in it); the wall tokens/s says how many decodes shared its rounds, since in a class it measures the
-room as much as the decoder; a cached run (decoded earlier) shows neither. The line under the cards compares the
+How to read: model calls (NFE) counts every model forward of the run (hover for draft / verify / commit); tokens per
+call (TPF) is generated tokens per forward (autoregressive decoding is 1.0); both are the run's own, whoever else
+uses the server. The model time is the engine's seconds for the decode's forwards, its share of the engine loop's
+rounds (each round's time split among the decodes in it); the tokens/s says how many decodes ran at once, since in
+a class it measures the room as much as the decoder; a cached run (decoded earlier) shows neither, in the same two
+tiles. The line under the cards compares the
 run with the previous one on the page (NFE and TPF). A warning names the prompt's words the
 model does not know ([UNK]) and any request limit that stopped the run early.
 """
@@ -15,6 +17,7 @@ import html
 
 from engine.catalogue.cards import cards as decoder_cards
 from engine.catalogue.catalogue import embedded_names
+from explorer.glossary import plain_verdict
 
 
 def card(label: str, value: str, hint: str = "") -> str:
@@ -23,31 +26,46 @@ def card(label: str, value: str, hint: str = "") -> str:
 
 
 def speed_cards(m) -> list[str]:
-    """What the run cost in time, kept apart from the room it ran in: the engine's own time for this decode's
-    forwards (its share of the engine loop's rounds) and the wall tokens/s with how many decodes shared its rounds;
-    a run decoded earlier (the trace cache, a pre-baked example) shows neither: its times were another room's."""
+    """What the run cost in time, in plain words (the exact term in the hover), kept apart from the room it ran in:
+    the model's time for this decode's forwards (the engine's seconds: its share of the engine loop's rounds) and
+    the tokens/s with how many decodes shared its rounds. Always two tiles, so the row keeps its layout between a
+    live run and one decoded earlier (the trace cache, a pre-baked example), which shows no time: its times were
+    another room's."""
     if m.cached:
-        return [card("decoded earlier", "cached", "no tokens/s: the run was taken from the cache, not decoded now, so "
-                     "no time of it belongs to this moment; NFE and TPF are the run's own")]
+        return [card("model time, s", "–", "not measured now: the run was decoded earlier and taken from the cache"),
+                card("decoded earlier", "cached", "no tokens/s: the run was taken from the cache, not decoded now, so "
+                     "no time of it belongs to this moment; the model calls and tokens per call are the run's own")]
     n, wall = m.generated_tokens, max(m.wall_s, 1e-9)
-    shared = "alone" if m.shared is None or m.shared < 1.5 else f"{m.shared:.0f} decodes a round"
-    out = [] if m.engine_s is None else [
-        card("engine s (its share)", f"{m.engine_s:.3f}", "this decode's share of the engine loop's rounds: each "
-             "round's time (one batched forward, then each decode's rule) split equally among the decodes in it; "
-             "time spent waiting for a place is not counted")]
-    return out + [card(f"tokens/s wall, {shared}", f"{n / wall:.1f}",
-                       f"{n} tokens in {wall:.3f} s from its first forward to its last, waiting for the other decodes "
-                       "of its rounds included: it measures the room too. NFE and TPF do not depend on it")]
+    room = "alone" if m.shared is None or m.shared < 1.5 else f"{m.shared:.0f} at once"
+    return [engine_card(m.engine_s, wall),
+            card(f"tokens/s, {room}", f"{n / wall:.1f}",
+                 f"tokens/s over the wall time: {n} tokens in {wall:.3f} s from its first forward to its last, "
+                 f"waiting for the other decodes of its rounds included ({room}): it measures the room too. The "
+                 "model calls and tokens per call do not depend on it")]
+
+
+def engine_card(engine_s: float | None, wall: float) -> str:
+    """The engine's seconds for this decode; where they exceed the wall time, the hover says why."""
+    if engine_s is None:
+        return card("model time, s", "–", "engine seconds: not measured (the decode did not run on the engine loop)")
+    why = (f" It reads above the wall time ({wall:.3f} s): a round's whole time is shared out, the loop's own work "
+           "around the forward included (choosing the decodes, handing each its result), which the decode's clock, "
+           "started at its first forward, does not count." if engine_s > wall else "")
+    return card("model time, s", f"{engine_s:.3f}", "engine seconds: this decode's share of the engine loop's "
+                "rounds, each round's time (one batched forward, then each decode's rule) split equally among the "
+                "decodes in it; time spent waiting for a place is not counted." + why)
 
 
 def render_summary(trace, verdict: str | None = None) -> str:
     m = trace.meta
     n = m.generated_tokens
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.nfe_by_kind.items()))
-    cards = [card("NFE", str(trace.nfe), f"model forwards: {kinds}"),
-             card("NFE papers' count", str(trace.nfe_paper), "as SDAR's and Fast-dLLM's code count: a prefill "
-                  "forward and one K/V-store forward per block, which Unmask fuses into its next forward"),
-             card("TPF", f"{trace.tpf:.2f}", "generated tokens per forward"),
+    cards = [card("model calls (NFE)", str(trace.nfe), f"NFE, the number of function evaluations: every model "
+                  f"forward of the run ({kinds})"),
+             card("calls as papers count", str(trace.nfe_paper), "NFE as SDAR's and Fast-dLLM's code count it: a "
+                  "prefill forward and one K/V-store forward per block, which Unmask fuses into its next forward"),
+             card("tokens per call (TPF)", f"{trace.tpf:.2f}", "TPF: generated tokens per forward (autoregressive "
+                  "decoding is 1.0)"),
              *speed_cards(m),
              card("tokens", str(n), "generated, up to and including the stop token"),
              card("decoder", m.decoder, str(m.params))]
@@ -55,7 +73,8 @@ def render_summary(trace, verdict: str | None = None) -> str:
     extra, info = own.summary(m) if own is not None and own.summary else ([], [])   # the decoder's own cards
     cards += [card(*c) for c in extra]
     if verdict is not None:
-        cards.append(card("checker", verdict, "the task's checker on the generated text (valid = right)"))
+        cards.append(card("checker", plain_verdict(verdict), f"the task's checker on the generated text: "
+                          f"{verdict}"))
     notes, info = [], list(info)
     if m.unknown_words:
         words = ", ".join(repr(w) for w in m.unknown_words[:12])

@@ -5,9 +5,10 @@ the fan shows CE's forecast of that position's confidence over the next forwards
 90 % band (± 1.64σ, σ the Kalman filter's forecast spread), mapped back from logits to probabilities. The triangle
 is the LCB (lower confidence bound ẑ − κσ, with the run's κ) at the position's horizon h; the dashed line is τ:
 CE commits early when that triangle clears it. With κ = 0 the triangle sits on the mean. At a finished run's last
-step (where the page opens it) and at a step with nothing forecast the view shows the step where CE forecast the most
-still-masked positions, on the four whose LCB at the horizon lies nearest τ, and its title says so; scrubbing to a
-step with a forecast shows that step.
+step (where the page opens it, its block all but committed) and at a step with nothing forecast the view shows the
+step whose four widest forecast bands (in probability, at the horizon) are widest together, on those four positions,
+so the fan is visible; its title then names that step and the slider's. Scrubbing to a step with a forecast shows
+that step. The views line's link to TSPD + CE opens the run at that step, so the slider and the title agree.
 """
 
 from __future__ import annotations
@@ -42,18 +43,28 @@ def forecast_rows(rec) -> np.ndarray:
     return np.flatnonzero((np.asarray(f.horizon) >= 1) & ~np.isnan(np.asarray(f.forecast_mean)).any(axis=1))
 
 
+def band(f, i: int) -> float:
+    """The width, in probability, of row i's 90 % forecast band at its horizon: how much of its fan shows (a
+    forecast saturated near p = 1 draws a band too thin to see)."""
+    h = int(f.horizon[i])
+    mean, std = float(f.forecast_mean[i][h - 1]), float(f.forecast_std[i][h - 1])
+    return float(_sigmoid(mean + BAND_Z * std) - _sigmoid(mean - BAND_Z * std))
+
+
 def telling(trace, k: int = 4) -> tuple[int, list[int]] | None:
-    """Where the forecast says most: the step whose forecast covers the most still-masked positions (the earliest
-    of equals), and there the k positions whose LCB at the horizon lies nearest logit(τ) (where the forecast
-    decides a commit). None when no step has a forecast."""
-    counts = [len(forecast_rows(r)) for r in trace.records]
-    if not counts or max(counts) == 0:
-        return None
-    s = int(np.argmax(counts))
-    rec, rows = trace.records[s], forecast_rows(trace.records[s])
-    f = fields(rec, TSPDDraftFields)
-    near = sorted(rows, key=lambda i: abs(float(f.lcb_h[i]) - float(f.z_tau)))[:k]
-    return s, sorted(int(rec.positions[i]) for i in near)
+    """Where the fan shows: the step whose k widest forecast bands (in probability, at the horizon) are widest
+    together, the earliest of equals, and there those k positions. None when no step has a forecast."""
+    best, at = 0.0, None
+    for s, rec in enumerate(trace.records):
+        rows = forecast_rows(rec)
+        if not len(rows):
+            continue
+        f = fields(rec, TSPDDraftFields)
+        widest = sorted(rows, key=lambda i: -band(f, i))[:k]
+        width = sum(band(f, i) for i in widest)
+        if at is None or width > best:
+            best, at = width, (s, sorted(int(rec.positions[i]) for i in widest))
+    return at
 
 
 def trajectories(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
@@ -68,8 +79,8 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
     ends = trace.meta.finished and s == g.n_steps - 1     # where a finished run opens (all but done)
     if selected is None and g.n_steps and (ends or not len(forecast_rows(trace.records[s]))):
         tell = telling(trace)
-        if tell is not None:
-            moved = f" · at step {tell[0] + 1}, its busiest forecast (scrub to move)"
+        if tell is not None and tell[0] != s:    # the title names both steps: the one shown and the slider's
+            moved = f" · step {tell[0] + 1}, its widest fan; the slider's step {s + 1} has none to show"
             s, positions = tell
     fig = go.Figure()
     tau = float(trace.meta.params.get("tau", 0.9))

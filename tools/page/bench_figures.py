@@ -8,8 +8,8 @@ title and subplot titles compared pairwise. The browser test calls the same func
 Each figure is drawn alone in a box as wide as its plot on the page (the output column at 1500×1100, and a phone
 at 390×844), at the first, the middle and the last step of its run. Two boxes collide when they overlap by more
 than ``SLACK`` pixels in both directions; tick labels of one axis count against each other too (an illegible
-axis), but never against their own axis's title's gap. On a phone a legend left beside its plot counts as one
-collision too: the page moves it under the plot (``assets/js/legend_under.js``).
+axis), but never against their own axis's title's gap. On a phone a legend left beside or above its plot counts as
+one collision too: the page moves it under the plot (``assets/js/legend_under.js``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ BOXES = """(div) => { const out = [];
 
 
 BESIDE = """() => [...document.querySelectorAll('body > div[id^=f]')].map((gd) => { const fl = gd._fullLayout;
-  return fl && fl.showlegend && fl.legend.orientation !== 'h' && gd.querySelector('.legend .traces') ?
+  return fl && fl.showlegend && (fl.legend.orientation !== 'h' || fl.legend.y >= 1) && gd.querySelector('.legend .traces') ?
     parseInt(gd.id.slice(1)) : -1; }).filter((i) => i >= 0)"""
 
 
@@ -125,7 +125,7 @@ def check(pg, figs, width: int) -> list[dict]:
             hits = collisions(pg.evaluate(BOXES, pg.query_selector(f"#f{i}")))
             if hits:
                 rows.append(dict(example=example, view=view, step=step, width=width, collisions=hits[:5]))
-        # a legend still standing beside its plot on a phone (legend_under.js moves it under)
+        # a legend still standing beside or above its plot on a phone (legend_under.js moves it under)
         beside = pg.evaluate(BESIDE) if width < 700 else []
         rows += [dict(example=figs[i][0], view=figs[i][1], step=figs[i][2], width=width,
                       collisions=[("legend", "beside the plot")]) for i in beside]

@@ -5,7 +5,8 @@ Text: its colour (``fill`` for SVG text) against the backgrounds behind it, comp
 every ancestor's opacity applied to the text; AA asks 4.5:1, or 3:1 for large text (24 px, or 18.66 px bold).
 Controls (buttons, selects, text and number inputs): the part that shows where the control is, its border or its
 fill, whichever stands out more, against what is behind the control; AA asks 3:1. Heatmap cells' own numbers and
-hover labels are left out: plotly colours them against their cell, which is an image, not a computed colour.
+hover labels are left out: plotly colours them against their cell, which is an image, not a computed colour; so is a
+disabled control, which WCAG exempts.
 
     python -m tools.page.contrast URL [--dark]      # prints the failures of a running page
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 import argparse
 
 # the app's own parts: its HTML blocks, the tour's card and every Plotly figure
-SCOPES = ("#summary", "#delta", "#text", "#legend", "#candidates", "#scrubber", "#tour-card", "#more-views",
-          ".js-plotly-plot")
+SCOPES = ("#summary", "#delta", "#text", "#legend", "#candidates", "#scrubber", "#tour-card", "#um-more-views",
+          "#branch-out", ".js-plotly-plot")
 
 MEASURE = """(scopes) => {
   const parse = (c) => { const m = /rgba?\\(([^)]+)\\)/.exec(c || ''); if (!m) return null;
@@ -40,7 +41,8 @@ MEASURE = """(scopes) => {
     if (!shown(root)) continue;
     for (const e of [root, ...root.querySelectorAll('*')]) {
       if (seen.has(e) || !shown(e)) continue; seen.add(e);
-      if (e.closest('.heatmaplayer, .hoverlayer, .modebar')) continue;
+      // and a disabled control: WCAG exempts an inactive component (the tour's Back at its first stop)
+      if (e.closest('.heatmaplayer, .hoverlayer, .modebar, button:disabled')) continue;
       const svg = e instanceof SVGElement, cs = getComputedStyle(e);
       const own = [...e.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('').trim();
       const field = ['INPUT', 'SELECT', 'TEXTAREA'].includes(e.tagName) && e.type !== 'range';
