@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from tools.experiments.gpu_static import LLADA_8B, STATIC, TINY, llada_adapter, progress
+from tools.experiments.gpu_static import LLADA_8B, STATIC, TINY, llada_adapter, progress, timed
 from tools.experiments.host_overhead import now, warm_up
 
 FULL = ["ar", "llada:block_size=32,steps=32", "threshold:tau=0.9,block_size=32", "eb:block_size=32",
@@ -83,19 +83,9 @@ class Buckets:
         total, n = 0.0, 0
         for bk, path, count in self.used.values():
             fn = bk.graph.replay if bk.graph is not None else (lambda b=bk, p=path: p._call(b))
-            total += count * median_ms(fn, reps)
+            total += count * timed(fn, reps)
             n += count
         return total / max(n, 1)
-
-
-def median_ms(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = now()
-        fn()
-        times.append(now() - t0)
-    return 1e3 * statistics.median(times)
 
 
 def one(adapter, prompt: str, spec: str, gen: int, reps: int, load=None) -> dict:
