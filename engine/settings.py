@@ -79,6 +79,8 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_STATIC", str, "auto", doc="the static forward path (engine/models/static.py): auto (on a CUDA "
             "device only), on (every device; on a CPU eager over the static buffers), off", choices=("auto", "on",
                                                                                                   "off")),
+    Setting("UNMASK_PAUSED_MB", int, 1024, 0, 1 << 20, "K/V caches that decodes paused for others (fair share) may "
+            "keep, all together, in MiB; past it no decode pauses: it keeps its place until it ends"),
     Setting("UNMASK_STATIC_MB", int, 0, doc="the static path's memory budget in MiB, graphs and K/V slot pools "
             "together (0: a quarter of the device's memory on a GPU, no bound on a CPU); past it no graph is captured "
             "(eager over the buffers) and no pool grows (the decode keeps a dynamic cache)"),

@@ -27,7 +27,8 @@ async def hold(gate, kind, request, log, name, release: asyncio.Event):
 
 
 def empty(gate: FairGate) -> bool:
-    return not (gate.held or gate.queues or gate.running or gate.served or gate.last) and gate.active == 0
+    return not (gate.held or gate.queues or gate.running or gate.served or gate.last or gate.new or gate.sizes) \
+        and gate.active == 0
 
 
 def test_a_session_gets_one_running_and_one_waiting_request_per_kind():

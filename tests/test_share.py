@@ -183,6 +183,59 @@ def test_many_identities_holding_one_decode_each_yield_their_places_in_time(monk
     assert not loop.paused and not loop.running
 
 
+def test_a_light_newcomer_is_seated_before_many_identities_heavy_decodes_that_waited_longer(monkeypatch):
+    """Issue 65, point 4 at 48 identities: four places held and eight more identities waiting, each with one heavy
+    decode (size 1000), then a newcomer's light one (size 10). It is seated first among the waiting (shortest job
+    first among the never served) and takes a held place after ``HOLD_S``, not a slice (10 s here): its answers all
+    come before any waiting identity's first. Before, it waited behind the eight, in arrival order."""
+    from engine.runtime import share
+    monkeypatch.setattr(share, "SLICE_S", 10.0)
+    monkeypatch.setattr(share, "HOLD_S", 0.02)
+    loop, log = EngineLoop(max_running=4), []
+
+    def long(name):
+        for _ in range(400):
+            yield Call(time.sleep, (0.002,))
+            log.append(name)
+        return 400
+    held = loop.submit_many([Job(lambda i=i: long(f"c{i}"), client=f"c{i}", size=1000) for i in range(4)])
+    wait_for(lambda: len(log) >= 8)
+    queued = loop.submit_many([Job(lambda i=i: long(f"w{i}"), client=f"w{i}", size=1000) for i in range(8)])
+    light = loop.submit(Job(lambda: counted(3, log, "new"), client="new", size=10))
+    assert light.result(timeout=30) == 3
+    first_waiting = min((i for i, name in enumerate(log) if name.startswith("w")), default=len(log))
+    assert max(i for i, name in enumerate(log) if name == "new") < first_waiting
+    for h in held + queued:
+        loop.abort(h)
+
+
+def test_no_decode_pauses_past_the_paused_caches_budget(monkeypatch):
+    """Paused decodes keep their K/V caches: ``share.pause`` pauses none whose cache would take the paused ones
+    past ``UNMASK_PAUSED_MB`` together; it keeps its place instead. Two caches of 1 MiB each: a 1 MiB budget
+    pauses the first and not the second; 0 pauses none (by_time too)."""
+    from types import SimpleNamespace as NS
+    from engine.runtime import share
+
+    def running(seated):
+        layer = NS(keys=torch.zeros(1 << 17), values=torch.zeros(1 << 17))      # 2 x 512 KiB
+        job = Job(lambda: None, client=f"c{seated}", size=100)
+        return NS(request=NS(cache=NS(layers=[layer])), handle=NS(job=job), seated=seated)
+    a, b = running(0.0), running(0.1)
+    loop = NS(running=[a, b], paused=[], queues={}, max_running=2, cond=threading.Condition())
+    assert share.held_bytes(a) == 1 << 20
+    monkeypatch.setenv("UNMASK_PAUSED_MB", "1")
+    assert share.pause(loop, a) and not share.pause(loop, b)
+    assert loop.paused == [a] and loop.running == [b]
+    monkeypatch.setenv("UNMASK_PAUSED_MB", "0")
+    loop = NS(running=[a, b], paused=[], queues={"new": [Handle(Job(lambda: None, client="new", size=1), None)]},
+              max_running=2, cond=threading.Condition())
+    share.by_time(loop, now=100.0)
+    assert loop.running == [a, b] and not loop.paused
+    monkeypatch.setenv("UNMASK_PAUSED_MB", "2")
+    share.by_time(loop, now=100.0)
+    assert loop.paused == [a]                         # one waiting client: one pause, the longest held
+
+
 def test_the_gate_lets_a_client_holding_nothing_through_when_one_request_each_holds_every_place():
     """Four places, each held by one request of another address: a fifth address is let through at once (a spare
     place; the engine loop slices in time), while a second request of a holding address waits."""

@@ -191,8 +191,11 @@ class DecodeService:
     def _stream(self, gen: Generation, client: str = "", every_s: float = 0.0, should_stop=None,
                 budget_s: float | None = None, first_at_once: bool = True) -> Iterator[Trace]:
         """The generation's snapshots from the engine loop, each held back one, then its final trace."""
+        # its size: the query tokens its forwards read at most, one token committed each and nothing cached (the
+        # engine loop seats the smallest of equals first and lets it take a much larger decode's place)
         job = Job(gen.streamed, client=client, budget_s=budget_s or self.max_seconds, snapshot=gen.trace,
-                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once)
+                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once,
+                  size=gen.cfg.gen_length * gen.runner.end)
         handle = engine_loop().submit(job)
         pending = None
         try:

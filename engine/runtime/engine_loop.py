@@ -66,6 +66,7 @@ class Job:
     first_at_once: bool = True              # the first snapshot after the first forward (else after every_s)
     on_limit: Callable[[str], object] | None = None   # the final value of a decode stopped by its budget
     index: int = 0                          # the caller's number for it (``Scheduler``)
+    size: int = 0                           # its work, for the order of waiting decodes (``share.size_of``)
 
 
 class Handle:
@@ -289,8 +290,9 @@ class EngineLoop:
             self._finish(h, value=job.on_limit(why))
 
     def _admit(self) -> list[Handle]:
-        """Waiting decodes that join now: round robin over clients, each group within its cap, the oldest first.
-        A decode whose budget ran out while it waited ends here, with nothing decoded."""
+        """Waiting decodes that join now: round robin over clients (the fewest running, then the fewest admitted,
+        then the smallest: ``share.size_of``), each group within its cap, a client's oldest first. A decode whose
+        budget ran out while it waited ends here, with nothing decoded."""
         out = []
         with self.cond:
             now = time.monotonic()
@@ -306,7 +308,8 @@ class EngineLoop:
                 fits = fair_share.candidates(self)            # one per client: a paused decode, else its oldest
                 if not fits:
                     break
-                h = min(fits, key=lambda h: (running[client_of(h)], self._served[client_of(h)]))
+                h = min(fits, key=lambda h: (running[client_of(h)], self._served[client_of(h)],
+                                             fair_share.size_of(h)))
                 running[client_of(h)] += 1
                 out.append(h)
                 if isinstance(h, _Running):

@@ -5,8 +5,13 @@
   its client's new ones, when its share allows.
 - **Time**: ``by_time`` pauses, when every place is taken and a decode waits, the decodes that have held their
   place longest once they have held it ``SLICE_S`` (round robin in time, whoever holds them: one heavy decode from
-  each of many addresses passes the places rule, which looks only at holdings); ``_admit`` seats the waiting ones
-  first (fewest admissions), so a newcomer waits about one slice, however many identities hold the places.
+  each of many addresses passes the places rule, which looks only at holdings), and at once (after ``HOLD_S``) a
+  decode ``LIGHT`` times the size of a waiting one; ``_admit`` seats the waiting ones first (fewest admissions,
+  then the smallest), so a newcomer's light decode waits about one round, however many identities hold the places
+  or wait before it (shortest job first among the never served: each of many identities' one heavy decode has
+  waited as long as the newcomer, so only its size tells them apart).
+- **Memory**: a paused decode keeps its K/V cache; ``pause`` pauses none past ``UNMASK_PAUSED_MB`` of paused caches
+  together (the decode then keeps its place until it ends or a place frees).
 - **Rows**: ``shared`` picks a round's rows when several clients run: deficit round robin in query tokens, so a
   light client's forward is not as slow as a flood's whole batch.
 
@@ -17,10 +22,40 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from engine import settings
+
 SHARE_FLOOR = 64        # query tokens a client is credited at least per shared round (``shared``)
 SLICE_S = 1.0           # wall seconds a decode keeps its place while others wait (``by_time``): a light decode
                         # takes ~0.6 s beside 16 heavy ones on a CPU, so it ends within its first slice (at 0.5 s
                         # bench_flood measured 3.5x and 11.9x behind 16 and 48 identities, against 1.8x and 16.4x)
+HOLD_S = 0.25           # the least a decode keeps its place before a much lighter one takes it (a round or two)
+LIGHT = 4               # a waiting decode this many times smaller than a running one takes its place after HOLD_S
+
+
+def size_of(item) -> int:
+    """A waiting or running decode's size (``Job.size``: its generation length times its canvas, the tokens its
+    forwards can read at most; 0 when its caller gave none)."""
+    return getattr(item, "handle", item).job.size
+
+
+def held_bytes(r) -> int:
+    """The K/V cache a running or paused decode holds (its pending forward's cache; 0 without one): what a pause
+    keeps alive. No torch here: a tensor's ``nbytes`` is read as an attribute."""
+    cache = getattr(r.request, "cache", None)
+    layers = getattr(cache, "layers", None) or ()
+    return sum(getattr(t, "nbytes", 0) for layer in layers for t in (getattr(layer, "keys", None),
+                                                                    getattr(layer, "values", None)) if t is not None)
+
+
+def pause(loop, victim) -> bool:
+    """Move ``victim`` from the running set to the paused one, unless the paused decodes' caches would pass
+    ``UNMASK_PAUSED_MB`` together (then it keeps its place: False)."""
+    budget = settings.get("UNMASK_PAUSED_MB") << 20
+    if sum(held_bytes(r) for r in loop.paused) + held_bytes(victim) > budget:
+        return False
+    loop.running.remove(victim)
+    loop.paused.append(victim)
+    return True
 
 
 def first_fitting(queue: deque):
@@ -68,8 +103,8 @@ def preempt(loop) -> None:
             free -= 1
         else:
             victim = max((r for r in loop.running if client_of(r) == top), key=lambda r: r.handle.submitted)
-            loop.running.remove(victim)
-            loop.paused.append(victim)
+            if not pause(loop, victim):
+                return
             running[top] -= 1
         running[c] += 1
         wants[c] -= 1
@@ -79,20 +114,26 @@ def preempt(loop) -> None:
 
 def by_time(loop, now: float) -> None:
     """Round robin in time: while the running set is full and clients with nothing running wait (a new decode or a
-    paused one), each decode that has held its place ``SLICE_S`` pauses here, the longest held first, one per such
-    client. It keeps its generator, request and cache, and its budget clock runs on (as for ``preempt``). A client
-    whose own decodes wait beside its running ones (a bench's batch) is not sliced against itself."""
+    paused one), a decode pauses here, one per such client, the longest held first: one that has held its place
+    ``SLICE_S``, or ``HOLD_S`` when it is ``LIGHT`` times the size of the smallest of them (shortest job first: a
+    light newcomer need not wait out a slice of a heavy decode). It keeps its generator, request and cache, and its
+    budget clock runs on (as for ``preempt``). A client whose own decodes wait beside its running ones (a bench's
+    batch) is not sliced against itself."""
     if len(loop.running) < loop.max_running:
         return
     busy = {client_of(r) for r in loop.running}
     with loop.cond:
-        waiting = sum(1 for h in candidates(loop) if client_of(h) not in busy)
+        waiting = [h for h in candidates(loop) if client_of(h) not in busy]
     if not waiting:
         return
-    held = sorted((r for r in loop.running if now - r.seated >= SLICE_S), key=lambda r: r.seated)
-    for victim in held[:waiting]:
-        loop.running.remove(victim)
-        loop.paused.append(victim)
+    held = sorted(loop.running, key=lambda r: r.seated)            # the longest held first
+    expired = [r for r in held if now - r.seated >= SLICE_S][:len(waiting)]
+    heaviest = max(size_of(r) for r in loop.running)
+    light = sum(1 for h in waiting if 0 < size_of(h) * LIGHT <= heaviest)   # ``_admit`` seats these first
+    early = [r for r in held[len(expired):] if now - r.seated >= HOLD_S
+             and any(0 < size_of(h) * LIGHT <= size_of(r) for h in waiting)]
+    for victim in expired + early[:max(0, min(light, len(waiting)) - len(expired))]:
+        pause(loop, victim)
 
 
 def shared(loop, cost: list[int]) -> list:

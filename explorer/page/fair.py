@@ -42,11 +42,15 @@ import asyncio
 import contextvars
 import functools
 import itertools
+import time
 from collections import Counter, OrderedDict, deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from engine import settings
+from engine.catalogue import catalogue
+from engine.catalogue.spec import parse_spec
+from engine.errors import UserError
 from explorer.page import presence
 from explorer.page.presence import Gone
 from explorer.page.proxy import client_key, pool_of
@@ -55,6 +59,10 @@ pooled = functools.lru_cache(maxsize=4096)(pool_of)
 
 SPARE = 3                 # spare places per running place: one decode from each of many clients waits in the engine
                           # loop, which shares its places in time, not here, where only a decode's end frees a place
+LIGHT = 4                 # a request this many times smaller than the largest holding a place may take a light place
+DEFAULT_SIZE = 64 * 128   # a request's size when its caller gives none: the page's default run (64 new tokens)
+BURST_S = 10.0            # clients first seen within this many seconds of each other, never served, are one burst
+BURST_MIN = 16            # clients one burst may have waiting, at least (else a quarter of the queue's bound)
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
@@ -62,6 +70,8 @@ RECENT = 4096            # clients whose last turn is remembered after they went
 TAKEN = "the server's queue is full and a visitor not yet served took your place: try again in a minute"
 FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your address): try again in a "
         "minute")
+BURST_FULL = ("the server's queue is full ({n} visitors new to it came in the last {s:g} s and wait): try again in "
+              "a minute")
 POOL_FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your network, {pool}): try "
              "again in a minute")
 
@@ -71,6 +81,20 @@ CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's c
 def client() -> str:
     """The client of the request being served (its address): the engine loop's unit of fairness."""
     return CLIENT.get()
+
+
+def size_of(prompt, spec) -> int | None:
+    """A request's size for the gate's order (smallest first among equals) and its light places: its generation
+    length times its canvas, the prompt's characters bounding its tokens (as the engine loop's ``Job.size`` counts
+    tokens). ``spec``: (decoder, params) or the SPEC text; None (``DEFAULT_SIZE``) when it does not parse: the run
+    refuses it itself."""
+    try:
+        name, params = parse_spec(spec) if isinstance(spec, str) else spec
+        values = catalogue.validate(name, params or {}, page=True)
+        n = int(values.get("gen_length", catalogue.params_of(name)["gen_length"].default))
+    except (UserError, TypeError, ValueError):
+        return None
+    return n * (len(prompt if isinstance(prompt, str) else "") + n)
 
 
 class Busy(Exception):
@@ -84,6 +108,7 @@ class _Waiter:
     future: asyncio.Future
     present: object           # () -> bool: its client is still there
     seq: int                  # arrival order
+    size: int = DEFAULT_SIZE  # its work (``size_of``): the smaller goes first among equals, and may be let through
 
 
 @dataclass
@@ -100,20 +125,30 @@ class FairGate:
     recent: OrderedDict = field(default_factory=OrderedDict)   # client -> seq of its last turn, kept when idle
     streams: presence.Streams | None = None               # whose clients are still there (None: all are)
     active: int = 0
+    sizes: Counter = field(default_factory=Counter)       # the sizes of the requests holding places
+    new: dict = field(default_factory=dict)               # client never served -> when it first waited (bursts)
     _seq: itertools.count = field(default_factory=itertools.count)
 
     def __post_init__(self):
         if self.spare is None:
             self.spare = SPARE * self.concurrent
 
-    def below_share(self, who: str) -> bool:
+    def below_share(self, who: str, size: int = DEFAULT_SIZE) -> bool:
         """A spare place is free and ``who`` holds nothing, or at least two places fewer than the client holding
         the most: it is let through to the engine loop, which pauses one of that client's decodes (preemption) or,
         every place being held by one decode each of many clients, the decode that has held its place longest
-        (round robin in time) to seat it (``engine.runtime.share``)."""
+        (round robin in time) to seat it (``engine.runtime.share``). Past the spare places, a client holding nothing
+        whose request is ``LIGHT`` times smaller than the largest holding a place takes one of ``concurrent`` light
+        places (the engine loop seats it within a round or two, so a light visitor does not wait for a heavy one of
+        many identities to end)."""
         most = max((n for k, n in self.running.items() if isinstance(k, str)), default=0)
         held = self.running[who]
-        return self.active < self.concurrent + self.spare and (held == 0 or held + 1 < most)
+        if held and held + 1 >= most:
+            return False
+        if self.active < self.concurrent + self.spare:
+            return True
+        heaviest = max(self.sizes, default=0)
+        return not held and self.active < 2 * self.concurrent + self.spare and size * LIGHT <= heaviest
 
     @property
     def waiting(self) -> int:
@@ -123,9 +158,11 @@ class FairGate:
         return sum(len(q) for q in self.queues.get(who, {}).values())
 
     @asynccontextmanager
-    async def slot(self, kind: str, request):
+    async def slot(self, kind: str, request, size: int | None = None):
         """Hold a place for one request of this visitor once its turn comes (``Busy`` beyond its session's share
-        or when the queue is full and it is the one to go; ``Gone`` if its client leaves while it waits)."""
+        or when the queue is full and it is the one to go; ``Gone`` if its client leaves while it waits). ``size``:
+        its work (``size_of``; None: ``DEFAULT_SIZE``)."""
+        size = DEFAULT_SIZE if size is None else size
         session = getattr(request, "session_hash", None) or ""
         who = client_key(getattr(getattr(request, "client", None), "host", None))
         key = (kind, session)
@@ -135,22 +172,24 @@ class FairGate:
         present = presence.watch(self.streams, session or None)
         self.held[key] += 1
         try:
-            await self._acquire(who, session, present)
+            await self._acquire(who, session, present, size)
             try:
                 yield
             finally:
-                self._release(who, session)
+                self._release(who, session, size)
         finally:
             self.held[key] -= 1
             if self.held[key] <= 0:
                 del self.held[key]
 
-    async def _acquire(self, who: str, session: str, present) -> None:
-        if (self.active < self.concurrent or self.below_share(who)) and not self.waiting:
-            self._take(who, session)
+    async def _acquire(self, who: str, session: str, present, size: int) -> None:
+        if (self.active < self.concurrent or self.below_share(who, size)) and not self.waiting:
+            self._take(who, session, size)
             return
-        self._make_room(who)
-        w = _Waiter(who, session, asyncio.get_running_loop().create_future(), present, next(self._seq))
+        self._make_room(who, size)
+        w = _Waiter(who, session, asyncio.get_running_loop().create_future(), present, next(self._seq), size)
+        if who not in self.recent and not self.running[who]:
+            self.new.setdefault(who, time.monotonic())
         self.queues.setdefault(who, OrderedDict()).setdefault(session, deque()).append(w)
         self._grant()                                     # a place may be free (a gone waiter left)
         try:
@@ -159,12 +198,14 @@ class FairGate:
             if self._remove(w):
                 self._forget(who, session)
             elif w.future.done() and not w.future.cancelled() and w.future.exception() is None:
-                self._release(who, session)               # handed a place just now: pass it on
+                self._release(who, session, size)         # handed a place just now: pass it on
             raise
 
-    def _make_room(self, who: str) -> None:
+    def _make_room(self, who: str, size: int) -> None:
         """Refuse the newest request of the client holding the most when the queue is full (the newcomer itself when
-        that is its client, or it is over its own client's bound)."""
+        that is its client, or it is over its own client's bound); a newcomer with nothing waiting takes the place
+        of a waiting request ``LIGHT`` times its size, if any. Clients never served that came in one burst
+        (``BURST_S``) are at most a quarter of the queue's bound (``_within_burst``)."""
         mine = self.waiting_of(who) + 1
         if mine > self.per_client:
             raise Busy(FULL.format(n=self.waiting, mine=mine - 1))
@@ -172,9 +213,11 @@ class FairGate:
         together = sum(self.waiting_of(c) for c in self.queues if pooled(c) == pool) + 1
         if together > self.per_client:
             raise Busy(POOL_FULL.format(n=self.waiting, mine=together - 1, pool=pool))
+        if who not in self.recent and not self.running[who]:
+            self._within_burst(who, size)
         if self.waiting < self.waiting_cap:
             return
-        if mine == 1 and self._displace():
+        if mine == 1 and (self._displace() or self._displace_heavier(size, self.queues)):
             return
         heaviest = max(self.queues, key=self.waiting_of)
         if self.waiting_of(heaviest) <= mine:
@@ -197,8 +240,34 @@ class FairGate:
         newest.future.set_exception(Busy(TAKEN))
         return True
 
-    def _take(self, who: str, session: str) -> None:
+    def _within_burst(self, who: str, size: int) -> None:
+        """A client never served joins the burst of the others first seen within ``BURST_S`` that wait: past a
+        quarter of the queue's bound of them (at least ``BURST_MIN``), it takes the place of a request of the burst
+        ``LIGHT`` times its size, or is refused (a pool of addresses, one request each, cannot fill the queue; a
+        class behind one address is one client; a visitor who comes after the burst is not in it)."""
+        now = time.monotonic()
+        burst = [c for c, t in self.new.items() if now - t <= BURST_S and c != who and c in self.queues]
+        if who in self.new or len(burst) < max(BURST_MIN, self.waiting_cap // 4):
+            return
+        if not self._displace_heavier(size, burst):
+            raise Busy(BURST_FULL.format(n=len(burst), s=BURST_S))
+
+    def _displace_heavier(self, size: int, clients) -> bool:
+        """The newest of the largest waiting requests of ``clients`` leaves the queue (``TAKEN``) if it is ``LIGHT``
+        times ``size``; False if none is."""
+        waiters = [w for c in clients for q in self.queues.get(c, {}).values() for w in q]
+        heaviest = max(waiters, key=lambda w: (w.size, w.seq), default=None)
+        if heaviest is None or heaviest.size < size * LIGHT:
+            return False
+        self._remove(heaviest)
+        self._forget(heaviest.client, heaviest.session)
+        heaviest.future.set_exception(Busy(TAKEN))
+        return True
+
+    def _take(self, who: str, session: str, size: int) -> None:
         self.active += 1
+        self.sizes[size] += 1
+        self.new.pop(who, None)
         self.running[who] += 1
         self.running[(who, session)] += 1
         self.served[who] += 1
@@ -210,8 +279,11 @@ class FairGate:
         if len(self.recent) > RECENT:                     # bounded: the longest-ago served is forgotten
             self.recent.popitem(last=False)
 
-    def _release(self, who: str, session: str) -> None:
+    def _release(self, who: str, session: str, size: int) -> None:
         self.active -= 1
+        self.sizes[size] -= 1
+        if self.sizes[size] <= 0:
+            del self.sizes[size]
         for k in (who, (who, session)):
             self.running[k] -= 1
             if self.running[k] <= 0:
@@ -223,7 +295,7 @@ class FairGate:
         """Hand the free places to the next waiters in fair order, passing over those whose client has gone."""
         while self.queues:
             w = self._next()
-            if self.active >= self.concurrent and not self.below_share(w.client):
+            if self.active >= self.concurrent and not self.below_share(w.client, w.size):
                 break
             self._remove(w)
             if w.future.done():                           # cancelled: its task cleans up after itself
@@ -232,15 +304,17 @@ class FairGate:
                 self._forget(w.client, w.session)
                 w.future.set_exception(Gone("the client left while its request waited"))
                 continue
-            self._take(w.client, w.session)
+            self._take(w.client, w.session, w.size)
             w.future.set_result(True)
 
     def _next(self) -> _Waiter:
         """The client with the fewest running, then the fewest turns taken since it last had nothing to do, then the
-        longest since its last turn, remembered past idle times (never served first; first come among those); its
-        session likewise (its last turn forgotten once idle); that session's oldest."""
+        smallest request (shortest job first: many identities' one heavy request each do not hold a light visitor
+        back), then the longest since its last turn, remembered past idle times (never served first; first come
+        among those); its session likewise (its last turn forgotten once idle); that session's oldest."""
         order = lambda k: (self.running[k], self.served[k], self.last.get(k, -1))  # noqa: E731
-        who = min(self.queues, key=lambda c: (self.running[c], self.served[c], self.recent.get(c, -1)))
+        smallest = lambda c: min(w.size for q in self.queues[c].values() for w in q)  # noqa: E731
+        who = min(self.queues, key=lambda c: (self.running[c], self.served[c], smallest(c), self.recent.get(c, -1)))
         session = min(self.queues[who], key=lambda s: order((who, s)))
         return self.queues[who][session][0]
 
@@ -263,3 +337,4 @@ class FairGate:
             if idle and not self.running[k]:
                 self.last.pop(k, None)
                 self.served.pop(k, None)
+                self.new.pop(k, None)
