@@ -127,6 +127,25 @@ def test_a_shared_round_runs_a_light_clients_row_every_round_and_the_floods_by_t
     assert max(flood_rows) <= 2 and sum(flood_rows) >= 12 * 64 // 96 - 1, flood_rows
 
 
+def test_a_light_client_beside_many_heavy_identities_shares_each_round_half_and_half(adapter):
+    """Issue 65: seven identities each run a heavy decode of 96-token forwards (size 1000), then a light one of
+    8-token forwards (size 10). While it runs, the heavy rows of a round take about as many tokens as its own (the
+    heavy class shares its quantum, 64 tokens a round, seven ways), not seven times as many; the heavy ones still
+    run. Before, each of its rounds carried a heavy row of every identity that had credit (up to 7 x 96 tokens)."""
+    loop, log = EngineLoop(max_running=8), []
+    heavy = loop.submit_many([Job(lambda i=i: forwards(adapter, 200, 96, log, f"h{i}", loop), client=f"h{i}",
+                                  size=1000) for i in range(7)])
+    wait_for(lambda: len(log) >= 14)
+    light = loop.submit(Job(lambda: forwards(adapter, 14, 8, log, "b", loop), client="b", size=10))
+    light.result(timeout=60)
+    rounds_b = [r for r, name in log if name == "b"]
+    assert rounds_b == list(range(rounds_b[0], rounds_b[0] + 14)), "b's row ran every round"
+    heavy_rows = [sum(1 for r2, name in log if r2 == r and name != "b") for r in rounds_b]
+    assert 1 <= sum(heavy_rows) <= 14 * 64 // 96 + 2 and max(heavy_rows) <= 2, heavy_rows
+    for h in heavy:
+        loop.abort(h)
+
+
 def test_the_gate_lets_a_client_below_its_share_through_past_a_floods_places():
     """Four places, all held by one address: another address is let through at once (a spare place), and a third
     too; the flood's own next request waits."""
@@ -284,7 +303,7 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["arrive"] * 3 + ["abort", "cancel"
                   ("arrive", 2, 3, 5), ("step", 0, 0, 0)], places=2)       # issue 65's crash: two newcomers at once
 def test_random_arrivals_sizes_aborts_pauses_and_resumes_raise_no_round_and_end_every_decode_once(actions, places):
     """The gate in front of the engine loop, as on the page: up to 12 clients (some sessions shared), decodes of 0 to
-    12 requests, some past their budget at once, some capped by a group of one, some failing in their rule or at
+    12 requests (their sizes: light ones take light places and heavy ones' places), some past their budget at once, some capped by a group of one, some failing in their rule or at
     their start; visitors who leave while waiting or running (their decode aborted), aborts, rounds run between
     them. No round raises, and every decode ends exactly once (``Handle.finish`` never meets a finished one)."""
     ends: Counter = Counter()
@@ -299,8 +318,8 @@ def test_random_arrivals_sizes_aborts_pauses_and_resumes_raise_no_round_and_end_
         handles, tasks = [], []
 
         async def visit(client, session, size, flavour):
-            async with gate.slot("decode", visitor(f"s{session}", f"10.0.{client}.1")):
-                job = Job(lambda: scripted(size, flavour), client=f"10.0.{client}.1",
+            async with gate.slot("decode", visitor(f"s{session}", f"10.0.{client}.1"), size * 100):
+                job = Job(lambda: scripted(size, flavour), client=f"10.0.{client}.1", size=size * 100,
                           budget_s=0.0 if flavour == 0 else None, group=Group(1) if flavour == 1 else None)
                 h = loop.submit(job)
                 handles.append(h)
@@ -333,4 +352,5 @@ def test_random_arrivals_sizes_aborts_pauses_and_resumes_raise_no_round_and_end_
     with patch.object(Handle, "finish", counted_finish):
         loop, gate, handles = asyncio.run(scenario())
     assert all(h.done for h in handles) and all(ends[h] == 1 for h in handles), [ends[h] for h in handles]
-    assert not (loop.running or loop.paused or any(loop.queues.values())) and gate.active == 0
+    assert not (loop.running or loop.paused or any(loop.queues.values()) or gate.new or gate.sizes)
+    assert gate.active == 0

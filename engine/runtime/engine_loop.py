@@ -155,6 +155,7 @@ class EngineLoop:
         self.paused: list[_Running] = []            # preempted decodes, oldest first: generator and request kept
         self.deficit: Counter = Counter()          # client -> query tokens it may still spend (shared rounds)
         self.turns: Counter = Counter()            # client -> its rows run in shared rounds (rotation)
+        self.heavy_credit = self.heavy_turn = 0     # the heavy clients' class beside light ones (``share.shared``)
         self.rounds = 0
         self._aborts: set[Handle] = set()
         self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)

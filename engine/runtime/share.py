@@ -21,6 +21,7 @@ No torch here: a request's cost is its query tokens (``Forward.ids``; a ``Call``
 from __future__ import annotations
 
 from collections import Counter, deque
+from itertools import zip_longest
 
 from engine import settings
 
@@ -142,13 +143,24 @@ def shared(loop, cost: list[int]) -> list:
     its decodes (at least ``SHARE_FLOOR``; the quanta together within ``round_tokens``), and runs its decodes,
     in rotating order, while their tokens fit its credit; a client whose decodes all ran keeps no credit. So a
     light client's forward shares a round about as small as its own instead of a flood's whole batch, and a
-    flood's rows still run as their credit grows (each client its equal share of tokens)."""
+    flood's rows still run as their credit grows (each client its equal share of tokens). Two classes: while
+    clients whose decodes are all ``LIGHT`` times smaller than the largest run beside heavy ones, the heavy clients
+    share the light ones' quanta between them (``heavy_class``: half of each round each class), so a light visitor's rounds stay
+    about twice its own however many identities run heavy decodes beside it; they are short, so the heavy ones
+    lose little."""
     rows: dict[str, list[int]] = {}
     for i, r in enumerate(loop.running):
         rows.setdefault(client_of(r), []).append(i)
     need = min(sum(cost[i] for i in mine) for mine in rows.values())
     quantum = max(1, min(max(need, SHARE_FLOOR), loop.round_tokens // len(rows)))
+    size = {c: max(size_of(loop.running[i]) for i in mine) for c, mine in rows.items()}
+    light = {c for c in rows if 0 < size[c] * LIGHT <= max(size.values())}
     chosen = []
+    if light:
+        heavy = {c: rows.pop(c) for c in list(rows) if c not in light}
+        chosen += heavy_class(loop, heavy, cost, quantum * len(light))
+    else:
+        loop.heavy_credit = 0
     for c, mine in rows.items():
         loop.deficit[c] += quantum
         k = loop.turns[c] % len(mine)
@@ -168,3 +180,22 @@ def shared(loop, cost: list[int]) -> list:
         chosen, loop.deficit[c] = [i], loop.deficit[c] - cost[i]
         loop.turns[c] += 1
     return [loop.running[i] for i in sorted(chosen)]
+
+
+def heavy_class(loop, heavy: dict[str, list[int]], cost: list[int], credit: int) -> list[int]:
+    """The heavy clients' rows of a round shared with light ones (``shared``): the class is credited what the light
+    clients are, together, and its rows run one client at a time in rotating order while they fit (one credit for
+    the class, so seven identities' rows do not all come due in the same round)."""
+    loop.heavy_credit += credit
+    queue = [i for turn in zip_longest(*heavy.values()) for i in turn if i is not None]
+    k = loop.heavy_turn % len(queue)
+    out = []
+    for i in queue[k:] + queue[:k]:
+        if cost[i] > loop.heavy_credit:
+            break
+        out.append(i)
+        loop.heavy_credit -= cost[i]
+    loop.heavy_turn += len(out)
+    if len(out) == len(queue):
+        loop.heavy_credit = 0
+    return out

@@ -16,6 +16,12 @@ and the engine loop seats it by pausing one of the heaviest client's decodes or,
 clients holds every place, the decode that has held its place longest (``engine.runtime.share``), so no visitor
 waits out another's budget.
 
+Sizes: each request comes with its size (``size_of``: generation length times canvas). Among clients with as many
+running and as many turns, the smallest request goes first; a client holding nothing whose request is ``LIGHT``
+times smaller than the largest one holding a place takes one of ``concurrent`` light places beyond the spare ones,
+and the engine loop seats it within a round or two by pausing a heavy decode (``engine.runtime.share``). So one
+heavy request from each of many addresses does not hold a light visitor back, whatever their number.
+
 Refusals, each a one-line message:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
 - the queue is **full**: ``UNMASK_WAITING`` requests waiting in all (default 256), or ``UNMASK_PER_ADDRESS`` of one
@@ -25,7 +31,11 @@ Refusals, each a one-line message:
   refused request is the newest of the client holding the most: the newcomer if that is its own client, else that
   client's newest waiting request, which leaves the queue to make room. A newcomer whose client has nothing
   waiting is never locked out by many one-request clients: it takes the place of the newest waiting request of a
-  client that is running or was served lately (``recent``), if there is one.
+  client that is running or was served lately (``recent``), if there is one, else of the newest of the largest
+  waiting requests ``LIGHT`` times its own size;
+- a **burst**: clients never served that came within ``BURST_S`` of each other and wait are at most a quarter of
+  ``UNMASK_WAITING`` (at least ``BURST_MIN``): one more is refused, or takes the place of a request of the burst
+  ``LIGHT`` times its size (a pool of addresses across networks cannot fill the queue).
 
 Among clients with as many running, one never served (or not within the last ``RECENT`` clients served) goes
 first, then the least recently served: not arrival order, so a fresh visitor does not wait behind a hundred
