@@ -27,8 +27,7 @@ from engine import settings
 
 SHARE_FLOOR = 64        # query tokens a client is credited at least per shared round (``shared``)
 SLICE_S = 1.0           # wall seconds a decode keeps its place while others wait (``by_time``): a light decode
-                        # takes ~0.6 s beside 16 heavy ones on a CPU, so it ends within its first slice (at 0.5 s
-                        # bench_flood measured 3.5x and 11.9x behind 16 and 48 identities, against 1.8x and 16.4x)
+                        # beside 16 heavy ones on a CPU ends well within its first slice
 HOLD_S = 0.25           # the least a decode keeps its place before a much lighter one takes it (a round or two)
 LIGHT = 4               # a waiting decode this many times smaller than a running one takes its place after HOLD_S
 
