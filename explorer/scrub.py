@@ -242,15 +242,15 @@ def candidates_html(d: dict, s: int, selected: int | None) -> str:
 
 def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str],
           tabs: list[str] | None = None, tune: str | None = None, maps: list[str] = (), tune_map: str = "",
-          views: list[str] | None = None) -> str:
+          views: list[str] | None = None, spec: str = "") -> str:
     """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped); ``tabs`` and
     ``views``: the view tabs and the views (their elements) with something to show for it (the browser hides the
     others); ``tune``: the dial whose drag the browser
     previews on the confidence map (the threshold family's τ), or None; ``maps``: the step × position maps whose
     cells select a position on click, and ``tune_map`` the map the preview marks (the registry's, so the browser
-    names no view)."""
+    names no view); ``spec``: the run's SPEC, which Compare's A follows (assets/js/compare_follow.js)."""
     meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune,
-                maps=list(maps), tune_map=tune_map, views=views)
+                maps=list(maps), tune_map=tune_map, views=views, spec=spec)
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
     # what the browser compares (the JSON is large): the data's own digest, as every pre-baked run is "example"
     key = f"{html.escape(run, quote=True)}:{step}:{hashlib.blake2b(blob.encode(), digest_size=8).hexdigest()}"

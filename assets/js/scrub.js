@@ -189,6 +189,7 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   element.classList.toggle('um-idle', !run);
   // no run to scrub (one is streaming): the text view's line counts its steps, the slider waits for the total
   if (!run) { label.textContent = 'step – / –'; return; }
+  document.dispatchEvent(new CustomEvent('um-run', {detail: run}));     // others that follow the run shown
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
