@@ -8,8 +8,8 @@ hundredths (text) and thousandths (candidates), so both sides print the same dig
 Per column j (generated position ``pos[j]``): ``tok[j]`` the token after each forward as change points
 ``[step, string]`` (string -1 = [MASK]); ``new[j]`` the steps that committed it; ``cand[j]`` ``[step, string,
 hundredths (truncated)]`` at each forward that scored it while masked; ``topk[j]`` ``[step, [strings],
-[thousandths]]`` at those forwards; ``cstep[j]`` / ``cconf[j]`` its commit step and confidence; ``stop`` the column of the stop token the
-run ended on (-1: none), after which the text folds the slots into one chip. Strings index ``disp`` (display text and
+[thousandths]]`` at those forwards; ``cstep[j]`` / ``cconf[j]`` its commit step and confidence; ``stop`` the
+column of the stop token the run ended on (-1: none), after which the text folds the slots into one chip. Strings index ``disp`` (display text and
 whether it continues the previous token) and ``raw`` (the vocabulary's string). Steps are 0-based here.
 """
 
