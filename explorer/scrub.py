@@ -7,9 +7,9 @@ hundredths (text) and thousandths (candidates), so both sides print the same dig
 
 Per column j (generated position ``pos[j]``): ``tok[j]`` the token after each forward as change points
 ``[step, string]`` (string -1 = [MASK]); ``new[j]`` the steps that committed it; ``cand[j]`` ``[step, string,
-hundredths]`` at each forward that scored it while masked; ``topk[j]`` ``[step, [strings], [thousandths]]`` at those
-forwards; ``cstep[j]`` / ``cconf[j]`` its commit step and confidence; ``stop`` the column of the stop token the
-run ended on (-1: none), after which the text folds the slots into one chip. Strings index ``disp`` (display text and
+hundredths (truncated)]`` at each forward that scored it while masked; ``topk[j]`` ``[step, [strings],
+[thousandths]]`` at those forwards; ``cstep[j]`` / ``cconf[j]`` its commit step and confidence; ``stop`` the
+column of the stop token the run ended on (-1: none), after which the text folds the slots into one chip. Strings index ``disp`` (display text and
 whether it continues the previous token) and ``raw`` (the vocabulary's string). Steps are 0-based here.
 """
 
@@ -29,8 +29,12 @@ from explorer.tokens import display
 VERSION = 2
 
 
-def hundredths(x) -> int | None:
-    return None if x is None or np.isnan(x) else int(round(float(x) * 100))
+def hundredths(x, down: bool = False) -> int | None:
+    """``down``: truncated, not rounded (a draft's confidence: the τ preview's h ≥ 100 τ is then exactly c ≥ τ on
+    the dial's 0.01 grid; rounded, a 0.996 read as 1.00 and was marked as clearing τ 1, which commits only c = 1)."""
+    if x is None or np.isnan(x):
+        return None
+    return int(np.floor(float(x) * 100)) if down else int(round(float(x) * 100))
 
 
 def payload(trace, grid: Grid | None = None) -> dict:
@@ -56,7 +60,7 @@ def _build(trace, g: Grid) -> dict:
             tok[j].append([int(s), -1 if col[s] == mask_id else sid(col[s])])
     cand, topk = [[] for _ in range(n_cols)], [[] for _ in range(n_cols)]
     for s, j in np.argwhere(g.candidate >= 0):
-        cand[j].append([int(s), sid(g.candidate[s, j]), hundredths(g.confidence[s, j])])
+        cand[j].append([int(s), sid(g.candidate[s, j]), hundredths(g.confidence[s, j], down=True)])
     for s, r in enumerate(trace.records):
         ids, ps = r.topk.topk_ids, r.topk.topk_p
         if ids is None:
@@ -85,6 +89,15 @@ def bound_needed(trace, g: Grid) -> list:
         for i in np.flatnonzero((rank >= 0) & (r.positions >= g.P) & (r.positions < g.end)):
             need[int(r.positions[i]) - g.P].append([s, hundredths(float(bound[rank[i]]))])
     return need
+
+
+def would_pass_tau(d: dict, tau: float) -> list[tuple[int, int]]:
+    """The (step, column) cells the τ preview marks at ``tau`` (``tune`` in assets/js/scrub.js, in the same integer
+    hundredths): scored while masked with a confidence that clears τ, at a step that did not commit them. What the
+    opening example is baked for and tested on (tools.experiments.bake_examples, tests/test_page_examples.py)."""
+    k = int(np.floor(tau * 100 + 0.5))           # Math.round, not Python's round-half-to-even
+    return [(e[0], j) for j, col in enumerate(d["cand"]) for e in col
+            if e[-1] is not None and e[-1] >= k and e[0] not in d["new"][j]]
 
 
 def stop_column(trace, g: Grid) -> int:
@@ -229,15 +242,15 @@ def candidates_html(d: dict, s: int, selected: int | None) -> str:
 
 def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str],
           tabs: list[str] | None = None, tune: str | None = None, maps: list[str] = (), tune_map: str = "",
-          views: list[str] | None = None) -> str:
+          views: list[str] | None = None, spec: str = "") -> str:
     """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped); ``tabs`` and
     ``views``: the view tabs and the views (their elements) with something to show for it (the browser hides the
     others); ``tune``: the dial whose drag the browser
     previews on the confidence map (the threshold family's τ), or None; ``maps``: the step × position maps whose
     cells select a position on click, and ``tune_map`` the map the preview marks (the registry's, so the browser
-    names no view)."""
+    names no view); ``spec``: the run's SPEC, which Compare's A follows (assets/js/compare_follow.js)."""
     meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune,
-                maps=list(maps), tune_map=tune_map, views=views)
+                maps=list(maps), tune_map=tune_map, views=views, spec=spec)
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
     # what the browser compares (the JSON is large): the data's own digest, as every pre-baked run is "example"
     key = f"{html.escape(run, quote=True)}:{step}:{hashlib.blake2b(blob.encode(), digest_size=8).hexdigest()}"

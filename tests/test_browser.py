@@ -164,11 +164,26 @@ def test_a_server_view_follows_the_settled_step(page, server):
 
 
 def test_a_tour_stop_is_the_run_shown_everywhere(page, server):
+    """Compare's A too: the SPEC of each run the page shows, unless the visitor has typed in A since (then A keeps
+    theirs and a note says so, until "A: the run shown" follows the run again)."""
+    from engine.records.trace import Trace
+    from explorer.page.compare import spec_of
+    spec = {n: spec_of(Trace.load(ROOT / "assets" / "examples" / f"{n}.npz")) for n in ("threshold", "s2d2")}
+    a_is = "(s) => (document.querySelector('#spec-a textarea') || {}).value === s"
     page.goto(server)
     page.wait_for_selector("#text .um-text[data-run='example']", timeout=30000)
+    page.locator("#more-tabs [role=tab]", has_text="Compare").first.click()
+    page.wait_for_function(a_is, arg=spec["threshold"], timeout=30000)
+    page.fill("#spec-a textarea", "ar:block_size=4")          # typed by hand: kept when the next run is shown
+    assert "keeps" in page.inner_text("#spec-a-note")
     page.click("#run")
     wait_run_done(page)
+    assert page.input_value("#spec-a textarea") == "ar:block_size=4"
+    page.click("#compare-shown")                              # follows the run shown again
+    page.wait_for_function(a_is, arg=spec["threshold"], timeout=30000)
+    assert page.inner_text("#spec-a-note").strip() == ""
     page.click("#tour-start")
+    page.wait_for_function(a_is, arg=spec["s2d2"], timeout=30000)
     page.wait_for_function("() => window.__umScrub.run && window.__umScrub.run.run === 'example' && "
                            "document.querySelector('#link').value.includes('decoder=s2d2')", timeout=30000)
     page.wait_for_selector("#export >> text=/unmask-s2d2/", timeout=30000)        # the export is the tour's run
@@ -274,3 +289,4 @@ def test_branch_here_forces_a_candidate_and_shows_both_futures(page, server):
     page.wait_for_function("() => { const r = document.querySelector('#branch-out').getBoundingClientRect(); "
                            "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)     # in sight
     assert page.locator("#branch-out").inner_text() == texts
+

@@ -124,6 +124,11 @@ def test_dragging_tau_previews_the_cells_that_would_clear_it_without_a_request(p
     ux.opened(page, server)
     res = ux.tune_by_eye(page)
     assert res["marks"] > 0 and "more token" in res["note"] and "diverges" in res["note"], res
+    from engine.records.trace import Trace
+    from explorer.scrub import payload, would_pass_tau
+    # the browser's marks are the server's rule (scrub.js's tune against explorer.scrub's copy; the drag ends at 0.1)
+    opener = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "threshold.npz")
+    assert res["marks"] == len(would_pass_tau(payload(opener), 0.1)), res
     # the browser alone redraws (no request); how fast is python -m tools.page.bench_ux's figure, not a test's
     assert res["requests"] == 0, res
     assert res["preview_in_sight"], res      # at 1500 × 1100 the map is far below: its pinned copy carries it

@@ -257,6 +257,15 @@ def test_compares_defaults_are_settings_that_apply_to_the_chosen_model():
     assert compare_defaults(page, "sdar") == ("threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a")
     assert compare_defaults(page, "llada") == ("threshold:tau=0.9,block_size=8", "llada:block_size=8,steps=8")
     assert compare_defaults(page, "gemma") == ("uniform", "uniform:entropy_bound=0.5")
+    # a model picked with a run shown on it (a tour stop, a link): A is left to follow that run (or to hold what the
+    # visitor typed); picked without one, A too is the model's pair's, which applies to it
+    import gradio as gr
+    from explorer.page.compare import model_defaults
+    shown = SimpleNamespace(meta=SimpleNamespace(model="gemma"))
+    a, b = model_defaults(page, "gemma", shown)
+    assert a == gr.skip() and b == "uniform:entropy_bound=0.5"
+    assert model_defaults(page, "llada", shown) == compare_defaults(page, "llada")
+    assert model_defaults(page, "llada", None) == compare_defaults(page, "llada")
 
 
 def test_a_visitors_model_switch_brings_that_models_example_unless_the_prompt_is_their_own():

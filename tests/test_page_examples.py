@@ -48,6 +48,18 @@ def test_the_opening_examples_dial_changes_its_outcome():
     assert other.meta.text != opener.meta.text or abs(other.nfe - opener.nfe) >= 0.25 * opener.nfe
 
 
+def test_lowering_tau_on_the_opening_example_marks_cells_at_many_forwards():
+    """The page opens on the threshold example: its τ preview marks nothing at the run's own τ (every cell that
+    cleared it was committed) and, dragged to 0.85, at least 20 cells at 10 or more forwards (at τ 0.9 the opening
+    story marked none down to 0.55: this model's waiting cells were all below 0.5)."""
+    from explorer.scrub import payload, would_pass_tau
+    opener = Trace.load(EXAMPLES / "threshold.npz")
+    d = payload(opener)
+    assert would_pass_tau(d, opener.meta.params["tau"]) == []
+    lowered = would_pass_tau(d, 0.85)
+    assert len(lowered) >= 20 and len({s for s, _ in lowered}) >= 10, lowered
+
+
 def test_each_decoders_card_describes_its_shipped_example():
     """A decoder's example lives on its card (``Example``): the shipped trace was decoded with the card's setting,
     on its model, from its task, and the bake knows what the card asks it to show."""

@@ -189,6 +189,7 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   element.classList.toggle('um-idle', !run);
   // no run to scrub (one is streaming): the text view's line counts its steps, the slider waits for the total
   if (!run) { label.textContent = 'step – / –'; return; }
+  document.dispatchEvent(new CustomEvent('um-run', {detail: run}));     // others that follow the run shown
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -220,10 +221,13 @@ function tune(v, dialBox) {
     if (now && !dial.pass(h, k)) fewer += 1;
   }));
   const i = gd.data.findIndex((t) => t.name === name);
+  // the confidences cluster, so most values of a drag mark the cells the last one did: then no figure is drawn again
+  const marks = `${dataKey}|${xs}|${ys}`, same = i >= 0 && gd.__umMarks === marks;
+  gd.__umMarks = marks;
   if (i < 0) window.Plotly.addTraces(gd, {type: 'scatter', mode: 'markers', name, x: xs, y: ys,
     hoverinfo: 'skip', showlegend: false, marker: {symbol: 'square-open', size: 10, color: '#ff00ff', line: {width: 2}}});
-  else window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
-  peekAt(gd, name, dialBox);
+  else if (!same) window.Plotly.restyle(gd, {x: [xs], y: [ys]}, [i]);
+  peekAt(gd, name, dialBox, same);
   tuneNote.textContent = `at ${dial.sym} ${v.toFixed(2)}, ${xs.length} more token${xs.length === 1 ? '' : 's'} ` +
     `would ${dial.words}` + (xs.length ? ` in steps ${lo + 1}–${hi + 1} of this run` : '') +
     ' (magenta squares on the confidence map)' + (fewer ? `; ${fewer} of its commits do not ${dial.words} at ` +
@@ -251,14 +255,17 @@ function placePeek(dialBox) {
   peek.classList.toggle('um-peek-left', !narrow && best[0]);
   peek.classList.toggle('um-peek-top', best[1]);
 }
-function peekAt(gd, name, dialBox) {
+function peekAt(gd, name, dialBox, same) {
   const r = gd.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= innerHeight) { if (peek) peek.style.display = 'none'; return; }
   if (!peek) { peek = document.createElement('div'); peek.id = 'um-tune-peek'; document.body.appendChild(peek); }
   peek.style.display = '';
   placePeek(dialBox);
   const mine = peek.data ? peek.data.findIndex((t) => t.name === name) : -1, i = gd.data.findIndex((t) => t.name === name);
-  if (peek.__umKey === dataKey && mine >= 0) { window.Plotly.restyle(peek, {x: [gd.data[i].x], y: [gd.data[i].y]}, [mine]); return; }
+  if (peek.__umKey === dataKey && mine >= 0) {
+    if (!same) window.Plotly.restyle(peek, {x: [gd.data[i].x], y: [gd.data[i].y]}, [mine]);
+    return;
+  }
   peek.__umKey = dataKey;
   window.Plotly.react(peek, gd.data, Object.assign({}, gd.layout, {width: Math.min(420, innerWidth - 20), height: 250, shapes: [],
     annotations: [], margin: {l: 34, r: 8, t: 26, b: 26}, title: {text: 'confidence map · magenta: would pass',

@@ -11,7 +11,7 @@ from engine.errors import UserError
 from engine.catalogue.spec import parse_spec
 from explorer.grid import Grid
 from explorer.page import fair
-from explorer.page.context import Page, fairly, shown_error
+from explorer.page.context import Page, fairly, js, shown_error
 from explorer.page.worker import INTERVAL_S, DrawClock, follow
 from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
@@ -19,8 +19,8 @@ from explorer.views.compare import compare_summary
 
 def build_compare(page: Page, prompt, model, trace_state) -> None:
     gr.Markdown("Two decoder settings on the prompt above, side by side. Settings use the CLI's SPEC syntax "
-                "(`name:key=value,...`, keys as in the catalogue). A starts as the run shown when the page opened "
-                "(same dials and seed: the same text); *A: the run shown* sets it to the run shown now.")
+                "(`name:key=value,...`, keys as in the catalogue). A follows the run shown (same dials and seed: "
+                "the same text) until you edit it; *A: the run shown* follows it again.")
     with gr.Row():
         first = compare_defaults(page, page.default_model)
         a0, b0 = first if isinstance(first[0], str) else PAIRS[0]
@@ -29,6 +29,8 @@ def build_compare(page: Page, prompt, model, trace_state) -> None:
             a0 = spec_of(opening)
         spec_a = gr.Textbox(a0, label="A", elem_id="spec-a")
         spec_b = gr.Textbox(b0, label="B", elem_id="spec-b")
+    # empty until A is edited by hand (assets/js/compare_follow.js says so there)
+    gr.HTML("", elem_id="spec-a-note", js_on_load=js("compare_follow.js"))
     with gr.Row():
         go_btn = gr.Button("Compare", elem_id="compare")
         shown = gr.Button("A: the run shown", elem_id="compare-shown")
@@ -40,7 +42,7 @@ def build_compare(page: Page, prompt, model, trace_state) -> None:
     evt = go_btn.click(partial(run_compare, page), [prompt, model, spec_a, spec_b], [out, fig_a, fig_b],
                        concurrency_id="model", concurrency_limit=fair.CAPACITY, api_name="compare")
     stop_btn.click(None, None, None, cancels=[evt])
-    model.change(partial(compare_defaults, page), model, [spec_a, spec_b], show_progress="hidden")
+    model.change(partial(model_defaults, page), [model, trace_state], [spec_a, spec_b], show_progress="hidden")
 
 
 PAIRS = (("threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a"),      # a parallel rule against its verifier
@@ -66,6 +68,14 @@ def compare_defaults(page: Page, model) -> tuple[str, str]:
         if {a.split(":")[0], b.split(":")[0]} <= runs:
             return a, b
     return gr.skip(), gr.skip()
+
+
+def model_defaults(page: Page, model, shown) -> tuple:
+    """Compare's settings once a model is picked: a run shown on that model keeps A (it follows that run, or holds
+    what the visitor typed: assets/js/compare_follow.js) and B is the model's pair's; otherwise both are the pair's,
+    so no setting is left that fails on the model."""
+    a, b = compare_defaults(page, model)
+    return (gr.skip() if getattr(getattr(shown, "meta", None), "model", None) == model else a), b
 
 
 def both(page: Page, prompt, model, specs, should_stop=None):

@@ -22,6 +22,7 @@ from engine.catalogue import catalogue
 from engine.errors import UserError
 from explorer import scrub
 from explorer.glossary import how_to_read
+from explorer.page.compare import spec_of
 from explorer.page.context import Page, shown_error
 from explorer.page.share import query_for
 from explorer.page import fair
@@ -160,7 +161,7 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
                        [x.elem_id for x in VIEWS if x.scrub == "server"], tabs,
                        getattr(catalogue.DECODERS.get(tr.meta.decoder), "preview", "") or None,
                        [x.elem_id for x in VIEWS if x.positions], next(x.elem_id for x in VIEWS if x.previews),
-                       [x.elem_id for x in views_shown(tr)])
+                       [x.elem_id for x in views_shown(tr)], spec_of(tr))
     names = None
     if isinstance(box, dict):
         if visible(box) not in tabs:         # the open tab has nothing for this run: open its first that has

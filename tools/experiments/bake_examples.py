@@ -3,7 +3,8 @@
     python -m tools.experiments.bake_examples [--model unmask-tasks-small]
 
 Each decoder's example is on its card (``Example``: setting, task, model, what it must show). threshold (the page's
-opening run) decodes the app's first held-out story at T = 1; llada and ar the first arithmetic problem. The others
+opening run) decodes the app's first held-out story at T = 1, τ 1 and B 8, right, with a τ preview that marks
+cells at many steps when the dial is lowered (``previews``); llada and ar the first arithmetic problem. The others
 are chosen to show their mechanism at work:
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
 is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
@@ -27,6 +28,7 @@ from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from engine.tasks import get_task
 from engine.records.trace import Reason
+from explorer.scrub import payload, would_pass_tau
 
 OUT = Path(__file__).resolve().parents[2] / "assets" / "examples"
 EXAMPLES = {n: c.example for n, c in cards().items() if c.example}     # each decoder's own, on its card
@@ -49,7 +51,16 @@ SHOWS = {
     "lookahead": lambda tr, adapter, prob: any((r.reason == Reason.CE_LOOKAHEAD).any() for r in tr.records),
     "right": lambda tr, adapter, prob: get_task(prob.task).verdict(tr.meta.text, prob) == "valid",
     "turned_right": turned_right,
+    "previews": lambda tr, adapter, prob: previews(tr) and SHOWS["right"](tr, adapter, prob),
 }
+
+
+def previews(trace, to: float = 0.85, cells: int = 20, steps: int = 10) -> bool:
+    """The opening run's rule: dragging τ from the run's own value to ``to`` marks at least ``cells`` more cells of
+    the confidence map, at ``steps`` or more of its forwards (the page's τ preview, ``explorer.scrub``)."""
+    d = payload(trace)
+    more = set(would_pass_tau(d, to)) - set(would_pass_tau(d, trace.meta.params["tau"]))
+    return len(more) >= cells and len({s for s, _ in more}) >= steps
 
 
 def bake(adapter, name: str, params: dict, problems: list, want, seeds: int = 12):

@@ -1,5 +1,6 @@
 """Benchmarks of the page: figures' layout (``bench_figures``), memory over HTTP (``bench_memory``), the page in
-Chromium (``bench_page``), server-side rendering (``bench_render``) and what a newcomer meets (``bench_ux``)."""
+Chromium (``bench_page``), server-side rendering (``bench_render``), what a newcomer meets (``bench_ux``) and the
+τ drag against another commit (``bench_tune``)."""
 
 import argparse
 import json
