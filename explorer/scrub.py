@@ -29,12 +29,15 @@ from explorer.tokens import display
 VERSION = 2
 
 
-def hundredths(x, down: bool = False) -> int | None:
-    """``down``: truncated, not rounded (a draft's confidence: the τ preview's h ≥ 100 τ is then exactly c ≥ τ on
-    the dial's 0.01 grid; rounded, a 0.996 read as 1.00 and was marked as clearing τ 1, which commits only c = 1)."""
+def hundredths(x, to: str = "nearest") -> int | None:
+    """``to``: "down" for a draft's confidence (the τ preview's h ≥ 100 τ is then exactly c ≥ τ on the dial's 0.01
+    grid; rounded, a 0.996 read as 1.00 and was marked as clearing τ 1, which commits only c = 1), "up" for the γ an
+    EB slot needed (h ≤ 100 γ exactly when need ≤ γ). 1e-9 absorbs the float error of x * 100 (0.57 * 100 is
+    56.99999999999999)."""
     if x is None or np.isnan(x):
         return None
-    return int(np.floor(float(x) * 100)) if down else int(round(float(x) * 100))
+    v = float(x) * 100
+    return int(np.floor(v + 1e-9)) if to == "down" else int(np.ceil(v - 1e-9)) if to == "up" else int(round(v))
 
 
 def payload(trace, grid: Grid | None = None) -> dict:
@@ -60,7 +63,7 @@ def _build(trace, g: Grid) -> dict:
             tok[j].append([int(s), -1 if col[s] == mask_id else sid(col[s])])
     cand, topk = [[] for _ in range(n_cols)], [[] for _ in range(n_cols)]
     for s, j in np.argwhere(g.candidate >= 0):
-        cand[j].append([int(s), sid(g.candidate[s, j]), hundredths(g.confidence[s, j], down=True)])
+        cand[j].append([int(s), sid(g.candidate[s, j]), hundredths(g.confidence[s, j], to="down")])
     for s, r in enumerate(trace.records):
         ids, ps = r.topk.topk_ids, r.topk.topk_p
         if ids is None:
@@ -78,7 +81,7 @@ def _build(trace, g: Grid) -> dict:
 
 
 def bound_needed(trace, g: Grid) -> list:
-    """EB's runs: per column, [step, hundredths of the γ the slot needed to be committed at that step] (the bound's
+    """EB's runs: per column, [step, hundredths (rounded up) of the γ the slot needed to be committed at that step] (the bound's
     left side at its rank, ``eb_bound[eb_order]``): a γ drag commits exactly the cells whose need is ≤ γ. Empty
     lists for other decoders."""
     need = [[] for _ in range(g.end - g.P)]
@@ -87,7 +90,7 @@ def bound_needed(trace, g: Grid) -> list:
             continue
         rank, bound = f.eb_order, f.eb_bound
         for i in np.flatnonzero((rank >= 0) & (r.positions >= g.P) & (r.positions < g.end)):
-            need[int(r.positions[i]) - g.P].append([s, hundredths(float(bound[rank[i]]))])
+            need[int(r.positions[i]) - g.P].append([s, hundredths(float(bound[rank[i]]), to="up")])
     return need
 
 

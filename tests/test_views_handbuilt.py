@@ -1,5 +1,7 @@
 """Views on a trace built by hand (no model, no decoder): every cell and marker is known in advance."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -161,4 +163,13 @@ def test_ebs_needed_gamma_is_the_bounds_left_side_at_each_slots_rank():
     rank, bound = r.field("eb_order"), r.field("eb_bound")
     i = int(np.flatnonzero(rank == 1)[0])                  # the second-lowest entropy: the bound is the first's H
     assert bound[1] == pytest.approx(np.sort(r.field("entropy_nats")[rank >= 0])[0], abs=1e-6)
-    assert any(e == [0, round(100 * float(bound[1]))] for e in d["need"][int(r.positions[i]) - d["P"]])
+    assert any(e == [0, math.ceil(100 * float(bound[1]) - 1e-9)] for e in d["need"][int(r.positions[i]) - d["P"]])
+
+
+def test_the_previews_hundredths_lean_the_way_their_rule_compares():
+    """A draft's confidence is truncated (c ≥ τ: 0.996 does not clear τ 1) and EB's needed γ rounded up (need ≤ γ:
+    0.504 does not fit under γ 0.50), each exact on the dial's 0.01 grid (0.57 is 57 both ways)."""
+    from explorer.scrub import hundredths
+    assert [hundredths(0.996, "down"), hundredths(0.996)] == [99, 100]
+    assert [hundredths(0.504, "up"), hundredths(0.504)] == [51, 50]
+    assert hundredths(0.57, "down") == hundredths(0.57, "up") == 57 and hundredths(float("nan")) is None
