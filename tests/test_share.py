@@ -20,11 +20,12 @@ from explorer.page.fair import FairGate
 from tests.test_fair import hold, visitor
 
 
-def counted(n: int, log: list, name: str):
-    """A decode of n model-free requests, noting each answer it gets; returns how many it got."""
+def counted(n: int, log: list, name: str, sleep_s: float = 0.0):
+    """A decode of n model-free requests (each ``sleep_s`` long), noting each answer it gets; returns how many it
+    got."""
     got = 0
     for _ in range(n):
-        yield Call(time.sleep, (0,))
+        yield Call(time.sleep, (sleep_s,))
         got += 1
         log.append(name)
     return got
@@ -187,13 +188,7 @@ def test_many_identities_holding_one_decode_each_yield_their_places_in_time(monk
     from engine.runtime import share
     monkeypatch.setattr(share, "SLICE_S", 0.05)
     loop, log = EngineLoop(max_running=4), []
-
-    def long(name):
-        for _ in range(150):
-            yield Call(time.sleep, (0.002,))
-            log.append(name)
-        return 150
-    held = loop.submit_many([Job(lambda i=i: long(f"c{i}"), client=f"c{i}") for i in range(4)])
+    held = loop.submit_many([Job(lambda i=i: counted(150, log, f"c{i}", 0.002), client=f"c{i}") for i in range(4)])
     wait_for(lambda: len(log) >= 8)
     light = loop.submit(Job(lambda: counted(3, log, "new"), client="new"))
     assert light.result(timeout=30) == 3
@@ -211,15 +206,11 @@ def test_a_light_newcomer_is_seated_before_many_identities_heavy_decodes_that_wa
     monkeypatch.setattr(share, "SLICE_S", 10.0)
     monkeypatch.setattr(share, "HOLD_S", 0.02)
     loop, log = EngineLoop(max_running=4), []
-
-    def long(name):
-        for _ in range(400):
-            yield Call(time.sleep, (0.002,))
-            log.append(name)
-        return 400
-    held = loop.submit_many([Job(lambda i=i: long(f"c{i}"), client=f"c{i}", size=1000) for i in range(4)])
+    held = loop.submit_many([Job(lambda i=i: counted(400, log, f"c{i}", 0.002), client=f"c{i}", size=1000)
+                             for i in range(4)])
     wait_for(lambda: len(log) >= 8)
-    queued = loop.submit_many([Job(lambda i=i: long(f"w{i}"), client=f"w{i}", size=1000) for i in range(8)])
+    queued = loop.submit_many([Job(lambda i=i: counted(400, log, f"w{i}", 0.002), client=f"w{i}", size=1000)
+                               for i in range(8)])
     light = loop.submit(Job(lambda: counted(3, log, "new"), client="new", size=10))
     assert light.result(timeout=30) == 3
     first_waiting = min((i for i, name in enumerate(log) if name.startswith("w")), default=len(log))
