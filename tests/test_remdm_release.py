@@ -9,7 +9,7 @@ import torch
 
 from engine.decoders.remdm.policy import loop_rates, sigma_cap, sigma_conf, sigma_rescale, unmask_prob
 from engine.runtime.sampling import make_generator
-from tests.test_revising import revised, run
+from tests.test_revising import remasked_at_forward_1, revised, run
 from tests.conftest import ScriptedAdapter
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
@@ -140,11 +140,9 @@ def test_conf_keeps_the_probability_after_the_nucleus_renormalises():
     for seed in range(40):
         tr = run(lambda t: [(20 + k, CONF[k]) for k in range(8)], name="remdm", steps=4, remask="conf", top_p=0.5,
                  seed=seed, remdm_fill="confident")
-        g = make_generator(seed)
-        torch.rand(8, dtype=torch.float64, generator=g)          # forward 0's draws
-        u = torch.rand(8, dtype=torch.float64, generator=g).float()[:2]
-        assert set(revised(tr.records[1])) == {j for j in (0, 1) if u[j] < right[j]}
-        differ += {j for j in (0, 1) if u[j] < right[j]} != {j for j in (0, 1) if u[j] < wrong[j]}
+        expected, differs = remasked_at_forward_1(seed, right, wrong)
+        assert set(revised(tr.records[1])) == expected
+        differ += differs
     assert differ > 0
 
 

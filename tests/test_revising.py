@@ -289,12 +289,23 @@ def test_wino_never_remasks_after_a_forward_that_drafted_one_even_when_the_last_
     assert narrow_out(weak, torch.tensor([True, True, False]), 0.9, accepted=2, last_accept=2).tolist() == [0]
 
 
+def remasked_at_forward_1(seed: int, right, wrong) -> tuple[set, bool]:
+    """Which of the first two slots forward 1 of a ReMDM decode seeded ``seed`` re-masks when their σ is ``right``
+    (the decode's generator: forward 0's eight draws, then forward 1's), and whether σ ``wrong`` would re-mask
+    another set."""
+    from engine.runtime.sampling import make_generator
+    g = make_generator(seed)
+    torch.rand(8, dtype=torch.float64, generator=g)          # forward 0's draws
+    u = torch.rand(8, dtype=torch.float64, generator=g).float()[:2]
+    expected = {j for j in (0, 1) if u[j] < right[j]}
+    return expected, expected != {j for j in (0, 1) if u[j] < wrong[j]}
+
+
 def test_remdm_conf_weighs_a_token_by_its_probability_when_it_was_unmasked():
     """Forward 1 of 4: the two tokens written at forward 0 (p = 0.9, 0.8 then) go back with σ = softmax(−p at
     unmasking) (σ_max = 1); the model's current probabilities for them (0.45, 0.4) must not be used: over 40
     seeds the re-masked sets follow the unmask-time σ, and they would differ under the current one."""
     from engine.decoders.remdm.policy import sigma_conf
-    from engine.runtime.sampling import make_generator
     first = [0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4]
     later = first[::-1]
     right = sigma_conf(torch.tensor([0.9, 0.8]), 1, 4)
@@ -303,9 +314,7 @@ def test_remdm_conf_weighs_a_token_by_its_probability_when_it_was_unmasked():
     for seed in range(40):
         tr = run(lambda t: [(20 + k, (first if t == 0 else later)[k]) for k in range(8)], name="remdm", steps=4,
                  remask="conf", seed=seed, remdm_fill="confident")
-        g = make_generator(seed)
-        torch.rand(8, dtype=torch.float64, generator=g)          # forward 0's draws
-        draws = torch.rand(8, dtype=torch.float64, generator=g).float()[:2]
-        assert set(revised(tr.records[1])) == {j for j in (0, 1) if draws[j] < right[j]}
-        differ += {j for j in (0, 1) if draws[j] < right[j]} != {j for j in (0, 1) if draws[j] < wrong[j]}
+        expected, differs = remasked_at_forward_1(seed, right, wrong)
+        assert set(revised(tr.records[1])) == expected
+        differ += differs
     assert differ > 0
