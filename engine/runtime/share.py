@@ -128,10 +128,10 @@ def by_time(loop, now: float) -> None:
         return
     held = sorted(loop.running, key=lambda r: r.seated)            # the longest held first
     expired = [r for r in held if now - r.seated >= SLICE_S][:len(waiting)]
-    heaviest = max(size_of(r) for r in loop.running)
-    light = sum(1 for h in waiting if 0 < size_of(h) * LIGHT <= heaviest)   # ``_admit`` seats these first
-    early = [r for r in held[len(expired):] if now - r.seated >= HOLD_S
-             and any(0 < size_of(h) * LIGHT <= size_of(r) for h in waiting)]
+    sizes = [size_of(h) for h in waiting if size_of(h) > 0]        # 0: its caller gave none
+    heaviest, smallest = max(size_of(r) for r in loop.running), min(sizes, default=0)
+    light = sum(1 for x in sizes if x * LIGHT <= heaviest)          # ``_admit`` seats these first
+    early = [r for r in held[len(expired):] if now - r.seated >= HOLD_S and 0 < smallest * LIGHT <= size_of(r)]
     for victim in expired + early[:max(0, min(light, len(waiting)) - len(expired))]:
         pause(loop, victim)
 

@@ -61,6 +61,7 @@ from engine import settings
 from engine.catalogue import catalogue
 from engine.catalogue.spec import parse_spec
 from engine.errors import UserError
+from engine.runtime.share import LIGHT      # one rule of "light" for the gate and the engine loop: 4x smaller
 from explorer.page import presence
 from explorer.page.presence import Gone
 from explorer.page.proxy import client_key, pool_of
@@ -69,7 +70,6 @@ pooled = functools.lru_cache(maxsize=4096)(pool_of)
 
 SPARE = 3                 # spare places per running place: one decode from each of many clients waits in the engine
                           # loop, which shares its places in time, not here, where only a decode's end frees a place
-LIGHT = 4                 # a request this many times smaller than the largest holding a place may take a light place
 DEFAULT_SIZE = 64 * 128   # a request's size when its caller gives none: the page's default run (64 new tokens)
 BURST_S = 10.0            # clients first seen within this many seconds of each other, never served, are one burst
 BURST_MIN = 16            # clients one burst may have waiting, at least (else a quarter of the queue's bound)
