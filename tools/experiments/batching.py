@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 
 from engine.harness.bench import run_bench
+from tools import provenance
 
 TIMING = ("wall_s", "tokens_per_s", "speedup")
 
@@ -76,7 +77,6 @@ def page_sweep(adapter, task: str = "arith", n: int = 10, specs=PAGE_SWEEP, size
 
 
 def main(args) -> None:
-    import json
     from pathlib import Path
     from engine.models.model import load_model
     adapter = load_model(args.model)
@@ -91,4 +91,4 @@ def main(args) -> None:
               f"{r['same_rows']})")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     sweeps = [{k: v for k, v in r.items() if k != "rows"} for r in sweep_rows]
-    Path(args.out, "batching.json").write_text(json.dumps(dict(bench=rows, page_sweep=sweeps), indent=1, default=str))
+    provenance.write(Path(args.out, "batching.json"), dict(bench=rows, page_sweep=sweeps))

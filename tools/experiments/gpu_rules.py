@@ -29,14 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import time
-from pathlib import Path
 
 import torch
 
 from tools.experiments.gpu_static import LLADA_8B, STATIC, TINY, llada_adapter, progress, timed
 from tools.experiments.host_overhead import now, warm_up
+from tools import provenance
 
 FULL = ["ar", "llada:block_size=32,steps=32", "threshold:tau=0.9,block_size=32", "eb:block_size=32",
         "remdm:block_size=32,steps=32", "prophet:block_size=32", "klass:block_size=32", "credit:block_size=32",
@@ -183,21 +182,6 @@ def run_all(args, device, dtype, prompt: str) -> list[dict]:
     return rows + ([{"errors": errors}] if errors else [])
 
 
-def provenance(args) -> dict:
-    import numpy
-    import transformers
-
-    def git(*cmd):
-        try:
-            return subprocess.run(["git", *cmd], capture_output=True, text=True, timeout=10).stdout.strip() or None
-        except OSError:
-            return None
-    return dict(commit=args.commit or git("rev-parse", "HEAD"), dirty=bool(git("status", "--porcelain")),
-                args=vars(args), torch=torch.__version__, transformers=transformers.__version__,
-                numpy=numpy.__version__, cuda=torch.version.cuda,
-                gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
@@ -214,12 +198,12 @@ def main(argv=None) -> None:
     from engine.tasks import get_task
     warm_up(device)
     prompt = get_task("arith").problems("test", 1, seed=0)[0].prompt
-    out = dict(provenance(args), device=str(device), dtype=str(dtype), runs=[])
+    out = dict(args=vars(args), device=str(device), dtype=str(dtype), runs=[])
     for _ in range(args.runs):
         t0 = time.perf_counter()
         out["runs"].append(dict(rows=run_all(args, device, dtype, prompt), seconds=round(time.perf_counter() - t0, 1)))
         if args.out:
-            Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+            provenance.write(args.out, out, argv, commit=args.commit or None)
     print(json.dumps(out, indent=1, default=str))
 
 

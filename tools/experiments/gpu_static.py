@@ -37,6 +37,7 @@ import torch
 
 from tools.experiments.compiled import gpu_rows as compiled_rows
 from tools.experiments.host_overhead import kernel_ms, load_reference, now, warm_up
+from tools import provenance
 
 LLADA_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
                 intermediate_size=12288, vocab_size=126_464)
@@ -387,7 +388,7 @@ def main(argv=None) -> None:
             progress("error", {name: out["errors"][name]})
         out.setdefault("seconds", {})[name] = round(time.perf_counter() - t0, 1)
         if args.out:
-            Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+            provenance.write(args.out, out)
     print(json.dumps(out, indent=1, default=str))
 
 

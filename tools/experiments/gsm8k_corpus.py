@@ -9,8 +9,8 @@ itself where it is installed).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from tools import provenance
 
 GOLDS = ["She pays 3 * 24 = $<<3*24=72>>72.\n#### 72", "He owes 1,200 - 50 = <<1200-50=1150>>1150.\n#### 1150"]
 OUTPUTS = [
@@ -48,7 +48,7 @@ def verdicts() -> list[dict]:
 def main() -> None:
     import lm_eval
     path = Path(__file__).resolve().parents[2] / "tests" / "data" / "gsm8k_lmeval_verdicts.json"
-    path.write_text(json.dumps(dict(lm_eval=lm_eval.__version__, rows=verdicts()), indent=1, ensure_ascii=False))
+    provenance.write(path, dict(lm_eval=lm_eval.__version__, rows=verdicts()))
     print(f"wrote {path}")
 
 

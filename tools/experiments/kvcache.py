@@ -21,6 +21,7 @@ from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from engine.models.model import ModelAdapter
 from engine.tasks import get_task, task_tokenizer
+from tools import provenance
 
 
 def llada_shaped(hidden: int = 768, layers: int = 12, seed: int = 0) -> ModelAdapter:
@@ -70,10 +71,9 @@ def report(rows: list[dict], adapter) -> str:
 
 
 def main(args) -> None:
-    import json
     from pathlib import Path
     adapter = llada_shaped(args.hidden, args.layers)
     rows = run(adapter, tuple(int(g) for g in args.gens.split(",")))
     print(report(rows, adapter))
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, "kv_cache.json").write_text(json.dumps(rows, indent=1))
+    provenance.write(Path(args.out, "kv_cache.json"), rows)

@@ -17,7 +17,6 @@ SVG figure beside it, and printed as Markdown.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -27,6 +26,7 @@ from engine.harness.progress import progress
 from engine.tasks import get_task
 from engine.tasks.parallelbench import shuffle_success
 from tools.experiments.pareto import pareto_front
+from tools import provenance
 
 TASKS = ("copy", "reverse", "sort", "shuffle", "insert-index", "remove-index", "replace-index", "insert-random",
          "remove-random", "replace-random", "latin", "latin-strict", "sudoku", "sudoku-hard")
@@ -131,7 +131,7 @@ def main(args) -> None:
     meta = dict(which="parallelbench", n=args.n, model=adapter.name, block_size=B, temperature=1.0,
                 seconds=round(time.time() - t0, 1))
     path = out / f"parallelbench_{adapter.name}.json"
-    path.write_text(json.dumps(dict(meta=meta, results=res, summary=summary), indent=1, default=str))
+    provenance.write(path, dict(meta=meta, results=res, summary=summary))
     if summary:
         (out / f"parallelbench_{adapter.name}.svg").write_text(figure(res))
     print(f"\n({meta['seconds']} s; saved {path})")

@@ -18,6 +18,7 @@ from engine.harness.bench import run_bench
 from engine.decoders import build_decoder, parse_spec
 from tools.experiments.svg import scatter_svg
 from tools.training.collect import lookahead_counts
+from tools import provenance
 
 TAUS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 TAU_S = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
@@ -130,7 +131,7 @@ def run(adapter, task_name: str, n: int, B: int, out: Path) -> dict:
     print(json.dumps(dict(fronts=res["fronts"], targets=res["targets"]), indent=1))
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"tspd_pareto_{adapter.name}"
-    stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
+    provenance.write(stem.with_suffix(".json"), res)
     series = {fam: [(r["nfe_per_token"], r["accuracy"], r["spec"]) for r in rows if r["decoder"] == fam]
               for fam in ("threshold", "tspd", "llada", "ar")}
     stem.with_suffix(".svg").write_text(scatter_svg(

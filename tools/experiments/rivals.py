@@ -11,13 +11,13 @@ threshold rule at τ = 0.9. Written to results/rivals_<model>.json and printed a
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from engine.harness.bench import run_bench
 from tools.experiments.pareto import pareto_front
 from engine.harness.progress import progress
+from tools import provenance
 
 TEMPERATURE = {"arith": 0.0, "story": 1.0, "picks": 1.0}
 DIALS = {   # each decoder's settings: its dial over the range where it moves on this model
@@ -92,5 +92,5 @@ def main(args) -> None:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     meta = dict(which="rivals", n=args.n, model=adapter.name, seconds=round(time.time() - t0, 1))
     path = Path(args.out, f"rivals_{adapter.name}.json")
-    path.write_text(json.dumps(dict(meta=meta, results=res), indent=1, default=str))
+    provenance.write(path, dict(meta=meta, results=res))
     print(f"\n({meta['seconds']} s; saved {path})")

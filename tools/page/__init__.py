@@ -3,8 +3,7 @@ Chromium (``bench_page``), server-side rendering (``bench_render``), what a newc
 τ drag against another commit (``bench_tune``)."""
 
 import argparse
-import json
-from pathlib import Path
+from tools import provenance
 
 
 def bench_main(doc: str, out: str, measure, table, argv=None) -> None:
@@ -13,6 +12,5 @@ def bench_main(doc: str, out: str, measure, table, argv=None) -> None:
     ap.add_argument("--out", default=out)
     args = ap.parse_args(argv)
     res = measure()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=1))
+    provenance.write(args.out, res, argv)
     print(table(res))

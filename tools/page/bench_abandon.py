@@ -20,7 +20,6 @@ routes), ``run`` (the page's Run over gradio's queue, the tab closed), ``page-br
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import tempfile
 import time
@@ -31,6 +30,7 @@ import httpx
 
 from tools.local_app import running_app
 from tools.page.bench_memory import call, event
+from tools import provenance
 
 PROMPT = "Ann has 3 apples. She buys 5 more. How many apples does she have now?"
 HEAVY = "ar:gen_length=256,stop_at_eos=0,use_cache=0"            # ~9 s of forwards on this model, one thread
@@ -190,7 +190,7 @@ def main(argv=None) -> None:
         rows = measure(url, proc.pid, args.paths)
     print(table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        provenance.write(args.json, rows, argv)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tools.local_app import running_app
+from tools import provenance
 
 SPEC = dict(decoder="llada", gen_length=256, block_size=32, steps=0, stop_at_eos=0)
 PROMPT = "Tell a story about a yak named Finn."
@@ -127,7 +128,7 @@ def main(argv=None) -> None:
     times = measure(a.budget, a.repeat)
     print(table(times, a.budget))
     if a.json:
-        a.json.write_text(json.dumps(dict(budget=a.budget, times=times), indent=1))
+        provenance.write(a.json, dict(budget=a.budget, times=times), argv)
 
 
 if __name__ == "__main__":

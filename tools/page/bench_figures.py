@@ -18,6 +18,7 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from tools import provenance
 
 WIDTHS = {"desktop": 780, "phone": 350}    # px: the plot's width in the output column (measured on the page)
 SLACK = 1.5                                # px of overlap tolerated (anti-aliasing, rounding)
@@ -156,7 +157,7 @@ def main(argv=None) -> None:
         for r in res[k]:
             print("  ", r["example"], r["view"], "step", r["step"], r["collisions"][:2])
     if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=1))
+        provenance.write(args.out, res, argv)
 
 
 if __name__ == "__main__":

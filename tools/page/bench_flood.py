@@ -38,6 +38,7 @@ from pathlib import Path
 from tools.local_app import running_app
 from tools.page.bench_abandon import HEAVY
 from tools.page.bench_visitors import prompts
+from tools import provenance
 
 SPEC = "threshold:tau=0.9,block_size=8"       # the page's default decode of a held-out prompt (~0.66 s alone)
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{statistics.median(r['seconds'] for r in rows):.2f} | {max(r['seconds'] for r in rows):.2f} | "
               f"{statistics.median(ratios):.1f}x | {max(ratios):.1f}x | {refused} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        provenance.write(args.json, out, argv)
 
 
 if __name__ == "__main__":

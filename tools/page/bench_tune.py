@@ -10,13 +10,13 @@ medians and a two-sided sign test over the rounds.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 from pathlib import Path
 
 from engine.harness.stats import mcnemar
 from tools.page import bench_ux as ux
+from tools import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     res = measure(Path(args.against).resolve(), args.rounds)
     s = summary(res)
-    Path(args.out).write_text(json.dumps(dict(rounds=res, summary=s), indent=1))
+    provenance.write(args.out, dict(rounds=res, summary=s), argv)
     print(f"τ drag, median per input event: {s['this_ms']:.1f} ms here ({s['marks'][0]} cells marked at 0.1) "
           f"against {s['against_ms']:.1f} ms ({s['marks'][1]} cells): {s['ratio']:.2f}×, paired difference "
           f"{s['paired_difference_ms']:+.1f} ms; slower in {s['slower_rounds']} of {s['rounds']} rounds, faster in "

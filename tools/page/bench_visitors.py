@@ -33,6 +33,7 @@ from pathlib import Path
 from tools.local_app import running_app
 from tools.page.bench_abandon import HEAVY
 from tools.page.bench_memory import rss_mib
+from tools import provenance
 
 KEYS = ("text", "token_ids", "nfe")
 
@@ -389,7 +390,7 @@ def main(argv=None) -> None:
               f"RSS {full['rss_before']:.0f} MiB before, {full['rss_full']:.0f} MiB with the queue full")
         rows.append(full)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        provenance.write(args.json, rows, argv)
 
 
 if __name__ == "__main__":
