@@ -1,0 +1,65 @@
+"""docs/results.md's tables equal a fresh drawing from their records, captions say when a record is older than the
+code it measures, and every record written from now on carries its provenance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tools import provenance
+from tools.results import render
+from tools.results.__main__ import differing, redraw
+from tools.results.render import Column, Table
+from tools.results.tables import TABLES
+
+
+def test_committed_tables_equal_their_records():
+    _, changed = differing()
+    assert not changed, f"run `python -m tools.results`: {changed}"
+
+
+def test_every_table_of_the_registry_is_shown_and_reads_its_record():
+    names = [t.name for t in TABLES]
+    assert len(names) == len(set(names))
+    for t in TABLES:
+        assert len(t.lines(t.load())) > 2, t.name          # a header, a separator and at least one row
+
+
+def test_a_marker_naming_no_table_is_an_error():
+    with pytest.raises(SystemExit, match="nosuch"):
+        redraw("<!-- table nosuch -->\n<!-- /table -->", {}, set())
+
+
+def test_staleness_names_the_first_change_after_the_record():
+    root = provenance.git("rev-list", "--max-parents=0", "HEAD").splitlines()[-1]
+    head = provenance.git("rev-parse", "HEAD")
+    assert "Older than the code it measures" in render.staleness(root, ("engine",))
+    assert render.staleness(head, ("engine",)) == ""
+    assert "not in this repository's history" in render.staleness("0" * 40, ("engine",))
+
+
+def test_a_caption_reads_the_provenance_of_a_new_record(tmp_path, monkeypatch):
+    record = provenance.stamp([{"spec": "ar", "x": 1.5}], argv=["--n", "2"])
+    p = tmp_path / "results" / "new.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(record))
+    monkeypatch.setattr(render, "ROOT", tmp_path)
+    table = Table("new", "new.json", "rows", (Column("x", "x", ".2f"),), measures=("engine",))
+    text = render.draw(table)
+    assert "| 1.50 |" in text
+    head = record["provenance"]["commit"]
+    assert f"commit {head[:7]}" in text and "--n 2" in text and "torch" in text
+    assert "Older than" not in text                       # measured at HEAD: nothing newer touched engine/
+
+
+def test_provenance_has_what_a_reader_needs():
+    p = provenance.provenance(["--flag"])
+    assert p["commit"] and len(p["commit"]) == 40 and p["clean"] in (True, False)
+    assert p["command"].endswith("--flag")
+    assert p["versions"]["python"] and "torch" in p["versions"]
+    m = p["machine"]
+    assert m["cores"] >= 1 and m["cpu"] and len(m["load_at_start"]) == 3 and len(m["load_at_end"]) == 3
+    assert p["date"][:2] == "20"
+    given = provenance.provenance([], commit="abc1234")
+    assert given["commit"] == "abc1234"
