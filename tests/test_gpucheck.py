@@ -4,7 +4,7 @@ import json
 
 
 def test_gpucheck_tiny(capsys):
-    from tools.experiments.gpucheck import main
+    from tools.gpu.eager import main
     main(["--tiny", "--gen", "8", "--device", "cpu"])
     out = json.loads(capsys.readouterr().out)
     m = out["models"]["tiny"]
@@ -16,7 +16,7 @@ def test_gpucheck_tiny(capsys):
 
 
 def test_gpucheck_benches_gsm8k_on_a_checkpoint_given_by_path(capsys, sdar_dir):
-    from tools.experiments.gpucheck import main
+    from tools.gpu.eager import main
     main(["--tiny", "--gen", "8", "--device", "cpu", "--checkpoint", str(sdar_dir), "--gsm8k-n", "2",
           "--gsm8k-gen", "16"])
     rows = json.loads(capsys.readouterr().out)["gsm8k"]

@@ -138,25 +138,3 @@ def test_graphs_only_on_a_cuda_device_and_never_under_zerogpu(monkeypatch):
     assert static.enabled("cuda") == (True, False)
     monkeypatch.setenv("UNMASK_STATIC", "off")
     assert static.enabled("cuda") == (False, False)
-
-
-def test_the_gpu_check_runs_at_toy_width(capsys):
-    """tools.experiments.gpu_static --tiny: the sections that need no reference code run, and the static path's
-    decode is compared with today's path (a CPU run of the same code the H200 ran; graphs need CUDA)."""
-    from tools.experiments import gpu_static
-    gpu_static.main(["--tiny", "--only", "threshold_batch1,s2d2", "--gen", "32", "--short", "16"])
-    out = json.loads(capsys.readouterr().out)
-    pair = out["threshold_batch1"]
-    assert out["errors"] == {} and pair["same_tokens"]
-    assert set(pair["static"]["path"]) == {"static eager"} and set(pair["eager"]["path"]) == {"eager"}
-    assert all(set(r["path"]) == {"static eager"} for r in out["s2d2"])
-
-
-def test_the_every_decoder_check_runs_at_toy_width(capsys):
-    """tools.experiments.gpu_rules --tiny: each decoder's row has its forwards, its readback and its bare call."""
-    from tools.experiments import gpu_rules
-    gpu_rules.main(["--tiny", "--runs", "1", "--reps", "1", "--gen", "8", "--only", "s2d2,klass,simsd"])
-    rows = json.loads(capsys.readouterr().out)["runs"][0]["rows"]
-    assert {r["spec"].split(":")[0] for r in rows} == {"s2d2", "klass", "simsd"}
-    assert all(r["replay_ms"] > 0 and 0 < r["readback_bytes_per_forward"] < 4096 for r in rows)
-    assert any("verify_over_draft" in r for r in rows)

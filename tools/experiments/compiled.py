@@ -136,7 +136,7 @@ def forward_rows(model: str, shapes, reps: int) -> dict:
     compile each) and compiled once with dynamic shapes; median ms, first-compile seconds, largest logit
     difference to eager and whether every argmax agrees."""
     from engine.models.model import load_model
-    from tools.experiments.gpu_static import timed
+    from tools.gpu.common import timed
     adapter = load_model(model, device="cpu")
     m = adapter.model
     fns = {"static": torch.compile(m, dynamic=False), "dynamic": torch.compile(m, dynamic=True)}
@@ -222,47 +222,6 @@ def ragged_rows(model: str, task: str, n: int, spec: str, batch: int, repeats: i
                 same_rows=all(r["outcomes"] == runs["eager"][0]["outcomes"] for rs in runs.values() for r in rs),
                 tokens_per_s={k: round(statistics.median(r["tokens_per_s"] for r in v), 1) for k, v in runs.items()},
                 vs_eager=dict(median=round(statistics.median(x), 3), low=round(min(x), 3), high=round(max(x), 3)))
-
-
-def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
-    """The GPU check's ``compiled`` section (tools.experiments.gpu_static): per forward at batch 1 and 12 over 32
-    rows, the static path (graphs where CUDA) eager and compiled: ms per forward against the weight-read bound, the
-    share of rows whose argmax changed and the largest logit difference; then ``spec`` decoded both ways (token
-    agreement) and each bucket's first-compile time. A CPU run (``--tiny``) has no graphs and no bound."""
-    from engine.models.compiled import Compiled
-    from engine.models.static import StaticPath
-    from engine.runtime.scheduler import Forward
-    from tools.experiments.gpu_static import HBM_BYTES_PER_S, decode, timed, with_env
-    eager, comp = with_env(UNMASK_STATIC="on", UNMASK_COMPILE="off"), with_env(UNMASK_STATIC="on", UNMASK_COMPILE="on")
-    weight_bytes = sum(p.numel() * p.element_size() for p in adapter.model.parameters())
-    rows = []
-    for batch in (1, 12):
-        ids = torch.randint(0, min(500, adapter.vocab_size), (batch, 32))
-        reqs = [Forward(adapter, ids[b], np.ones((32, 32), dtype=bool), np.arange(32), None) for b in range(batch)]
-        out = {}
-        for label, env in (("eager", eager), ("compiled", comp)):
-            adapter.__dict__.pop("_static", None)              # a fresh bucket: its graph captures this mode's call
-            env(lambda: StaticPath.of(adapter).run(reqs))
-            if label == "compiled":
-                env(Compiled.of, adapter).wait()
-            logits, how = env(lambda: StaticPath.of(adapter).run(reqs))
-            path = env(StaticPath.of, adapter)
-            out[label] = dict(ms=env(timed, lambda: path.run(reqs), reps), how=how,
-                              logits=torch.cat([x.float().cpu() for x in logits]))
-        e, c = out["eager"].pop("logits"), out["compiled"].pop("logits")
-        rows.append(dict(batch=batch, rows=32, eager=out["eager"], compiled=out["compiled"],
-                         bound_ms=1e3 * weight_bytes / HBM_BYTES_PER_S if adapter.device.type == "cuda" else None,
-                         argmax_changed=float((e.argmax(-1) != c.argmax(-1)).float().mean()),
-                         max_logit_diff=float((e - c).abs().max())))
-    adapter.__dict__.pop("_static", None)
-    d_e = eager(decode, adapter, prompt, spec)
-    comp(settle, adapter, lambda: decode(adapter, prompt, spec))     # every bucket the decode meets compiled first
-    d_c = comp(decode, adapter, prompt, spec)
-    agree = sum(a == b for a, b in zip(d_e["ids"], d_c["ids"])) / max(1, len(d_e["ids"]))
-    return dict(forward=rows, decode=dict(spec=spec, token_agreement=agree, compiled_path=d_c["path"],
-                                          eager_tokens_per_s=d_e["tokens_per_s"],
-                                          compiled_tokens_per_s=d_c["tokens_per_s"]),
-                compile_s=compile_seconds(adapter))
 
 
 def main(argv=None) -> None:

@@ -15,29 +15,18 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
-from engine.models.model import ModelAdapter
-from engine.tasks import get_task, task_tokenizer
+from engine.tasks import get_task
 from tools import provenance
+from tools.gpu.common import shaped_adapter
 
 
-def llada_shaped(hidden: int = 768, layers: int = 12, seed: int = 0) -> ModelAdapter:
-    tok = task_tokenizer(get_task("mix"))
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers,
-                      num_attention_heads=hidden // 64, num_key_value_heads=hidden // 64, intermediate_size=8 * hidden // 3,
-                      max_position_embeddings=2048, rope_parameters={"rope_type": "default", "rope_theta": 5e5},
-                      tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)            # a spread of confidences, as a trained model has
-    return ModelAdapter(model=model, tokenizer=tok, name=f"llada-shaped-{hidden}x{layers}", model_type="llada",
-                        mask_token_id=tok.mask_token_id, logit_shift=0, attention="full", block_size=None,
-                        stop_ids=(), attn_impl="sdpa", device=torch.device("cpu"), dtype=torch.float32,
-                        prompt_template="Q : {} A :")
+def llada_shaped(hidden: int = 768, layers: int = 12, seed: int = 0):
+    """A random model in LLaDA's layout, fp32 on the CPU, of about 85 M parameters at the defaults."""
+    return shaped_adapter(dict(hidden=hidden, layers=layers, heads=hidden // 64, kv=hidden // 64, mlp=8 * hidden // 3,
+                               vocab=None), "cpu", torch.float32, seed=seed, name=f"llada-shaped-{hidden}x{layers}")
 
 
 def run(adapter, gens=(64, 256, 512), block: int = 32, steps: int = 8) -> list[dict]:

@@ -1,7 +1,7 @@
 """GPU check: the engine on random checkpoints of realistic width, in bf16, as one JSON.
 
-    python -m tools.experiments.gpucheck                 # on a CUDA machine (SDAR-1.7B-like and 8B-wide models)
-    python -m tools.experiments.gpucheck --tiny          # a CPU smoke run of the same code at toy width
+    python -m tools.gpu.eager                 # on a CUDA machine (SDAR-1.7B-like and 8B-wide models)
+    python -m tools.gpu.eager --tiny          # a CPU smoke run of the same code at toy width
 
 Per model: forward latency per kind (draft, verify, commit), tokens/s and tokens/s vs AR for ar, threshold and S2D2
 (router=always) at B = 4 and 16, tokens/s of threshold with 1, 8 and 32 problems decoded at once (batched
@@ -16,41 +16,21 @@ import argparse
 import copy
 import dataclasses
 import json
-import sys
 import time
 
 import numpy as np
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from engine.decoders import build_decoder, parse_spec
 from engine.runtime.loop import Generation
-from engine.models.model import ModelAdapter, pick_device
-from engine.tasks import get_task, task_tokenizer
+from engine.models.model import pick_device
+from engine.tasks import get_task
+from tools.gpu.common import progress, shaped_adapter
 
 MODELS = {"sdar-1.7b-like": dict(hidden=2048, layers=28, heads=16, kv=8, mlp=6144),
           "8b-wide-4-layers": dict(hidden=4096, layers=4, heads=32, kv=8, mlp=12288),
           "v2-1.5b-like": dict(hidden=1536, layers=28, heads=12, kv=2, mlp=8960),
           "tiny": dict(hidden=64, layers=2, heads=2, kv=1, mlp=128)}
-
-
-def random_adapter(spec: dict, dtype: torch.dtype, device: torch.device, seed: int = 0) -> ModelAdapter:
-    tok = task_tokenizer(get_task("mix"))
-    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
-                      num_attention_heads=spec["heads"], num_key_value_heads=spec["kv"], head_dim=128 if
-                      spec["hidden"] >= 1024 else 32, intermediate_size=spec["mlp"], max_position_embeddings=4096,
-                      rope_parameters={"rope_type": "default", "rope_theta": 1e6}, tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = Qwen3ForCausalLM(cfg).to(dtype)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)            # a spread of confidences, as a trained model has
-    for m in model.modules():                     # RoPE tables stay fp32 (engine/models/precision.py)
-        if hasattr(m, "inv_freq"):
-            m.inv_freq = m.inv_freq.float()
-    return ModelAdapter(model=model.eval(), tokenizer=tok, name="random", model_type="sdar",
-                        mask_token_id=tok.mask_token_id, logit_shift=0, attention="block_causal", block_size=4,
-                        stop_ids=(), attn_impl="sdpa", device=device, dtype=dtype, prompt_template="Q : {} A :")
 
 
 def decode_rows(adapter, prompt: str, gen: int) -> list[dict]:
@@ -90,28 +70,6 @@ def batch_rows(adapter, gen: int, sizes=(1, 8, 32), n: int = 64) -> list[dict]:
     for r in rows:
         r["vs_batch_1"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
     return rows
-
-
-def family_adapter(kind: str, spec: dict, dtype, device, seed: int = 0) -> ModelAdapter:
-    """A random model in LLaDA's layout (full attention) or Fast-dLLM v2's (Qwen2, logits shifted, bd_size 32)."""
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-    tok = task_tokenizer(get_task("mix"))
-    cls, cfg_cls = (LlamaForCausalLM, LlamaConfig) if kind == "llada" else (Qwen2ForCausalLM, Qwen2Config)
-    cfg = cfg_cls(vocab_size=len(tok), hidden_size=spec["hidden"], num_hidden_layers=spec["layers"],
-                  num_attention_heads=spec["heads"], num_key_value_heads=spec["kv"], intermediate_size=spec["mlp"],
-                  max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": 5e5},
-                  tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = cls(cfg).to(dtype)
-    for m in model.modules():                     # RoPE tables stay fp32
-        if hasattr(m, "inv_freq"):
-            m.inv_freq = m.inv_freq.float()
-    return ModelAdapter(model=model.eval(), tokenizer=tok, name=f"random-{kind}", model_type=kind,
-                        mask_token_id=tok.mask_token_id, logit_shift=int(kind != "llada"),
-                        attention="full" if kind == "llada" else "block_causal",
-                        block_size=None if kind == "llada" else 32, stop_ids=(), attn_impl="sdpa", device=device,
-                        dtype=dtype, prompt_template="Q : {} A :")
 
 
 def spec_rows(adapter, prompt: str, gen: int, specs: list[str]) -> list[dict]:
@@ -179,33 +137,28 @@ def main(argv=None) -> None:
                gpu=torch.cuda.get_device_name() if device.type == "cuda" else None, models={})
     for name in (["tiny"] if args.tiny else ["sdar-1.7b-like", "8b-wide-4-layers"]):
         t0 = time.perf_counter()
-        adapter = random_adapter(MODELS[name], dtype, device)
+        adapter = shaped_adapter(MODELS[name], device, dtype, kind="sdar")
         params = sum(p.numel() for p in adapter.model.parameters())
         out["models"][name] = dict(params=params, decoders=decode_rows(adapter, prompt, args.gen),
                                    batched=batch_rows(adapter, args.gen, n=args.batch_problems),
                                    argmax_agreement=agreement(adapter, prompt, args.gen),
                                    seconds=round(time.perf_counter() - t0, 1))
-        progress(name, out)
+        progress(name, out["models"][name])
         del adapter
         if device.type == "cuda":
             torch.cuda.empty_cache()
     for kind, specs in (("llada", KV_SPECS), ("fast_dllm_v2", V2_SPECS)):
         shape = MODELS["tiny"] if args.tiny else MODELS["8b-wide-4-layers" if kind == "llada" else "v2-1.5b-like"]
-        adapter = family_adapter(kind, shape, dtype, device)
+        adapter = shaped_adapter(shape, device, dtype, kind=kind)
         out["models"][f"{kind}-shaped"] = dict(params=sum(p.numel() for p in adapter.model.parameters()),
                                                decoders=spec_rows(adapter, prompt, max(args.gen, 64), specs))
-        progress(f"{kind}-shaped", out)
+        progress(f"{kind}-shaped", out["models"][f"{kind}-shaped"])
         del adapter
         if device.type == "cuda":
             torch.cuda.empty_cache()
     if args.checkpoint:
         out["gsm8k"] = gsm8k_rows(args.checkpoint, device, args.gsm8k_n, args.gsm8k_gen)
     print(json.dumps(out, indent=1))
-
-
-def progress(name: str, out: dict) -> None:
-    """One model's figures on stderr as soon as they are measured (a run cut short by a time limit keeps them)."""
-    print(json.dumps({name: out["models"][name]}), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
