@@ -81,6 +81,28 @@ def test_compiled_decodes_equal_eager_and_rounds_do_not_recompile(warm, monkeypa
         np.testing.assert_allclose(np.nan_to_num(x.confidence), np.nan_to_num(y.confidence), atol=1e-4)
 
 
+def test_a_second_model_of_the_same_shapes_runs_compiled(warm, monkeypatch):
+    """Its bucket's compile converts no frame (dynamo's cached code for the first model serves it): it counts as
+    compiled, where it stayed eager for good before (no new graph was counted)."""
+    a, _ = warm
+    monkeypatch.setenv("UNMASK_COMPILE", "on")
+    b = load_model(str(a.path), device="cpu")
+    decode(b)                                                  # queues b's bucket, served eagerly meanwhile
+    comp = compiled.Compiled.of(b)
+    assert comp.wait(600) and comp.ready and comp.failed is None
+    got = decode(b)
+    assert got.meta.forward_path == {"compiled": got.nfe}
+
+
+def test_a_compile_holds_the_device_lock_a_capture_never_waits_for():
+    assert not compiled.DEVICE_WORK.locked()
+    with compiled.exclusive() as mine:
+        assert mine and compiled.DEVICE_WORK.locked()
+        with compiled.exclusive() as again:                    # held (as by a running compile): skip, never wait
+            assert not again
+    assert not compiled.DEVICE_WORK.locked()
+
+
 def test_a_missing_compiler_decodes_eagerly_with_one_log_line(sdar_dir, monkeypatch, capsys):
     monkeypatch.setenv("UNMASK_COMPILE", "on")
     monkeypatch.setenv("CXX", "/nonexistent/g++")
@@ -100,10 +122,11 @@ def test_a_failing_compile_falls_back_to_eager_with_one_log_line(sdar_dir, monke
     comp = compiled.Compiled.of(a)
 
     def fails(**kw):
+        held.append(compiled.DEVICE_WORK.locked())             # a compile runs holding the capture's lock
         raise RuntimeError("injected compiler failure")
-    comp.fn = fails
+    held, comp.fn = [], fails
     first = decode(a)
-    assert comp.wait(60) and comp.failed == "RuntimeError: injected compiler failure"
+    assert comp.wait(60) and comp.failed == "RuntimeError: injected compiler failure" and held == [True]
     again = decode(a)
     lines = [x for x in capsys.readouterr().err.splitlines() if "compiled forward off" in x]
     assert len(lines) == 1 and "the compile failed (RuntimeError: injected compiler failure)" in lines[0]

@@ -80,6 +80,7 @@ def test_ten_clients_get_the_engines_answers(app):
         name, params = parse_spec(spec)
         direct = Generation(adapter, prompt, build_decoder(name, **params)).run()
         assert out["token_ids"] == direct.meta.token_ids and out["nfe"] == direct.nfe, spec
+        assert sum(out["forward_path"].values()) == out["nfe"]          # every forward says how it ran
     lat = sorted(t for _, t in results.values())
     wait = sorted(t - out["wall_s"] for out, t in results.values())
     report = dict(p50_s=statistics.median(lat), p95_s=lat[int(0.95 * (len(lat) - 1))],

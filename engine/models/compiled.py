@@ -14,6 +14,10 @@ K/V writes go to the slot pool's pad row, which no query reads) and marks the bu
 the compiled code under dynamo's run-only mode, which never compiles: should a guard fail after all, that forward
 runs eagerly instead of compiling on the engine's thread. At most ``MAX_SHAPES`` buckets are compiled per model
 (later ones stay eager); ``graphs()`` counts what dynamo compiled, so a test can see that rounds do not recompile.
+A bucket whose compile converts no frame at all is compiled too: dynamo's code for another model or slot pool of
+the same shapes serves it (``frames()``). A compile runs holding ``DEVICE_WORK``; the static path captures a CUDA
+graph only when it takes that lock without waiting (``exclusive``), since CUDA refuses another thread's work during
+a capture in the default global mode: while a compile runs, a new bucket's rounds run without a graph.
 
 Where the compiler is missing (no C++ compiler for inductor's CPU kernels: ``CXX`` or ``g++`` not found) or a
 compile fails, the model falls back to eager for good, with one log line naming why.
@@ -27,6 +31,7 @@ compilation changed the argmax of 2-6 % of rows (issue 69). So compiling is a mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
@@ -40,6 +45,9 @@ from engine.settings import get
 
 MAX_SHAPES = 16
 DYNAMIC = False
+# held while a compile runs: a CUDA graph capture (engine.models.static) never overlaps it, since CUDA refuses work
+# on another thread during a capture in the default global mode; the capture skips a round rather than wait
+DEVICE_WORK = threading.Lock()
 # (device type, dtype) -> the families whose golden decodes the compiled forward reproduced there, token for token
 # with records within 1e-4 (tools.experiments.compiled exact; docs/results.md)
 EXACT = {("cpu", torch.float32): frozenset({"sdar", "Dream"})}
@@ -98,6 +106,12 @@ def graphs() -> int:
     """Graphs dynamo has compiled in this process (every model together)."""
     from torch._dynamo.utils import counters
     return int(counters["stats"]["unique_graphs"])
+
+
+def frames() -> int:
+    """Frames dynamo was asked to convert in this process: a call its cached code serves converts none."""
+    from torch._dynamo.utils import counters
+    return int(counters["frames"]["total"])
 
 
 class Compiled:
@@ -162,9 +176,9 @@ class Compiled:
         while True:
             key, kw = self.jobs.get()
             if self.failed is None:
-                t, before = time.perf_counter(), graphs()
+                t, before, seen = time.perf_counter(), graphs(), frames()
                 try:
-                    with torch.no_grad():
+                    with torch.no_grad(), DEVICE_WORK:
                         self.fn(**kw)
                 except Exception as e:     # noqa: BLE001 - any compiler failure means eager, and its log line says why
                     self.failed = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
@@ -172,7 +186,9 @@ class Compiled:
                         f"({self.failed})")
                 else:
                     self.seconds[key] = time.perf_counter() - t
-                    made = graphs() > before       # dynamo may also decline a frame and run it eagerly
+                    # compiled: a new graph, or no frame to convert at all (the code dynamo compiled for another
+                    # model or slot pool of these shapes serves this one); else dynamo declined the frame
+                    made = graphs() > before or frames() == seen
                     self.ready.update([key] if made else [])
                     log(f"compiled {self.adapter.name}'s bucket {key[:2]} in {self.seconds[key]:.1f} s "
                         f"({len(self.ready)} ready, {self.jobs.qsize()} queued)" if made else
@@ -185,6 +201,17 @@ class Compiled:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every queued compile is done (benchmarks and tests; the engine never waits)."""
         return self.idle.wait(timeout)
+
+
+@contextlib.contextmanager
+def exclusive():
+    """Yields whether this thread holds ``DEVICE_WORK`` (no compile running); never waits for a compile."""
+    mine = DEVICE_WORK.acquire(blocking=False)
+    try:
+        yield mine
+    finally:
+        if mine:
+            DEVICE_WORK.release()
 
 
 def warm_inputs(kw: dict) -> dict:

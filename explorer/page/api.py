@@ -36,6 +36,7 @@ def summary(trace) -> dict:
     out = {k: getattr(trace.meta, k) for k in SUMMARY_KEYS}
     out["limit"] = trace.meta.limit
     out["wall_s"] = trace.meta.wall_s
+    out["forward_path"] = dict(trace.meta.forward_path)       # how its forwards ran (eager, static, compiled, graph)
     if trace.meta.branch is not None:
         out["branch"] = trace.meta.branch
     return out

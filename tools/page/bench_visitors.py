@@ -4,19 +4,14 @@
     python -m tools.page.bench_visitors --n 1 12 --spec "threshold:tau=0.9,block_size=8" --json out.json
     python -m tools.page.bench_visitors --client gradio --flood 0 --second 0     # through gradio_client
 
-Starts ``python app.py`` on a loopback port with the app's default settings (no per-address override: every
-visitor here is one client, 127.0.0.1, as a class behind a school's address). First each visitor's prompt alone,
-one after another, three times (the solo answer, and the median time); then, per N, N visitors (distinct held-out
-prompts; each its own HTTP client on gradio's plain ``/call/decode`` route, or its own ``gradio_client``) submit
-at once, with them (``--flood``, default 30) one session of the same address sending 30 calls, and (``--second``)
-one visitor from a second address (127.0.0.2). Prints a Markdown table per N: refusals among the class, the
-makespan against one visitor alone (the mean solo time of those N prompts; one at a time would take N times it),
-p50 / p95 of the answers, how many of the flooding session's calls were served (its session's rule: one running
-and one waiting) and when its last ended, the second address's answer time against its time alone, the server's
-tokens per second, its RSS, and whether every answer equals that prompt's solo answer (text, token ids, NFE). With
-``--page N`` (default 12) also N real page Runs at once in Chromium (one browser context, so one session, each),
-against each prompt's page Run alone. Last (``--full``, default 400), that many heavy decodes from as many sessions of
-one address at once, past the queue's bound (16 places, 128 waiting per client): the refusals and the RSS.
+Starts ``python app.py`` on a loopback port with the app's default settings (every visitor here is one client,
+127.0.0.1, as a class behind a school's address). Each prompt alone first, three times (the solo answer and the
+median time); then, per N, N visitors (distinct held-out prompts; plain HTTP on ``/call/decode`` or
+``gradio_client``) at once, with (``--flood``) one session of that address sending 30 calls and (``--second``) one
+visitor from 127.0.0.2. Per N: refusals, the makespan against one alone, answer p50 / p95, the flood's and the
+second address's fate, tokens/s, RSS, whether every answer equals its solo one (text, ids, NFE) and how the
+forwards ran (``forward_path``; for differing answers, theirs against solo). ``--page N``: N real page Runs in
+Chromium; ``--full N``: N heavy decodes past the queue's bound (the refusals and the RSS).
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 from tools.local_app import running_app
@@ -156,6 +152,11 @@ def wave(url: str, batch: list[str], spec: str, extra: list[dict] | None = None)
     return outs
 
 
+def paths(answers: list[dict]) -> dict:
+    """The answers' forwards by how they ran (the API's ``forward_path``: eager, static, compiled, graph)."""
+    return dict(sum((Counter(o["answer"].get("forward_path") or {}) for o in answers), Counter()))
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
@@ -190,6 +191,10 @@ def measure(url: str, pid: int, ns: list[int], spec: str, flood: int = 0, second
                    answer_p50=round(pct([o["answer_s"] for o in served], 0.5), 3),
                    answer_p95=round(pct([o["answer_s"] for o in served], 0.95), 3),
                    tokens_per_s=round(tokens / makespan, 1), rss_mib=round(rss_mib(pid), 1), identical=same)
+        differ = [(p, o) for p, o in zip(batch, cls) if "refused" not in o and any(     # and how those ran
+            o["answer"][k] != solo[p]["answer"][k] for k in KEYS)]
+        row.update(forward_paths=paths(served), solo_forward_paths=paths([solo[p] for p in batch]),
+                   differing=[dict(class_path=paths([o]), solo_path=paths([solo[p]])) for p, o in differ])
         if flood:
             row.update(flood=flood, flood_served=sum("refused" not in o for o in fl),
                        flood_last_s=round(outs[n]["answer_s"], 3))
@@ -335,7 +340,8 @@ def compare_compile(root: Path, env: dict, args) -> None:
         tps = [on[i]["tokens_per_s"] / off[i]["tokens_per_s"] for on, off in zip(runs["on"], runs["off"])]
         print(f"N={n}: compiled / eager makespan {statistics.median(mk):.2f}x (range {min(mk):.2f}-{max(mk):.2f}), "
               f"tokens/s {statistics.median(tps):.2f}x (range {min(tps):.2f}-{max(tps):.2f}), "
-              f"answers = solo {all(r[i]['identical'] for rs in runs.values() for r in rs)}")
+              f"answers = solo {all(r[i]['identical'] for rs in runs.values() for r in rs)}; paths of differing "
+              f"answers: {[r[i]['differing'] for r in runs['on'] if r[i]['differing']]}")
 
 
 def main(argv=None) -> None:
@@ -345,12 +351,10 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", default="2", help="the server's torch threads (UNMASK_THREADS)")
     ap.add_argument("--max-running", default="", help="UNMASK_MAX_RUNNING for the server (default: its own)")
     ap.add_argument("--json", default="", help="also write the rows here")
-    ap.add_argument("--page", type=int, default=12, help="also this many real page Runs at once in Chromium (0: "
-                    "none)")
+    ap.add_argument("--page", type=int, default=12, help="also N real page Runs at once in Chromium (0: none)")
     ap.add_argument("--flood", type=int, default=30, help="one session of the class's address sends this many calls "
                     "with each wave (0: none; plain HTTP only)")
-    ap.add_argument("--full", type=int, default=400, help="then this many heavy decodes at once from one address, "
-                    "past the queue's bound (0: none)")
+    ap.add_argument("--full", type=int, default=400, help="then N heavy decodes at once past the queue's bound")
     ap.add_argument("--second", type=int, default=1, choices=(0, 1), help="one visitor from a second address "
                     "(127.0.0.2) with each wave (plain HTTP only)")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
@@ -367,9 +371,8 @@ def main(argv=None) -> None:
         ap.error("--flood and --second need --client http (set both to 0 with --client gradio)")
     OPEN["on"] = args.open_sessions
     CLIENT["kind"] = args.client
-    env = dict(UNMASK_THREADS=args.threads)          # otherwise the app's defaults: no per-address override
-    if args.max_running:
-        env["UNMASK_MAX_RUNNING"] = args.max_running
+    env = dict(UNMASK_THREADS=args.threads, **({"UNMASK_MAX_RUNNING": args.max_running} if args.max_running
+                                                else {}))   # otherwise the app's defaults: no per-address override
     root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
     if args.compile:
         return compare_compile(root, env, args)
