@@ -38,17 +38,12 @@ from types import SimpleNamespace
 
 import torch
 
+from tools.gpu.common import kernel_ms, now, warm_up
+
 LLADA_V = 126_464            # LLaDA-8B's vocabulary
 GEN = 64                     # generated slots per problem
 LLADA_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
                 intermediate_size=12288, vocab_size=LLADA_V)                                # LLaDA-8B's shape
-
-
-def now() -> float:
-    """The wall clock once the GPU (if one is in use) has finished what was queued on it."""
-    if torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-    return time.perf_counter()
 
 
 class StandIn(torch.nn.Module):
@@ -244,28 +239,6 @@ def forward_rows(device, reps: int = 20, shape: dict = LLADA_8B) -> list[dict]:
             out.append(dict(batch=batch, rows=n, ms=1e3 * statistics.median(times[3:]), busy_ms=busy,
                             params=sum(p.numel() for p in model.parameters())))
     return out
-
-
-def kernel_ms(fn, reps: int = 5) -> float:
-    """The GPU's own milliseconds per call, the sum of its kernels' times (torch's profiler): how long the device
-    would be busy if the host launched without a pause."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    from torch.autograd import DeviceType
-    # device rows only (torch's own rule in its profiler table): a CPU op's row repeats its kernels' time
-    return sum(e.self_device_time_total for e in prof.key_averages() if e.device_type == DeviceType.CUDA) / 1e3 / reps
-
-
-def warm_up(device) -> None:
-    """A GPU's clocks idle low: three seconds of matrix products before anything is timed."""
-    if torch.device(device).type == "cuda":
-        a, t0 = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16), time.perf_counter()
-        while time.perf_counter() - t0 < 3:
-            a @ a
-            torch.cuda.synchronize()
 
 
 def table(rs: list[dict]) -> str:
