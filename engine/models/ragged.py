@@ -3,8 +3,9 @@ only to its own cache and queries, with no padding and no copy of any cache.
 
 The projections (most of a forward's cost on a CPU) run once over all sum(q) tokens; attention runs per decode,
 as that decode's own forward would run it: each decode's cache takes its new K/V (``RaggedCache.update``) and the
-attention of its query rows reads that cache with its own mask. So every decode's logits are those of its own
-forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
+attention of its query rows reads, with its own mask, the K/V that cache handed back (a growing cache's whole K/V; a
+Fast-dLLM splice's prefix, fresh block and suffix, not the stale block it holds). So every decode's logits are those
+of its own forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
 
 This needs one hook into the stock model classes: an adapter's model runs its attention through a registered
 wrapper (``AttentionInterface``, installed once when the adapter is made: ``install``) that runs the model's own
@@ -32,6 +33,7 @@ def wrapped(inner: str):
         own = ALL_ATTENTION_FUNCTIONS[inner]
         if segments is None:                             # every other forward: the model's own attention
             return own(module, query, key, value, attention_mask, **kwargs)
+        assert segments.layer == module.layer_idx, "attention without this layer's cache update"
         outs = []
         for (lo, hi), (k, v), mask in zip(segments.spans, segments.seen, segments.masks):   # one decode's rows
             out, _ = own(module, query[:, :, lo:hi], k, v, mask, **kwargs)       # (1, q_i, H, D)
@@ -61,8 +63,10 @@ class RaggedCache(DynamicCache):
         super().__init__()
         self.reqs, self.spans, self.masks = reqs, spans, masks
         self.seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.layer = -1                                  # the layer ``seen`` belongs to
 
     def update(self, keys, values, layer_idx, *args, **kwargs):
+        self.layer = layer_idx
         self.seen = [r.cache.update(keys[:, :, lo:hi], values[:, :, lo:hi], layer_idx) if r.cache is not None
                      else (keys[:, :, lo:hi], values[:, :, lo:hi]) for r, (lo, hi) in zip(self.reqs, self.spans)]
         return keys, values

@@ -8,8 +8,11 @@
     padded   one row per decode, right-padded to the longest query and cache, padding masked out: on an
              accelerator, when attention dominates (long canvases); pad queries attend to themselves
 
-``layout`` picks one; it is an argument of the forward, not a setting of the model. Each request gets its own
-logit rows back (as ``adapter.forward`` gives them) and its cache grows by its own new K/V only.
+``layout`` picks one (``UNMASK_LAYOUT`` pins one on any device: CI runs an accelerator's layouts on its CPU,
+``tests/test_layouts.py``); it is an argument of the forward, not a setting of the model. Each request gets its own
+logit rows back (as ``adapter.forward`` gives them) and its cache grows by its own new K/V only. A splice (Fast-dLLM's
+dual cache, ``engine.runtime.cache.SpliceCache``) holds the whole canvas's K/V but its queries see only its prefix and
+suffix besides their own: that is what a layout puts in the round's cache (``_beside``), and a splice stores nothing.
 """
 
 from __future__ import annotations
