@@ -36,6 +36,9 @@ MIXED = [("llada", s) for s in (
         "subblock:block_size=4,sub_block=2", "subblock:block_size=8,sub_block=4,temperature=1",
         "threshold:tau=0.5,block_size=4,use_cache=0", "s2d2:block_size=4,router=always,temperature=1",
         "ar", "tspd:block_size=4,controller=heuristic", "edit:block_size=4,tau=0.5,use_cache=0", "wino:block_size=4")]
+# the 16 decodes a round, for the decoders whose caches a layout must splice or grow per decode
+BUSY = [("llada", "threshold:tau=0.9,block_size=8,kv_cache=dual"), ("sdar", "subblock:block_size=4,sub_block=2"),
+        ("sdar", "s2d2:block_size=4,router=always")]
 FLOATS = ("confidence", "margin", "entropy")
 
 
@@ -151,6 +154,19 @@ def test_every_decoder_in_every_layout_equals_its_solo_decode(models, seen, monk
             same(a, b, (layout, spec, n, i))
         assert raised == [], (layout, spec, n, raised)
         check_shared(counted, layout, n, (spec, n))
+
+
+@pytest.mark.parametrize("model,spec", BUSY, ids=[s for _, s in BUSY])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_16_decodes_of_one_cached_decoder_in_every_layout_equal_their_solo_decodes(models, seen, monkeypatch, layout,
+                                                                                   model, spec):
+    use, counted, raised = seen
+    want = [solo(models, model, spec, i, monkeypatch) for i in range(16)]
+    use(layout)
+    for i, (a, b) in enumerate(zip(want, together(models, [(model, spec, i) for i in range(16)]))):
+        same(a, b, (layout, spec, i))
+    assert raised == [], (layout, spec, raised)
+    check_shared(counted, layout, 16, spec)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
