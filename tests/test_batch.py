@@ -161,6 +161,25 @@ def test_each_layout_reads_a_splice_caches_fresh_block_not_its_stale_one(llada, 
                                atol=1e-5)
 
 
+@pytest.mark.parametrize("forward", ["packed", "padded", "ragged"])
+def test_each_layout_keeps_llada_bf16_caches_fp32_keys_and_bf16_values(tmp_path, forward):
+    """LLaDA in bf16 (a GPU's dtype) keeps its keys in fp32 and its values in bf16 (``engine.models.precision``):
+    a layout's round cache keeps each dtype, so the logits are each request's own (bf16: to a few ulps) and every
+    cache keeps its dtypes. Before: padded built the values in the keys' fp32 and raised (float != BFloat16)."""
+    from engine.models import ragged
+    from engine.models.model import load_model
+    from engine.runtime import batch
+    from tests.families import write_llada
+    model = load_model(str(write_llada(tmp_path / "m")[0]), device="cpu", dtype=torch.bfloat16)
+    make = lambda: _requests(model, [(8, 12), (16, 5)]) + _splice_requests(model, [(24, 8, 16)])  # noqa: E731
+    together, alone = make(), make()
+    outs = getattr(batch if forward != "ragged" else ragged, f"{forward}_forward")(model, together)
+    for r, o, a in zip(together, outs, alone):
+        np.testing.assert_allclose(o.numpy(), model.forward(a.ids, a.mask, a.pos, a.cache).numpy(), atol=0.05,
+                                   rtol=0.02)
+        assert {(x.keys.dtype, x.values.dtype) for x in r.cache.layers} == {(torch.float32, torch.bfloat16)}
+
+
 def test_layout_is_ragged_on_a_cpu_and_else_follows_the_cost_of_padding_against_attention(adapter):
     from engine.runtime.batch import cheaper_layout, layout
     beside_steps = [(30, 0), (4, 40), (4, 40), (4, 40)]           # a prefill beside steps: padding would dominate
