@@ -3,6 +3,8 @@ records equal its batch-1 decode."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 import pytest
@@ -225,6 +227,22 @@ def test_canvases_without_a_cache_run_batched_without_one(tmp_path, forward, mon
     assert caches == [None]
     for r, o in zip(reqs, outs):
         np.testing.assert_allclose(o.numpy(), model.forward(r.ids, r.mask, r.pos).numpy(), atol=1e-4)
+
+
+def test_the_splice_layouts_experiment_times_batched_against_apart_with_equal_tokens(monkeypatch):
+    """tools.experiments.splice_layouts at toy size: each layout's dual-cache round batched and kept apart write the
+    same tokens, and the kept-apart run really ran its splices one by one."""
+    from engine.runtime import batch
+    from tools.experiments import splice_layouts
+    from tools.experiments.kvcache import llada_shaped
+    monkeypatch.setenv("UNMASK_LAYOUT", "auto")
+    sizes = []
+    monkeypatch.setattr(batch, "eager_forwards", lambda a, reqs, f=batch.eager_forwards: sizes.append(
+        (len(reqs), batch.batchable(reqs))) or f(a, reqs))
+    rows = splice_layouts.run(llada_shaped(64, 2), "threshold:tau=0.9,block_size=8,kv_cache=dual", 2, 16, 1)
+    assert [r["layout"] for r in rows] == ["ragged", "packed", "padded"] and all(r["same_tokens"] for r in rows)
+    assert (2, True) in sizes and (2, False) in sizes and os.environ["UNMASK_LAYOUT"] == "auto"
+    assert "| padded |" in splice_layouts.report(rows, llada_shaped(64, 1), "x", 2, 16)
 
 
 def test_the_scheduler_refills_a_finished_decode_before_the_next_round(adapter):

@@ -54,22 +54,33 @@ def timed(adapter, spec: str, n: int, gen: int, keep_apart: bool) -> tuple[float
 
 
 def run(adapter, spec: str, n: int, gen: int, repeats: int, layouts=("ragged", "packed", "padded")) -> list[dict]:
-    rows = []
-    for layout in layouts:
-        os.environ["UNMASK_LAYOUT"] = layout
-        timed(adapter, spec, n, gen, False)                                   # warm-up
-        walls: dict = {False: [], True: []}
-        tokens: dict = {}
-        for _ in range(repeats):
-            for keep_apart in (False, True):
-                wall, tokens[keep_apart] = timed(adapter, spec, n, gen, keep_apart)
-                walls[keep_apart].append(wall)
-        ratios = [a / b for a, b in zip(walls[True], walls[False])]
-        rows.append(dict(layout=layout, batched_s=statistics.median(walls[False]),
-                         apart_s=statistics.median(walls[True]), apart_over_batched=statistics.median(ratios),
-                         ratio_range=(min(ratios), max(ratios)), same_tokens=tokens[False] == tokens[True]))
-        print(rows[-1], flush=True)
+    rows, before = [], os.environ.get("UNMASK_LAYOUT")
+    try:
+        for layout in layouts:
+            os.environ["UNMASK_LAYOUT"] = layout
+            rows.append(compare(adapter, spec, n, gen, repeats, layout))
+            print(rows[-1], flush=True)
+    finally:
+        if before is None:
+            os.environ.pop("UNMASK_LAYOUT")
+        else:
+            os.environ["UNMASK_LAYOUT"] = before
     return rows
+
+
+def compare(adapter, spec: str, n: int, gen: int, repeats: int, layout: str) -> dict:
+    """One layout's row: batched and kept apart in turn, ``repeats`` times after a warm-up."""
+    timed(adapter, spec, n, gen, False)                                   # warm-up
+    walls: dict = {False: [], True: []}
+    tokens: dict = {}
+    for _ in range(repeats):
+        for keep_apart in (False, True):
+            wall, tokens[keep_apart] = timed(adapter, spec, n, gen, keep_apart)
+            walls[keep_apart].append(wall)
+    ratios = [a / b for a, b in zip(walls[True], walls[False])]
+    return dict(layout=layout, batched_s=statistics.median(walls[False]), apart_s=statistics.median(walls[True]),
+                apart_over_batched=statistics.median(ratios), ratio_range=(min(ratios), max(ratios)),
+                same_tokens=tokens[False] == tokens[True])
 
 
 def report(rows: list[dict], adapter, spec: str, n: int, gen: int) -> str:
