@@ -145,7 +145,9 @@ def padded_forward(adapter, reqs: list) -> list[torch.Tensor]:
 
 
 def batchable(reqs: list) -> bool:
-    """Plain dynamic caches only (a sliding-window layer would need its own layout): else one by one."""
+    """Plain dynamic caches only, growing or spliced (a sliding-window layer would need its own layout): else one by
+    one. Splices batch: every layout reads their fresh block (``_beside``), faster than one by one on the CPU
+    (``tools/experiments/splice_layouts.py``)."""
     return all(r.cache is None or all(type(layer) is DynamicLayer for layer in r.cache.layers) for r in reqs)
 
 
