@@ -79,6 +79,10 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_STATIC", str, "auto", doc="the static forward path (engine/models/static.py): auto (on a CUDA "
             "device only), on (every device; on a CPU eager over the static buffers), off", choices=("auto", "on",
                                                                                                   "off")),
+    Setting("UNMASK_LAYOUT", str, "auto", doc="the layout of a round's batched eager forward (engine/runtime/"
+            "batch.py): auto (ragged on a CPU, else packed or padded by their estimated cost), ragged, packed or "
+            "padded on every device (ragged needs sdpa attention: else auto's choice)", choices=("auto", "ragged",
+                                                                                               "packed", "padded")),
     Setting("UNMASK_PAUSED_MB", int, 1024, 0, 1 << 20, "K/V caches that decodes paused for others (fair share) may "
             "keep, all together, in MiB; past it no decode pauses: it keeps its place until it ends"),
     Setting("UNMASK_STATIC_MB", int, 0, doc="the static path's memory budget in MiB, graphs and K/V slot pools "

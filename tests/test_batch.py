@@ -3,6 +3,8 @@ records equal its batch-1 decode."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 import pytest
@@ -116,12 +118,95 @@ def test_each_layout_gives_every_request_its_own_logits_and_cache(adapter, tmp_p
             np.testing.assert_allclose(x.keys.numpy(), y.keys.numpy(), atol=1e-5)
 
 
+def _splice_requests(adapter, spans, seed=0):
+    """Fast-dLLM's dual cache (``SpliceCache``) as the engine's later forwards of a block see it: the canvas's K/V
+    from its first forward, the block [a, b) run again with tokens the first forward did not see (its stale K/V in
+    the cache must not be read), a random mask whose columns are in position order (prefix, the block, suffix)."""
+    from engine.runtime.cache import SpliceCache
+    g, out = torch.Generator().manual_seed(seed), []
+    for n, a, b in spans:
+        full = adapter.new_cache()
+        adapter.forward(torch.randint(5, 30, (n,), generator=g), torch.ones(n, n, dtype=torch.bool), torch.arange(n),
+                        full)
+        mask = torch.rand(b - a, n, generator=g) < 0.7
+        mask[:, a:b] |= torch.eye(b - a, dtype=torch.bool)       # every query sees itself
+        out.append(Forward(adapter, torch.randint(5, 30, (b - a,), generator=g), mask, torch.arange(a, b),
+                           SpliceCache(full, a, b)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def llada(tmp_path_factory):
+    from engine.models.model import load_model
+    from tests.families import write_llada
+    return load_model(str(write_llada(tmp_path_factory.mktemp("llada") / "m")[0]), device="cpu")
+
+
+@pytest.mark.parametrize("forward", ["packed", "padded", "ragged"])
+def test_each_layout_reads_a_splice_caches_fresh_block_not_its_stale_one(llada, forward):
+    """Dual-cache requests of different canvases and blocks (one at the canvas's start, one at its end) beside a
+    plain cached request: each gets the logits of its own forward, and no cache changes (a splice stores nothing).
+    Before: packed and padded raised (their cache held the whole canvas, the stale block included) and ragged
+    attended to the stale block's K/V."""
+    from engine.models import ragged
+    from engine.runtime import batch
+    spans = [(24, 8, 16), (32, 24, 32), (16, 0, 8)]
+    together = _splice_requests(llada, spans) + _requests(llada, [(8, 12)], seed=1)
+    alone = _splice_requests(llada, spans) + _requests(llada, [(8, 12)], seed=1)
+    before = [[layer.keys.clone() for layer in r.cache.layers] for r in together[:3]]
+    outs = getattr(batch if forward != "ragged" else ragged, f"{forward}_forward")(llada, together)
+    for o, a in zip(outs, alone):
+        np.testing.assert_allclose(o.numpy(), llada.forward(a.ids, a.mask, a.pos, a.cache).numpy(), atol=1e-4)
+    for r, keys in zip(together, before):
+        assert all(torch.equal(layer.keys, k) for layer, k in zip(r.cache.layers, keys))
+    np.testing.assert_allclose(together[3].cache.layers[0].keys.numpy(), alone[3].cache.layers[0].keys.numpy(),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("forward", ["packed", "padded", "ragged"])
+def test_each_layout_keeps_llada_bf16_caches_fp32_keys_and_bf16_values(tmp_path, forward):
+    """LLaDA in bf16 (a GPU's dtype) keeps its keys in fp32 and its values in bf16 (``engine.models.precision``):
+    a layout's round cache keeps each dtype, so the logits are each request's own (bf16: to a few ulps) and every
+    cache keeps its dtypes. Before: padded built the values in the keys' fp32 and raised (float != BFloat16)."""
+    from engine.models import ragged
+    from engine.models.model import load_model
+    from engine.runtime import batch
+    from tests.families import write_llada
+    model = load_model(str(write_llada(tmp_path / "m")[0]), device="cpu", dtype=torch.bfloat16)
+    make = lambda: _requests(model, [(8, 12), (16, 5)]) + _splice_requests(model, [(24, 8, 16)])  # noqa: E731
+    together, alone = make(), make()
+    outs = getattr(batch if forward != "ragged" else ragged, f"{forward}_forward")(model, together)
+    for r, o, a in zip(together, outs, alone):
+        np.testing.assert_allclose(o.numpy(), model.forward(a.ids, a.mask, a.pos, a.cache).numpy(), atol=0.05,
+                                   rtol=0.02)
+        assert {(x.keys.dtype, x.values.dtype) for x in r.cache.layers} == {(torch.float32, torch.bfloat16)}
+
+
 def test_layout_is_ragged_on_a_cpu_and_else_follows_the_cost_of_padding_against_attention(adapter):
     from engine.runtime.batch import cheaper_layout, layout
     beside_steps = [(30, 0), (4, 40), (4, 40), (4, 40)]           # a prefill beside steps: padding would dominate
     assert layout(adapter, _requests(adapter, beside_steps)) == "ragged"
     assert cheaper_layout(adapter, _requests(adapter, beside_steps)) == "packed"
     assert cheaper_layout(adapter, _requests(adapter, [(60, 0)] * 6)) == "padded"   # full canvases: attention dominates
+
+
+def test_unmask_layout_forces_a_layout_on_any_device_and_is_checked(adapter, sdar_dir, monkeypatch):
+    """CI runs a GPU's layouts on its CPU (tests/test_layouts.py); an operator may pin one. Ragged needs the
+    attention wrapper: an eager-attention model keeps auto's choice."""
+    from engine.models.model import load_model
+    from engine.runtime.batch import layout
+    from engine.settings import SettingError
+    reqs = _requests(adapter, [(30, 0), (4, 40)])
+    for name in ("packed", "padded", "ragged"):
+        monkeypatch.setenv("UNMASK_LAYOUT", name)
+        assert layout(adapter, reqs) == name
+    eager = load_model(str(sdar_dir), device="cpu", attn_impl="eager")
+    assert layout(eager, _requests(eager, [(30, 0), (4, 40)])) == "packed"
+    monkeypatch.setenv("UNMASK_LAYOUT", "auto")
+    assert layout(adapter, reqs) == "ragged"
+    monkeypatch.setenv("UNMASK_LAYOUT", "flat")
+    with pytest.raises(SettingError, match="UNMASK_LAYOUT='flat': must be one of auto, ragged, packed, padded"):
+        layout(adapter, reqs)
 
 
 @pytest.mark.parametrize("forward", ["packed", "padded"])
@@ -142,6 +227,22 @@ def test_canvases_without_a_cache_run_batched_without_one(tmp_path, forward, mon
     assert caches == [None]
     for r, o in zip(reqs, outs):
         np.testing.assert_allclose(o.numpy(), model.forward(r.ids, r.mask, r.pos).numpy(), atol=1e-4)
+
+
+def test_the_splice_layouts_experiment_times_batched_against_apart_with_equal_tokens(monkeypatch):
+    """tools.experiments.splice_layouts at toy size: each layout's dual-cache round batched and kept apart write the
+    same tokens, and the kept-apart run really ran its splices one by one."""
+    from engine.runtime import batch
+    from tools.experiments import splice_layouts
+    from tools.experiments.kvcache import llada_shaped
+    monkeypatch.setenv("UNMASK_LAYOUT", "auto")
+    sizes = []
+    monkeypatch.setattr(batch, "eager_forwards", lambda a, reqs, f=batch.eager_forwards: sizes.append(
+        (len(reqs), batch.batchable(reqs))) or f(a, reqs))
+    rows = splice_layouts.run(llada_shaped(64, 2), "threshold:tau=0.9,block_size=8,kv_cache=dual", 2, 16, 1)
+    assert [r["layout"] for r in rows] == ["ragged", "packed", "padded"] and all(r["same_tokens"] for r in rows)
+    assert (2, True) in sizes and (2, False) in sizes and os.environ["UNMASK_LAYOUT"] == "auto"
+    assert "| padded |" in splice_layouts.report(rows, llada_shaped(64, 1), "x", 2, 16)
 
 
 def test_the_scheduler_refills_a_finished_decode_before_the_next_round(adapter):

@@ -3,8 +3,9 @@ only to its own cache and queries, with no padding and no copy of any cache.
 
 The projections (most of a forward's cost on a CPU) run once over all sum(q) tokens; attention runs per decode,
 as that decode's own forward would run it: each decode's cache takes its new K/V (``RaggedCache.update``) and the
-attention of its query rows reads that cache with its own mask. So every decode's logits are those of its own
-forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
+attention of its query rows reads, with its own mask, the K/V that cache handed back (a growing cache's whole K/V; a
+Fast-dLLM splice's prefix, fresh block and suffix, not the stale block it holds). So every decode's logits are those
+of its own forward but for the last bits of the projections, which sum over more rows (``tests/test_batch.py``).
 
 This needs one hook into the stock model classes: an adapter's model runs its attention through a registered
 wrapper (``AttentionInterface``, installed once when the adapter is made: ``install``) that runs the model's own
@@ -25,17 +26,16 @@ NAME = "unmask_ragged_"
 
 
 def wrapped(inner: str):
-    """The attention ``inner`` (transformers' sdpa, or sdpa with LLaDA's fp32 rotation); with ``unmask_segments``,
-    once per decode on that decode's own cache."""
+    """The attention ``inner`` (transformers' sdpa, or sdpa with LLaDA's fp32 rotation); with ``unmask_segments``
+    (a ``RaggedCache``), once per decode over the K/V that decode's own cache handed back this layer."""
     def attend(module, query, key, value, attention_mask, **kwargs):
         segments = kwargs.pop("unmask_segments", None)
         own = ALL_ATTENTION_FUNCTIONS[inner]
         if segments is None:                             # every other forward: the model's own attention
             return own(module, query, key, value, attention_mask, **kwargs)
+        assert segments.layer == module.layer_idx, "attention without this layer's cache update"
         outs = []
-        for lo, hi, cache, mask in segments:             # query rows [lo, hi) of one decode
-            layer = cache.layers[module.layer_idx] if cache is not None else None
-            k, v = (layer.keys, layer.values) if layer is not None else (key[:, :, lo:hi], value[:, :, lo:hi])
+        for (lo, hi), (k, v), mask in zip(segments.spans, segments.seen, segments.masks):   # one decode's rows
             out, _ = own(module, query[:, :, lo:hi], k, v, mask, **kwargs)       # (1, q_i, H, D)
             outs.append(out)
         return torch.cat(outs, 1), None
@@ -55,16 +55,20 @@ def installed(adapter) -> bool:
 
 
 class RaggedCache(DynamicCache):
-    """Hands each decode's new K/V to that decode's own cache; attention then reads those caches."""
+    """Hands each decode's new K/V to that decode's own cache and keeps, for this layer's attention, the K/V each
+    cache hands back (``seen``): what that decode's own forward would attend to (a growing cache's whole K/V, a
+    splice's prefix, fresh block and suffix: ``engine.runtime.cache.SpliceCache``), or its own K/V without a cache."""
 
-    def __init__(self, reqs, spans: list[tuple[int, int]]):
+    def __init__(self, reqs, spans: list[tuple[int, int]], masks: list[torch.Tensor]):
         super().__init__()
-        self.reqs, self.spans = reqs, spans
+        self.reqs, self.spans, self.masks = reqs, spans, masks
+        self.seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.layer = -1                                  # the layer ``seen`` belongs to
 
     def update(self, keys, values, layer_idx, *args, **kwargs):
-        for r, (lo, hi) in zip(self.reqs, self.spans):
-            if r.cache is not None:
-                r.cache.update(keys[:, :, lo:hi], values[:, :, lo:hi], layer_idx)
+        self.layer = layer_idx
+        self.seen = [r.cache.update(keys[:, :, lo:hi], values[:, :, lo:hi], layer_idx) if r.cache is not None
+                     else (keys[:, :, lo:hi], values[:, :, lo:hi]) for r, (lo, hi) in zip(self.reqs, self.spans)]
         return keys, values
 
 
@@ -72,10 +76,10 @@ def ragged_forward(adapter, reqs) -> list[torch.Tensor]:
     """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one (``installed``)."""
     q = [len(r.ids) for r in reqs]
     spans = [(sum(q[:i]), sum(q[:i + 1])) for i in range(len(reqs))]
-    segments = [(lo, hi, r.cache, masks.to_backend(r.mask, adapter.attn_impl, adapter.dtype, adapter.device))
-                for (lo, hi), r in zip(spans, reqs)]
+    own = [masks.to_backend(r.mask, adapter.attn_impl, adapter.dtype, adapter.device) for r in reqs]
     ids = torch.cat([r.ids for r in reqs])[None]                                      # (1, Q)
     pos = torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
     unused = torch.ones(1, 1, 1, dtype=torch.bool)      # the attention reads each segment's own mask instead
-    logits = adapter.run(ids, unused, pos, RaggedCache(reqs, spans), unmask_segments=segments)[0]    # (Q, V)
+    cache = RaggedCache(reqs, spans, own)
+    logits = adapter.run(ids, unused, pos, cache, unmask_segments=cache)[0]                            # (Q, V)
     return [adapter.own_rows(logits[lo:hi]) for lo, hi in spans]

@@ -8,8 +8,11 @@
     padded   one row per decode, right-padded to the longest query and cache, padding masked out: on an
              accelerator, when attention dominates (long canvases); pad queries attend to themselves
 
-``layout`` picks one; it is an argument of the forward, not a setting of the model. Each request gets its own
-logit rows back (as ``adapter.forward`` gives them) and its cache grows by its own new K/V only.
+``layout`` picks one (``UNMASK_LAYOUT`` pins one on any device: CI runs an accelerator's layouts on its CPU,
+``tests/test_layouts.py``); it is an argument of the forward, not a setting of the model. Each request gets its own
+logit rows back (as ``adapter.forward`` gives them) and its cache grows by its own new K/V only. A splice (Fast-dLLM's
+dual cache, ``engine.runtime.cache.SpliceCache``) holds the whole canvas's K/V but its queries see only its prefix and
+suffix besides their own: that is what a layout puts in the round's cache (``_beside``), and a splice stores nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from transformers.cache_utils import DynamicLayer
 
 from engine.models import ragged
 from engine.models.static import B_BUCKETS, StaticPath, group, reason
+from engine.runtime.cache import SpliceCache
+from engine.settings import get
 
 
 def cache_len(cache) -> int:
@@ -28,10 +33,15 @@ def cache_len(cache) -> int:
 
 
 def layout(adapter, reqs: list) -> str:
-    """'ragged' on a CPU (a per-decode attention costs a few small calls, which a CPU runs as fast as one large
-    one); elsewhere 'packed' or 'padded', whichever costs fewer estimated multiply-adds: a token through the
-    projections costs about 12·h² per layer, a (query, key) pair of attention about 4·h (h = hidden width)."""
-    if torch.device(adapter.device).type == "cpu" and ragged.installed(adapter):
+    """``UNMASK_LAYOUT`` where it names one (so CI runs a GPU's layouts on a CPU); else (auto) 'ragged' on a CPU (a
+    per-decode attention costs a few small calls, which a CPU runs as fast as one large one) and elsewhere 'packed'
+    or 'padded', whichever costs fewer estimated multiply-adds: a token through the projections costs about 12·h²
+    per layer, a (query, key) pair of attention about 4·h (h = hidden width). Ragged needs the attention wrapper
+    (``ragged.installed``): a model without it gets auto's choice."""
+    forced = get("UNMASK_LAYOUT")
+    if forced in ("packed", "padded"):
+        return forced
+    if ragged.installed(adapter) and (forced == "ragged" or torch.device(adapter.device).type == "cpu"):
         return "ragged"
     return cheaper_layout(adapter, reqs)
 
@@ -46,11 +56,27 @@ def cheaper_layout(adapter, reqs: list) -> str:
 
 
 def _grow(r, cache: DynamicCache, row: int, a: int) -> None:
-    """The request's cache takes the K/V the forward computed for its queries (row ``row``, from ``a``)."""
-    if r.cache is not None:
+    """The request's cache takes the K/V the forward computed for its queries (row ``row``, from ``a``); a splice
+    (Fast-dLLM's dual cache) stores nothing, as its own forward would not."""
+    if r.cache is not None and not isinstance(r.cache, SpliceCache):
         for ell, layer in enumerate(cache.layers):
             new = slice(a, a + len(r.ids))
             r.cache.update(layer.keys[row:row + 1, :, new], layer.values[row:row + 1, :, new], ell)
+
+
+def _beside(cache, ell: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The K/V of layer ``ell`` that a request's queries see besides their own, (1, H, c, D): a splice's prefix and
+    suffix without its stale block (``SpliceCache.beside``), else the whole cache."""
+    if isinstance(cache, SpliceCache):
+        return cache.beside(ell)
+    return cache.layers[ell].keys, cache.layers[ell].values
+
+
+def _mask(r) -> np.ndarray:
+    """The request's (q, c + q) mask with its columns as the layouts number keys: the cache's c, then the queries'
+    (a splice's mask comes in position order: ``SpliceCache.columns``)."""
+    m = np.asarray(r.mask, dtype=bool)
+    return m[:, r.cache.columns()] if isinstance(r.cache, SpliceCache) else m
 
 
 def packed_forward(adapter, reqs: list) -> list[torch.Tensor]:
@@ -60,11 +86,11 @@ def packed_forward(adapter, reqs: list) -> list[torch.Tensor]:
     qo, co = [sum(q[:i]) for i in range(len(reqs))], [sum(c[:i]) for i in range(len(reqs))]
     mask = torch.zeros((Q, C + Q), dtype=torch.bool)
     for i, r in enumerate(reqs):
-        m, rows = torch.as_tensor(r.mask, dtype=torch.bool), slice(qo[i], qo[i] + q[i])
+        m, rows = torch.from_numpy(_mask(r)), slice(qo[i], qo[i] + q[i])
         mask[rows, co[i]:co[i] + c[i]], mask[rows, C + qo[i]:C + qo[i] + q[i]] = m[:, :c[i]], m[:, c[i]:]
     with_kv = [r.cache for r in reqs if cache_len(r.cache)]
     cache = DynamicCache(ddp_cache_data=[
-        (torch.cat([x.layers[ell].keys for x in with_kv], 2), torch.cat([x.layers[ell].values for x in with_kv], 2))
+        tuple(torch.cat(kv, 2) for kv in zip(*(_beside(x, ell) for x in with_kv)))
         for ell in range(len(with_kv[0].layers))]) if with_kv else _fresh_cache(adapter, reqs)     # (1, H, C, D)
     ids, pos = torch.cat([r.ids for r in reqs])[None], torch.cat([torch.as_tensor(r.pos) for r in reqs])[None]
     logits = adapter.run(ids, mask[None], pos, cache)[0]                                        # (Q, V)
@@ -87,11 +113,12 @@ def _padded_cache(adapter, reqs: list, C: int) -> DynamicCache | None:
         return _fresh_cache(adapter, reqs)
     layers = []
     for ell in range(len(with_kv[0].layers)):
-        k0 = with_kv[0].layers[ell].keys                                                       # (1, H, c, D)
-        K, V = (k0.new_zeros((len(reqs), k0.shape[1], C, k0.shape[3])) for _ in range(2))
+        k0, v0 = with_kv[0].layers[ell].keys, with_kv[0].layers[ell].values                  # (1, H, c, D)
+        K, V = (x.new_zeros((len(reqs), x.shape[1], C, x.shape[3])) for x in (k0, v0))
         for i, r in enumerate(reqs):
             if (n := cache_len(r.cache)):
-                K[i, :, :n], V[i, :, :n] = r.cache.layers[ell].keys[0], r.cache.layers[ell].values[0]
+                k, v = _beside(r.cache, ell)
+                K[i, :, :n], V[i, :, :n] = k[0], v[0]
         layers.append((K, V))
     return DynamicCache(ddp_cache_data=layers)
 
@@ -105,7 +132,7 @@ def padded_forward(adapter, reqs: list) -> list[torch.Tensor]:
     pos = np.zeros((B, Q), dtype=np.int64)
     mask = np.zeros((B, Q, C + Q), dtype=bool)
     for i, r in enumerate(reqs):
-        m = np.asarray(r.mask, dtype=bool)
+        m = _mask(r)
         ids[i, :q[i]], pos[i, :q[i]] = np.asarray(r.ids), np.asarray(r.pos)
         mask[i, :q[i], :c[i]], mask[i, :q[i], C:C + q[i]] = m[:, :c[i]], m[:, c[i]:]
         pad = np.arange(q[i], Q)
@@ -118,7 +145,9 @@ def padded_forward(adapter, reqs: list) -> list[torch.Tensor]:
 
 
 def batchable(reqs: list) -> bool:
-    """Plain dynamic caches only (a sliding-window layer would need its own layout): else one by one."""
+    """Plain dynamic caches only, growing or spliced (a sliding-window layer would need its own layout): else one by
+    one. Splices batch: every layout reads their fresh block (``_beside``), faster than one by one on the CPU
+    (``tools/experiments/splice_layouts.py``)."""
     return all(r.cache is None or all(type(layer) is DynamicLayer for layer in r.cache.layers) for r in reqs)
 
 

@@ -7,6 +7,7 @@ Under block-causal attention a committed block's K/V depend only on earlier bloc
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import DynamicCache
 
@@ -45,6 +46,19 @@ class SpliceCache(DynamicCache):
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.n - (self.hi - self.lo)      # the keys a block row sees besides its own block
+
+    def beside(self, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The K/V a block row sees besides its own block's, prefix then suffix (1, H, n - (hi - lo), D): what a
+        batched layout (``engine.runtime.batch``) puts in its cache; the stale block in between is never read."""
+        layer, lo, hi = self.layers[layer_idx], self.lo, self.hi
+        return (torch.cat([layer.keys[..., :lo, :], layer.keys[..., hi:, :]], dim=-2),
+                torch.cat([layer.values[..., :lo, :], layer.values[..., hi:, :]], dim=-2))
+
+    def columns(self) -> np.ndarray:
+        """A mask's columns reordered as a batched layout numbers its keys: (prefix, suffix, the block's own). The
+        engine's mask over a splice numbers them in position order (prefix, block, suffix), as ``update`` hands
+        the keys to attention."""
+        return np.r_[0:self.lo, self.hi:self.n, self.lo:self.hi]
 
 
 def cache_lengths(req) -> list[int] | None:
