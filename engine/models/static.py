@@ -175,11 +175,12 @@ class StaticPath:
         else:
             out = self._call(bk)
             how = bk.how
-        for r, n in zip(reqs, q):
-            if isinstance(r.cache, slots.SlotCache):
-                r.cache.length += n                                 # appended at [length, length + n)
         # the output projection per request, outside the graph: the graph keeps (B, Q, hidden), not (B, Q, V)
-        return [self.adapter.own_rows(self.head(out[i, :n]).float()) for i, n in enumerate(q)], how
+        logits = [self.adapter.own_rows(self.head(out[i, :n]).float()) for i, n in enumerate(q)]
+        for r, n in zip(reqs, q):       # only once every allocation above succeeded: a forward or projection that
+            if isinstance(r.cache, slots.SlotCache):                 # raised leaves the lengths as they were (the
+                r.cache.length += n     # K/V it wrote past them are unread); appended at [length, length + n)
+        return logits, how
 
     def _bucket(self, B: int, Q: int, pool) -> Bucket:
         key = (B, Q) if pool is None else (B, Q, id(pool), pool.version)

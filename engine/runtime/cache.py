@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from engine.models.slots import SlotCache
+
 
 class BlockCache:
     def __init__(self, cache: DynamicCache):
@@ -47,20 +49,28 @@ class SpliceCache(DynamicCache):
         return self.n - (self.hi - self.lo)      # the keys a block row sees besides its own block
 
 
-def cache_lengths(req) -> list[int] | None:
-    """Each layer's cached length of a forward request's cache, before a round: what a forward that raised may have
-    grown (the engine loop's retry cuts it back, ``restore``). A slot cache has no layers: it grows only after a
-    forward succeeded."""
+def cache_lengths(req) -> list[int] | int | None:
+    """What a forward request's cache holds before a round: each layer's cached length (a ``DynamicCache``), or a
+    slot cache's length (``engine.models.slots``). A round that raised may have grown either (a later forward of
+    the round, or the round's statistics, failed after a forward grew it): the engine loop's retry cuts it back
+    (``restore``)."""
     cache = getattr(req, "cache", None)
     if cache is None:
         return None
+    if isinstance(cache, SlotCache):
+        return cache.length
     return [layer.keys.shape[-2] if getattr(layer, "keys", None) is not None and layer.keys.numel() else 0
             for layer in cache.layers]
 
 
-def restore(req, lengths: list[int] | None) -> None:
-    """Cut a request's cache back to ``lengths`` (before a forward that raised grew some of its layers)."""
+def restore(req, lengths: list[int] | int | None) -> None:
+    """Cut a request's cache back to ``lengths`` (``cache_lengths`` before a round that raised). A slot cache's
+    length is an integer (the K/V written past it are never read); a dynamic layer keeps a view of its first
+    ``n`` positions (the grown tensor's storage goes at the layer's next write)."""
     if lengths is None:
+        return
+    if isinstance(lengths, int):
+        req.cache.length = lengths
         return
     for layer, n in zip(req.cache.layers, lengths):
         if getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
