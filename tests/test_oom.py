@@ -201,3 +201,24 @@ def test_a_round_that_raises_is_counted_and_logged(adapter, caplog):
     assert any("round of 3 requests raised; each runs again alone (RuntimeError" in x for x in lines), lines
     for a, b in zip(alone, got):
         same_records(a, b)
+
+
+def test_a_canvas_encoder_call_in_a_retried_round_is_rewound(adapter, monkeypatch):
+    """The uniform canvas's encoder ``Call`` extends its cache in place; a round it shares with another model's
+    forward runs out of memory in the statistics, after the call ran: the retry encodes again from the cache as it
+    was, and both decodes equal their solo decodes."""
+    from engine.models.model import load_model
+    canvas = load_model("unmask-uniform-small", device="cpu")
+    probs = get_task("arith").problems("test", 2, seed=11)
+    make = [lambda: Generation(canvas, probs[0].prompt, build_decoder("uniform")),
+            lambda: Generation(adapter, probs[1].prompt, build_decoder("threshold", tau=0.5, block_size=4,
+                                                                       gen_length=12))]
+    alone = [m().run() for m in make]
+    encoded = []
+    real = canvas.encode
+    monkeypatch.setattr(canvas, "encode", lambda *a: encoded.append(1) or real(*a))
+    failed = fail_once(monkeypatch, sampling, "_stats", 1)
+    got, loop = through_loop(make)
+    assert failed and encoded and loop.retries["out of memory"] == 1
+    for a, b in zip(alone, got):
+        same_records(a, b)

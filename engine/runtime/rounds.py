@@ -2,7 +2,8 @@
 
 ``scheduler.run_round`` runs every request of a round together. If it raises, every request is put back as it was
 before the round (``Saved``): its cache's length (``engine.runtime.cache.restore``; a slot cache's length moves only
-once its forward succeeded, a ``DynamicCache``'s layers are cut back) and its device generator's state (noise the
+once its forward succeeded, a ``DynamicCache``'s layers are cut back, the canvas encoder's cache that a ``Call``
+extends too) and its device generator's state (noise the
 round drew before it raised is drawn again, the same, so a retried decode's seeded tokens equal an unfailed one's).
 The failed attempt's frames are cleared before anything runs again (``released``): its tensors go, while its
 traceback's lines stay for the log. Then:
@@ -29,7 +30,7 @@ import torch
 
 from engine.errors import UserError
 from engine.runtime import scheduler
-from engine.runtime.cache import cache_lengths, restore
+from engine.runtime.cache import cache_lengths, restore, round_cache
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,17 @@ class Failed:
 @dataclass
 class Saved:
     """What a round that raised may have changed of a request, as it was before the round."""
-    lengths: list[int] | int | None         # its cache's (``engine.runtime.cache.cache_lengths``)
-    rng: torch.Tensor | None                # its device generator's state (a few KB on a CPU, 16 bytes on CUDA)
+    cache: object                           # the cache the round may grow (``engine.runtime.cache.round_cache``)
+    lengths: list[int] | int | None         # its lengths (``cache_lengths``)
+    rng: torch.Tensor | None                # the device generator's state (a few KB on a CPU, 16 bytes on CUDA)
 
     @classmethod
     def of(cls, req) -> "Saved":
-        sampling = getattr(req, "sampling", None)
-        return cls(cache_lengths(req), sampling.generator.get_state() if sampling is not None else None)
+        cache, sampling = round_cache(req), getattr(req, "sampling", None)
+        return cls(cache, cache_lengths(cache), sampling.generator.get_state() if sampling is not None else None)
 
     def rewind(self, req) -> None:
-        restore(req, self.lengths)
+        restore(self.cache, self.lengths)
         if self.rng is not None:
             req.sampling.generator.set_state(self.rng)
 
