@@ -24,10 +24,11 @@ from engine.tasks import get_task
 from tests.test_batch import same_records
 
 # greedy and sampled decodes (T > 0: their tokens follow the device generator's noise), sharing every round
-SPECS = ["threshold:tau=0.5,block_size=4,gen_length=12", "threshold:tau=0.5,block_size=4,gen_length=12,temperature=1.0,seed=3",
-         "llada:block_size=4,steps=2,gen_length=12", "llada:block_size=4,steps=2,gen_length=12,temperature=1.0,seed=8"]
-FULL = ["llada:block_size=4,steps=2,gen_length=12,temperature=1.0,seed=2", "threshold:tau=0.7,block_size=4,gen_length=12,kv_cache=dual",
-        "threshold:tau=0.7,block_size=4,gen_length=12,kv_cache=prefix,temperature=1.0,seed=5", "llada:block_size=4,steps=2,gen_length=12"]
+T = "threshold:tau=0.5,block_size=4,gen_length=12"
+SPECS = [T, f"{T},temperature=1.0,seed=3", "llada:block_size=4,steps=2,gen_length=12",
+         "llada:block_size=4,steps=2,gen_length=12,temperature=1.0,seed=8"]
+FULL = ["llada:block_size=4,steps=2,gen_length=12,temperature=1.0,seed=2", f"{T},kv_cache=dual",
+        f"{T},kv_cache=prefix,temperature=1.0,seed=5", "llada:block_size=4,steps=2,gen_length=12"]
 
 
 def oom() -> torch.OutOfMemoryError:
@@ -37,7 +38,7 @@ def oom() -> torch.OutOfMemoryError:
 def fail_once(monkeypatch, obj, name: str, k: int, then=None) -> list:
     """``obj.name`` runs as before, then raises out of memory after its k-th call, or the first one after it made
     in a round of several requests (so the round runs again in halves, and what that call grew, wrote or drew
-    stays changed; ``then(result)`` runs first, in the failing frame). Returns the list of its calls."""
+    stays changed; what ``then(result)`` returns is held by the failing frame). Returns the list of its calls."""
     real, calls, failed = getattr(obj, name), [], []
     round_size, run_round = [0], scheduler.run_round
 
@@ -50,8 +51,7 @@ def fail_once(monkeypatch, obj, name: str, k: int, then=None) -> list:
         calls.append(1)
         if len(calls) >= k and round_size[0] > 1 and not failed:
             failed.append(1)
-            if then is not None:
-                then(out)
+            kept = then(out) if then is not None else None     # noqa: F841 - held by this frame as it raises
             raise oom()
         return out
     monkeypatch.setattr(scheduler, "run_round", sized)
@@ -126,8 +126,9 @@ def test_a_failed_attempt_holds_no_memory_at_the_retry(adapter, monkeypatch, pat
     monkeypatch.setattr(model.get_decoder(), "forward", forward)
 
     def allocate(out):
-        big = torch.ones(16 << 20)                                   # 64 MiB in the failing frame
+        big = torch.ones(16 << 20)                                   # 64 MiB, held by the failing frame
         held[:] = [weakref.ref(big)]
+        return big
     fail_once(monkeypatch, *site(adapter, "head"), 3, then=allocate)
     monkeypatch.setattr(rounds, "free_device_memory", lambda: alive.append(
         sum(t.numel() * t.element_size() for t in (r() for r in held + hidden) if t is not None)))
