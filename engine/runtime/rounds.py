@@ -1,12 +1,11 @@
 """One round of the engine loop run so that only the decode whose request fails fails (``run``).
 
 ``scheduler.run_round`` runs every request of a round together. If it raises, every request is put back as it was
-before the round (``Saved``): its cache's length (``engine.runtime.cache.restore``; a slot cache's length moves only
-once its forward succeeded, a ``DynamicCache``'s layers are cut back, the canvas encoder's cache that a ``Call``
-extends too) and its device generator's state (noise the
-round drew before it raised is drawn again, the same, so a retried decode's seeded tokens equal an unfailed one's).
-The failed attempt's frames are cleared before anything runs again (``released``): its tensors go, while its
-traceback's lines stay for the log. Then:
+before the round (``Saved``): its cache (``engine.runtime.cache.restore``: a slot cache's length, which moves only
+once its forward succeeded; a ``DynamicCache``'s layers, cut back; the canvas encoder's cache that a ``Call``
+extends) and its device generator's state (noise the round drew before it raised is drawn again, the same, so a
+retried decode's seeded tokens equal an unfailed one's). The failed attempt's frames are cleared before anything
+runs again (``released``): its tensors go, while its traceback's lines stay for the log. Then:
 
 - **out of device memory** (``torch.OutOfMemoryError``, a CUDA or other accelerator allocation): the device's cached
   blocks are released and the round runs again in two halves, each split again while it runs out, down to a request
@@ -48,7 +47,7 @@ class Failed:
 class Saved:
     """What a round that raised may have changed of a request, as it was before the round."""
     cache: object                           # the cache the round may grow (``engine.runtime.cache.round_cache``)
-    lengths: list[int] | int | None         # its lengths (``cache_lengths``)
+    lengths: list | int | None              # what it holds (``cache_lengths``)
     rng: torch.Tensor | None                # the device generator's state (a few KB on a CPU, 16 bytes on CUDA)
 
     @classmethod
