@@ -85,13 +85,12 @@ def site(model, where: str):
             "statistics": (sampling, "_stats")}[where]
 
 
-@pytest.mark.parametrize("k", [2, 4])
 @pytest.mark.parametrize("where", ["forward", "head", "statistics"])
 @pytest.mark.parametrize("path", ["off", "on"])
-def test_a_round_out_of_memory_at_each_site_gives_the_unfailed_decodes(adapter, llada, monkeypatch, path, where, k):
+def test_a_round_out_of_memory_at_each_site_gives_the_unfailed_decodes(adapter, llada, monkeypatch, path, where):
     """Block-causal decodes with a KV cache (a ``DynamicCache``, or slot caches on the static path) and full-attention
-    ones without a cache and with Fast-dLLM's prefix and dual caches, greedy and sampled, in shared rounds: the k-th
-    call at the site runs out of memory after it ran. The round runs again in halves and every decode equals its
+    ones without a cache and with Fast-dLLM's prefix and dual caches, greedy and sampled, in shared rounds: the third
+    call at the site (or the first after it in a shared round) runs out of memory after it ran. The round runs again in halves and every decode equals its
     solo decode."""
     monkeypatch.setenv("UNMASK_STATIC", path)
     # on the eager path a dual-cache decode's records in a shared round differ from its solo ones (by up to 1e-2,
@@ -101,7 +100,7 @@ def test_a_round_out_of_memory_at_each_site_gives_the_unfailed_decodes(adapter, 
         make = makers(model, specs)
         alone = [m().run() for m in make]
         with monkeypatch.context() as m:
-            failed = fail_once(m, *site(model, where), k)
+            failed = fail_once(m, *site(model, where), 3)
             got, loop = through_loop(make)
         assert failed and loop.retries["out of memory"] >= 1 and not loop.retries["failed"], loop.retries
         for a, b in zip(alone, got):
