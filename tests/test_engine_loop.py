@@ -118,13 +118,16 @@ def test_a_failing_forward_fails_its_own_decode_only(adapter):
         same_records(a, h.result(timeout=60))
 
 
+@pytest.mark.parametrize("static", ["off", "on"])
 def test_a_round_out_of_device_memory_runs_again_in_halves_and_only_a_decode_too_big_alone_fails(adapter,
-                                                                                                 monkeypatch):
+                                                                                                 monkeypatch, static):
     """Out of memory injected on the CPU: a round of more than two requests runs out after its forward grew the
-    caches, and a decode marked too big runs out whatever its company. The round is split in halves (the device's
-    cache emptied before each retry) down to rounds that fit; the too-big decode fails alone with a one-line
-    message, and every other decode equals its solo decode."""
+    caches (a ``DynamicCache``'s layers, or a slot cache's length on the static path), and a decode marked too big
+    runs out whatever its company. The round is split in halves (the device's cache emptied before each retry)
+    down to rounds that fit; the too-big decode fails alone with a one-line message, and every other decode equals
+    its solo decode."""
     from engine.errors import UserError
+    monkeypatch.setenv("UNMASK_STATIC", static)
     from engine.runtime import rounds, scheduler
     probs = get_task("arith").problems("test", 4, seed=5)
     make = [lambda p=p: Generation(adapter, p.prompt, build_decoder("threshold", tau=0.5, block_size=4,
@@ -152,7 +155,7 @@ def test_a_round_out_of_device_memory_runs_again_in_halves_and_only_a_decode_too
         hs[3].result(timeout=60)
     for a, h in zip(alone, hs[:3]):
         same_records(a, h.result(timeout=60))
-    assert freed and max(sizes) == 2
+    assert freed and max(sizes) == 2 and loop.retries["out of memory"] >= 1 and loop.retries["failed"] == 1
 
 
 def test_a_round_that_raises_fails_every_decode_waiting_ones_included_and_the_loop_sleeps():

@@ -98,7 +98,7 @@ class SlotPool:
 class SlotCache:
     """One decode's K/V: row ``row`` of ``pool``, positions [0, length) valid. What the runners ask of a cache
     (``get_seq_length``, ``crop``) is integer work; ``splice`` stands for Fast-dLLM's dual cache."""
-    layers: list = []                     # no per-layer tensors of its own (the engine loop's retry cuts none back)
+    layers: list = []                     # no per-layer tensors: a retried round restores ``length`` (runtime.cache)
 
     def __init__(self, pool: SlotPool):
         self.pool, self.row, self.length = pool, pool.acquire(), 0

@@ -16,7 +16,10 @@ stream, then the capture, all graphs sharing one memory pool) and replayed from 
 instead of a dozen per layer. A replay runs the same kernels as an eager call at that shape, so its logits are the
 eager logits of the bucket's shape bit for bit (the GPU check asserts tokens equal). The output buffer is
 overwritten by the next replay, so each request gets a copy of its rows. At most ``MAX_GRAPHS`` buckets are
-captured; later ones run eagerly over their buffers.
+captured; later ones run eagerly over their buffers, as does a bucket whose capture would pass the budget or ran
+out of device memory (marked ``over_budget``: never captured again). A slot cache's length moves only once the
+round's forward and projection succeeded, so a round that runs out of memory is retried from the same lengths
+(``engine.runtime.rounds``).
 
 A request with a KV cache runs here when its cache is a slot cache (``engine.models.slots``: each decode's K/V
 in a row of a fixed-capacity pool, written in place): the exact block cache and Fast-dLLM's prefix and dual
@@ -102,7 +105,7 @@ class Bucket:
     out: torch.Tensor | None = None   # (B, Q, hidden), the graph's output
     copied: object = None         # torch.cuda.Event after the last copies up: the host buffers are free again
     graph_bytes: int = 0          # the memory its capture took (reserved before and after)
-    over_budget: bool = False     # capturing it would pass UNMASK_STATIC_MB: eager over the buffers
+    over_budget: bool = False     # its capture would pass UNMASK_STATIC_MB, or ran out of memory: eager
 
     def dev_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.dev.values())
@@ -175,11 +178,12 @@ class StaticPath:
         else:
             out = self._call(bk)
             how = bk.how
-        for r, n in zip(reqs, q):
-            if isinstance(r.cache, slots.SlotCache):
-                r.cache.length += n                                 # appended at [length, length + n)
         # the output projection per request, outside the graph: the graph keeps (B, Q, hidden), not (B, Q, V)
-        return [self.adapter.own_rows(self.head(out[i, :n]).float()) for i, n in enumerate(q)], how
+        logits = [self.adapter.own_rows(self.head(out[i, :n]).float()) for i, n in enumerate(q)]
+        for r, n in zip(reqs, q):       # only once every allocation above succeeded: a forward or projection that
+            if isinstance(r.cache, slots.SlotCache):                 # raised leaves the lengths as they were (the
+                r.cache.length += n     # K/V it wrote past them are unread); appended at [length, length + n)
+        return logits, how
 
     def _bucket(self, B: int, Q: int, pool) -> Bucket:
         key = (B, Q) if pool is None else (B, Q, id(pool), pool.version)
@@ -246,11 +250,23 @@ class StaticPath:
         return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, id(bk.pool))     # a pool's rows: dynamic
 
     def _capture(self, bk: Bucket) -> None:
-        """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool (unless that
-        would pass the budget: then the bucket stays eager over its buffers)."""
+        """Capture the bucket's forward (``_record``), unless that would pass the budget; a capture that runs out of
+        device memory marks the bucket over budget too. Either way it then runs eagerly over its buffers, and no
+        later round tries to capture it again."""
         if self.used_bytes() + bk.dev_bytes() > self.budget:
             bk.over_budget = True
             return
+        try:
+            self._record(bk)
+        except torch.OutOfMemoryError as e:
+            bk.graph, bk.out, bk.over_budget = None, None, True
+            compiled.log(f"{self.adapter.name}'s bucket {(bk.B, bk.Q)} ran out of device memory in its capture: it "
+                         f"runs eagerly from now on ({' '.join(str(e).split())[:200]})")
+        if bk.over_budget and self.device.type == "cuda":
+            torch.cuda.empty_cache()           # what the failed capture held, before this round's eager forward
+
+    def _record(self, bk: Bucket) -> None:
+        """Warm the bucket's shape up on a side stream, then capture its forward into the shared pool."""
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from engine.models.slots import SlotCache
+
 
 class BlockCache:
     def __init__(self, cache: DynamicCache):
@@ -61,21 +63,43 @@ class SpliceCache(DynamicCache):
         return np.r_[0:self.lo, self.hi:self.n, self.lo:self.hi]
 
 
-def cache_lengths(req) -> list[int] | None:
-    """Each layer's cached length of a forward request's cache, before a round: what a forward that raised may have
-    grown (the engine loop's retry cuts it back, ``restore``). A slot cache has no layers: it grows only after a
-    forward succeeded."""
+def round_cache(req):
+    """The KV cache a round may grow for ``req``: a forward's own, or the ``DynamicCache`` a ``Call`` is handed (the
+    canvas encoder's, which ``encode`` extends in place). None: nothing to cut back."""
     cache = getattr(req, "cache", None)
     if cache is None:
+        cache = next((a for a in getattr(req, "args", ()) if isinstance(a, DynamicCache)), None)
+    return cache
+
+
+def cache_lengths(cache) -> list | int | None:
+    """What a cache holds before a round (``restore`` puts it back): a slot cache's length (``engine.models.slots``),
+    or per layer of a ``DynamicCache`` its cached length; a sliding-window layer's attributes themselves (it drops
+    its oldest positions as it grows, so no length gives them back; it keeps at most a window, so holding its old
+    tensors through a round costs little, where holding a full layer's would double the cache). A round that raised
+    may have grown any of them (a later forward of the round, or the round's statistics, failed after a forward grew
+    it): the engine loop's retry cuts it back."""
+    if cache is None:
         return None
-    return [layer.keys.shape[-2] if getattr(layer, "keys", None) is not None and layer.keys.numel() else 0
+    if isinstance(cache, SlotCache):
+        return cache.length
+    return [dict(vars(layer)) if hasattr(layer, "cumulative_length") else
+            layer.keys.shape[-2] if getattr(layer, "keys", None) is not None and layer.keys.numel() else 0
             for layer in cache.layers]
 
 
-def restore(req, lengths: list[int] | None) -> None:
-    """Cut a request's cache back to ``lengths`` (before a forward that raised grew some of its layers)."""
+def restore(cache, lengths: list | int | None) -> None:
+    """Put a cache back as ``cache_lengths`` found it before a round that raised. A slot cache's length is an
+    integer (the K/V written past it are never read); a full layer keeps a view of its first ``n`` positions (the
+    grown tensor's storage goes at the layer's next write, as transformers' own ``crop`` leaves it)."""
     if lengths is None:
         return
-    for layer, n in zip(req.cache.layers, lengths):
-        if getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
+    if isinstance(lengths, int):
+        cache.length = lengths
+        return
+    for layer, n in zip(cache.layers, lengths):
+        if isinstance(n, dict):
+            vars(layer).clear()
+            vars(layer).update(n)
+        elif getattr(layer, "keys", None) is not None and layer.keys.numel() and layer.keys.shape[-2] > n:
             layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]

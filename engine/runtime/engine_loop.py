@@ -26,7 +26,8 @@ A decode's tokens never depend on its company: it has its own random generator, 
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
 of a projection may differ with the batch, never a token). A forward that raises is retried request by request, so
 the decode that caused it fails alone with its message and the others go on; one out of device memory is retried in
-halves (``engine.runtime.rounds``). A round that raises in the loop itself (a bug) fails every decode the loop holds,
+halves (``engine.runtime.rounds``), each request rewound first (its cache, its generator); ``retries`` counts such
+rounds, and each is logged. A round that raises in the loop itself (a bug) fails every decode the loop holds,
 waiting ones included, and is logged; the loop then sleeps until new work comes.
 """
 
@@ -157,6 +158,7 @@ class EngineLoop:
         self.turns: Counter = Counter()            # client -> its rows run in shared rounds (rotation)
         self.heavy_credit = self.heavy_turn = 0     # the heavy clients' class beside light ones (``share.shared``)
         self.rounds = 0
+        self.retries: Counter = Counter()          # rounds that raised and ran again, decodes they failed (rounds.run)
         self._aborts: set[Handle] = set()
         self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)
         self._rotate = 0
@@ -244,7 +246,7 @@ class EngineLoop:
         if not self.running:
             return
         chosen = self._chosen()
-        results = rounds.run([r.request for r in chosen])
+        results = rounds.run([r.request for r in chosen], self.retries)
         self.rounds += 1
         for r in chosen:            # counted before its rule runs: a decode that ends here is read at once
             r.handle.rounds, r.handle.peers = r.handle.rounds + 1, r.handle.peers + len(chosen)
