@@ -257,7 +257,10 @@ class StaticPath:
             bk.over_budget = True
             return
         try:
-            self._record(bk)
+            with compiled.exclusive() as mine:         # never while a compile runs: CUDA refuses it mid-capture
+                if not mine:
+                    return                             # this round runs eagerly; a later one captures
+                self._record(bk)
         except torch.OutOfMemoryError as e:
             bk.graph, bk.out, bk.over_budget = None, None, True
             compiled.log(f"{self.adapter.name}'s bucket {(bk.B, bk.Q)} ran out of device memory in its capture: it "
