@@ -1,8 +1,9 @@
 """Fair queueing of the model (``explorer.page.fair``): work-conserving (no refusal while there is a free place or
-room in the queue), round robin over clients and, within one, over its sessions; a session's own rule (one running
-and one waiting per kind); refusal of the newest request of the client holding the most when the queue is full;
+room in the queue); with no engine time charged, the fewest turns first over pools, clients and sessions; a
+session's own rule (one running and one waiting per kind); a full queue sends away its most served waiting request;
 waiters whose client left passed over; nothing kept once everything has ended. The order among waiters is tested
-with no spare places (``spare=0``); what the spare places let through, in ``tests/test_share.py``."""
+with no spare or further places (``spare=0, overflow=0``); what they let through, in ``tests/test_share.py``; the
+order by measured cost, in ``tests/test_fair_cost.py``."""
 
 from __future__ import annotations
 

@@ -237,7 +237,8 @@ def test_a_decode_is_charged_by_what_its_forwards_take_not_what_it_declares(adap
                           torch.arange(width), None)
         seen[name] = dict(loop.ledger.service)          # read inside the loop, before either flow leaves
         yield Call(int, (0,))
-    hs = loop.submit_many([Job(lambda: probe(256, "big"), client="big"), Job(lambda: probe(8, "small"), client="small")])
+    hs = loop.submit_many([Job(lambda: probe(256, "big"), client="big"),
+                           Job(lambda: probe(8, "small"), client="small")])
     [h.result(timeout=60) for h in hs]
     service = seen["small"]
     assert service[("big",)] > 4 * service[("small",)], service

@@ -5,14 +5,14 @@ engine seconds each flow's decodes took, hierarchical over pool, client and sess
 - **Seats**: ``_admit`` fills free places with the least served flows' decodes (a flow's paused decode before its
   new ones, ``candidates``). While every place is taken, ``preempt`` pauses, at the round boundary, the decode of
   the most served flow in favour of a waiting flow less served than it, once that decode has held its place for
-  ``ledger.GRANULARITY_S`` of engine time (so two flows do not trade a place every round). A newcomer starts at the least
-  service of the active flows, so it is seated within a round or two whatever the others declared or how many
-  identities hold the places; a decode that is slow for its size (many steps per token, no cache) is charged what
-  it takes and yields its place accordingly.
+  ``ledger.GRANULARITY_S`` of engine time (so two flows do not trade a place every round). A newcomer starts just
+  below the least served of the flows already served (``Ledger.enter``), so it is seated within a round or two
+  whatever the others declared or how many identities hold the places; a decode that is slow for its size (many
+  steps per token, no cache) is charged what it takes and yields its place accordingly.
 - **Memory**: a paused decode keeps its K/V cache; ``pause`` pauses none past ``UNMASK_PAUSED_MB`` of paused caches
   together (the decode then keeps its place until it ends or a place frees).
-- **Rows**: ``rows`` picks a round's rows when several flows run: those of the flows within ``ledger.GRANULARITY_S`` of
-  the least served one, least served first, within ``round_tokens``. A flow far ahead sits out until the others
+- **Rows**: ``rows`` picks a round's rows when several flows run: those of the flows within
+  ``ledger.GRANULARITY_S`` of the least served one, least served first, within ``round_tokens``. A flow far ahead sits out until the others
   catch up, so a light visitor's rounds are not as slow as a flood's whole batch, and flows close to each other
   (a class, a bench) share every round.
 
@@ -70,9 +70,9 @@ def candidates(loop) -> list:
 def preempt(loop) -> None:
     """While every place is taken: for each waiting flow, least served first, the running decode of the most served
     flow that is served more than it (the newest of that flow's) pauses, if it has held its place for
-    ``ledger.GRANULARITY_S`` of engine time; ``_admit`` then seats the least served. A paused decode keeps its generator,
-    its pending request and its cache (no work is lost) and resumes, before its flow's new decodes, when it is the
-    least served again. Its budget clock keeps running (wall time from submission, as for a waiting decode). A
+    ``ledger.GRANULARITY_S`` of engine time; ``_admit`` then seats the least served. A paused decode keeps its
+    generator, its pending request and its cache (no work is lost) and resumes, before its flow's new decodes, when
+    it is the least served again. Its budget clock keeps running (wall time from submission, as for a waiting decode). A
     flow's own decodes never pause for each other (a bench's batch keeps its order)."""
     if len(loop.running) < loop.max_running:
         return
@@ -92,8 +92,8 @@ def preempt(loop) -> None:
 
 
 def rows(loop, cost: list[int]) -> list:
-    """A round shared by several flows: the rows of the flows within ``ledger.GRANULARITY_S`` of the least served running
-    flow, least served first, while their query tokens fit ``round_tokens`` (at least one row)."""
+    """A round shared by several flows: the rows of the flows within ``ledger.GRANULARITY_S`` of the least served
+    running flow, least served first, while their query tokens fit ``round_tokens`` (at least one row)."""
     flows: dict = {}
     for i, r in enumerate(loop.running):
         flows.setdefault(client_of(r), []).append(i)

@@ -9,11 +9,11 @@ gate. Each names its flow: its **pool** (an IPv4 /24 or IPv6 /32, ``proxy.pool_o
 once (the engine loop seats ``concurrent`` of them and shares the rest in time, by the same measure); the others
 wait here. When a place frees it goes to the least served pool, within it to the least served client, within that to
 its least served session (then the fewest turns taken, then first come), and within the session to its oldest
-request. A flow that becomes active starts at the least service of the active flows beside it, so a newcomer is
-served next among them but cannot bank credit by idling. When every place is taken, a request less served than the
-most served holder takes one of ``overflow`` further places (``concurrent``): the engine loop then pauses that
-holder's decode for it. Nothing a request declares about itself (its size, its settings) enters the order: a small but slow decode, a
-link or a Sweep is charged what its forwards take.
+request. A flow that becomes active starts just below the least served of the flows beside it already served
+(``Ledger.enter``), so a newcomer goes next but cannot bank credit by idling. When every place is taken, a request
+less served than the most served holder takes one of ``overflow`` further places (``concurrent``): the engine loop
+then pauses that holder's decode for it. Nothing a request declares about itself (its size, its settings) enters
+the order: a small but slow decode, a link or a Sweep is charged what its forwards take.
 
 Refusals, each a one-line message, only to bound memory:
 - a **session** holds one running and one waiting request of each kind (``PER_SESSION``);
@@ -151,7 +151,8 @@ class FairGate:
         w = _Waiter(path, asyncio.get_running_loop().create_future(), present, next(self._seq))
         self.queues.setdefault(path, deque()).append(w)
         self._grant()                                     # a place may be free (a gone waiter left)
-        left = self.budget_s - (time.monotonic() - (presence.arrived() or time.monotonic()))
+        arrived = presence.arrived() or time.monotonic()
+        left = self.budget_s - (time.monotonic() - arrived)
         try:
             done, _ = await asyncio.wait({w.future}, timeout=max(left, 0.0))
         except asyncio.CancelledError:                    # the visitor left while waiting
@@ -160,7 +161,7 @@ class FairGate:
                 self._release(path)                       # handed a place just now: pass it on
             raise
         if not done and self._remove(w):
-            raise Busy(WAITED.format(s=self.budget_s - left + max(left, 0.0), b=self.budget_s))
+            raise Busy(WAITED.format(s=time.monotonic() - arrived, b=self.budget_s))
         w.future.result()                                 # its place, or why it has none
 
     def _make_room(self, path: tuple) -> None:

@@ -47,8 +47,9 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
                  reserve: Callable[[], float] = lambda: 0.0) -> AsyncIterator[Followed]:
     """See the module's docstring. ``heartbeat``: also yield (the newest value, possibly None) on every tick
     without a new value, for handlers that report progress kept elsewhere. ``started``: when the request began
-    (``time.monotonic()``; default: when it arrived at the fair gate, ``presence.arrived``). ``reserve()``: seconds the caller still needs
-    after the last value (its final drawing): the worker is stopped that much before the budget ends."""
+    (``time.monotonic()``; default: when it arrived at the fair gate, ``presence.arrived``). ``reserve()``: seconds
+    the caller still needs after the last value (its final drawing): the worker is stopped that much before the
+    budget ends."""
     stop, box, lock = threading.Event(), {"value": None, "fresh": False, "error": None}, threading.Lock()
     here = presence.PRESENT.get()                 # the request's client is still there (``explorer.page.presence``)
     should_stop = lambda: stop.is_set() or not here()  # noqa: E731  (asked between forwards: a gone client's work

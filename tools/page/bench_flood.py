@@ -17,8 +17,8 @@ setting on held-out prompts; last, the twelve with no flood (what twelve at once
 Prints per case each visitor's time against its time alone (the issue's target: within 3x), then closes the
 flood's streams (its decodes stop) and lets the server settle before the next case.
 
-``--identities N,M``: instead, per N, N clients (each its own loopback address and /24, 127.1.0.2 on) send one heavy decode
-each, so no client holds more than another (issue 65: the places rule never acted and newcomers waited out whole
+``--identities N,M``: instead, per N, N clients (each its own loopback address and /24, 127.1.0.2 on) send one heavy
+decode each, so no client holds more than another (issue 65: the places rule never acted and newcomers waited out whole
 budgets), and ``--lead`` seconds later one visitor calls ``decode``; ``--budget`` sets ``UNMASK_MAX_SECONDS``;
 ``--trials`` repeats each (the table's "visitors" counts the trials; its median and worst are over them).
 
