@@ -48,8 +48,8 @@ class Ledger:
         self._seq = itertools.count()
 
     def enter(self, client) -> None:
-        """A request or decode of ``client`` arrives: its accounts become active, a new one at the least service of
-        its active siblings."""
+        """A request or decode of ``client`` arrives: its accounts become active, a new one just below the least
+        served of its active siblings that took a turn (see the module's docstring)."""
         with self.lock:
             for k in prefixes(client):
                 if not self.users[k]:
