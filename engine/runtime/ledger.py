@@ -6,11 +6,13 @@ A flow is named by its path of accounts, outermost first: the page's requests by
 string. Every account accrues the engine seconds its decodes' rows took (``charge``: a round's time split over its
 rows by their query tokens, plus each decode's own rule). Siblings are compared by their service, then by the turns
 they took (places and seats), then first come first: start-time fair queueing over a hierarchy (Goyal, Vin and
-Cheng, 1996), as Linux's CFS orders tasks by virtual runtime. An account that becomes active starts ``GRANULARITY_S``
-below the least service of its active siblings that took a turn (as CFS places a waking task half a latency below
-its queue's minimum), never above the least of all of them (``enter``): it is served next, ahead of flows already
-served, but cannot bank more credit than that by idling, and a burst of newcomers is served first come first. One
-with nothing left active is forgotten (``leave``), so memory is bounded by the work present.
+Cheng, 1996), as Linux's CFS orders tasks by virtual runtime. An account that becomes active starts ``HEAD_START_S``
+below its siblings' floor (``enter``): the least service of the active ones that have run, never lowered (CFS's
+``min_vruntime``; CFS places a waking task half a latency below it); level with them while none has run yet. So a newcomer is served next, ahead of the flows already active
+until it has taken that much engine time (a light decode ends within it, in rounds of its own: under equal shares,
+its rounds would carry every holder's rows), but it banks nothing by idling (every newcomer gets the same head start
+from the same floor) and newcomers of one burst start level and are served together. An account with nothing left
+active is forgotten (``leave``), so memory is bounded by the work present.
 
 No torch here.
 """
@@ -21,8 +23,9 @@ import itertools
 import threading
 from collections import Counter
 
-GRANULARITY_S = 0.02    # engine seconds: a newcomer's head start, how long a seated decode keeps its place, and
-                        # the lead a flow may have and still share a round with the least served (``share``)
+GRANULARITY_S = 0.02    # engine seconds a seated decode keeps its place, and the lead a flow may have and still
+                        # share a round with the least served (``share``)
+HEAD_START_S = 0.5      # engine seconds a newcomer starts below the floor: about a light decode's own time alone
 
 
 def path_of(client) -> tuple:
@@ -45,32 +48,36 @@ class Ledger:
         self.users: Counter = Counter()          # account -> requests and decodes keeping it active
         self.turns: Counter = Counter()          # account -> places and seats it took while active
         self.since: dict[tuple, int] = {}        # account -> when it became active (first come first among equals)
+        self.begun: dict[tuple, float] = {}      # account -> its service when it became active
+        self.floor: dict[tuple, float] = {}      # parent account -> its children's least service, never lowered
         self._seq = itertools.count()
 
     def enter(self, client) -> None:
-        """A request or decode of ``client`` arrives: its accounts become active, a new one just below the least
-        served of its active siblings that took a turn (see the module's docstring)."""
+        """A request or decode of ``client`` arrives: its accounts become active, a new one at ``_start``."""
         with self.lock:
             for k in prefixes(client):
                 if not self.users[k]:
-                    self.service[k] = self._start(k)
+                    self.service[k] = self.begun[k] = self._start(k)
                     self.since[k] = next(self._seq)
                 self.users[k] += 1
 
     def _start(self, k: tuple) -> float:
-        siblings = [(s, self.turns[a]) for a, s in self.service.items() if len(a) == len(k) and a[:-1] == k[:-1]]
-        if not siblings:
-            return 0.0
-        least = min(s for s, _ in siblings)
-        served = [s for s, turns in siblings if turns]
-        return min(least, min(served) - GRANULARITY_S) if served else least
+        """Level with its siblings while none has run yet; else ``HEAD_START_S`` below the floor: the least service
+        of the siblings that have run, never lowered (so newcomers of one burst start level, whatever ran since)."""
+        parent = k[:-1]
+        siblings = [a for a in self.service if len(a) == len(k) and a[:-1] == parent]
+        ran = [self.service[a] for a in siblings if self.service[a] > self.begun[a]]
+        if not ran:
+            return min((self.service[a] for a in siblings), default=self.floor.get(parent, 0.0))
+        self.floor[parent] = max(self.floor.get(parent, min(ran)), min(ran))
+        return self.floor[parent] - HEAD_START_S
 
     def leave(self, client) -> None:
         with self.lock:
             for k in prefixes(client):
                 self.users[k] -= 1
                 if self.users[k] <= 0:
-                    for d in (self.users, self.service, self.since, self.turns):
+                    for d in (self.users, self.service, self.begun, self.since, self.turns, self.floor):
                         d.pop(k, None)
 
     def charge(self, client, seconds: float) -> None:

@@ -5,8 +5,8 @@ engine seconds each flow's decodes took, hierarchical over pool, client and sess
 - **Seats**: ``_admit`` fills free places with the least served flows' decodes (a flow's paused decode before its
   new ones, ``candidates``). While every place is taken, ``preempt`` pauses, at the round boundary, the decode of
   the most served flow in favour of a waiting flow less served than it, once that decode has held its place for
-  ``ledger.GRANULARITY_S`` of engine time (so two flows do not trade a place every round). A newcomer starts just
-  below the least served of the flows already served (``Ledger.enter``), so it is seated within a round or two
+  ``ledger.GRANULARITY_S`` of engine time (so two flows do not trade a place every round). A newcomer starts a head
+  start below the flows that have run (``Ledger.enter``), so it is seated within a round or two
   whatever the others declared or how many identities hold the places; a decode that is slow for its size (many
   steps per token, no cache) is charged what it takes and yields its place accordingly.
 - **Memory**: a paused decode keeps its K/V cache; ``pause`` pauses none past ``UNMASK_PAUSED_MB`` of paused caches

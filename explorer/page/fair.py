@@ -9,8 +9,8 @@ gate. Each names its flow: its **pool** (an IPv4 /24 or IPv6 /32, ``proxy.pool_o
 once (the engine loop seats ``concurrent`` of them and shares the rest in time, by the same measure); the others
 wait here. When a place frees it goes to the least served pool, within it to the least served client, within that to
 its least served session (then the fewest turns taken, then first come), and within the session to its oldest
-request. A flow that becomes active starts just below the least served of the flows beside it already served
-(``Ledger.enter``), so a newcomer goes next but cannot bank credit by idling. When every place is taken, a request
+request. A flow that becomes active starts a head start below the floor of the flows beside it (``Ledger.enter``),
+so a newcomer goes next but cannot bank credit by idling. When every place is taken, a request
 less served than the most served holder takes one of ``overflow`` further places (``concurrent``): the engine loop
 then pauses that holder's decode for it. Nothing a request declares about itself (its size, its settings) enters
 the order: a small but slow decode, a link or a Sweep is charged what its forwards take.
