@@ -124,6 +124,7 @@ def burst(url: str, visitor: str, alone: dict, n_burst: int, n_holders: int, lea
     refused = lambda part: sum("refused" in r for r in part)  # noqa: E731
     return dict(rows[0], alone=alone[visitor], ratio=rows[0]["seconds"] / alone[visitor],
                 class_refused=refused(rows[1:21]), burst_refused=refused(rows[21:]),
+                why=sorted({r["refused"][:120] for r in rows if "refused" in r}),
                 burst_median_s=statistics.median(r["seconds"] for r in rows[21:]))
 
 
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in rows:
             if "burst_refused" in r:
                 print(f"burst refused {r['burst_refused']} (median {r['burst_median_s']:.2f} s), class refused "
-                      f"{r['class_refused']} of 20")
+                      f"{r['class_refused']} of 20; why: {r['why']}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 
