@@ -126,3 +126,25 @@ def test_the_workers_budget_counts_from_the_requests_arrival():
         return [f async for f in follow(produce, budget_s=2.0)]
     out = asyncio.run(run())
     assert not ran and len(out) == 1 and out[0].final and "time budget of 2 s" in out[0].limit
+
+
+def test_a_request_whose_client_left_before_its_work_began_never_reaches_the_engine():
+    """Its client closed its stream between the gate's grant and the worker's start: ``follow`` ends with ``Gone``
+    and the work (which would submit a decode) never runs."""
+    streams = Streams()
+    streams.installed = True
+    streams.opened("s")
+    ran = []
+
+    def produce(should_stop):
+        ran.append(True)
+        yield "value"
+
+    async def run():
+        presence.watch(streams, "s")
+        streams.closed("s")
+        with pytest.raises(Gone):
+            async for _ in follow(produce, budget_s=5.0):
+                pass
+    asyncio.run(run())
+    assert not ran

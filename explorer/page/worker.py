@@ -70,6 +70,8 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
     if budget_s is not None and time.monotonic() - t0 > budget_s - reserve():   # spent before it began: no work
         yield Followed(None, final=True, limit=wall_limit(budget_s, time.monotonic() - t0))
         return
+    if not here():
+        raise Gone("the client left before its work began")   # nothing reaches the engine for it
     # the request's context (its client, explorer.page.fair) goes with it into the worker
     worker = asyncio.get_running_loop().run_in_executor(WORKERS, contextvars.copy_context().run, work)
     limit = None
