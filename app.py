@@ -114,7 +114,8 @@ def create_app():
     cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
     page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=ExportDir(),
-                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running, streams=STREAMS))
+                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running, streams=STREAMS,
+                                                           ledger=service.ledger))
     return build_demo(page)
 
 

@@ -60,10 +60,10 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_ROUND_TOKENS", int, 4096, 1, 1 << 20, "query tokens in one round of the engine loop "
             "(a round always runs at least one request)"),
     Setting("UNMASK_WAITING", int, 256, 1, 8192, "requests waiting for the model, all clients together (the fair "
-            "queue's bound; beyond it the newest request of the client holding the most is refused)"),
-    Setting("UNMASK_PER_ADDRESS", int, 128, 2, 8192, "requests of one client (address) waiting for the model, all "
-            "its sessions and kinds together (128: a class of 64 behind one address, each with one running and "
-            "one waiting)"),
+            "queue's bound; beyond it the most served waiting request leaves, or the newcomer is refused)"),
+    Setting("UNMASK_PER_ADDRESS", int, 128, 2, 8192, "requests of one pool of clients (an IPv4 /24 or IPv6 /32) "
+            "waiting for the model, all its sessions and kinds together (128: a class of 64 behind one address, "
+            "each with one running and one waiting)"),
     Setting("UNMASK_TRUSTED_PROXIES", str, "", doc="addresses or networks (commas) whose X-Forwarded-For is "
             "believed (uvicorn's FORWARDED_ALLOW_IPS); empty: none, the socket's address counts, except on a Space "
             "(SPACE_ID set), where the right-most non-private X-Forwarded-For address counts"),

@@ -137,13 +137,8 @@ def wire_runs(page, rp: RunParts, sw) -> None:
 
     async def on_run(request: gr.Request, box, prev, prompt_v, model_v, decoder_v, *values):
         parse = lambda: (decoder_v, share.from_controls(c.keys, decoder_v, values))  # noqa: E731
-        try:
-            size = fair.size_of(prompt_v, parse())
-        except UserError:
-            size = None                                  # run_setting gives the visitor its message
         async for out in fairly(page, "run", request, run_setting(
-                page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False, session=session_of(request)),
-                size):
+                page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False, session=session_of(request))):
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
@@ -164,8 +159,7 @@ def wire_runs(page, rp: RunParts, sw) -> None:
         if not spec or not isinstance(spec, str):
             raise shown_error("choose a setting first")
         async for out in fairly(page, "run", request, run_setting(
-                page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev, session=session_of(request)),
-                fair.size_of(prompt_v, spec)):
+                page, rp, lambda: parse_spec(spec), prompt_v, model_v, None, box, prev, session=session_of(request))):
             yield out
 
     sw.open.click(open_point, [v.tab, rp.previous, sw.point, c.prompt, c.model], rp.outputs, **model_run(rp))
@@ -183,8 +177,7 @@ def wire_runs(page, rp: RunParts, sw) -> None:
         gr.Info(html.escape(f"From the sweep: {result['task']} problem {index + 1}, which {spec} got wrong there; "
                             "decoded again with the same seed (the checker's verdict is in the summary)."))
         async for out in fairly(page, "run", request, run_setting(
-                page, rp, lambda: (name, params), prompt, model_v, None, box, prev, session=session_of(request)),
-                fair.size_of(prompt, (name, params))):
+                page, rp, lambda: (name, params), prompt, model_v, None, box, prev, session=session_of(request))):
             yield out
 
     sw.open_wrong.click(open_wrong, [v.tab, rp.previous, sw.result, sw.point, sw.wrong, c.model], rp.outputs,

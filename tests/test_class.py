@@ -1,6 +1,7 @@
-"""A full queue, against the real app on a loopback port (``explorer.page.fair``): with a small queue, the refused
-requests are the newest of the client holding the most, never the other client's (a class behind one address with
-the default settings: ``tests/test_load.py``). Bounded: loopback, eleven calls."""
+"""A full queue, against the real app on a loopback port (``explorer.page.fair``): with a small queue, a pool over its
+bound refuses its own newest, and a full queue sends away the newest waiting request of the most served pool, never
+a less served one's (a class behind one address with the default settings: ``tests/test_load.py``). Bounded:
+loopback, nineteen calls."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ from tools.page.bench_visitors import visit_http
 pytestmark = pytest.mark.load
 
 
-def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path):
-    """Two places, six waiting at most, four per client; heavy decodes (a 5 s budget each: at 2 s it failed on a machine
-    at a load of 10, where A's first decodes can end before the twelfth call reaches the gate). Address A sends eight
-    (two run, four wait, two refused at once: over its bound), then address B (another /24) four: B's first takes a
-    spare place (it holds nothing: ``FairGate.below_share``), its fourth finds the queue full and A holding the most,
-    so A's newest waiting request is refused to make room; B loses nothing."""
-    env = dict(UNMASK_MAX_RUNNING="2", UNMASK_WAITING="6", UNMASK_PER_ADDRESS="4", UNMASK_MAX_SECONDS="5")
-    sources = ["127.0.0.1"] * 8 + ["127.0.1.2"] * 4        # two networks (a /24 is bounded as one client)
+def test_a_full_queue_refuses_the_newest_of_the_most_served_pool(tmp_path):
+    """Two running places, six spare and two further ones, six waiting at most, four per pool; heavy decodes (a 10 s
+    budget each, counted from arrival). Address A sends fourteen: eight take the places, four wait, two are refused
+    at once (over its pool's bound, and the newest of it); address B (another /24, less served) four: two take
+    the further places (``FairGate.may_enter``), two wait and fill the queue; then address C: the queue is full and
+    A's pool the most served (the engine charged its decodes), so A's newest waiting request leaves for it."""
+    env = dict(UNMASK_MAX_RUNNING="2", UNMASK_WAITING="6", UNMASK_PER_ADDRESS="4", UNMASK_MAX_SECONDS="10")
+    sources = ["127.0.0.1"] * 14 + ["127.0.1.2"] * 4 + ["127.0.2.3"]   # three networks
     with running_app(tmp_path, **env) as (url, _):
         outs, threads = [{"source": s} for s in sources], []
         for o in outs:                                  # in order: each reaches the gate before the next is sent
@@ -36,11 +37,10 @@ def test_a_full_queue_refuses_the_newest_of_the_client_holding_the_most(tmp_path
             time.sleep(0.1)
         for t in threads:
             t.join(timeout=120)
-    refused = [i for i, o in enumerate(outs) if "refused" in o]
-    assert all("queue is full" in outs[i]["refused"] for i in refused), [outs[i]["refused"] for i in refused]
-    # A: #0, #1 run, #2-#5 wait, #6 and #7 over its bound; B: #8 runs in a spare place, #9, #10 fill the queue,
-    # #11 makes A's newest (#5) go
-    assert refused == [5, 6, 7], refused
+    full = [i for i, o in enumerate(outs) if "queue is full" in o.get("refused", "")]
+    # A: #0-#7 hold places, #8-#11 wait, #12 and #13 over its pool's bound; B: #14, #15 in further places, #16,
+    # #17 fill the queue; C: #18 makes A's newest waiting (#11) go
+    assert full == [11, 12, 13], [(i, o.get("refused")) for i, o in enumerate(outs) if "refused" in o]
 
 
 def test_every_model_request_reaches_the_fair_queue_past_gradios_forty_events(tmp_path):

@@ -1,8 +1,9 @@
 """Fair queueing of the model (``explorer.page.fair``): work-conserving (no refusal while there is a free place or
-room in the queue), round robin over clients and, within one, over its sessions; a session's own rule (one running
-and one waiting per kind); refusal of the newest request of the client holding the most when the queue is full;
+room in the queue); with no engine time charged, the fewest turns first over pools, clients and sessions; a
+session's own rule (one running and one waiting per kind); a full queue sends away its most served waiting request;
 waiters whose client left passed over; nothing kept once everything has ended. The order among waiters is tested
-with no spare places (``spare=0``); what the spare places let through, in ``tests/test_share.py``."""
+with no spare or further places (``spare=0, overflow=0``); what they let through, in ``tests/test_share.py``; the
+order by measured cost, in ``tests/test_fair_cost.py``."""
 
 from __future__ import annotations
 
@@ -27,8 +28,7 @@ async def hold(gate, kind, request, log, name, release: asyncio.Event):
 
 
 def empty(gate: FairGate) -> bool:
-    return not (gate.held or gate.queues or gate.running or gate.served or gate.last or gate.new or gate.sizes) \
-        and gate.active == 0
+    return not (gate.held or gate.queues or gate.holding or gate.ledger.active()) and gate.active == 0
 
 
 def test_a_session_gets_one_running_and_one_waiting_request_per_kind():
@@ -54,7 +54,7 @@ def test_a_class_of_64_behind_one_address_is_all_admitted_and_served_round_robin
     """64 sessions of one address, each pressing Run twice, 16 places: none refused (128 requests, the default
     per-client bound), every session's first request served before any session's second."""
     async def scenario():
-        gate, log = FairGate(concurrent=16), []
+        gate, log = FairGate(concurrent=16, spare=0, overflow=0), []
         gos = {}
         tasks = []
         for rnd in range(2):
@@ -83,7 +83,7 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
     rule), then classmates s1 and s2; address B: one visitor. Order of service: f's first (it came first), B, s1,
     s2, and only then f's other nine."""
     async def scenario():
-        gate, log = FairGate(concurrent=1, spare=0), []
+        gate, log = FairGate(concurrent=1, spare=0, overflow=0), []
         gos, tasks = {}, []
 
         def start(name, kind, req):
@@ -112,10 +112,12 @@ def test_under_contention_a_flooder_waits_behind_its_classmates_and_another_addr
     assert empty(gate)
 
 
-def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most():
-    """Each address its own /24 (a pool of one network is bounded as one client, below)."""
+def test_a_full_queue_sends_away_the_most_served_waiting_request():
+    """Each address its own /24. A pool over its bound refuses its own newest (nothing tells its requests apart);
+    a full queue makes its most served pool's newest waiting request leave for a newcomer served less, and refuses
+    a newcomer served as much as every waiting one (first come first served among equals)."""
     async def scenario():
-        gate, log = FairGate(concurrent=1, spare=0, waiting_cap=4, per_client=3), []
+        gate, log = FairGate(concurrent=1, spare=0, overflow=0, waiting_cap=4, per_pool=3), []
         go, tasks, refused = asyncio.Event(), {}, {}
 
         def start(name, req):
@@ -130,20 +132,22 @@ def test_a_full_queue_refuses_the_newest_request_of_the_client_holding_the_most(
         for i in range(3):
             start(f"a{i}", visitor(f"a{i}", "10.0.1.1"))
         await asyncio.sleep(0)
-        start("a3", visitor("a3", "10.0.1.1"))          # over its client's bound (3): refused itself
+        start("a3", visitor("a3", "10.0.1.1"))          # over its pool's bound (3), and the newest of it: refused
         start("b0", visitor("b0", "10.0.2.1"))          # the queue is now full (4)
         await asyncio.sleep(0)
-        start("c0", visitor("c0", "10.0.3.1"))          # full: A holds the most, its newest (a2) makes room
+        start("c0", visitor("c0", "10.0.3.1"))          # full, all served alike: the newcomer goes
         await asyncio.sleep(0)
-        start("a4", visitor("a4", "10.0.1.1"))          # full, and A still holds the most (2 + itself): refused
-        await asyncio.sleep(0)
-        assert set(refused) == {"a3", "a2", "a4"} and gate.waiting == 4
+        gate.ledger.charge(("10.0.1.0/24", "10.0.1.1", "a0"), 1.0)   # the engine charged A's pool
+        start("d0", visitor("d0", "10.0.4.1"))          # full: A's pool, and in it a0, is the most served: a0 leaves
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert set(refused) == {"a3", "c0", "a0"} and gate.waiting == 4
         go.set()
         await asyncio.gather(*tasks.values())
         return log, refused, gate
     log, refused, gate = asyncio.run(scenario())
-    assert all("queue is full" in m for m in refused.values())
-    assert log == ["x", "a0", "b0", "c0", "a1"] and empty(gate)
+    assert all("queue is full" in m for m in refused.values()) and "served less" in refused["a0"]
+    assert log == ["x", "b0", "d0", "a1", "a2"] and empty(gate)
 
 
 def test_a_waiter_whose_client_left_is_passed_over_and_holds_nothing():
@@ -152,7 +156,7 @@ def test_a_waiter_whose_client_left_is_passed_over_and_holds_nothing():
     async def scenario():
         streams = Streams()
         streams.installed = True
-        gate, log, go = FairGate(concurrent=1, spare=0, streams=streams), [], asyncio.Event()
+        gate, log, go = FairGate(concurrent=1, spare=0, overflow=0, streams=streams), [], asyncio.Event()
         for s in ("a", "b", "c", "d"):
             streams.opened(s)
         running = asyncio.create_task(hold(gate, "run", visitor("a", "10.0.0.1"), log, "a", go))
@@ -180,7 +184,7 @@ def test_random_traffic_is_work_conserving_and_leaves_nothing_behind(seed):
     rng = random.Random(seed)
 
     async def scenario():
-        gate = FairGate(concurrent=3, waiting_cap=10, per_client=6)
+        gate = FairGate(concurrent=3, waiting_cap=10, per_pool=6)
         gos, tasks, outcomes = [], [], []
 
         async def one(req, kind, go):
@@ -208,9 +212,9 @@ def test_random_traffic_is_work_conserving_and_leaves_nothing_behind(seed):
                 tasks[rng.randrange(len(tasks))].cancel()
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-            assert gate.active <= gate.concurrent + gate.spare
-            assert gate.active >= gate.concurrent or gate.waiting == 0, "a place is free while a request waits"
-            assert not any(gate.below_share(c) for c in gate.queues), "a client below its share waits"
+            assert gate.active <= gate.concurrent + gate.spare + gate.overflow
+            assert gate.active >= gate.concurrent + gate.spare or gate.waiting == 0, "a place is free, one waits"
+            assert not any(gate.may_enter(p) for p in gate.queues), "a request that may enter waits"
         for go in gos:
             go.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -243,7 +247,7 @@ async def flood_trial(hosts, arrive_at: int, budget: int = 5, ticks: int = 70):
     every tick the attacker adds two one-request clients from ``hosts`` (a host with a request waiting or running
     skips its turn). A newcomer from another address arrives at tick ``arrive_at``: the tick it is served, or None,
     and whether it was refused."""
-    gate = FairGate(concurrent=2, waiting_cap=8, per_client=8)
+    gate = FairGate(concurrent=2, waiting_cap=8, per_pool=8)
     started, gos, tasks, refused, busy = {}, {}, [], [], set()
     tick, pool = 0, iter(hosts)
 
@@ -291,34 +295,11 @@ def test_a_newcomer_is_never_locked_out_by_many_one_request_clients(pattern):
         assert not was_refused and served_at is not None and served_at - arrive_at <= 5, (arrive_at, served_at)
 
 
-def test_a_never_served_client_goes_before_clients_served_before_whatever_their_arrival():
-    """Least recent service first: clients that were each served once and came back wait behind a fresh one that
-    arrived after them (before: arrival order among clients with nothing running)."""
-    async def scenario():
-        gate, log, go = FairGate(concurrent=1, spare=0), [], asyncio.Event()
-        for i in range(3):                                  # each served once, then idle
-            done = asyncio.Event()
-            done.set()
-            await hold(gate, "run", visitor(f"r{i}", f"10.0.1.{i}"), log, f"r{i}-first", done)
-        blocker = asyncio.create_task(hold(gate, "run", visitor("x", "10.0.9.9"), log, "x", go))
-        await asyncio.sleep(0)
-        back = [asyncio.create_task(hold(gate, "run", visitor(f"r{i}", f"10.0.1.{i}"), log, f"r{i}-again", go))
-                for i in range(3)]
-        await asyncio.sleep(0)
-        fresh = asyncio.create_task(hold(gate, "run", visitor("f", "10.0.2.1"), log, "fresh", go))
-        await asyncio.sleep(0)
-        go.set()
-        await asyncio.gather(blocker, *back, fresh)
-        return log
-    log = asyncio.run(scenario())
-    assert log[3:5] == ["x", "fresh"], log
-
-
 def test_waiting_requests_are_bounded_per_ipv4_24_and_ipv6_32():
     """Issue 65: a pool of addresses (one /24, one /32 of /48s) cannot fill the queue: its clients' waiting
     requests count together against the per-client bound; another network's newcomer still waits its turn."""
     async def scenario():
-        gate, log, go = FairGate(concurrent=1, spare=0, waiting_cap=100, per_client=3), [], asyncio.Event()
+        gate, log, go = FairGate(concurrent=1, spare=0, overflow=0, waiting_cap=100, per_pool=3), [], asyncio.Event()
         refused = []
 
         async def one(host):

@@ -95,6 +95,11 @@ class DecodeService:
         """Decodes that share a round of the engine loop (``UNMASK_MAX_RUNNING``; the device's default)."""
         return engine_loop().max_running
 
+    @property
+    def ledger(self):
+        """The engine loop's measured service per flow (``engine.runtime.ledger``): the page's gate orders by it."""
+        return engine_loop().ledger
+
     def model(self, name: str | None = None):
         key = name or self.default_model
         key = self.aliases.get(key, key)
@@ -191,11 +196,8 @@ class DecodeService:
     def _stream(self, gen: Generation, client: str = "", every_s: float = 0.0, should_stop=None,
                 budget_s: float | None = None, first_at_once: bool = True) -> Iterator[Trace]:
         """The generation's snapshots from the engine loop, each held back one, then its final trace."""
-        # its size: the query tokens its forwards read at most, one token committed each and nothing cached (the
-        # engine loop seats the smallest of equals first and lets it take a much larger decode's place)
         job = Job(gen.streamed, client=client, budget_s=budget_s or self.max_seconds, snapshot=gen.trace,
-                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once,
-                  size=gen.cfg.gen_length * gen.runner.end)
+                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once)
         handle = engine_loop().submit(job)
         pending = None
         try:

@@ -10,17 +10,15 @@ Every decode reaches a model through here: the page's runs, Compare, Branch, the
     handle.result()             its final value (its trace), or its error
 
 A round takes one request from every running decode (``run_round``: one batched forward per model, one batched
-statistics call per sampling setting). Admission is round robin over clients (a client is the unit of fairness: a
-visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
-the fewest running, so one client's flood cannot fill the running set; and when the set is full, a client holding at
-least two places fewer than the client holding the most makes that client's newest decode pause at the round
-boundary, kept whole, until its share allows; and when one decode each of many clients holds every place, the
-decode that has held its place longest pauses for a waiting client holding nothing (``engine.runtime.share``). A ``Group`` caps its own jobs running at
-once (a bench's ``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken
-in rotating order, so one huge prompt cannot starve the rest; when several clients run, a round's rows are shared by
-client (deficit round robin in query tokens), so a light client's forward is not as slow as a flood's batch. A job's
-``budget_s`` is wall time from its submission: past it the decode is stopped at the next round boundary with its
-last state (``on_limit``).
+statistics call per sampling setting). The places and the rows are shared by measured cost (``engine.runtime.share``):
+each flow (a client's path of accounts, ``Job.client``: the page's pool, client and session; the process itself is
+"") accrues the engine time its decodes took (``engine.runtime.ledger``); a free place goes to the least served
+flow's decode, and when the set is full a decode of a flow served more than a waiting one pauses at the round
+boundary, kept whole, until it is the least served again. A ``Group`` caps its own jobs running at once (a bench's
+``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken in rotating
+order, so one huge prompt cannot starve the rest; when several flows run, the flows far ahead of the least served
+sit a round out, so a light visitor's forward is not as slow as a flood's batch. A job's ``budget_s`` is wall time
+from its submission: past it the decode is stopped at the next round boundary with its last state (``on_limit``).
 
 A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
@@ -36,14 +34,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.scheduler import Call, Forward
-from engine.runtime.share import client_of, first_fitting
+from engine.runtime.ledger import Ledger
+from engine.runtime.share import client_of
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ class Group:
 @dataclass(eq=False)
 class Job:
     start: Callable[[], Generator]          # the decode: yields requests (and items to stream), returns its result
-    client: str = ""                        # the unit of fairness
+    client: str | tuple = ""                # its flow: the accounts its engine time is charged to (``ledger``)
     group: Group | None = None
     budget_s: float | None = None           # wall seconds from submission
     snapshot: Callable[[], object] | None = None   # the decode's state to stream (called on the engine thread)
@@ -67,7 +66,6 @@ class Job:
     first_at_once: bool = True              # the first snapshot after the first forward (else after every_s)
     on_limit: Callable[[str], object] | None = None   # the final value of a decode stopped by its budget
     index: int = 0                          # the caller's number for it (``Scheduler``)
-    size: int = 0                           # its work, for the order of waiting decodes (``share.size_of``)
 
 
 class Handle:
@@ -101,6 +99,8 @@ class Handle:
             self.value, self.error = value, error
             self._done.set()
             self._cond.notify_all()
+        if self.loop is not None:
+            self.loop.ledger.leave(self.job.client)     # once: its flow's accounts are forgotten when idle
         if self.job.group is not None:
             with self.loop.cond:
                 self.job.group.ended.append(self)
@@ -141,26 +141,23 @@ class _Running:
     decode: Generator
     request: object = None
     last_snapshot: float = float("-inf")
-    seated: float = 0.0                     # when it last took a place (``share.by_time``)
+    tenure: float = 0.0                     # engine seconds charged since it last took a place (``share``)
 
 
 class EngineLoop:
     """See the module's docstring. ``max_running``: decodes that share a round; ``round_tokens``: query tokens in
     one round (at least one request runs whatever its size)."""
 
-    def __init__(self, max_running: int = 8, round_tokens: int = 4096):
+    def __init__(self, max_running: int = 8, round_tokens: int = 4096, ledger: Ledger | None = None):
         self.max_running, self.round_tokens = max(1, max_running), max(1, round_tokens)
+        self.ledger = Ledger() if ledger is None else ledger     # each flow's measured service
         self.cond = threading.Condition()
         self.queues: dict[str, deque[Handle]] = {}  # client -> its waiting decodes, oldest first
         self.running: list[_Running] = []
         self.paused: list[_Running] = []            # preempted decodes, oldest first: generator and request kept
-        self.deficit: Counter = Counter()          # client -> query tokens it may still spend (shared rounds)
-        self.turns: Counter = Counter()            # client -> its rows run in shared rounds (rotation)
-        self.heavy_credit = self.heavy_turn = 0     # the heavy clients' class beside light ones (``share.shared``)
         self.rounds = 0
         self.retries: Counter = Counter()          # rounds that raised and ran again, decodes they failed (rounds.run)
         self._aborts: set[Handle] = set()
-        self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)
         self._rotate = 0
         self.thread = threading.Thread(target=self._serve, name="unmask-engine", daemon=True)
         self.thread.start()
@@ -175,6 +172,7 @@ class EngineLoop:
         handles = [Handle(j, self) for j in jobs]
         with self.cond:
             for h in handles:
+                self.ledger.enter(h.job.client)
                 self.queues.setdefault(h.job.client, deque()).append(h)
             self.cond.notify_all()
         return handles
@@ -223,19 +221,20 @@ class EngineLoop:
             h.finish(error=error)
 
     def _step(self) -> None:
-        """Between rounds: aborts and budgets, admissions; then one round, then each decode's rule. The step's
-        span (admissions, forward and rules) is split equally among the decodes of its round."""
+        """Between rounds: aborts and budgets, the fair share's pauses, admissions; then one round, then each
+        decode's rule. The step's span (admissions, forward and rules) is split equally among the decodes of its
+        round (``Handle.seconds``); the fair share charges each its measured cost (``share.charge``)."""
         t0 = time.perf_counter()
         self._leave()
         fair_share.preempt(self)
-        fair_share.by_time(self, time.monotonic())
+        own: dict[int, float] = {}                    # each decode's own time outside the round (start, rule)
         for handle in self._admit():
             if isinstance(handle, _Running):          # a paused decode resumes where it stopped
-                handle.seated = time.monotonic()
+                handle.tenure = 0.0
                 self.running.append(handle)
                 continue
-            r = _Running(handle, None, seated=time.monotonic(),
-                         last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
+            t = time.perf_counter()
+            r = _Running(handle, None, last_snapshot=float("-inf") if handle.job.first_at_once else time.monotonic())
             try:
                 r.decode = handle.job.start()
             except Exception as e:
@@ -243,18 +242,25 @@ class EngineLoop:
                 continue
             if r.decode is not None and self._advance(r, None):
                 self.running.append(r)
+            own[id(r)] = time.perf_counter() - t
         if not self.running:
             return
         chosen = self._chosen()
+        cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in chosen]
+        t = time.perf_counter()
         results = rounds.run([r.request for r in chosen], self.retries)
+        round_s = time.perf_counter() - t
         self.rounds += 1
         for r in chosen:            # counted before its rule runs: a decode that ends here is read at once
             r.handle.rounds, r.handle.peers = r.handle.rounds + 1, r.handle.peers + len(chosen)
         for r, res in zip(chosen, results):
+            t = time.perf_counter()
             if isinstance(res, rounds.Failed):
                 self._end(r, error=res.error)
             elif not self._advance(r, res):
                 self.running.remove(r)
+            own[id(r)] = own.get(id(r), 0.0) + time.perf_counter() - t
+        fair_share.charge(self, chosen, cost, round_s, own)
         share = (time.perf_counter() - t0) / len(chosen)
         for r in chosen:
             r.handle.seconds += share
@@ -293,9 +299,9 @@ class EngineLoop:
             self._finish(h, value=job.on_limit(why))
 
     def _admit(self) -> list[Handle]:
-        """Waiting decodes that join now: round robin over clients (the fewest running, then the fewest admitted,
-        then the smallest: ``share.size_of``), each group within its cap, a client's oldest first. A decode whose
-        budget ran out while it waited ends here, with nothing decoded."""
+        """Waiting decodes that join now: the least served flow's first (``share.candidates``: its paused decode,
+        else its oldest waiting one its group allows), one at a time, each seat counted as a turn of its flow. A
+        decode whose budget ran out while it waited ends here, with nothing decoded."""
         out = []
         with self.cond:
             now = time.monotonic()
@@ -306,37 +312,30 @@ class EngineLoop:
         for h in late:
             self._stop(h)
         with self.cond:
-            running = Counter(r.handle.job.client for r in self.running)
             while len(self.running) + len(out) < self.max_running:
-                fits = fair_share.candidates(self)            # one per client: a paused decode, else its oldest
+                fits = fair_share.candidates(self)
                 if not fits:
                     break
-                h = min(fits, key=lambda h: (running[client_of(h)], self._served[client_of(h)],
-                                             fair_share.size_of(h)))
-                running[client_of(h)] += 1
+                h = min(fits, key=lambda h: self.ledger.key(client_of(h)))
+                self.ledger.seated(client_of(h))
                 out.append(h)
                 if isinstance(h, _Running):
                     self.paused.remove(h)
                     continue
                 self.queues[h.job.client].remove(h)
-                self._served[h.job.client] += 1
                 if h.job.group is not None:
                     h.job.group.running += 1
                 h.admitted = True
-            # forget the clients with nothing waiting, running or paused (a public server meets many addresses)
+            # forget the flows with nothing waiting (a public server meets many addresses)
             self.queues = {c: q for c, q in self.queues.items() if q}
-            active = set(self.queues) | set(running) | {client_of(r) for r in self.paused}
-            self._served = Counter({c: n for c, n in self._served.items() if c in active})
-            self.deficit = Counter({c: n for c, n in self.deficit.items() if c in active})
-            self.turns = Counter({c: n for c, n in self.turns.items() if c in active})
         return out
 
     def _chosen(self) -> list[_Running]:
         """The decodes whose requests run this round: all, unless their queries pass ``round_tokens``; then as
-        many as fit, starting where the last cut round stopped."""
+        many as fit, starting where the last cut round stopped. Several flows: ``share.rows``."""
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in self.running]
         if len({client_of(r) for r in self.running}) > 1:
-            return fair_share.shared(self, cost)
+            return fair_share.rows(self, cost)
         if sum(cost) <= self.round_tokens:
             return list(self.running)
         n = len(self.running)

@@ -97,9 +97,7 @@ def both(page: Page, prompt, model, specs, should_stop=None):
 async def run_compare(page: Page, prompt, model, a: str, b: str, request: gr.Request = None):
     """Runs in a worker (``follow``) once the gate lets it: the newest pair a few times a second, stopped with
     the request."""
-    sizes = [fair.size_of(prompt, spec) for spec in (a, b)]
-    async for out in fairly(page, "compare", request, compared(page, prompt, model, a, b),
-                            None if None in sizes else sum(sizes)):
+    async for out in fairly(page, "compare", request, compared(page, prompt, model, a, b)):
         yield out
 
 

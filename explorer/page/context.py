@@ -125,12 +125,12 @@ class Page:
         return model
 
 
-async def fairly(page: Page, kind: str, request, outputs, size: int | None = None):
-    """The outputs of a request that runs the model, once the gate lets it (``explorer.page.fair``; ``size``:
-    its work, ``fair.size_of``); a visitor beyond its share, or refused by a full queue, gets the page's one-line
-    message; one who left gets nothing more."""
+async def fairly(page: Page, kind: str, request, outputs):
+    """The outputs of a request that runs the model, once the gate lets it (``explorer.page.fair``: by the engine
+    time its flow has taken, nothing it declares); a visitor beyond its share, refused by a full queue or past its
+    budget while waiting, gets the page's one-line message; one who left gets nothing more."""
     try:
-        async with page.gate.slot(kind, request, size):
+        async with page.gate.slot(kind, request):
             async for out in outputs:
                 yield out
     except Busy as e:

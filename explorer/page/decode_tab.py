@@ -25,7 +25,7 @@ from explorer.glossary import how_to_read
 from explorer.page.compare import spec_of
 from explorer.page.context import Page, shown_error
 from explorer.page.share import query_for
-from explorer.page import fair
+from explorer.page import fair, presence
 from explorer.page.worker import INTERVAL_S, DrawClock, follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
@@ -182,8 +182,9 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
     and the request's wall time, rendering included, is bounded by the service's budget. The cache is shared for
     the page's own prompts only; a free-text prompt's run is kept for its ``session`` alone
     (``Page.cache_scope``). ``budget_s``: this run's share of the request's budget (a link's base run leaves the
-    rest to its branch), counted from ``started`` (a link's page load; default: now). Yields (trace, parts)."""
-    key, last, t0 = None, None, started or time.monotonic()
+    rest to its branch), counted from ``started`` (a link's page load; default: its arrival at the fair gate,
+    ``presence.arrived``). Yields (trace, parts)."""
+    key, last, t0 = None, None, started or presence.arrived() or time.monotonic()
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     try:
         model = page.check_model(model_v)

@@ -7,8 +7,9 @@ while a run streams, ``gradio_client`` its session's data stream, a plain HTTP c
 streams. A request's client is **gone** when none of its session's streams is open and either one closed after the
 request arrived (the client closed its stream) or none has opened within ``GRACE_S`` of its arrival (it never opened
 one). gradio itself notices only the next time it sends the stream a message, and then stops calling the handler
-without closing it, so the handler's worker would decode on unseen; here the gate skips a gone waiter and the
-worker (``worker.follow``) stops at its next forward.
+without closing it, so the handler's worker would decode on unseen; here the gate holds a request until its
+client's stream is open (``confirm``: a request whose client never opens one, or closed it, ends before it waits
+or reaches the engine), skips a gone waiter, and the worker (``worker.follow``) stops at its next forward.
 
 Without the middleware, or for a gate given no ``Streams`` (handlers called in-process, the tests' fake requests),
 every client is present.
@@ -16,6 +17,7 @@ every client is present.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import re
 import time
@@ -67,15 +69,36 @@ class Streams:
 
 STREAMS = Streams()
 PRESENT: contextvars.ContextVar[Callable[[], bool]] = contextvars.ContextVar("unmask_present", default=lambda: True)
+ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("unmask_arrived", default=None)
+CONFIRM_POLL_S = 0.01  # how often a request's stream is looked for while it is not yet open
 
 
 def watch(streams: Streams | None, session: str | None) -> Callable[[], bool]:
     """The presence test of a request arriving now (always true without ``streams``), also set for the work it
-    starts (``worker.follow`` reads it through the context)."""
+    starts (``worker.follow`` reads it through the context), with the moment it arrived (``arrived``)."""
     t0 = time.monotonic()
     test = (lambda: True) if streams is None else (lambda: streams.present(session, t0))
     PRESENT.set(test)
+    ARRIVED.set(t0)
     return test
+
+
+def arrived() -> float | None:
+    """When the request being served arrived (``time.monotonic()``; None outside a request): its budget counts from
+    then, its wait for the model included."""
+    return ARRIVED.get()
+
+
+async def confirm(streams: Streams | None, session: str | None) -> None:
+    """Return once the client of the request arriving now has its stream open; ``Gone`` if it closes it first or
+    opens none within ``GRACE_S`` (a streamless POST: before, it decoded about two seconds for nobody)."""
+    if streams is None or not streams.installed or not session:
+        return
+    t0 = time.monotonic()
+    while not streams.open.get(session):
+        if not streams.present(session, t0):
+            raise Gone("the client left before its request was served")
+        await asyncio.sleep(CONFIRM_POLL_S)
 
 
 def present() -> bool:

@@ -155,10 +155,8 @@ async def run_sweep(page: Page, model, dec, tau_s, b_s, extra, task, n_v, temp_v
                     progress=gr.Progress()):
     """The sweep runs, once the gate lets it, in a worker (``follow``) that reports progress; Stop, ``/cancel`` or
     a visitor leaving stops it at the next decode, and the request ends only once it has."""
-    # a sweep decodes many problems: its size, at least as many default runs (it waits behind lighter requests)
-    size = fair.DEFAULT_SIZE * n_v if isinstance(n_v, int) and n_v > 0 else None
     async for out in fairly(page, "sweep", request, swept(page, model, dec, tau_s, b_s, extra, task, n_v, temp_v,
-                                                          progress), size):
+                                                          progress)):
         yield out
 
 

@@ -47,8 +47,9 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
                  reserve: Callable[[], float] = lambda: 0.0) -> AsyncIterator[Followed]:
     """See the module's docstring. ``heartbeat``: also yield (the newest value, possibly None) on every tick
     without a new value, for handlers that report progress kept elsewhere. ``started``: when the request began
-    (``time.monotonic()``), if it did work before this (a cache read). ``reserve()``: seconds the caller still needs
-    after the last value (its final drawing): the worker is stopped that much before the budget ends."""
+    (``time.monotonic()``; default: when it arrived at the fair gate, ``presence.arrived``). ``reserve()``: seconds
+    the caller still needs after the last value (its final drawing): the worker is stopped that much before the
+    budget ends."""
     stop, box, lock = threading.Event(), {"value": None, "fresh": False, "error": None}, threading.Lock()
     here = presence.PRESENT.get()                 # the request's client is still there (``explorer.page.presence``)
     should_stop = lambda: stop.is_set() or not here()  # noqa: E731  (asked between forwards: a gone client's work
@@ -64,10 +65,13 @@ async def follow(produce: Callable[[Callable[[], bool]], Iterator], budget_s: fl
         except BaseException as e:     # handed to the request: a UserError is shown, anything else re-raised
             box["error"] = e
 
-    t0 = time.monotonic() if started is None else started
+    # by default the budget counts from the request's arrival, its wait at the fair gate included
+    t0 = started if started is not None else presence.arrived() or time.monotonic()
     if budget_s is not None and time.monotonic() - t0 > budget_s - reserve():   # spent before it began: no work
         yield Followed(None, final=True, limit=wall_limit(budget_s, time.monotonic() - t0))
         return
+    if not here():
+        raise Gone("the client left before its work began")   # nothing reaches the engine for it
     # the request's context (its client, explorer.page.fair) goes with it into the worker
     worker = asyncio.get_running_loop().run_in_executor(WORKERS, contextvars.copy_context().run, work)
     limit = None

@@ -4,6 +4,8 @@
     python -m tools.page.bench_flood --app-dir /tmp/old   # another checkout's app.py (an earlier commit: "before")
     python -m tools.page.bench_flood --identities 16,48,272 --budget 20 --trials 5   # many identities, one decode each
     python -m tools.page.bench_flood --pairs 10 --budget 4             # two newcomers beside a client's two decodes
+    python -m tools.page.bench_flood --identities 16,48 --flood-spec remdm:gen_length=8,steps=64,use_cache=false
+    python -m tools.page.bench_flood --burst 134 --holders 64 --budget 20   # fresh identities beside holders
 
 Starts ``python app.py`` on a loopback port with its default settings. Each client connects from its own loopback
 address (127.0.0.2 floods, the visitors from 127.0.0.10 on), so the app tells them apart as it would a Space's
@@ -15,10 +17,19 @@ setting on held-out prompts; last, the twelve with no flood (what twelve at once
 Prints per case each visitor's time against its time alone (the issue's target: within 3x), then closes the
 flood's streams (its decodes stop) and lets the server settle before the next case.
 
-``--identities N,M``: instead, per N, N clients (each its own loopback address and /24, 127.1.0.2 on) send one heavy decode
-each, so no client holds more than another (issue 65: the places rule never acted and newcomers waited out whole
+``--identities N,M``: instead, per N, N clients (each its own loopback address and /24, 127.1.0.2 on) send one heavy
+decode each, so no client holds more than another (issue 65: the places rule never acted and newcomers waited out whole
 budgets), and ``--lead`` seconds later one visitor calls ``decode``; ``--budget`` sets ``UNMASK_MAX_SECONDS``;
 ``--trials`` repeats each (the table's "visitors" counts the trials; its median and worst are over them).
+
+``--flood-spec SPEC``: the flood's (or the identities', or the holders') decode instead of the heavy one: a small
+but slow one (issue 74: ``remdm:gen_length=8,steps=64,use_cache=false``, 1/16 of the page's default size by
+generation length times canvas, several times its time) held by many identities.
+
+``--burst N --holders M``: M identities (127.1.x.2) each hold a heavy decode; ``--lead`` seconds later N fresh
+identities (127.2.x.2, each its own /24) and a class of 20 (sessions of 127.3.0.2) call ``decode`` with the page's
+default setting at once, and the visitor (127.0.0.10) with them: its time against alone, and how many of the burst,
+the class and the visitor were refused (issue 74, finding 4: a per-burst bound refused them all).
 
 ``--pairs N``: N trials of one client (127.0.0.2) running two heavy decodes and, 0.8 s later, two newcomers (their
 own addresses) calling ``decode`` at once; counts the decodes that failed (issue 65: every trial that met the
@@ -78,15 +89,14 @@ def at_once(calls: list) -> list[dict]:
     return results
 
 
-def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float, identities: bool = False
-         ) -> list[dict]:
+def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float, identities: bool = False,
+         spec: str = HEAVY) -> list[dict]:
     """The flood, then the visitors ``lead_s`` later: each visitor's seconds and ratio to its time alone. The flood
-    comes from one address, or (``identities``) from one address per decode."""
+    comes from one address, or (``identities``) from one address per decode, each its own /24 (a pool of proxies
+    across networks, which the per-network bound does not catch)."""
     stop = threading.Event()
-    # many identities: each its own /24 (a pool of proxies across networks, which the per-network bound does not
-    # catch: only the order by size and the bound per burst of new clients do)
     source = (lambda i: f"127.{1 + i // 250}.{i % 250}.2") if identities else (lambda i: "127.0.0.2")
-    flood = [(url, "Tell a story about a fox.", HEAVY, source(i), stop) for i in range(n_flood)]
+    flood = [(url, "Tell a story about a fox.", spec, source(i), stop) for i in range(n_flood)]
     flooding = threading.Thread(target=at_once, args=(flood,))
     flooding.start()
     time.sleep(lead_s)
@@ -95,6 +105,28 @@ def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float
     flooding.join()
     time.sleep(3)                                   # the flood's decodes stop at their next forward
     return [dict(r, alone=alone[p], ratio=r["seconds"] / alone[p]) for p, r in zip(visitors, rows)]
+
+
+def burst(url: str, visitor: str, alone: dict, n_burst: int, n_holders: int, lead_s: float, spec: str) -> dict:
+    """Holders, then ``lead_s`` later a burst of fresh identities, a class of 20 behind one address and the visitor
+    at once: the visitor's row, and the refusals of each group."""
+    stop = threading.Event()
+    holders = [(url, "Tell a story about a fox.", spec, f"127.1.{i % 250}.{2 + i // 250}", stop)
+               for i in range(n_holders)]
+    holding = threading.Thread(target=at_once, args=(holders,))
+    holding.start()
+    time.sleep(lead_s)
+    calls = [(url, visitor, SPEC, "127.0.0.10")] + [(url, "3+4=", SPEC, "127.3.0.2")] * 20 + [
+        (url, "5+1=", SPEC, f"127.{2 + i // 250}.{i % 250}.2") for i in range(n_burst)]
+    rows = at_once(calls)
+    stop.set()
+    holding.join()
+    time.sleep(3)
+    refused = lambda part: sum("refused" in r for r in part)  # noqa: E731
+    return dict(rows[0], alone=alone[visitor], ratio=rows[0]["seconds"] / alone[visitor],
+                class_refused=refused(rows[1:21]), burst_refused=refused(rows[21:]),
+                why=sorted({r["refused"][:120] for r in rows if "refused" in r}),
+                burst_median_s=statistics.median(r["seconds"] for r in rows[21:]))
 
 
 def pairs(url: str, trials: int) -> str:
@@ -125,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budget", type=float, default=0, help="UNMASK_MAX_SECONDS for the app (0: its default)")
     ap.add_argument("--trials", type=int, default=1, help="with --identities: flood and newcomer this many times")
     ap.add_argument("--pairs", type=int, default=0, help="trials of two newcomers beside two decodes (see above)")
+    ap.add_argument("--flood-spec", default=HEAVY, help="the flood's decode (default: the heavy one; see above)")
+    ap.add_argument("--burst", type=int, default=0, help="fresh identities beside --holders (see above)")
+    ap.add_argument("--holders", type=int, default=64, help="with --burst: identities holding a decode each")
     args = ap.parse_args(argv)
     env = {"root": Path(args.app_dir)} if args.app_dir else {}
     if args.budget:
@@ -137,10 +172,15 @@ def main(argv: list[str] | None = None) -> None:
             return
         counts = [int(n) for n in args.identities.split(",") if n.strip()]
         alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
-                 for p in (visitors[:1] if counts else visitors)}
-        if counts:
+                 for p in (visitors[:1] if counts or args.burst else visitors)}
+        if args.burst:
+            out = {f"{args.burst} fresh beside {args.holders} holders": [
+                burst(url, visitors[0], alone, args.burst, args.holders, args.lead, args.flood_spec)
+                for _ in range(args.trials)]}
+        elif counts:
             out = {f"behind {n} identities": [row for _ in range(args.trials)
-                                              for row in case(url, visitors[:1], alone, n, args.lead, True)]
+                                              for row in case(url, visitors[:1], alone, n, args.lead, True,
+                                                              args.flood_spec)]
                    for n in counts}
         else:
             out = {"one": case(url, visitors[:1], alone, args.flood, args.lead),
@@ -155,6 +195,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {len(rows)} | {statistics.median(r['alone'] for r in rows):.2f} | "
               f"{statistics.median(r['seconds'] for r in rows):.2f} | {max(r['seconds'] for r in rows):.2f} | "
               f"{statistics.median(ratios):.1f}x | {max(ratios):.1f}x | {refused} |")
+        print("per trial:", ", ".join(f"{r['seconds']:.2f} s ({r['ratio']:.1f}x)" for r in rows))
+        for r in rows:
+            if "burst_refused" in r:
+                print(f"burst refused {r['burst_refused']} (median {r['burst_median_s']:.2f} s), class refused "
+                      f"{r['class_refused']} of 20; why: {r['why']}")
     if args.json:
         provenance.write(args.json, out, argv)
 
