@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -26,14 +27,20 @@ def site(tmp_path_factory):
     mp.setenv("UNMASK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     mp.setenv("UNMASK_MAX_SECONDS", "60")
     import app
-    seen = {}
-    build = app.build_demo
+    from explorer import layout
+    seen, build, tour = {}, app.build_demo, layout.wire_tour
 
     def keep(page):
         seen["page"] = page
         return build(page)
+
+    def keep_tour(page, rp, card, bp, more):       # the run's parts and the tour's card, for the handlers below
+        seen.update(rp=rp, card=card)
+        return tour(page, rp, card, bp, more)
     mp.setattr(app, "build_demo", keep)
+    mp.setattr(layout, "wire_tour", keep_tour)
     demo = app.create_app()
+    demo.parts = seen
     yield demo, seen["page"]
     mp.undo()
 
@@ -50,7 +57,9 @@ def drive(result):
 
 def dump(value) -> str:
     """A stable text of one output: a figure's JSON, a trace's arrays and metadata, a component update's
-    arguments, anything else as JSON (``repr`` for what JSON cannot say)."""
+    arguments, an exported file's bytes (its name is the session's own), anything else as JSON."""
+    if isinstance(value, str) and value.startswith("/") and len(value) < 1024 and Path(value).is_file():
+        return "file " + hashlib.sha256(Path(value).read_bytes()).hexdigest()
     if isinstance(value, go.Figure):
         return value.to_json()
     if isinstance(value, Trace):
@@ -120,3 +129,107 @@ def test_a_served_example_refuses_every_change(site):
         params["tau"] = 0.1
         joined = Trace(meta={**m.to_dict(), "decoder": "s2d2"}, records=list(tr.records[:2]))
         assert joined.records[0].decoder == "s2d2" and r.decoder == m.decoder
+
+
+def served(demo, page) -> str:
+    """What any visitor is served without a model call: the opening page, each example shown as the run (as the
+    tour and Compare show them), each tour stop."""
+    from explorer.page.run import show_trace
+    rp, card = demo.parts["rp"], demo.parts["card"]
+    texts = [opening(demo, "B")[0]]
+    texts += [serialised(show_trace(page, rp, ex, None, None, example=True, box={"tab": None}))
+              for ex in page.example_traces.values()]
+    stops = next(f for f in demo.fns.values() if f.inputs[:1] == [card[-1]] and len(f.inputs) == 3)
+    i = -1
+    for _ in range(len(__import__("explorer.page.tour", fromlist=["STOPS"]).STOPS)):
+        out = stops.fn(i, {"tab": None}, None)
+        i = out[card[-1]]
+        texts.append(serialised(out))
+    return "\n\n".join(texts)
+
+
+def call(demo, fn, request, values: dict):
+    """A handler called as gradio calls it: its inputs' values by component (a State its initial value, any
+    other its default), the request first when it takes one."""
+    import copy
+    import inspect
+    args = [values[c] if c in values else copy.deepcopy(c.value) for c in fn.inputs]
+    params = list(inspect.signature(fn.fn).parameters.values())
+    if params and params[0].name == "request":
+        args = [request] + args
+    elif any(p.name == "request" for p in params):
+        return drive(fn.fn(*args, request=request))
+    return drive(fn.fn(*args))
+
+
+def act(demo, page, check) -> list[str]:
+    """One visitor (session A) runs every action the page has, ``check(what)`` after each (another action may
+    undo a change: a branch with the example's own decoder re-owned its records back); what each did."""
+    from engine.runtime.branch import canvas_after
+    from explorer.page import compare, sweep
+    from explorer.page.branch import open_branch
+    from explorer.page.more_views import href, tab_decoders
+    from explorer.page.share import make_gif
+    from urllib.parse import parse_qsl
+    done = []
+    a = SimpleNamespace(session_hash="A", client=None, query_params={})
+    run = handler(demo, "on_run")
+    outs = call(demo, run, a, {})
+    tr = next(v for v in outs[-1].values() if isinstance(v, Trace) and v.meta.finished)
+    done.append(f"Run: {tr.meta.decoder}, {len(tr.records)} forwards")
+    check(done[-1])
+    load, linked = handler(demo, "load"), handler(demo, "maybe_run")
+    for tab, names in tab_decoders().items():       # each link of "views this run leaves out"
+        for name in names:
+            query = href(page, tab, name)
+            if query is None:
+                continue
+            req = SimpleNamespace(session_hash="A", client=None, query_params=dict(parse_qsl(query[1:])))
+            shown = load.fn({"tab": None}, req)
+            got = call(demo, linked, req, {c: v for c, v in shown.items() if not isinstance(v, type(gr.skip()))})
+            done.append(f"link {tab}/{name}: {len(got)} answers")
+            check(done[-1])
+    on_branch = handler(demo, "on_branch")
+    example = next(v for v in opening(demo, "A")[1].values() if isinstance(v, Trace))
+    for base, step in ((example, 10), (tr, 2)):     # from the opening run as served, and from the visitor's Run
+        point, *_ = open_branch(base, {"tab": None}, step, None, "branch")
+        for spec in ("s2d2", "edit"):                # Branch here with another decoder
+            done.append(f"branch {spec}: {len(drive(on_branch.fn(a, base, point, None, '', spec)))} answers")
+            check(done[-1])
+        after = canvas_after(base, step)
+        m = base.meta
+        masked = next(p for p in range(m.prompt_len, m.gen_end) if after[p] == m.mask_token_id)
+        point, _, radio, _ = open_branch(base, {"tab": None}, step, masked, "branch")
+        forced = radio.constructor_args["choices"][-1][1]
+        done.append(f"branch forced: {len(drive(on_branch.fn(a, base, point, forced, '', '')))} answers")
+        check(done[-1])
+    cmp = next(f for f in demo.fns.values() if getattr(f.fn, "func", None) is compare.run_compare)
+    done.append(f"compare: {len(drive(cmp.fn(tr.meta.prompt, tr.meta.model, 'threshold', 'ar', request=a)))}")
+    check(done[-1])
+    sw = next(f for f in demo.fns.values() if getattr(f.fn, "func", None) is sweep.run_sweep)
+    swept = drive(sw.fn(tr.meta.model, "threshold", "0.9", "8", "", "picks", 2, 0.0, request=a,
+                        progress=lambda *x, **k: None))
+    done.append(f"sweep: {len(swept)} answers")
+    check(done[-1])
+    done.append(f"gif: {make_gif(page, tr, a) is not None}")
+    check(done[-1])
+    served(demo, page)                               # the tour's stops and the examples, in this session too
+    return done
+
+
+def test_nothing_one_visitor_does_changes_what_another_is_served(site):
+    """Issue 74: one session runs every action of the page (Run, each "views this run leaves out" link, Branch
+    with two other decoders and with a forced token, Compare, a small Sweep, a GIF and the exports, the tour's
+    stops); another session's opening page, each example as the page shows it and each tour stop are the same
+    bytes before and after (figures' JSON, HTML, component updates, exported files' content)."""
+    demo, page = site
+    before, first = served(demo, page), opening(demo, "B")[0]
+    assert served(demo, page) == before                # the text is stable
+
+    def check(what: str) -> None:
+        assert opening(demo, "B")[0] == first, f"after {what}, a new visitor's opening page changed"
+    done = act(demo, page, check)
+    print("\n".join(done))
+    after = served(demo, page)
+    diff = [(x, y) for x, y in zip(before.splitlines(), after.splitlines()) if x != y]
+    assert after == before, (done, diff[:3])
