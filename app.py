@@ -39,6 +39,7 @@ os.environ.setdefault("GRADIO_TEMP_DIR", own_temp_dir())
 
 from engine.errors import UserError  # noqa: E402  (the imports below load gradio: GRADIO_TEMP_DIR first)
 from engine.models.model import DEFAULT_MODEL, embedded_models  # noqa: E402
+from engine.records.frozen import frozen_value  # noqa: E402
 from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
 from engine.harness.zerogpu import leased  # noqa: E402
 from engine.tasks import TASKS, get_task  # noqa: E402
@@ -108,8 +109,10 @@ def create_app():
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
-    page = Page(service, examples, store=store, example_traces=load_examples(), export_dir=ExportDir(),
-                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running, streams=STREAMS))
+    # what every session is shown is one object each: frozen, so a change raises instead of reaching every visitor
+    page = Page(service, frozen_value(examples), store=store, example_traces=load_examples(), export_dir=ExportDir(),
+                models=models, model_infos=frozen_value(infos),
+                gate=FairGate(concurrent=service.max_running, streams=STREAMS))
     return build_demo(page)
 
 

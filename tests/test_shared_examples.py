@@ -113,6 +113,12 @@ def test_a_served_example_refuses_every_change(site):
     _, page = site
     with pytest.raises(TypeError):
         page.example_traces["threshold"] = None
+    model = page.default_model                        # the held-out problems and the model cards, shared too
+    for change in (lambda: page.examples[model].append(("x", None)), lambda: page.examples.pop(model),
+                   lambda: page.model_infos[model]["decoders"].update(s2d2="not here"),
+                   lambda: page.model_infos[model].__setitem__("task", "chat")):
+        with pytest.raises(TypeError):
+            change()
     for tr in page.example_traces.values():
         r, m = tr.records[0], tr.meta
         for change in (lambda: setattr(tr, "records", []), lambda: setattr(r, "decoder", "s2d2"),
