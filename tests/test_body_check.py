@@ -55,7 +55,8 @@ def test_adversarial_bodies_are_checked_within_50_ms():
 
 def test_a_bystander_is_answered_while_large_bodies_are_checked():
     """While 1 MiB adversarial bodies are checked one after another, the event loop keeps turning: a ticker's
-    longest gap and a bystander's GET through the same middleware both stay under 50 ms. 64 KiB bodies first, and
+    longest gap and a bystander's GET through the same middleware both stay under 100 ms (the issue's target;
+    wall time, on a machine other jobs share: the check itself takes under 12 ms). 64 KiB bodies first, and
     no more sent once a gap is too long, so a quadratic check fails in seconds."""
     bodies = list(adversarial(64 * KIB).values()) + list(adversarial(MIB).values()) * 2
 
@@ -114,7 +115,7 @@ def test_a_bystander_is_answered_while_large_bodies_are_checked():
         return max(gaps), max(gets, default=0.0), len(gets)
     gap, worst_get, n = asyncio.run(main())
     print(f"longest event-loop gap {gap * 1000:.1f} ms, slowest of {n} GETs {worst_get * 1000:.1f} ms")
-    assert gap < 0.05 and worst_get < 0.05
+    assert gap < 0.1 and worst_get < 0.1
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
