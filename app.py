@@ -39,13 +39,14 @@ os.environ.setdefault("GRADIO_TEMP_DIR", own_temp_dir())
 
 from engine.errors import UserError  # noqa: E402  (the imports below load gradio: GRADIO_TEMP_DIR first)
 from engine.models.model import DEFAULT_MODEL, embedded_models  # noqa: E402
+from engine.records.frozen import frozen_value  # noqa: E402
 from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
 from engine.harness.zerogpu import leased  # noqa: E402
 from engine.tasks import TASKS, get_task  # noqa: E402
-from engine.records.trace import Trace  # noqa: E402
 from explorer.export_dir import ExportDir  # noqa: E402
 from explorer.layout import build_demo, launch_kwargs  # noqa: E402
 from explorer.page.context import Page, offered_names  # noqa: E402
+from explorer.page.examples import load_examples  # noqa: E402
 from explorer.page.fair import FairGate  # noqa: E402
 from explorer.page import proxy  # noqa: E402
 from explorer.page.presence import STREAMS  # noqa: E402
@@ -53,7 +54,6 @@ from explorer.store import TraceStore  # noqa: E402
 
 TASKS_MODEL = "unmask-tasks-small"
 LEAD = ("story", "picks", "arith")
-EXAMPLES_DIR = Path(__file__).resolve().parent / "assets" / "examples"
 
 try:  # on Hugging Face ZeroGPU Spaces the decode runs inside a GPU lease; elsewhere this is a no-op
     import spaces
@@ -87,10 +87,6 @@ def chat_examples() -> list:
     return [(t, Problem(t, "", None, task="chat")) for t in texts]
 
 
-def example_traces() -> dict[str, Trace]:
-    return {p.stem: Trace.load(p) for p in sorted(EXAMPLES_DIR.glob("*.npz"))}
-
-
 if on_zerogpu():
     # every entry point that runs a model (Run, Compare, Branch, Sweep, the decode API) in a worker forked per GPU
     # lease (engine.harness.zerogpu; docs/deploy.md); a CUDA graph or a compile made in one lease does not outlive it
@@ -113,9 +109,10 @@ def create_app():
     examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
-    page = Page(service, examples, store=store, example_traces=example_traces(), export_dir=ExportDir(),
-                models=models, model_infos=infos, gate=FairGate(concurrent=service.max_running, streams=STREAMS,
-                                                           ledger=service.ledger))
+    # what every session is shown is one object each: frozen, so a change raises instead of reaching every visitor
+    page = Page(service, frozen_value(examples), store=store, example_traces=load_examples(), export_dir=ExportDir(),
+                models=models, model_infos=frozen_value(infos),
+                gate=FairGate(concurrent=service.max_running, streams=STREAMS, ledger=service.ledger))
     return build_demo(page)
 
 

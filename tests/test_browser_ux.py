@@ -49,10 +49,10 @@ def test_the_run_is_in_the_first_viewport_and_only_read_controls_show(page, serv
 def agrees(shown: dict, stop) -> None:
     """Everything the page says of the run shown describes the stop's own run: the decoder and model boxes, the
     link, every "step s / n" label (the slider's and the text view's), the tabs, the scrubber's run."""
-    from app import example_traces
+    from explorer.page.examples import load_examples
     from engine.catalogue import catalogue
     from explorer.registry import tabs_shown
-    tr = example_traces()[stop.example]
+    tr = load_examples()[stop.example]
     n, s = len(tr.records), stop.step(tr)
     assert shown["n"] == n and shown["step"] == s, (stop.title, shown)
     assert shown["labels"] and set(shown["labels"]) == {f"step {s} / {n}"}, (stop.title, shown["labels"])

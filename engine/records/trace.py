@@ -186,6 +186,11 @@ class StepRecord:
                 for p, t in (("prev_positions", "prev_to"), ("fill_positions", "fill_to")) if p in self.extra]
 
 
+def copied(r: StepRecord) -> StepRecord:
+    """A plain record with the fields of ``r`` (its arrays and extras shared, not copied), owned by no trace."""
+    return StepRecord(**{f.name: getattr(r, f.name) for f in dataclass_fields(StepRecord) if f.name != "decoder"})
+
+
 class Fields:
     """One record's fields as a contract declares them (a card's dataclass of one decoder's record kind, or a
     generic one): ``f.logit_gap`` reads a declared field (None where this forward has none); an undeclared name is
@@ -225,8 +230,15 @@ class Trace:
     def __post_init__(self):
         if not isinstance(self.meta, TraceMeta):
             self.meta = TraceMeta.from_dict(dict(self.meta))
-        for r in self.records:           # a record's fields are read through its decoder's card (``fields``)
-            r.decoder = self.meta.decoder
+        # a record's fields are read through its decoder's card (``fields``): a new record becomes this trace's;
+        # one another trace owns (a branch's view of its base's first steps) is copied, never re-owned, or the
+        # other trace would read it as this decoder's (issue 74: a shared example took a branch's S2D2 tab)
+        d = self.meta.decoder
+        if any(r.decoder not in ("", d) for r in self.records):
+            self.records = [r if r.decoder in ("", d) else copied(r) for r in self.records]
+        for r in self.records:
+            if r.decoder != d:
+                r.decoder = d
 
     # ---- summary -------------------------------------------------------------------------------------------
     @property

@@ -86,5 +86,6 @@ async def run_setting(page: Page, rp: RunParts, parse, prompt_v, model_v, step_v
 def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool, box=None) -> dict:
     """A stored trace (the pre-baked example, a tour stop) as the run shown; with the page's tab box, drawn in
     the open tab (or the first with something to show). Its times are another moment's: the tile says cached."""
-    tr.meta.cached = True
+    if not tr.meta.cached:          # a pre-baked example is marked already: it is shared, and frozen
+        tr.meta.cached = True
     return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example, box=box))
