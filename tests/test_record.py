@@ -4,6 +4,8 @@ forward (exact), the confidences the forwards scored (within 1e-5) and, for a re
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +19,7 @@ from engine.runtime.loop import Generation
 from engine.tasks import get_task
 from explorer.grid import Grid
 from tests.families import write_llada
+from tests.on_device import OnDevice, widen
 from tests.record_loops import remdm_cap, threshold_prefix
 from tools.record_examples.llada_generate import block_causal_mask, generate
 
@@ -190,3 +193,42 @@ def test_bad_arguments_and_empty_recordings_are_refused():
         rec.model(torch.tensor([[1, 3, 3]]))
         with pytest.raises(UserError, match="returned 5 tokens"):
             rec.finish(torch.tensor([[1, 2, 3, 4, 5]]))
+
+
+class Widened(torch.nn.Module):
+    """The embedded model with its output layer widened to ``width`` tokens, its logits "on the device"
+    (``tests.on_device``): what the recorder reads back shows as counted copies."""
+
+    def __init__(self, inner, width: int):
+        super().__init__()
+        self.inner, self.width, self.device = inner, width, inner.device
+
+    def forward(self, input_ids, **kw):
+        with torch.no_grad():
+            logits = self.inner(input_ids, **kw).logits
+        return SimpleNamespace(logits=widen(logits, self.width).as_subclass(OnDevice))
+
+
+@pytest.mark.parametrize("cfg_scale", [0.0, 1.0])
+def test_what_the_recorder_reads_back_does_not_grow_with_the_vocabulary(tiny, cfg_scale):
+    """Bytes the recorder adds per forward (recorded loop minus the same loop unrecorded), at V = 1 000 and
+    126 464 (LLaDA's): a few numbers per scored row, never a row of the vocabulary."""
+    ids, G, B = tiny.encode_prompt(PROMPT), 8, 4
+    am = block_causal_mask(len(ids) + G, B, tiny.device)
+    per = {}
+    for width in (1000, 126_464):
+        model, counted = Widened(tiny.model, width), []
+        for recorded in (False, True):
+            OnDevice.reset()
+            rec = Recorder(model, tiny.mask_token_id, len(ids), block_size=B)
+            if recorded:
+                rec.attach()
+            generate(model, torch.tensor([ids]), steps=8, gen_length=G, block_length=B, cfg_scale=cfg_scale,
+                     mask_id=tiny.mask_token_id, attention_mask=am)
+            rec.detach()
+            counted.append(OnDevice.bytes())
+        assert rec.timeline is not None and len(rec.timeline.records) == 7      # the 8th closes at finish
+        per[width] = (counted[1] - counted[0]) / 8
+    narrow, wide = per[1000], per[126_464]
+    assert 0 < wide <= narrow * 1.05 + 64, per
+    assert wide < 4096, per                     # G rows of 14 float64: a 126 464-wide fp32 row alone is 506 KB

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.record.calls import Reader, RecordError
+from engine.record.calls import Reader, RecordError, logits_of
 from engine.record.timeline import Timeline
 from engine.records.trace import Trace
 from engine.records.trace_meta import TraceMeta
@@ -86,7 +86,7 @@ class Recorder:
         call = self.reader.after(output)
         if self.timeline is None:
             self.timeline = Timeline(self.reader.mask_id, self.reader.P, self.block_size)
-            logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output[0])
+            logits = logits_of(output)
             self._where = (str(logits.device), str(logits.dtype).removeprefix("torch."))
         elif not self.timeline.same_decode(call):
             if not self.one_decode:
