@@ -36,11 +36,14 @@ class Recorder:
     classifier-free guidance, ``guidance``: None = detect LLaDA's doubled batch). block_size: the loop's block, for
     the records' block labels. logit_shift: 1 where position i's logit is read at row i − 1 (Dream).
     name, loop, args: what ``meta`` says of the model, the loop and its arguments. one_decode: a second decode
-    (another prompt) ends the recording quietly instead of being refused (the ``record`` command's hook)."""
+    (another prompt) ends the recording quietly instead of being refused; quiet: a call it cannot read stops the
+    recording (``failed`` says why) instead of raising into the loop (both for the ``record`` command's hook,
+    which leaves the script to run as it would)."""
 
     def __init__(self, model: torch.nn.Module, mask_id: int, prompt_len: int | None = None, tokenizer=None,
                  row: int = 0, guidance: bool | None = None, block_size: int | None = None, logit_shift: int = 0,
-                 name: str | None = None, loop: str = "", args: dict | None = None, one_decode: bool = False):
+                 name: str | None = None, loop: str = "", args: dict | None = None, one_decode: bool = False,
+                 quiet: bool = False):
         if not isinstance(model, torch.nn.Module):
             raise RecordError(f"the recorder attaches to a torch.nn.Module, not a {type(model).__name__}")
         if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 0:
@@ -48,7 +51,8 @@ class Recorder:
         self.model, self.tokenizer, self.loop, self.args = model, tokenizer, loop, dict(args or {})
         self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
         self.reader = Reader(mask_id, prompt_len, row, guidance, logit_shift)
-        self.block_size, self.one_decode = block_size, one_decode
+        self.block_size, self.one_decode, self.quiet = block_size, one_decode, quiet
+        self.failed: str | None = None
         self.timeline: Timeline | None = None
         self.closed = False          # the last forward closed from the loop's return value
         self.done = False            # finished (or a second decode began, under one_decode)
@@ -78,11 +82,21 @@ class Recorder:
 
     def _before(self, module, args, kwargs):
         if not self.done:
-            self.reader.before(args, kwargs)
+            self._guarded(self.reader.before, args, kwargs)
 
     def _after(self, module, args, output):
-        if self.done or self.reader.pending is None:
-            return
+        if not self.done and self.reader.pending is not None:
+            self._guarded(self._read, output)
+
+    def _guarded(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except RecordError as e:
+            if not self.quiet:
+                raise
+            self.failed, self.done = str(e), True
+
+    def _read(self, output) -> None:
         call = self.reader.after(output)
         if self.timeline is None:
             self.timeline = Timeline(self.reader.mask_id, self.reader.P, self.block_size)

@@ -107,16 +107,22 @@ def main(argv=None) -> None:
     ap.add_argument("--gen-length", type=int, default=16)
     ap.add_argument("--block-length", type=int, default=4)
     ap.add_argument("--prompt", default=None, help="default: a held-out arithmetic problem")
+    ap.add_argument("--plain", action="store_true", help="no Recorder: decode and print the text, as a script "
+                    "knowing nothing of Unmask does (python -m engine record records it from outside)")
     a = ap.parse_args(argv)
     adapter = load_model(a.model, device="cpu")
     text = a.prompt or get_task("arith").problems("test", 1, seed=5)[0].prompt
     prompt = torch.tensor([adapter.encode_prompt(text)])
     n = prompt.shape[1] + a.gen_length
     settings = dict(steps=a.steps, gen_length=a.gen_length, block_length=a.block_length)
+    am = block_causal_mask(n, a.block_length, adapter.device)
+    if a.plain:
+        out = generate(adapter.model, prompt, mask_id=adapter.mask_token_id, attention_mask=am, **settings)
+        print(adapter.tokenizer.batch_decode(out[:, prompt.shape[1]:], skip_special_tokens=True)[0])
+        return
     with Recorder(adapter.model, adapter.mask_token_id, prompt.shape[1], adapter.tokenizer,
                   block_size=a.block_length, name=adapter.name, loop="llada_generate", args=settings) as rec:
-        out = generate(adapter.model, prompt, mask_id=adapter.mask_token_id,
-                       attention_mask=block_causal_mask(n, a.block_length, adapter.device), **settings)
+        out = generate(adapter.model, prompt, mask_id=adapter.mask_token_id, attention_mask=am, **settings)
         rec.finish(out)
     tr = rec.save(a.out)
     print(f"{a.out}: {tr.nfe} forwards, {tr.meta.generated_tokens} tokens: {tr.meta.text!r}")
