@@ -1,4 +1,4 @@
-"""Command line: ``python -m engine generate|bench|tasks|train|record``. A stable contract: other tools parse ``--json``.
+"""Command line: ``python -m engine generate|bench|tasks|train``. A stable contract: other tools parse ``--json``.
 
 Decoder flags are made from the parameter catalogue (``engine.catalogue.catalogue``): every parameter is
 ``--name-with-dashes``
