@@ -54,6 +54,8 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
                 out["tab"] = raw
             else:
                 problems.append(f"tab={raw[:40]!r} is not one of {', '.join(TABS)}")
+        elif key == "trace":                # one of the operator's recorded traces, by name (explorer.recorded)
+            out["trace"] = raw[:120]
         elif key in ("step", "pos"):
             try:
                 out[key] = min(max(int(key == "step"), int(raw)), 1_000_000)

@@ -57,7 +57,7 @@ def url_values(page: Page, request) -> tuple[dict, bool]:
     values, problems = parse_query(dict(request.query_params) if request else {}, page.models)
     if problems:  # the message is the visitor's own text: escaped, never rendered as HTML
         gr.Warning(html.escape("Ignored in the link: " + "; ".join(problems)[:600]))
-    return values, any(k not in ("step", "pos", "branch", "tab") for k in values)
+    return values, any(k not in ("step", "pos", "branch", "tab", "trace") for k in values)
 
 
 def wire_share(page: Page, share: Share, trace_state) -> None:
