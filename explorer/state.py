@@ -16,7 +16,7 @@ from engine.errors import ConfigError
 from explorer.registry import TABS
 
 # pos: the selected position (the browser applies it); branch: engine.runtime.branch's JSON
-PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch", "tab")
+PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch", "tab", "trace")
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 GRADIO_KEYS = ("__theme", "view")          # gradio's own: the theme, and its API page and settings (?view=api)
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
