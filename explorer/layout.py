@@ -251,7 +251,8 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
         if isinstance(tab_box, dict) and values.get("tab"):   # a link's tab: opened once its run, filling it, shows
             tab_box["tab"] = values["tab"]
-        example = recorded.on_load(page, values) if not run else None
+        example = None if run else recorded.on_load(page, values) or \
+            page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER))
         if example is not None:   # a pre-baked run, shown before any model call
             out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
         return out

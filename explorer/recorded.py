@@ -8,7 +8,6 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from engine.catalogue import catalogue
 from engine.errors import UserError
 from engine.records.trace import Trace, TraceFormatError
 
@@ -52,12 +51,12 @@ def load_recorded(specs: list[str]) -> dict[str, Trace]:
 
 
 def on_load(page, values: dict):
-    """The run a page load shows: the operator's recorded trace (the one ``?trace=`` names, else the first) unless
-    the link names a decoder; else that decoder's pre-baked example (None: nothing)."""
+    """The operator's recorded trace a page load shows (the one ``?trace=`` names, else the first), unless the link
+    names a decoder (then its pre-baked example shows); None: none."""
     rec, name = page.recorded, values.get("trace")
-    if rec and "decoder" not in values:
-        return rec[name] if name in rec else next(iter(rec.values()))
-    return page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER))
+    if not rec or "decoder" in values:
+        return None
+    return rec[name] if name in rec else next(iter(rec.values()))
 
 
 def note(meta) -> str | None:

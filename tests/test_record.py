@@ -163,6 +163,24 @@ class Plain(torch.nn.Module):
         return self.out(ids) if self.out is not None else torch.zeros(*ids.shape, 7)
 
 
+def test_block_calls_read_their_positions_and_writes_outside_them_are_kept():
+    """Dual-cache style: each block's first call runs the whole canvas, its later calls the block alone at the
+    positions their position_ids name; a write the next call shows outside the block the forward scored is kept
+    as that forward's fill."""
+    m = Plain()
+    with Recorder(m, mask_id=3, prompt_len=1) as rec:
+        m(torch.tensor([[1, 3, 3, 3, 3]]))
+        m(torch.tensor([[7, 3]]), position_ids=torch.tensor([[1, 2]]))                  # 1 <- 7 by forward 0
+        m(torch.tensor([[1, 7, 8, 3, 9]]))                                              # 2 <- 8, 4 <- 9 by 1
+        m(torch.tensor([[3, 9]]), position_ids=torch.tensor([[3, 4]]))                  # nothing by 2
+        tr = rec.finish(torch.tensor([[1, 7, 8, 9, 9]]))                                # 3 <- 9 by 3
+    assert [r.positions.tolist() for r in tr.records] == [[1, 2, 3, 4], [1, 2], [1, 2, 3, 4], [3, 4]]
+    assert [r.positions[r.committed].tolist() for r in tr.records] == [[1], [2], [], [3]]
+    assert tr.records[1].fill.fill_positions.tolist() == [4] and tr.records[1].fill.fill_to.tolist() == [9]
+    assert Grid.of(tr).tokens.tolist() == [[7, 3, 3, 3], [7, 8, 3, 9], [7, 8, 3, 9], [7, 8, 9, 9]]
+    assert Grid.of(tr).commit_step.tolist() == [0, 1, 3, 1]
+
+
 @pytest.mark.parametrize("model,call,message", [
     (Plain(), lambda m: m(torch.tensor([[1, 2, 5, 5]])), "holds no \\[MASK\\]"),
     (Plain(lambda ids: {"hidden": ids}), lambda m: m(torch.tensor([[1, 3, 3]])), "no logits"),

@@ -59,14 +59,14 @@ def test_what_is_not_a_trace_stops_the_start_in_one_line(tmp_path, make, message
 
 
 def test_a_visitor_picks_by_name_never_by_path(folder):
-    page = SimpleNamespace(recorded=recorded.load_recorded([str(folder)]), example_traces={"threshold": "ex"})
+    page = SimpleNamespace(recorded=recorded.load_recorded([str(folder)]))
     values, problems = parse_query({"trace": "remask"})
     assert values == {"trace": "remask"} and not problems
     assert recorded.on_load(page, values).meta.summary["recorded"]["loop"] == "remdm_cap"
     for name in ("../../etc/passwd", str(folder / "sub" / "hidden"), "sub/hidden"):
         assert recorded.on_load(page, {"trace": name}) is page.recorded["llada"]        # the first, not a path
-    assert recorded.on_load(page, {"decoder": "threshold"}) == "ex"       # a link to a decoder: its example
-    assert recorded.on_load(SimpleNamespace(recorded={}, example_traces={"threshold": "ex"}), {}) == "ex"
+    assert recorded.on_load(page, {"decoder": "threshold"}) is None       # a link to a decoder: its example
+    assert recorded.on_load(SimpleNamespace(recorded={}), {}) is None
 
 
 def test_every_view_of_a_run_draws_from_a_recorded_trace(folder, tmp_path):
