@@ -211,6 +211,8 @@ def test_bad_arguments_and_empty_recordings_are_refused():
         rec.model(torch.tensor([[1, 3, 3]]))
         with pytest.raises(UserError, match="returned 5 tokens"):
             rec.finish(torch.tensor([[1, 2, 3, 4, 5]]))
+        with pytest.raises(UserError, match="not token ids"):
+            rec.finish("the answer")
 
 
 class Widened(torch.nn.Module):

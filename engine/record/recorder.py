@@ -125,9 +125,12 @@ class Recorder:
         if output is None:
             return None
         if isinstance(output, torch.Tensor):
-            output = output.detach().cpu()
-            output = output[min(self.reader.row, len(output) - 1)] if output.dim() == 2 else output
-        return np.asarray(output, dtype=np.int64)
+            output = output.detach().cpu().numpy()
+        try:
+            ids = np.asarray(output, dtype=np.int64)
+        except (TypeError, ValueError):
+            raise RecordError(f"the loop's result is not token ids ({type(output).__name__})") from None
+        return ids[min(self.reader.row, len(ids) - 1)] if ids.ndim == 2 else ids      # a batch: the recorded row
 
     def trace(self) -> Trace:
         if self.timeline is None or not self.timeline.records:
@@ -151,7 +154,7 @@ class Recorder:
             model=str(self.name), model_type=str(getattr(getattr(self.model, "config", None), "model_type", "")),
             prompt=decode(tok, canvas[:P]), prompt_ids=[int(t) for t in canvas[:P]], prompt_len=P, gen_end=tl.n,
             decoder=DECODER, params={k: v for k, v in self.args.items() if is_plain(v)},
-            seed=int(self.args.get("seed", 0)) if is_plain(self.args.get("seed", 0)) else 0,
+            seed=seed if isinstance(seed := self.args.get("seed"), int) and not isinstance(seed, bool) else 0,
             block_size=int(self.block_size or tl.n - P), nfe=nfe, nfe_paper=nfe, nfe_by_kind={"draft": nfe},
             wall_s=self._t1 - self._t0, token_ids=ids, text=decode(tok, ids), final_tokens=canvas.tolist(),
             generated_tokens=len(ids), mask_token_id=tl.mask_id, stop_ids=stop_ids, vocab=vocab_of(tok, tl),
