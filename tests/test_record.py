@@ -149,7 +149,9 @@ def test_guidance_records_the_conditional_half(tiny):
     with torch.no_grad():
         first = tiny.model(x, attention_mask=block_causal_mask(n, B, tiny.device)).logits[0, len(ids):].double()
     first[:, tiny.mask_token_id] = float("-inf")
-    np.testing.assert_allclose(tr.records[0].confidence, torch.softmax(first, -1).max(-1).values.float(), atol=1e-5)
+    assert tr.records[0].positions.tolist() == list(range(len(ids), len(ids) + B))     # the first block's slots
+    np.testing.assert_allclose(tr.records[0].confidence, torch.softmax(first, -1).max(-1).values[:B].float(),
+                               atol=1e-5)
 
 
 class Plain(torch.nn.Module):
@@ -161,6 +163,19 @@ class Plain(torch.nn.Module):
 
     def forward(self, ids, **kw):
         return self.out(ids) if self.out is not None else torch.zeros(*ids.shape, 7)
+
+
+def test_a_block_size_keeps_the_blocks_slots_and_every_change():
+    """With the loop's block size, a whole-canvas forward's record holds the B slots from the first [MASK] on
+    (what Unmask's own decoders record) and every slot that changed; without one, every generated slot."""
+    for B, kept in ((None, [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]]), (2, [[1, 2], [2, 3, 6]])):
+        m = Plain()
+        with Recorder(m, mask_id=3, prompt_len=1, block_size=B) as rec:
+            m(torch.tensor([[1, 3, 3, 3, 3, 3, 3]]))
+            m(torch.tensor([[1, 7, 3, 3, 3, 3, 3]]))                    # 1 <- 7
+            tr = rec.finish(torch.tensor([1, 7, 3, 8, 3, 3, 9]))        # 3 <- 8 and 6 <- 9 (a loop's odd writes)
+        assert [r.positions.tolist() for r in tr.records] == kept
+        assert Grid.of(tr).tokens[-1].tolist() == [7, 3, 8, 3, 3, 9]
 
 
 def test_block_calls_read_their_positions_and_writes_outside_them_are_kept():

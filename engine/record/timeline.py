@@ -20,7 +20,8 @@ SEEN = int(Reason.SEEN)
 
 class Timeline:
     """The canvas (n,) the calls show, the open call and the closed records. ``block_size``: the loop's block
-    (a record's ``block`` and ``step_in_block`` are read from where the first [MASK] stands); None: one block."""
+    (a record's positions, ``block`` and ``step_in_block`` are read from where the first [MASK] stands); None: one
+    block, every generated slot a forward scored kept."""
 
     def __init__(self, mask_id: int, prompt_len: int, block_size: int | None = None):
         self.mask_id, self.P, self.B = mask_id, prompt_len, block_size
@@ -84,20 +85,33 @@ class Timeline:
         self._block = (block, step)
         return self._block
 
+    def _kept(self, pos: np.ndarray, before: np.ndarray, now: np.ndarray) -> np.ndarray:
+        """(g,) bool: the scored positions the record keeps. With a block size, the block's: the B slots from the
+        first [MASK] on (every masked slot of the current block lies there), and any slot that changed; so a
+        whole-canvas forward's record holds what Unmask's own decoders record, not every later masked slot (the
+        page's scrubbing reads every (step, masked slot) a record scored). Without one: every generated slot."""
+        if not self.B:
+            return np.ones(len(pos), bool)
+        masked = np.flatnonzero(self.canvas[self.P:] == self.mask_id)
+        lo = self.P + int(masked[0]) if len(masked) else self.n
+        return ((pos >= lo) & (pos < lo + self.B)) | (before != now)
+
     def _close(self, after: np.ndarray) -> None:
         c, m = self.open, self.mask_id
         pos = c.positions[c.scored]                                                     # (g,)
         before, now = c.ids[c.scored], after[pos]
-        committed = (before == m) & (now != m)
-        changed = (before != m) & (now != before)
-        revised = np.where(changed, np.where(now == m, int(Revision.REMASK), int(Revision.EDIT)), 0).astype(np.int8)
-        extra = dict(topk_ids=c.topk_ids, topk_p=c.topk_p)
-        if revised.any():
-            extra.update(revised=revised, revised_from=np.where(changed, before, -1).astype(np.int32))
+        keep = self._kept(pos, before, now)
         outside = np.ones(self.n, bool)
         outside[pos] = False
         outside[:self.P] = False
         moved = np.flatnonzero(outside & (after != self.canvas))
+        pos, before, now = pos[keep], before[keep], now[keep]
+        committed = (before == m) & (now != m)
+        changed = (before != m) & (now != before)
+        revised = np.where(changed, np.where(now == m, int(Revision.REMASK), int(Revision.EDIT)), 0).astype(np.int8)
+        extra = dict(topk_ids=c.topk_ids[keep], topk_p=c.topk_p[keep])
+        if revised.any():
+            extra.update(revised=revised, revised_from=np.where(changed, before, -1).astype(np.int32))
         if len(moved):                       # written where this forward's window did not reach
             extra.update(fill_positions=moved.astype(np.int32), fill_to=after[moved].astype(np.int32),
                          fill_reason=SEEN)
@@ -105,5 +119,6 @@ class Timeline:
         self.records.append(StepRecord(
             block=block, step_in_block=step, kind="draft", positions=pos.astype(np.int32),
             tokens_before=before.astype(np.int32), tokens_after=now.astype(np.int32), committed=committed,
-            reason=np.where(committed, SEEN, 0).astype(np.int8), candidate=c.candidate, confidence=c.confidence,
-            margin=c.margin, entropy=c.entropy, nfe=len(self.records) + 1, wall_ms=c.wall_ms, extra=extra))
+            reason=np.where(committed, SEEN, 0).astype(np.int8), candidate=c.candidate[keep],
+            confidence=c.confidence[keep], margin=c.margin[keep], entropy=c.entropy[keep], nfe=len(self.records) + 1,
+            wall_ms=c.wall_ms, extra=extra))
