@@ -15,15 +15,16 @@ from tools.record_examples import llada_generate
 ROOT = llada_generate.__file__.rsplit("/tools/", 1)[0]
 
 
-def record(tmp_path, *command: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine", "record", "--out", str(tmp_path / "run.npz"), "--",
-                           *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def record(tmp_path, *command: str, flags=()) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine", "record", "--out", str(tmp_path / "run.npz"), *flags,
+                           "--", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_a_script_recorded_from_outside_is_the_recorders_trace(tmp_path):
     """The worked example run plainly (its own loop, its own batch_decode) under the command, against the same
     example wrapped in a Recorder in this process."""
-    done = record(tmp_path, sys.executable, "-m", "tools.record_examples.llada_generate", "--plain", "--steps", "8")
+    done = record(tmp_path, sys.executable, "-m", "tools.record_examples.llada_generate", "--plain", "--steps", "8",
+                  flags=("--block-size", "4"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "8 forwards" in done.stdout and "unknown" not in done.stdout
     outside = Trace.load(tmp_path / "run.npz")
