@@ -41,7 +41,8 @@ def main() -> None:
             rows = {"recorded": redraws(pg, base + "?trace=long"), "own": redraws(pg, url_for(base, LONG, PROMPT))}
             browser.close()
     for name, (n, times) in rows.items():
-        print(f"{name:8s} {n} forwards: ◀ / ▶ redraw median {statistics.median(times):.1f} ms, max {max(times):.1f}")
+        print(f"{name:8s} {n} forwards: ◀ / ▶ redraw median {statistics.median(times):.1f} ms, "
+              f"max {max(times):.1f}")
     ratio = statistics.median(rows["recorded"][1]) / statistics.median(rows["own"][1])
     print(f"recorded / own redraw median: {ratio:.2f}")
 
