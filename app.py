@@ -1,6 +1,7 @@
 """Unmask: an interactive explorer for fast decoding of diffusion language models.
 
     python app.py            # http://localhost:7860, the embedded models
+    python app.py --trace run.npz     # also a recorded trace (python -m engine record, docs/record.md), opened on load
 Honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT and the operator settings of ``engine.settings`` (UNMASK_MODELS,
 UNMASK_MAX_SECONDS, UNMASK_MAX_RUNNING, ...; docs/security.md lists them all), each checked before the server
 starts: a bad value stops it with one line.
@@ -11,14 +12,30 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 from engine import settings
+
+
+def traces_named(argv: list[str]) -> list[str]:
+    """The recorded traces the operator opens: ``--trace PATH`` (repeatable; a file or a folder) and
+    ``UNMASK_TRACES`` (commas). Anything else on the command line stops the start with one line."""
+    named = [t.strip() for t in settings.get("UNMASK_TRACES").split(",") if t.strip()]
+    args = list(argv)
+    while args:
+        flag = args.pop(0)
+        if flag != "--trace" or not args:
+            raise settings.SettingError(f"unknown argument {flag[:40]!r} (app.py takes --trace PATH)")
+        named.append(args.pop(0))
+    return named
+
 
 if __name__ == "__main__":
     # before gradio and torch load (seconds): a bad setting or a busy port stops the start at once, in one line
     from explorer.page import startup
     try:
         settings.check_all()
+        TRACES = traces_named(sys.argv[1:])
         startup.check_port(*startup.address())
     except settings.SettingError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -46,10 +63,11 @@ from engine.tasks import TASKS, get_task  # noqa: E402
 from explorer.export_dir import ExportDir  # noqa: E402
 from explorer.layout import build_demo, launch_kwargs  # noqa: E402
 from explorer.page.context import Page, offered_names  # noqa: E402
-from explorer.page.examples import load_examples  # noqa: E402
+from explorer.page.examples import load_examples, shared  # noqa: E402
 from explorer.page.fair import FairGate  # noqa: E402
 from explorer.page import proxy  # noqa: E402
 from explorer.page.presence import STREAMS  # noqa: E402
+from explorer.recorded import load_recorded  # noqa: E402
 from explorer.store import TraceStore  # noqa: E402
 
 TASKS_MODEL = "unmask-tasks-small"
@@ -97,7 +115,7 @@ else:
     GPUService = DecodeService
 
 
-def create_app():
+def create_app(traces: list[str] | None = None):
     extra = [m.strip() for m in settings.get("UNMASK_MODELS").split(",") if m.strip()]
     embedded = embedded_models()
     first = TASKS_MODEL if TASKS_MODEL in embedded else DEFAULT_MODEL      # the model with uncertain tasks
@@ -110,9 +128,11 @@ def create_app():
     cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
     # what every session is shown is one object each: frozen, so a change raises instead of reaching every visitor
+    recorded = load_recorded(traces if traces is not None else traces_named([]))
     page = Page(service, frozen_value(examples), store=store, example_traces=load_examples(), export_dir=ExportDir(),
                 models=models, model_infos=frozen_value(infos),
-                gate=FairGate(concurrent=service.max_running, streams=STREAMS, ledger=service.ledger))
+                gate=FairGate(concurrent=service.max_running, streams=STREAMS, ledger=service.ledger),
+                recorded=MappingProxyType({name: shared(t) for name, t in recorded.items()}))
     return build_demo(page)
 
 
@@ -123,7 +143,7 @@ if __name__ == "__main__":
     # the app's own middleware reads the platform's header (explorer.page.proxy)
     os.environ["FORWARDED_ALLOW_IPS"] = proxy.forwarded_allow_ips()
     try:
-        demo = create_app()
+        demo = create_app(TRACES)
     except UserError as e:       # a model the operator named cannot be loaded (a bad path, a link out, a hub id)
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None

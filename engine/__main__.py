@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine.catalogue import catalogue
 from engine.errors import ConfigError, UserError
+from engine.record import cli as record
 
 # a decoder's own parameters are the group named after it: the CLI titles it as the catalogue does
 GROUPS = {"main": "decoding", "common": "decoding", "sampling": "sampling", "engine": "engine",
@@ -155,6 +156,15 @@ def _cmd_tasks(args) -> None:
                   f"{r['example_answer']}")
 
 
+def _cmd_record(args, rest) -> int:
+    args.command = args.command + rest
+    try:
+        return record.run(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 def build_parser() -> OneLineParser:
     ap = OneLineParser(prog="python -m engine", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
@@ -196,6 +206,7 @@ def build_parser() -> OneLineParser:
     t.add_argument("--json", action="store_true")
     sub.add_parser("train", help="train an embedded model (see python -m tools.training.train --help)",
                    add_help=False)
+    record.add_parser(sub)
     return ap
 
 
@@ -205,6 +216,8 @@ def main(argv=None) -> int:
     if args.cmd == "train":        # tooling's own entry point, in its own process: the engine imports no tooling
         import subprocess
         return subprocess.run([sys.executable, "-m", "tools.training.train", *rest]).returncode
+    if args.cmd == "record":       # the script runs in its own process, the recorder's hook installed there
+        return _cmd_record(args, rest)
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

@@ -75,6 +75,8 @@ SETTINGS = {s.name: s for s in (
     Setting("UNMASK_MAX_BODY", int, 1 << 20, 4096, 1 << 30, "bytes of one HTTP request's body (larger: refused "
             "with 413 before it is kept; the page sends a few kB, a decode call less)"),
     Setting("UNMASK_CACHE_DIR", str, "", doc="the trace cache's folder (default ~/.cache/unmask)"),
+    Setting("UNMASK_TRACES", str, "", doc="recorded traces the page opens (docs/record.md): .npz files or folders "
+            "of them, commas; a visitor picks one by name (?trace=NAME), never by path"),
     Setting("UNMASK_ALLOW_DOWNLOAD", bool, False, doc="1: models named by hub id may be downloaded"),
     Setting("UNMASK_STATIC", str, "auto", doc="the static forward path (engine/models/static.py): auto (on a CUDA "
             "device only), on (every device; on a CPU eager over the static buffers), off", choices=("auto", "on",

@@ -16,6 +16,7 @@ import gradio as gr
 from engine.catalogue import catalogue
 from engine.errors import UserError
 from explorer.glossary import GLOSSARY
+from explorer import recorded
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
 from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme
@@ -243,7 +244,8 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
         out.update({comp: values[k] for k, comp in c.values.items() if k in values})
         if isinstance(tab_box, dict) and values.get("tab"):   # a link's tab: opened once its run, filling it, shows
             tab_box["tab"] = values["tab"]
-        example = page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER)) if not run else None
+        example = None if run else recorded.on_load(page, values) or \
+            page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER))
         if example is not None:   # a pre-baked run, shown before any model call
             out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
         return out

@@ -16,7 +16,7 @@ from engine.errors import ConfigError
 from explorer.registry import TABS
 
 # pos: the selected position (the browser applies it); branch: engine.runtime.branch's JSON
-PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch", "tab")
+PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch", "tab", "trace")
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 GRADIO_KEYS = ("__theme", "view")          # gradio's own: the theme, and its API page and settings (?view=api)
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
@@ -54,6 +54,8 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
                 out["tab"] = raw
             else:
                 problems.append(f"tab={raw[:40]!r} is not one of {', '.join(TABS)}")
+        elif key == "trace":                # one of the operator's recorded traces, by name (explorer.recorded)
+            out["trace"] = raw[:120]
         elif key in ("step", "pos"):
             try:
                 out[key] = min(max(int(key == "step"), int(raw)), 1_000_000)

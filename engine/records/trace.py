@@ -38,6 +38,7 @@ class _BuiltinReason(IntEnum):
     ARGMAX = 3           # the most confident position, forced so every step makes progress
     SCHEDULE = 4         # LLaDA's per-step quota (top-k by score)
     FORCED = 15          # committed by hand at a branch point (engine.runtime.branch)
+    SEEN = 16            # a recorded loop's commit (engine.record): seen in the next forward's input, rule unknown
     # 5-12 and 13 on: a decoder's own, on its card (S2D2's accept / resample / fallback, TSPD's four, EB's bound,
     # Prophet's exit, KLASS's stable slots)
 

@@ -54,7 +54,8 @@ def spec_of(trace) -> str:
     """A run's SPEC: its decoder and each dial that differs from the decoder's default (the seed among them), so
     Compare decodes it again as it was."""
     m = trace.meta
-    defaults = {k: p.default for k, p in catalogue.params_of(m.decoder).items()}
+    defaults = {k: p.default for k, p in catalogue.params_of(m.decoder).items()} \
+        if m.decoder in catalogue.DECODERS else {}          # a recorded loop's (explorer.recorded): no dials
     changed = [f"{k}={v}" for k, v in m.params.items() if k in defaults and defaults[k] != v]
     return m.decoder + (":" + ",".join(changed) if changed else "")
 

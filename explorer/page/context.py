@@ -71,6 +71,7 @@ class Page:
     examples: dict[str, list[tuple[str, Problem]]]    # model name -> [(prompt as shown, problem)]
     store: object = None                              # TraceStore or None
     example_traces: dict = field(default_factory=dict)  # decoder -> a pre-baked Trace shown on load
+    recorded: dict = field(default_factory=dict)      # name -> a trace the operator opens (explorer.recorded)
     export_dir: object = None                         # ExportDir (explorer.export_dir) or None
     models: tuple[str, ...] = ()                      # the models a visitor may pick (the operator's list)
     model_infos: dict = field(default_factory=dict)   # name -> service.model_info()

@@ -45,6 +45,9 @@ def query_for(page: Page, tr) -> str:
     name the page offers it under), so the link reads as the setting and reproduces the run."""
     m = tr.meta
     decoder = m.decoder
+    name = next((k for k, t in getattr(page, "recorded", {}).items() if t is tr), None)
+    if name is not None:                      # one of the operator's recorded traces: its name opens it again
+        return to_query({"trace": name})
     defaults = {k: p.default for k, p in catalogue.params_of(decoder).items()} if decoder in catalogue.DECODERS \
         else {}
     changed = {k: v for k, v in m.params.items() if k in defaults and defaults[k] != v}
@@ -57,7 +60,7 @@ def url_values(page: Page, request) -> tuple[dict, bool]:
     values, problems = parse_query(dict(request.query_params) if request else {}, page.models)
     if problems:  # the message is the visitor's own text: escaped, never rendered as HTML
         gr.Warning(html.escape("Ignored in the link: " + "; ".join(problems)[:600]))
-    return values, any(k not in ("step", "pos", "branch", "tab") for k in values)
+    return values, any(k not in ("step", "pos", "branch", "tab", "trace") for k in values)
 
 
 def wire_share(page: Page, share: Share, trace_state) -> None:

@@ -18,7 +18,8 @@ from explorer.views.heatmaps import step_position_figure
 # every Reason: its label on the map, its colour, and its short tag in the GIF (explorer.gif)
 REASONS = {Reason.AR: ("AR", "#969696", "ar"), Reason.THRESHOLD: ("threshold", "#3182bd", "τ"),
            Reason.ARGMAX: ("forced argmax", "#9ecae1", "max"), Reason.SCHEDULE: ("LLaDA quota", "#6baed6", "quota"),
-           Reason.FORCED: ("forced by hand (branch)", "#e7298a", "hand")}
+           Reason.FORCED: ("forced by hand (branch)", "#e7298a", "hand"),
+           Reason.SEEN: ("seen committed (recorded loop)", "#74c476", "seen")}
 REASONS.update(sorted(((Reason[k], (r.label, r.colour, r.tag)) for c in cards().values() for k, r in c.reasons.items()),
                       key=lambda kv: kv[0]))
 assert set(REASONS) == set(Reason) - {Reason.NONE}, "every commit reason has a label"

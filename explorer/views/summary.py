@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 
 from engine.catalogue.cards import cards as decoder_cards
+from explorer import recorded
 from engine.catalogue.catalogue import embedded_names
 from explorer.glossary import plain_verdict
 
@@ -75,7 +76,7 @@ def render_summary(trace, verdict: str | None = None) -> str:
     if verdict is not None:
         cards.append(card("checker", plain_verdict(verdict), f"the task's checker on the generated text: "
                           f"{verdict}"))
-    notes, info = [], list(info)
+    notes, info = [], list(info) + ([recorded.note(m)] if recorded.note(m) else [])
     if m.unknown_words:
         words = ", ".join(repr(w) for w in m.unknown_words[:12])
         why = (": the embedded models only know the words of their tasks — pick an example to see them at their "

@@ -1,0 +1,1 @@
+"""The recorder's worked example (a LLaDA-style loop on the embedded model) and its benchmarks (docs/record.md)."""
