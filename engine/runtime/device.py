@@ -18,25 +18,74 @@ tokens on the same kind of device and the same distribution across kinds (``docs
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 
-READBACK: Counter = Counter()      # what ``host`` copied in this process: "bytes", "copies" (the GPU check reads it)
+# what crossed in this process (the GPU check reads it): "copies" and "bytes" to the host (each copy waits for the
+# device: a sync), "uploads" of small host tensors (queued without blocking: not a sync)
+READBACK: Counter = Counter()
 
 
 def to_device(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A host tensor (an index, a mask, a few tokens) on ``like``'s device, to meet it in an op. (A tensor subclass
-    that stands in for a device in the tests is kept: ``tests/on_device.py``.)"""
-    x = torch.as_tensor(x).to(like.device)
+    """A host tensor (an index, a mask, a few tokens) on ``like``'s device, to meet it in an op, copied up without
+    blocking (the host does not wait for the device's queue). (A tensor subclass that stands in for a device in the
+    tests is kept: ``tests/on_device.py``.)"""
+    x = torch.as_tensor(x)
+    if x.device != like.device:
+        READBACK["uploads"] += 1
+        x = x.to(like.device, non_blocking=True)
     return x.as_subclass(type(like)) if type(like) is not torch.Tensor and type(x) is torch.Tensor else x
 
 
 def host(x: torch.Tensor) -> torch.Tensor:
-    """A small device result (rows × a few) on the host: the way the rules and the round's statistics read the
-    device, counted in ``READBACK``."""
+    """A small device result (rows × a few) on the host, counted in ``READBACK``: only the round reads the device
+    (the statistics' copy, and ``read_back`` of the rules' ``Read`` requests)."""
     READBACK["bytes"] += x.numel() * x.element_size()
     READBACK["copies"] += 1
     return x.cpu()
+
+
+def on_host(x: torch.Tensor) -> bool:
+    """Whether ``x`` is a host tensor already (a subclass stands for a device in the tests)."""
+    return x.device.type == "cpu" and type(x) is torch.Tensor
+
+
+@dataclass
+class Read:
+    """A rule's request for small device results (rows × a few numbers each) on the host: the engine loop reads the
+    requests of every decode in its round in one copy (``read_back``), as vLLM's sampler hands the scheduler its
+    sampled ids in one. A rule asks through ``read``."""
+    tensors: tuple
+
+
+def read(*tensors: torch.Tensor):
+    """``a, b = yield from read(a, b)``: the tensors on the host, in their dtypes and shapes (a generator: the
+    request goes to the engine loop with the round's others)."""
+    return (yield Read(tensors))
+
+
+def read_back(groups: list[tuple]) -> list[tuple]:
+    """Every ``Read``'s tensors on the host: those on a device flattened into one float64 vector per device (ids
+    and flags exact in float64), copied once, split and cast back; host tensors as they are."""
+    flat = [t for g in groups for t in g]
+    out = list(flat)
+    by_device: dict = {}
+    for i, t in enumerate(flat):
+        if not on_host(t):
+            by_device.setdefault(t.device, []).append(i)
+    for idx in by_device.values():
+        vec = host(torch.cat([flat[i].reshape(-1).to(torch.float64) for i in idx]))
+        at = 0
+        for i in idx:
+            n = flat[i].numel()
+            out[i] = vec[at:at + n].view(flat[i].shape).to(flat[i].dtype)
+            at += n
+    res, at = [], 0
+    for g in groups:
+        res.append(tuple(out[at:at + len(g)]))
+        at += len(g)
+    return res
 
 
 def device_generator(seed: int, device, host_generator: torch.Generator) -> torch.Generator:

@@ -41,6 +41,7 @@ from typing import Callable, Generator
 
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
+from engine.runtime.device import Read, read_back
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.share import client_of, first_fitting
 
@@ -241,6 +242,7 @@ class EngineLoop:
                 continue
             if r.decode is not None and self._advance(r, None):
                 self.running.append(r)
+        self._reads(self.running)
         if not self.running:
             return
         chosen = self._chosen()
@@ -253,6 +255,7 @@ class EngineLoop:
                 self._end(r, error=res.error)
             elif not self._advance(r, res):
                 self.running.remove(r)
+        self._reads(chosen)
         share = (time.perf_counter() - t0) / len(chosen)
         for r in chosen:
             r.handle.seconds += share
@@ -354,7 +357,7 @@ class EngineLoop:
             while True:
                 item = r.decode.send(result)
                 result = None
-                if isinstance(item, (Forward, Call)):
+                if isinstance(item, (Forward, Call, Read)):
                     r.request = item
                     return True
                 now = time.monotonic()
@@ -366,6 +369,15 @@ class EngineLoop:
         except Exception as e:
             self._finish(r.handle, error=e)
         return False
+
+    def _reads(self, decodes: list[_Running]) -> None:
+        """The rules' ``Read`` requests of these decodes, in one copy from the device for all of them (a sync that
+        does not grow with the round), each rule run on to its next request; again while any asks once more."""
+        while pending := [r for r in decodes if r in self.running and isinstance(r.request, Read)]:
+            values = read_back([r.request.tensors for r in pending])
+            for r, v in zip(pending, values):
+                if not self._advance(r, v):
+                    self.running.remove(r)
 
     def _end(self, r: _Running, error: BaseException) -> None:
         self._unlist(r)
