@@ -23,10 +23,8 @@ PROMPTS = [p.prompt for p in get_task("arith").problems("test", 16, seed=3)]
 PER_ROUND = 2              # the round's statistics copy and its rules' one read
 # the case's id -> how its rule still reads the device per decode (xfail, strict: the debt stays visible)
 PER_DECODE = "reads the device per decode, outside the round's one read"
-NOT_YET = {"s2d2": "host index tensors into p; per-decode host() reads; torch.multinomial at a rejection",
-           "tspd": "window_top reads per decode", "prophet": PER_DECODE, "klass": PER_DECODE,
-           "klass-T": PER_DECODE, "credit": PER_DECODE, "edit": PER_DECODE, "wino": PER_DECODE,
-           "subblock": "torch.multinomial", "simsd": "the drafter's statistics per decode",
+NOT_YET = {"prophet": PER_DECODE, "klass": PER_DECODE, "klass-T": PER_DECODE,
+           "subblock": "torch.multinomial",
            "uniform": "torch.multinomial, Categorical, per-decode host() reads",
            "dream": "host index tensors into its scores; torch.multinomial", "remdm-T": PER_DECODE}
 

@@ -103,3 +103,23 @@ def rand_like_rows(shape, generator: torch.Generator, like: torch.Tensor) -> tor
     """Uniform float64 noise of ``shape`` drawn on ``like``'s device from ``generator`` (the decode's device
     generator): no (q, V) tensor crosses the bus."""
     return to_device(torch.rand(shape, dtype=torch.float64, generator=generator, device=generator.device), like)
+
+
+def run_reads(rule):
+    """Drive ``rule``, a generator that yields only ``Read`` requests, to its value, reading each at once (a rule
+    called outside the engine loop: the tests, a tool)."""
+    value = None
+    while True:
+        try:
+            req = rule.send(value)
+        except StopIteration as e:
+            return e.value
+        value = read_back([req.tensors])[0]
+
+
+def generator_at(generator: torch.Generator, state: torch.Tensor) -> torch.Generator:
+    """A generator of ``generator``'s device at ``state``: a draw made before the rule knows whether it needs it,
+    from where the stream would stand if it did (``engine.decoders.s2d2.verify.Resamples``)."""
+    g = torch.Generator(device=generator.device)
+    g.set_state(state)
+    return g
