@@ -23,10 +23,9 @@ PROMPTS = [p.prompt for p in get_task("arith").problems("test", 16, seed=3)]
 PER_ROUND = 2              # the round's statistics copy and its rules' one read
 # the case's id -> how its rule still reads the device per decode (xfail, strict: the debt stays visible)
 PER_DECODE = "reads the device per decode, outside the round's one read"
-NOT_YET = {"prophet": PER_DECODE, "klass": PER_DECODE, "klass-T": PER_DECODE,
+NOT_YET = {"prophet": PER_DECODE,
            "subblock": "torch.multinomial",
-           "uniform": "torch.multinomial, Categorical, per-decode host() reads",
-           "dream": "host index tensors into its scores; torch.multinomial", "remdm-T": PER_DECODE}
+           "remdm-T": PER_DECODE}
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +87,17 @@ def test_the_stand_in_fails_a_read_per_decode(models, monkeypatch):
     monkeypatch.setattr(BlockContext, "draft", draft_and_read)
     with pytest.raises(RuntimeError, match="__float__ of a device tensor"):
         copies_per_round(monkeypatch, models["tiny"], "threshold:tau=0.9,block_size=8,gen_length=16", 1)
+
+
+@pytest.mark.parametrize("model,spec", [("dream", "dream:gen_length=16,steps=8"), ("unmask-uniform-small", "uniform:seed=3")])
+def test_the_records_candidates_are_ids_then_probabilities(models, model, spec):
+    """The candidates a person inspects (``topk_ids``, ``topk_p``) of a rule that makes its own statistics: ids
+    first, the best one the record's argmax (before: the probabilities cast to ids, all 0, and the ids as
+    probabilities)."""
+    name, params = parse_spec(spec)
+    tr = Generation(model_of(models, model), PROMPTS[0], build_decoder(name, **params)).run()
+    for rec in tr.records:
+        if "topk_ids" in rec.extra:
+            ids, p = rec.extra["topk_ids"], rec.extra["topk_p"]
+            assert (ids[:, 0] == rec.candidate).all() and (p[:, 0] == pytest.approx(rec.confidence, abs=1e-6))
+            assert (p[:, :-1] >= p[:, 1:]).all() and (p <= 1).all()

@@ -159,6 +159,14 @@ def _stats(parts, temperature, top_k, top_p, generators, mask_id,
     return torch.cat([ids, torch.stack([conf, margin, ent], 1), top.values], 1), probs
 
 
+def race(p: torch.Tensor, k: int, generator) -> torch.Tensor:
+    """(m, k) ids: ``torch.multinomial(p, k)``'s own draw (one sample, or k without replacement) for rows p (m, V):
+    the k largest p / Exp(1), the same noise from the same generator, so the same ids, without its two checks of
+    p on the host (each a sync on a device)."""
+    return torch.topk(p / torch.empty_like(p).exponential_(1, generator=generator), k).indices if k > 1 else \
+        (p / torch.empty_like(p).exponential_(1, generator=generator)).argmax(-1, keepdim=True)
+
+
 def make_generator(seed: int) -> torch.Generator:
     g = torch.Generator(device="cpu")
     g.manual_seed(int(seed))
