@@ -24,7 +24,6 @@ PER_ROUND = 2              # the round's statistics copy and its rules' one read
 # the case's id -> how its rule still reads the device per decode (xfail, strict: the debt stays visible)
 PER_DECODE = "reads the device per decode, outside the round's one read"
 NOT_YET = {"prophet": PER_DECODE,
-           "subblock": "torch.multinomial",
            "remdm-T": PER_DECODE}
 
 
