@@ -2,8 +2,10 @@
 
 A forward's logits (q, V) and every distribution made from them stay on the model's device: the rules' reductions
 over the vocabulary (a probability of given tokens, a top-2 gap, a KL to the previous forward, a window's average,
-a credit map) run there, and only their results, (rows × a few) numbers, cross to the host. What crosses, per
-forward, therefore never grows with the vocabulary (``tests/test_host_copies.py`` counts it at V = 1 000 and
+a credit map) run there, and only their results, (rows × a few) numbers, cross to the host: a rule asks for them
+with a ``Read`` request, and the engine loop reads every decode's of a round in one copy (``read_back``), so the
+host waits for the device at most twice a round (the statistics' copy, the rules' read) whatever the batch. What
+crosses, per forward, therefore never grows with the vocabulary (``tests/test_host_copies.py`` counts it at V = 1 000 and
 126 464). The typed record every forward carries is ``engine.runtime.sampling.TokenStats``: its small fields
 (candidate, confidence, margin, entropy, top-k ids and probabilities) are the round's one batched copy, and its
 ``probs`` (q, V) stays on the device for the rules that reduce it further.

@@ -10,8 +10,9 @@ Every decode reaches a model through here: the page's runs, Compare, Branch, the
     handle.result()             its final value (its trace), or its error
 
 A round takes one request from every running decode (``run_round``: one batched forward per model, one batched
-statistics call per sampling setting). Admission is round robin over clients (a client is the unit of fairness: a
-visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
+statistics call per sampling setting); then each decode's rule runs to its next request, and what the rules ask to
+read of the device (``engine.runtime.device.Read``) is read for all of them in one copy (``_reads``). Admission is
+round robin over clients (a client is the unit of fairness: a visitor's address; the process itself is ""): the next decode to join is the oldest waiting one of the client with
 the fewest running, so one client's flood cannot fill the running set; and when the set is full, a client holding at
 least two places fewer than the client holding the most makes that client's newest decode pause at the round
 boundary, kept whole, until its share allows; and when one decode each of many clients holds every place, the

@@ -114,8 +114,8 @@ class DreamPolicy(Policy):
 
 
 def record_stats(logits: torch.Tensor, idx: torch.Tensor, x0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L, 5 + 2K) and the (L, V) softmax on the device, for the record: the model's plain softmax per slot, its candidate (x̂ where the step
-    drew one at every masked slot ``idx``, else the argmax), p of it, the top-2 margin, the entropy, the argmax."""
+    """(L, 5 + 2K) and the (L, V) softmax on the device, for the record: the model's plain softmax per slot, its
+    candidate (x̂ where the step drew one at every masked slot ``idx``, else the argmax), p of it, the top-2 margin, the entropy, the argmax."""
     p = torch.softmax(logits.double(), dim=-1)                      # (L, V)
     top2 = torch.topk(p, 2, dim=-1)
     cand = top2.indices[:, 0].clone()

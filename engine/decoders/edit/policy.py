@@ -76,7 +76,7 @@ class EditPolicy(Policy):
             p_top, *previous = yield from read(token_p(st.probs, st.top1), *(previous or ()))   # one read
             if previous:
                 self.edit_previous(ctx, *previous)
-            edits, p_written = edit_candidates(ctx, st, p_top, cfg.tau_edit)   # on the slots written before this forward
+            edits, p_written = edit_candidates(ctx, st, p_top, cfg.tau_edit)   # the slots written before this forward
             fill = mask_to_token(ctx, st, cfg.tau)
             ctx.commit(fill, st.candidate[fill], Reason.THRESHOLD)
             ctx.revise(edits, st.top1[edits], Revision.EDIT)
