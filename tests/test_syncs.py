@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
 from engine.decoders import build_decoder, parse_spec
 from engine.runtime.device import READBACK
@@ -102,3 +103,40 @@ def test_the_records_candidates_are_ids_then_probabilities(models, model, spec):
             ids, p = rec.extra["topk_ids"], rec.extra["topk_p"]
             assert (ids[:, 0] == rec.candidate).all() and (p[:, 0] == pytest.approx(rec.confidence, abs=1e-6))
             assert (p[:, :-1] >= p[:, 1:]).all() and (p <= 1).all()
+
+
+def sequential_accept(p, q, draft, generator, device_generator, zero_p="clamp"):
+    """The acceptance as it was written before the read was planned: a coin per position, and at the first
+    rejection one ``torch.multinomial`` from the residual, drawn then."""
+    for k in range(len(draft)):
+        pk, qk = float(p[k, draft[k]]), float(q[k, draft[k]])
+        r = 0.0 if (pk <= 0 and zero_p == "reject") else min(1.0, qk / max(pk, 1e-12))
+        if float(torch.rand((), dtype=torch.float64, generator=generator)) < r:
+            continue
+        resid = (q[k] - p[k]).clamp_min(0)
+        dist = resid / resid.sum() if float(resid.sum()) > 0 and not (pk <= 0 and zero_p == "reject") else q[k]
+        return k, int(torch.multinomial(dist.float(), 1, generator=device_generator))
+    return len(draft), None
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one generator (a CPU)", "a device's own"])
+def test_resamples_drawn_ahead_leave_the_stream_as_drawing_then(shared):
+    """S2D2's and SimSD's resample at a rejection is drawn at every span position before the read (``Resamples``):
+    the token and both generators' states after the span equal drawing it only at the rejection, with the host's
+    and the device's generators one (a CPU) or two (an accelerator)."""
+    from engine.decoders.s2d2.verify import accept_stochastic
+    for seed in range(40):
+        g = torch.Generator().manual_seed(seed)
+        logits = torch.randn(2, 6, 50, generator=g) * 2
+        p, q = torch.softmax(logits[0].double(), -1), torch.softmax(logits[1].double(), -1)
+        draft = torch.multinomial(p.float(), 1, generator=g)[:, 0]
+        gens = []
+        for _ in range(2):
+            host = torch.Generator().manual_seed(100 + seed)
+            dev = host if shared else torch.Generator().manual_seed(200 + seed)
+            gens.append((host, dev))
+        (h0, d0), (h1, d1) = gens
+        k, token = sequential_accept(p, q, draft, h0, d0, "reject" if seed % 2 else "clamp")
+        v = accept_stochastic(p, q, draft, h1, zero_p="reject" if seed % 2 else "clamp", device_generator=d1)
+        assert (v.accepted, v.token) == (k, token)
+        assert torch.equal(h0.get_state(), h1.get_state()) and torch.equal(d0.get_state(), d1.get_state())
