@@ -119,11 +119,14 @@ def sequential_accept(p, q, draft, generator, device_generator, zero_p="clamp"):
     return len(draft), None
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["one generator (a CPU)", "a device's own"])
-def test_resamples_drawn_ahead_leave_the_stream_as_drawing_then(shared):
-    """S2D2's and SimSD's resample at a rejection is drawn at every span position before the read (``Resamples``):
-    the token and both generators' states after the span equal drawing it only at the rejection, with the host's
-    and the device's generators one (a CPU) or two (an accelerator)."""
+@pytest.mark.parametrize("on", ["device", "host"])
+@pytest.mark.parametrize("shared", [True, False], ids=["one generator", "a device's own"])
+def test_resamples_drawn_ahead_leave_the_stream_as_drawing_then(shared, on):
+    """S2D2's and SimSD's resample at a rejection is drawn at every span position before the read on a device
+    (``Resamples``; on the host only at the rejection): the token and both generators' states after the span equal
+    drawing it only at the rejection, with the host's and the device's generators one (a CPU) or two (an
+    accelerator)."""
+    OnDevice.reset()
     from engine.decoders.s2d2.verify import accept_stochastic
     for seed in range(40):
         g = torch.Generator().manual_seed(seed)
@@ -137,6 +140,27 @@ def test_resamples_drawn_ahead_leave_the_stream_as_drawing_then(shared):
             gens.append((host, dev))
         (h0, d0), (h1, d1) = gens
         k, token = sequential_accept(p, q, draft, h0, d0, "reject" if seed % 2 else "clamp")
-        v = accept_stochastic(p, q, draft, h1, zero_p="reject" if seed % 2 else "clamp", device_generator=d1)
+        pd, qd = (p.as_subclass(OnDevice), q.as_subclass(OnDevice)) if on == "device" else (p, q)
+        v = accept_stochastic(pd, qd, draft, h1, zero_p="reject" if seed % 2 else "clamp", device_generator=d1)
         assert (v.accepted, v.token) == (k, token)
         assert torch.equal(h0.get_state(), h1.get_state()) and torch.equal(d0.get_state(), d1.get_state())
+
+
+@pytest.mark.parametrize("model,spec", [
+    ("tiny", "s2d2:router=always,block_size=8,temperature=1.5,seed=7,gen_length=32"),
+    ("unmask-tasks-small", "simsd:block_size=8,acceptance=mrs,temperature=1,seed=2,gen_length=32"),
+    ("dream", "klass:gen_length=16,block_size=4,temperature=0.5,top_p=0.9,seed=3"),
+    ("dream", "prophet:gen_length=16,block_size=4,gap_scale=0.5,temperature=1,seed=3")], ids=lambda x: x[:12])
+def test_the_device_path_decodes_as_the_host_path(models, monkeypatch, model, spec):
+    """A draw made ahead on a device (a resample, a fallback, an exit's fill) gives the tokens and records the host
+    path draws only when needed: the strict stand-in's decode equals the plain CPU decode."""
+    adapter, name, params = model_of(models, model), *parse_spec(spec)
+    prompt = PROMPTS[1]
+    plain = Generation(adapter, prompt, build_decoder(name, **params)).run()
+    with monkeypatch.context() as m:
+        patch_forwards(m)
+        OnDevice.reset(syncs=True)
+        device = Generation(adapter, prompt, build_decoder(name, **params)).run()
+    assert device.meta.token_ids == plain.meta.token_ids and len(device.records) == len(plain.records)
+    for a, b in zip(plain.records, device.records):
+        assert (a.tokens_after == b.tokens_after).all() and (a.candidate == b.candidate).all()
