@@ -46,7 +46,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
-from engine.runtime.device import rand_like_rows, read, to_device
+from engine.runtime.device import on_host, rand_like_rows, read, to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import filter_logits
 from engine.records.trace import Reason
@@ -144,13 +144,14 @@ class KlassPolicy(Policy):
         device; nothing where it reads the decode's own statistics."""
         return tuple(probs.max(-1)) if self.gumbel or self.dream else ()
 
-    def fallback_scores(self, ctx: BlockContext, logits, drawn) -> tuple:
-        """Dream's fallback at T > 0 (as released): the ``sample_tokens`` confidence of every slot (L,), on the
-        device, made before the rule knows whether it falls back, to be read with the rest. Where it draws (a
+    def fallback_scores(self, ctx: BlockContext, logits, drawn, now: bool = False) -> tuple:
+        """Dream's fallback at T > 0 (as released): the ``sample_tokens`` confidence of every slot (L,), on a
+        device made before the rule knows whether it falls back, to be read with the rest. Where it draws (a
         filter on), the draw is made ahead from the generator's state and the stream set back: ``fallback``
-        moves it on only if it is used, so the stream is the one drawing it then gave."""
+        moves it on only if it is used, so the stream is the one drawing it then gave. On the host (a read costs
+        no wait) nothing is made ahead: ``fallback`` makes it ``now``, where it is needed."""
         cfg, r = self.cfg, ctx.runner
-        if not (self.dream and cfg.temperature > 0):
+        if not (self.dream and cfg.temperature > 0) or (on_host(logits) and not now):
             return ()
         p = dream_sample_probs(r.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)          # (L, V)
         x = to_device(drawn.candidate, p)       # the decode's draw is from p where no filter reorders with T
@@ -159,20 +160,23 @@ class KlassPolicy(Policy):
             before = r.device_generator.get_state()
             u = rand_like_rows(p.shape, r.device_generator, p)
             x = (p.log() - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)           # Gumbel-max from p
-            self.after_draw = r.device_generator.get_state()
-            r.device_generator.set_state(before)
+            if not now:
+                self.after_draw = r.device_generator.get_state()
+                r.device_generator.set_state(before)
         return (p.gather(-1, x[:, None])[:, 0],)                           # the probability of that draw
 
-    def fallback(self, ctx: BlockContext, st, scores: list, masked, schedule) -> torch.Tensor:
+    def fallback(self, ctx: BlockContext, st, scores: list, masked, schedule, logits, drawn) -> torch.Tensor:
         """No slot ready: LLaDA's quota of the most confident, or on Dream (as released) one slot, the highest
-        ``sample_tokens`` confidence among the masked (``fallback_scores``, read)."""
+        ``sample_tokens`` confidence among the masked (``fallback_scores``: read, or made now on the host)."""
         if not self.dream:
             return masked_topk(st.confidence, masked, quota_at(schedule, ctx.step))
-        if scores:
-            if self.after_draw is not None:
-                ctx.runner.device_generator.set_state(self.after_draw)
-            return masked_topk(scores[0], masked, 1)
-        return masked_topk(st.confidence.double(), masked, 1)
+        if self.cfg.temperature <= 0:
+            return masked_topk(st.confidence.double(), masked, 1)
+        if not scores:
+            scores = self.fallback_scores(ctx, logits, drawn, now=True)
+        elif self.after_draw is not None:
+            ctx.runner.device_generator.set_state(self.after_draw)
+        return masked_topk(scores[0], masked, 1)
 
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
@@ -194,7 +198,7 @@ class KlassPolicy(Policy):
                 idx = pick(ready, st.confidence, kl, cfg.klass_pick, ctx.runner.generator)
                 ctx.commit(idx, st.candidate[idx], Reason.KL_STABLE)
             else:
-                idx = self.fallback(ctx, st, reads[len(best):], masked, schedule)
+                idx = self.fallback(ctx, st, reads[len(best):], masked, schedule, logits, drawn)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
             shown = masked.numpy() & np.isfinite(kl.numpy())
             yield ctx.emit("draft", st, KlassFields(

@@ -44,7 +44,7 @@ import torch
 from engine.catalogue.catalogue import config_class
 from engine.errors import ConfigError
 from engine.decoders.schedule import masked_topk, transfer_schedule
-from engine.runtime.device import read
+from engine.runtime.device import on_host, read
 from engine.runtime.sampling import stats_on_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
@@ -130,8 +130,8 @@ class ProphetPolicy(Policy):
         the generator is set back and ``exit_draw`` kept, which an exit takes: the stream is the one drawing at
         the exit gave."""
         r, c = ctx.runner, self.cfg
-        if self.exited_at is not None or r.later is None or not len(r.later):
-            return ()
+        if self.exited_at is not None or r.later is None or not len(r.later) or on_host(r.later):
+            return ()                               # on the host (a read costs no wait) made at the exit instead
         before = r.device_generator.get_state()
         small, _ = stats_on_device(r.unmaskable(r.later), c.temperature, c.top_k, c.top_p, r.device_generator)
         self.exit_draw = r.device_generator.get_state()
@@ -161,9 +161,12 @@ class ProphetPolicy(Policy):
             if self.exited_at is not None:
                 idx = masked.nonzero()[:, 0]
                 ctx.commit(idx, st.candidate[idx], Reason.PROPHET_EXIT)
+                r = ctx.runner
                 if fill and self.exited_at == self.forwards:
-                    ctx.runner.device_generator.set_state(self.exit_draw)
+                    r.device_generator.set_state(self.exit_draw)
                     ctx.fill_after(reads[-1], Reason.PROPHET_EXIT)
+                elif r.later is not None and len(r.later) and self.exited_at == self.forwards:
+                    ctx.fill_after(r.stats(r.later).candidate, Reason.PROPHET_EXIT)
             else:
                 idx = masked_topk(st.confidence, masked, k)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
