@@ -3,7 +3,13 @@ whose every way back to the host is counted with its bytes, so a rule that reads
 the host (a ``.numpy()`` of the logits, a ``.cpu()`` of the probabilities) shows here without a GPU.
 
 ``strict``: an op that mixes an ``OnDevice`` tensor with a host tensor of one or more dimensions raises, as CUDA
-does (a CPU index tensor is allowed, as CUDA allows it; ``engine.runtime.readback.to_device`` is the engine's way up).
+does (a host index tensor is let through: CUDA copies it up). ``syncs`` (stricter, the GPU's own cost): every read
+that makes the host wait for the device raises, except ``.cpu()``, the copy the round plans (``engine.runtime.device
+.host``), which is counted: ``.item()``, ``float()``, ``int()``, ``bool()``, ``.tolist()``, ``.numpy()`` of a device
+tensor; a host index tensor applied to one (a blocking copy up) or a device bool mask indexing one (a ``nonzero``:
+the result's size is read); ``nonzero``, ``unique``, ``masked_select``; ``torch.multinomial`` (it checks its
+distribution with two ``.item()``); ``Categorical``'s argument checks (a ``bool()``). Copies up go through
+``engine.runtime.device.to_device`` (without blocking), the only way a host tensor reaches a device tensor here.
 """
 
 from __future__ import annotations
@@ -17,22 +23,28 @@ INDEXING = {T.__getitem__, T.__setitem__}          # a host index may meet a dev
 NUMPY = {T.numpy, T.__array__}                       # CUDA refuses these outright: a device tensor is read by .cpu()
 FREE = {T.size, T.dim, T.numel, T.__len__, T.device.__get__, T.dtype.__get__, T.shape.__get__, T.ndim.__get__,
         T.is_cuda.__get__, T.requires_grad.__get__, T.__repr__}
+# ops whose result's size, or whose own checks, are read on the host: each waits for the device
+SIZED = {torch.nonzero, T.nonzero, torch.argwhere, T.argwhere, torch.masked_select, T.masked_select, torch.unique,
+         T.unique, torch.unique_consecutive, T.unique_consecutive, torch.multinomial, T.multinomial}
 
 
 class OnDevice(torch.Tensor):
     """``copies``: (what, bytes) of every way to the host since the last ``reset``."""
     copies: list[tuple[str, int]] = []
     strict = False
+    syncs = False
 
     @classmethod
-    def reset(cls, strict: bool = False) -> None:
-        cls.copies, cls.strict = [], strict
+    def reset(cls, strict: bool = False, syncs: bool = False) -> None:
+        cls.copies, cls.strict, cls.syncs = [], strict or syncs, syncs
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if cls.strict and func in NUMPY:
             raise RuntimeError(f"{func.__name__} of a device tensor (CUDA refuses it: .cpu() first)")
+        if cls.syncs:
+            _unplanned(func, args)
         if func in TO_HOST:
             with torch._C.DisableTorchFunctionSubclass():
                 plain = args[0].as_subclass(torch.Tensor)
@@ -47,6 +59,22 @@ class OnDevice(torch.Tensor):
     @classmethod
     def bytes(cls) -> int:
         return sum(n for _, n in cls.copies)
+
+
+def _unplanned(func, args) -> None:
+    """Raise where ``func`` would make the host wait for the device outside the round's planned copy."""
+    name = getattr(func, "__name__", str(func))
+    if func in TO_HOST and func is not T.cpu and isinstance(args[0], OnDevice):
+        raise RuntimeError(f"{name} of a device tensor: a read the round did not plan (a sync per decode)")
+    if func in SIZED or (func is torch.where and len(args) == 1):
+        raise RuntimeError(f"{name} on the device reads its result's size or checks on the host (a sync)")
+    if func in INDEXING and any(isinstance(a, OnDevice) for a in args[:1]):
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if _host_operand(index, {}):
+            raise RuntimeError(f"{name}: a host index tensor applied to a device tensor (a blocking copy up)")
+        scalar_fill = func is T.__setitem__ and isinstance(args[2], (int, float, bool))       # masked_fill
+        if not scalar_fill and any(isinstance(i, OnDevice) and i.dtype == torch.bool for i in index):
+            raise RuntimeError(f"{name}: a device bool mask as an index (a nonzero: its size is read)")
 
 
 def _host_operand(args, kwargs) -> bool:

@@ -1,6 +1,7 @@
 """What crosses from the device to the host, per forward, for every decoder: never a row of the vocabulary. An
-accelerator is stood in for by ``tests.on_device.OnDevice`` (strict: a host tensor meeting a device tensor, or a
-``.numpy()`` of one, raises as CUDA would), and the model's output layer is widened from 1 000 to 126 464 tokens
+accelerator is stood in for by ``tests.on_device.OnDevice`` (strict, syncs on: a host tensor meeting a device
+tensor, a ``.numpy()`` of one, or a read that makes the host wait outside the round's copies, ``tests/test_syncs.py``,
+raises as CUDA would), and the model's output layer is widened from 1 000 to 126 464 tokens
 (LLaDA's vocabulary): the bytes read back per forward must not grow with it. Both forward paths are covered (today's
 and the static one, ``UNMASK_STATIC=on``)."""
 
@@ -51,7 +52,7 @@ def per_forward(monkeypatch, adapter, spec: str, width: int) -> tuple[float, lis
     """Bytes read back per forward, and the generated ids, of one strict decode at ``width`` tokens."""
     with monkeypatch.context() as m:
         patch_forwards(m, width)
-        OnDevice.reset(strict=True)
+        OnDevice.reset(syncs=True)
         name, params = parse_spec(spec)
         prompt = STORY if adapter.name == "unmask-tasks-small" else PROMPT
         tr = Generation(adapter, prompt, build_decoder(name, **params)).run()
@@ -94,7 +95,7 @@ def test_the_harness_sees_a_whole_row_cross(monkeypatch, models):
 def test_one_copy_per_round_for_a_batch(models, monkeypatch, spec):
     """Four decodes at once share rounds: one copy per round, not per decode."""
     calls = patch_forwards(monkeypatch)
-    OnDevice.reset(strict=True)
+    OnDevice.reset(syncs=True)
     prompts = [p.prompt for p in get_task("arith").problems("test", 4, seed=3)]
     name, params = parse_spec(spec)
     loop = configure(max_running=len(prompts), round_tokens=1 << 20)   # conftest restores them after the test

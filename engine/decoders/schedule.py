@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.runtime.device import host, to_device
+from engine.runtime.device import to_device
 
 
 def transfer_schedule(n_masked: int, steps: int) -> list[int]:
@@ -33,6 +33,6 @@ def masked_topk(score: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tens
 
 
 def token_p(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """(L,) float on the host: probs (L, V) at each slot's token (host tokens (L,); [MASK] slots read a harmless
-    column), reduced where ``probs`` is."""
-    return host(probs.gather(-1, to_device(tokens[:, None].clamp_min(0), probs))[:, 0].float())
+    """(L,) float on ``probs``' device: probs (L, V) at each slot's token (tokens (L,) on the host or the device;
+    [MASK] slots read a harmless column), for the rule to read with the round's others (``device.read``)."""
+    return probs.gather(-1, to_device(tokens[:, None].clamp_min(0), probs))[:, 0].float()

@@ -10,15 +10,16 @@ Every decode reaches a model through here: the page's runs, Compare, Branch, the
     handle.result()             its final value (its trace), or its error
 
 A round takes one request from every running decode (``run_round``: one batched forward per model, one batched
-statistics call per sampling setting). The places and the rows are shared by measured cost (``engine.runtime.share``):
-each flow (a client's path of accounts, ``Job.client``: the page's pool, client and session; the process itself is
-"") accrues the engine time its decodes took (``engine.runtime.ledger``); a free place goes to the least served
-flow's decode, and when the set is full a decode of a flow served more than a waiting one pauses at the round
-boundary, kept whole, until it is the least served again. A ``Group`` caps its own jobs running at once (a bench's
-``--batch``). A round's queries are bounded by ``round_tokens`` (always at least one request), taken in rotating
-order, so one huge prompt cannot starve the rest; when several flows run, the flows far ahead of the least served
-sit a round out, so a light visitor's forward is not as slow as a flood's batch. A job's ``budget_s`` is wall time
-from its submission: past it the decode is stopped at the next round boundary with its last state (``on_limit``).
+statistics call per sampling setting); then each decode's rule runs to its next request, and what the rules ask to
+read of the device (``engine.runtime.device.Read``) is read for all of them in one copy (``_reads``). The places and
+the rows are shared by measured cost (``engine.runtime.share``): each flow (a client's path of accounts,
+``Job.client``: the page's pool, client and session; the process itself is "") accrues the engine time its decodes
+took (``engine.runtime.ledger``); a free place goes to the least served flow's decode, and when the set is full a
+decode of a flow served more than a waiting one pauses at the round boundary, kept whole, until it is the least
+served again. A ``Group`` caps its own jobs running at once (a bench's ``--batch``). A round's queries are bounded
+by ``round_tokens`` (always at least one request), taken in rotating order, so one huge prompt cannot starve the
+rest; when several flows run, the flows far ahead of the least served sit a round out. A job's ``budget_s`` is wall
+time from its submission: past it the decode is stopped at the next round boundary with its last state.
 
 A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
@@ -40,6 +41,7 @@ from typing import Callable, Generator
 
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
+from engine.runtime.device import Read, read_back
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.ledger import Ledger
 from engine.runtime.share import client_of
@@ -243,6 +245,7 @@ class EngineLoop:
             if r.decode is not None and self._advance(r, None):
                 self.running.append(r)
             own[id(r)] = time.perf_counter() - t
+        self._reads(self.running)
         if not self.running:
             return
         chosen = self._chosen()
@@ -260,6 +263,7 @@ class EngineLoop:
             elif not self._advance(r, res):
                 self.running.remove(r)
             own[id(r)] = own.get(id(r), 0.0) + time.perf_counter() - t
+        self._reads(chosen)
         fair_share.charge(self, chosen, cost, round_s, own)
         share = (time.perf_counter() - t0) / len(chosen)
         for r in chosen:
@@ -355,7 +359,7 @@ class EngineLoop:
             while True:
                 item = r.decode.send(result)
                 result = None
-                if isinstance(item, (Forward, Call)):
+                if isinstance(item, (Forward, Call, Read)):
                     r.request = item
                     return True
                 now = time.monotonic()
@@ -367,6 +371,15 @@ class EngineLoop:
         except Exception as e:
             self._finish(r.handle, error=e)
         return False
+
+    def _reads(self, decodes: list[_Running]) -> None:
+        """The rules' ``Read`` requests of these decodes, in one copy from the device for all of them (a sync that
+        does not grow with the round), each rule run on to its next request; again while any asks once more."""
+        while pending := [r for r in decodes if r in self.running and isinstance(r.request, Read)]:
+            values = read_back([r.request.tensors for r in pending])
+            for r, v in zip(pending, values):
+                if not self._advance(r, v):
+                    self.running.remove(r)
 
     def _end(self, r: _Running, error: BaseException) -> None:
         self._unlist(r)

@@ -9,6 +9,7 @@ import os
 import threading
 from typing import Callable, Generator
 
+from engine.runtime.device import Read, read_back
 from engine.runtime.engine_loop import EngineLoop, Group, Job
 from engine.runtime.scheduler import Call, Forward, run_round
 
@@ -68,7 +69,8 @@ def drive(decode: Generator, client: str = ""):
                 req = decode.send(result)
             except StopIteration as e:
                 return e.value
-            result = run_round([req])[0] if isinstance(req, (Forward, Call)) else None
+            result = run_round([req])[0] if isinstance(req, (Forward, Call)) else \
+                read_back([req.tensors])[0] if isinstance(req, Read) else None
     return loop.submit(Job(lambda: decode, client=client)).result()
 
 

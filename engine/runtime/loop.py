@@ -167,7 +167,7 @@ class BlockContext:
         L = self.L
         if stats is not None and "topk_ids" not in extra:  # the candidates a person inspects per position
             ids, p = (stats.top_ids, stats.top_p) if stats.top_ids is not None else \
-                (host(x) for x in torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1))
+                (host(x) for x in reversed(torch.topk(stats.probs, min(TOP_K, stats.probs.shape[-1]), dim=-1)))
             extra = dict(extra, topk_ids=ids.numpy().astype(np.int32), topk_p=p.numpy().astype(np.float32))
         rec = StepRecord(
             block=self.index, step_in_block=self.step, kind=kind,

@@ -87,7 +87,19 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
         ps = [parts[i] for i in g]
         chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id, precision)))
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
-    small = host(small).numpy()                                    # (Q, 4 + 2K): the round's one copy to the host
+    return unpack(host(small).numpy(), chunks)                     # (Q, 4 + 2K): the round's one copy to the host
+
+
+def stats_on_device(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode's statistics as a rule makes them itself (SimSD's drafter): the (q, 4 + 2K) small statistics
+    and the (q, V) softmax on the device, not yet read: the rule reads ``small`` with the round's other rules
+    (``engine.runtime.device.read``) and ``unpack``s it."""
+    return _stats([logits], temperature, top_k, top_p, [generator], None)
+
+
+def unpack(small: np.ndarray, chunks: list) -> list[TokenStats]:
+    """Each part's ``TokenStats`` from the read (Q, 4 + 2K) statistics; ``chunks``: (parts, _, probs) per chunk."""
     K = (small.shape[1] - 4) // 2                                  # columns: candidate, top-K ids, confidence,
     ids = small[:, :1 + K].astype(np.int64)                        # margin, entropy, top-K probabilities
     f32 = small[:, 1 + K:4 + K].astype(np.float32)
@@ -145,6 +157,14 @@ def _stats(parts, temperature, top_k, top_p, generators, mask_id,
     ent = torch.special.entr(probs).sum(-1) / math.log(V)         # = -(p log p).sum(-1), bit for bit, in one pass
     ids = torch.cat([candidate[:, None], top.indices], 1).double()                                 # (Q, 1 + K)
     return torch.cat([ids, torch.stack([conf, margin, ent], 1), top.values], 1), probs
+
+
+def race(p: torch.Tensor, k: int, generator) -> torch.Tensor:
+    """(m, k) ids: ``torch.multinomial(p, k)``'s own draw (one sample, or k without replacement) for rows p (m, V):
+    the k largest p / Exp(1), the same noise from the same generator, so the same ids, without its two checks of
+    p on the host (each a sync on a device)."""
+    return torch.topk(p / torch.empty_like(p).exponential_(1, generator=generator), k).indices if k > 1 else \
+        (p / torch.empty_like(p).exponential_(1, generator=generator)).argmax(-1, keepdim=True)
 
 
 def make_generator(seed: int) -> torch.Generator:

@@ -19,7 +19,8 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
-from engine.runtime.device import host, to_device
+from engine.runtime.device import read, to_device
+from engine.runtime.sampling import stats_on_device, unpack
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 from engine.decoders.credit.card import CreditFields
@@ -42,14 +43,14 @@ def fuse(logits: torch.Tensor, credit: torch.Tensor, alpha: float) -> torch.Tens
     return logits + alpha * torch.log1p(credit).to(logits.dtype)
 
 
-def raw_p(runner, logits: torch.Tensor, raw, tokens: torch.Tensor) -> np.ndarray:
-    """(L,) the model's own p (untempered, float64) of each slot's committed candidate: from the round's
-    statistics where they were made, else as exp(z − logsumexp z) at the candidate alone (one pass over V)."""
+def raw_p(runner, logits: torch.Tensor, raw, tokens: torch.Tensor) -> torch.Tensor:
+    """(L,) the model's own p (untempered, float64) of each slot's committed candidate, on the device: from the
+    round's statistics where they were made, else as exp(z − logsumexp z) at the candidate alone (one pass over V)."""
     if raw is not None:
-        return token_p(raw.probs, tokens).numpy()
+        return token_p(raw.probs, tokens)
     z = runner.unmaskable(logits).double()
     at = z.gather(-1, to_device(tokens[:, None].clamp_min(0), z))[:, 0]
-    return host((at - torch.logsumexp(z, -1)).exp().float()).numpy()
+    return (at - torch.logsumexp(z, -1)).exp().float()
 
 
 def credit_commit(conf: torch.Tensor, masked: torch.Tensor, tau: float) -> torch.Tensor:
@@ -75,13 +76,23 @@ class CreditPolicy(Policy):
             probs = torch.softmax(logits.float(), dim=-1)                      # dInfer: float32, untempered
             credit = add_credit(torch.zeros_like(probs) if credit is None else credit, probs, masked,
                                 cfg.credit_gamma, cfg.credit_beta, first=ctx.step == 0)
-            st = ctx.runner.stats(fuse(logits, credit, cfg.credit_alpha))
+            st, at, raw_conf = yield from self.fused_stats(ctx, logits, credit, raw)
             idx = credit_commit(st.confidence, masked, cfg.tau)
             forced = st.confidence[idx] < cfg.tau
             ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
             ctx.commit(idx[forced], st.candidate[idx[forced]], Reason.ARGMAX)
-            at, m = token_p(credit, st.candidate).numpy(), masked.numpy()   # (L,) each: the credit map stays there
+            at, m = at.numpy(), masked.numpy()
             yield ctx.emit("draft", st, CreditFields(
                 credit=np.where(m, at, np.nan).astype(np.float32),
                 credit_boost=np.where(m, cfg.credit_alpha * np.log1p(at), np.nan).astype(np.float32),
-                raw_conf=np.where(m, raw_p(ctx.runner, logits, raw, st.candidate), np.nan).astype(np.float32)))
+                raw_conf=np.where(m, raw_conf.numpy(), np.nan).astype(np.float32)))
+
+    def fused_stats(self, ctx: BlockContext, logits: torch.Tensor, credit: torch.Tensor, raw):
+        """The fused logits' statistics, and at each slot's candidate the credit and the raw p, reduced on the
+        device (the credit map stays there) and read in one ``Read`` with the round's other rules (a generator)."""
+        r, c = ctx.runner, self.cfg
+        small, probs = stats_on_device(r.unmaskable(fuse(logits, credit, c.credit_alpha)), c.temperature, c.top_k,
+                                       c.top_p, r.device_generator)
+        candidate = small[:, 0].long()                                                     # (L,) on the device
+        small, at, raw_conf = yield from read(small, token_p(credit, candidate), raw_p(r, logits, raw, candidate))
+        return unpack(small.numpy(), [([logits], None, probs)])[0], at, raw_conf

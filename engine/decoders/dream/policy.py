@@ -22,8 +22,8 @@ import torch
 
 from engine.catalogue.catalogue import config_class, settle
 from engine.runtime.loop import BlockContext, Policy
-from engine.runtime.device import host, to_device
-from engine.runtime.sampling import TokenStats
+from engine.runtime.device import read, to_device
+from engine.runtime.sampling import TOP_K, TokenStats, race
 from engine.records.trace import Reason
 from engine.decoders.dream.card import DreamFields
 
@@ -47,7 +47,7 @@ def sample_tokens(logits: torch.Tensor, cfg, alg: str, generator) -> tuple[torch
     probs = torch.softmax(filtered(logits, cfg.temperature, cfg.top_p, cfg.top_k), dim=-1)
     if cfg.temperature > 0:
         norm = probs / probs.sum(-1, keepdim=True)                 # torch.distributions.Categorical(probs).sample()
-        x0 = torch.multinomial(norm, 1, True, generator=generator).T.reshape(-1)
+        x0 = race(norm, 1, generator)[:, 0]
         score = torch.gather(probs, -1, x0[:, None])[:, 0]
     else:
         score, x0 = probs.max(dim=-1)
@@ -74,51 +74,63 @@ class DreamPolicy(Policy):
             if not ctx.masked.any():                                # the reference would run idle forwards on
                 return
             masked = ctx.masked.clone()
+            idx = masked.nonzero()[:, 0]                                    # the masked slots, on the host
             logits, _ = yield from r.forward("draft", ctx.lo, ctx.hi)       # (L, V)
-            score, x0, probs, take, tokens = self.step(r, ctx, logits[masked], masked, times[i], times[i + 1],
+            score, x0, probs, take, tokens = self.step(r, ctx, logits, masked, idx, times[i], times[i + 1],
                                                        i == steps - 1)
+            small, p = record_stats(logits, idx, x0)
+            score, take, tokens, small = yield from read(score.float(), take, tokens, small)   # the rule's one read
             full_score = torch.full((ctx.L,), float("nan"))
-            if len(score) == int(masked.sum()):
-                full_score[masked] = host(score.float())
+            if len(score) == len(idx):
+                full_score[masked] = score
             ctx.commit(take, tokens, Reason.SCHEDULE)
-            yield ctx.emit("draft", stats_of(logits, masked, x0, probs),
-                           DreamFields(dream_score=full_score.numpy(), alg=c.alg))
+            yield ctx.emit("draft", stats_of(small, p), DreamFields(dream_score=full_score.numpy(), alg=c.alg))
 
-    def step(self, r, ctx, mask_logits, masked, t, s, last: bool):
-        """(score, x̂, probs of the masked slots, block-relative slots to reveal, their tokens) for one step."""
-        c, idx = self.cfg, masked.nonzero()[:, 0]
+    def step(self, r, ctx, logits, masked, idx, t, s, last: bool):
+        """(score, x̂, probs of the masked slots, block-relative slots to reveal, their tokens) for one step, on the
+        device (the slots to reveal on the host where the host chose them)."""
+        c = self.cfg
         if c.alg == "origin":
             p_transfer = 1 - s / t if not last else 1
-            flip = torch.rand(len(idx), generator=r.generator) < p_transfer
-            score, x0, probs = sample_tokens(mask_logits[flip], c, c.alg, r.device_generator)
-            return score, x0, probs, idx[flip], host(x0)
+            flip = idx[torch.rand(len(idx), generator=r.generator) < p_transfer]
+            score, x0, probs = sample_tokens(logits.index_select(0, to_device(flip, logits)), c, c.alg,
+                                             r.device_generator)
+            return score, x0, probs, flip, x0
+        mask_logits = logits.index_select(0, to_device(idx, logits))
         score, x0, probs = sample_tokens(mask_logits, c, c.alg, r.device_generator)
         n_masked = masked.sum() / 1
         k = int(n_masked * (1 - s / t)) if not last else int(n_masked)
         if k <= 0:
             return score, x0, probs, idx[:0], x0[:0]
         full = to_device(torch.full((1, r.end), float("-inf"), dtype=score.dtype), score)   # the reference's layout
-        full[0, ctx.lo + idx] = score
+        full[0, to_device(ctx.lo + idx, full)] = score
         if c.alg_temp == 0:
             _, pick = torch.topk(full, k)
         else:
-            pick = torch.multinomial(torch.softmax(full / c.alg_temp, dim=-1), num_samples=k,
-                                     generator=r.device_generator)
-        take = host(pick[0]) - ctx.lo
-        rank = torch.cumsum(masked.long(), 0) - 1                  # slot -> its index among the masked slots
-        return score, x0, probs, take, host(x0[rank[take]])
+            pick = race(torch.softmax(full / c.alg_temp, dim=-1), k, r.device_generator)
+        take = pick[0] - ctx.lo
+        rank = to_device(torch.cumsum(masked.long(), 0) - 1, take)    # slot -> its index among the masked slots
+        return score, x0, probs, take, x0[rank[take]]
 
 
-def stats_of(logits: torch.Tensor, masked: torch.Tensor, x0: torch.Tensor, probs: torch.Tensor) -> TokenStats:
-    """Record statistics: the model's plain softmax per slot; the candidate is x̂ where the step drew one."""
+def record_stats(logits: torch.Tensor, idx: torch.Tensor, x0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L, 5 + 2K) and the (L, V) softmax on the device, for the record: the model's plain softmax per slot, its
+    candidate (x̂ where the step drew one at every masked slot ``idx``, else the argmax), p of it, the top-2 margin, the entropy, the argmax."""
     p = torch.softmax(logits.double(), dim=-1)                      # (L, V)
     top2 = torch.topk(p, 2, dim=-1)
     cand = top2.indices[:, 0].clone()
-    if len(x0) == int(masked.sum()):
-        cand[masked] = x0
+    if len(x0) == len(idx):
+        cand[to_device(idx, cand)] = x0
     conf = p.gather(-1, cand[:, None])[:, 0]
     ent = torch.special.entr(p).sum(-1) / np.log(p.shape[-1])      # = −Σ p log p, bit for bit, in one pass
-    small = host(torch.stack([cand.to(p.dtype), conf, top2.values[:, 0] - top2.values[:, 1], ent,
-                              top2.indices[:, 0].to(p.dtype)], 1))                       # (L, 5): one copy
+    top = torch.topk(p, min(TOP_K, p.shape[-1]), dim=-1)          # the candidates a person inspects
+    return torch.cat([torch.stack([cand.to(p.dtype), conf, top2.values[:, 0] - top2.values[:, 1], ent,
+                                   top2.indices[:, 0].to(p.dtype)], 1), top.indices.to(p.dtype), top.values], 1), p
+
+
+def stats_of(small: torch.Tensor, p: torch.Tensor) -> TokenStats:
+    """The record's ``TokenStats`` from ``record_stats``' (L, 5 + 2K), read, and its softmax (L, V) on the
+    device."""
+    K = (small.shape[1] - 5) // 2
     return TokenStats(small[:, 0].long(), small[:, 1].float(), small[:, 2].float(), small[:, 3].float(), p,
-                      small[:, 4].long())
+                      small[:, 4].long(), small[:, 5:5 + K].long(), small[:, 5 + K:])

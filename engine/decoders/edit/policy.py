@@ -29,15 +29,14 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
-from engine.runtime.device import host
+from engine.runtime.device import read
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision
 
 
-def edit_candidates(ctx: BlockContext, st, tau_edit: float) -> tuple[torch.Tensor, torch.Tensor]:
+def edit_candidates(ctx: BlockContext, st, p_top: torch.Tensor, tau_edit: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(indices, p) of written slots whose argmax differs from their token with p > τ_edit, and p at every
-    written slot (NaN elsewhere)."""
-    p_top = token_p(st.probs, st.top1)                                     # (L,)
+    written slot (NaN elsewhere); ``p_top`` (L,): p of each slot's argmax (``token_p``), read."""
     written = ctx.written
     edit = written & (st.top1 != ctx.tokens) & (p_top > tau_edit)
     return edit.nonzero()[:, 0], torch.where(written, p_top, torch.full_like(p_top, float("nan")))
@@ -73,9 +72,11 @@ class EditPolicy(Policy):
                     return
                 post += 1
             _, st = yield from ctx.draft()
-            if ctx.step == 0 and cfg.check_next:
-                self.edit_previous(ctx)
-            edits, p_written = edit_candidates(ctx, st, cfg.tau_edit)   # on the slots written before this forward
+            previous = self.previous_top(ctx) if ctx.step == 0 and cfg.check_next else None
+            p_top, *previous = yield from read(token_p(st.probs, st.top1), *(previous or ()))   # one read
+            if previous:
+                self.edit_previous(ctx, *previous)
+            edits, p_written = edit_candidates(ctx, st, p_top, cfg.tau_edit)   # the slots written before this forward
             fill = mask_to_token(ctx, st, cfg.tau)
             ctx.commit(fill, st.candidate[fill], Reason.THRESHOLD)
             ctx.revise(edits, st.top1[edits], Revision.EDIT)
@@ -83,14 +84,19 @@ class EditPolicy(Policy):
             if len(fill) == 0 and len(edits) == 0:
                 return
 
-    def edit_previous(self, ctx: BlockContext) -> None:
-        """T2T on the finished block before this one, from this first forward's recomputation of it."""
+    def previous_top(self, ctx: BlockContext) -> tuple | None:
+        """The finished block before this one, from this first forward's recomputation of it: p and argmax (n,)
+        each of its softmax, on the device (None where it was not recomputed)."""
         lo = max(ctx.runner.P, ctx.lo - ctx.runner.cfg.block_size)   # the whole block, even before a short one
         logits = ctx.runner.logits_of(lo, ctx.lo) if ctx.index > 0 and lo < ctx.lo else None
         if logits is None:
-            return
+            return None
         probs = torch.softmax(ctx.runner.unmaskable(logits).double(), dim=-1)      # (n, V), as the reference
-        p, top = (host(x) for x in probs.max(-1))
+        return tuple(probs.max(-1))
+
+    def edit_previous(self, ctx: BlockContext, p: torch.Tensor, top: torch.Tensor) -> None:
+        """T2T on the finished block before this one (``previous_top``, read)."""
+        lo = ctx.lo - len(p)
         tokens = ctx.runner.tokens[lo:ctx.lo]
         edit = (top != tokens) & (p > self.cfg.tau_edit)
         ctx.revise_previous(lo + edit.nonzero()[:, 0], top[edit])

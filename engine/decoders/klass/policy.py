@@ -46,7 +46,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk, quota_at, transfer_schedule
-from engine.runtime.device import host, rand_like_rows, to_device
+from engine.runtime.device import on_host, rand_like_rows, read, to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import filter_logits
 from engine.records.trace import Reason
@@ -111,6 +111,7 @@ class KlassPolicy(Policy):
         self.dream = release and runner.adapter.model_type == "Dream"      # Dream's _sample, not LLaDA's decode
         self.gumbel = release and not self.dream and self.cfg.temperature > 0
         self.history = torch.full((runner.end, self.cfg.kl_history), float("inf"), dtype=torch.float64)  # (n, H)
+        self.after_draw = None                   # the generator's state after a draw made ahead (``fallback_scores``)
         self.p_prev, self.prev_lo = None, 0      # the latest forward's distributions (q, V), from position prev_lo
 
     def distributions(self, ctx: BlockContext, logits: torch.Tensor, st) -> torch.Tensor:
@@ -122,43 +123,60 @@ class KlassPolicy(Policy):
         return st.probs if r.later is None else torch.cat([st.probs, torch.softmax(r.unmaskable(r.later).double(), -1)])
 
     def scored(self, ctx: BlockContext, probs: torch.Tensor) -> torch.Tensor:
-        """The KL of this forward's distributions (q, V) against the forward before (q,), on the host; the history
-        of those slots moves on by one. The previous forward's distributions stay on the device."""
+        """The KL of this forward's distributions (q, V) against the forward before (q,), on the device (the rule
+        reads it with the round's others, then ``remember``s it). The previous forward's distributions stay there."""
         lo = ctx.lo
         kl = to_device(kl_step(probs, None), probs)                        # (q,) inf: no previous score
         if self.p_prev is not None:
             a, b = max(lo, self.prev_lo), min(lo + len(probs), self.prev_lo + len(self.p_prev))
             if b > a:
                 kl[a - lo:b - lo] = kl_step(probs[a - lo:b - lo], self.p_prev[a - self.prev_lo:b - self.prev_lo])
-        kl = host(kl)
-        h = self.history[lo:lo + len(probs)]
-        self.history[lo:lo + len(probs)] = torch.cat([h[:, 1:], kl[:, None]], dim=1)
         self.p_prev, self.prev_lo = probs, lo
         return kl
 
-    def stats(self, st, probs: torch.Tensor):
-        """The statistics the rule reads: the decode's own, or (as released) x̂ = argmax p and its p."""
-        if not (self.gumbel or self.dream):
-            return st
-        conf, cand = (host(x) for x in probs.max(-1))
-        return replace(st, candidate=cand, confidence=conf.float())
+    def remember(self, lo: int, kl: torch.Tensor) -> None:
+        """The history of the slots a forward scored moves on by one, with their KL (q,) read."""
+        h = self.history[lo:lo + len(kl)]
+        self.history[lo:lo + len(kl)] = torch.cat([h[:, 1:], kl[:, None]], dim=1)
 
-    def fallback(self, ctx: BlockContext, logits, st, drawn, masked, schedule) -> torch.Tensor:
+    def best(self, probs: torch.Tensor) -> tuple:
+        """What the rule reads of p (L, V) besides the statistics: (as released) x̂ = argmax p and its p, on the
+        device; nothing where it reads the decode's own statistics."""
+        return tuple(probs.max(-1)) if self.gumbel or self.dream else ()
+
+    def fallback_scores(self, ctx: BlockContext, logits, drawn, now: bool = False) -> tuple:
+        """Dream's fallback at T > 0 (as released): the ``sample_tokens`` confidence of every slot (L,), on a
+        device made before the rule knows whether it falls back, to be read with the rest. Where it draws (a
+        filter on), the draw is made ahead from the generator's state and the stream set back: ``fallback``
+        moves it on only if it is used, so the stream is the one drawing it then gave. On the host (a read costs
+        no wait) nothing is made ahead: ``fallback`` makes it ``now``, where it is needed."""
+        cfg, r = self.cfg, ctx.runner
+        if not (self.dream and cfg.temperature > 0) or (on_host(logits) and not now):
+            return ()
+        p = dream_sample_probs(r.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)          # (L, V)
+        x = to_device(drawn.candidate, p)       # the decode's draw is from p where no filter reorders with T
+        self.after_draw = None
+        if cfg.top_p < 1 or cfg.top_k:
+            before = r.device_generator.get_state()
+            u = rand_like_rows(p.shape, r.device_generator, p)
+            x = (p.log() - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)           # Gumbel-max from p
+            if not now:
+                self.after_draw = r.device_generator.get_state()
+                r.device_generator.set_state(before)
+        return (p.gather(-1, x[:, None])[:, 0],)                           # the probability of that draw
+
+    def fallback(self, ctx: BlockContext, st, scores: list, masked, schedule, logits, drawn) -> torch.Tensor:
         """No slot ready: LLaDA's quota of the most confident, or on Dream (as released) one slot, the highest
-        ``sample_tokens`` confidence among the masked."""
+        ``sample_tokens`` confidence among the masked (``fallback_scores``: read, or made now on the host)."""
         if not self.dream:
             return masked_topk(st.confidence, masked, quota_at(schedule, ctx.step))
-        cfg = self.cfg
-        if cfg.temperature > 0:
-            p = dream_sample_probs(ctx.runner.unmaskable(logits), cfg.temperature, cfg.top_k, cfg.top_p)  # (L, V)
-            x = to_device(drawn.candidate, p)   # the decode's draw is from p where no filter reorders with T
-            if cfg.top_p < 1 or cfg.top_k:
-                u = rand_like_rows(p.shape, ctx.runner.device_generator, p)
-                x = (p.log() - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)       # Gumbel-max from p
-            conf = host(p.gather(-1, x[:, None])[:, 0])                    # the probability of that draw
-        else:
-            conf = st.confidence.double()
-        return masked_topk(conf, masked, 1)
+        if self.cfg.temperature <= 0:
+            return masked_topk(st.confidence.double(), masked, 1)
+        if not scores:
+            scores = self.fallback_scores(ctx, logits, drawn, now=True)
+        elif self.after_draw is not None:
+            ctx.runner.device_generator.set_state(self.after_draw)
+        return masked_topk(scores[0], masked, 1)
 
     def run_block(self, ctx: BlockContext):
         cfg = self.cfg
@@ -166,8 +184,11 @@ class KlassPolicy(Policy):
         while ctx.masked.any():
             logits, drawn = yield from ctx.draft()
             probs = self.distributions(ctx, logits, drawn)
-            kl = self.scored(ctx, probs)[:ctx.L]                                 # (L,)
-            st = self.stats(drawn, probs[:ctx.L])
+            best, fallback = self.best(probs[:ctx.L]), self.fallback_scores(ctx, logits, drawn)
+            kl, *reads = yield from read(self.scored(ctx, probs), *best, *fallback)       # the rule's one read
+            self.remember(ctx.lo, kl)
+            kl = kl[:ctx.L]                                                      # (L,)
+            st = replace(drawn, candidate=reads[1], confidence=reads[0].float()) if best else drawn
             masked = ctx.masked.clone()
             stable, ready = ready_slots(self.history[ctx.lo:ctx.hi], st.confidence.double(), masked, cfg.kl_eps,
                                         cfg.tau, at_least=self.dream)
@@ -177,7 +198,7 @@ class KlassPolicy(Policy):
                 idx = pick(ready, st.confidence, kl, cfg.klass_pick, ctx.runner.generator)
                 ctx.commit(idx, st.candidate[idx], Reason.KL_STABLE)
             else:
-                idx = self.fallback(ctx, logits, st, drawn, masked, schedule)
+                idx = self.fallback(ctx, st, reads[len(best):], masked, schedule, logits, drawn)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
             shown = masked.numpy() & np.isfinite(kl.numpy())
             yield ctx.emit("draft", st, KlassFields(

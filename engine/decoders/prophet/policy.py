@@ -44,7 +44,8 @@ import torch
 from engine.catalogue.catalogue import config_class
 from engine.errors import ConfigError
 from engine.decoders.schedule import masked_topk, transfer_schedule
-from engine.runtime.device import host
+from engine.runtime.device import on_host, read
+from engine.runtime.sampling import stats_on_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason
 from engine.decoders.prophet.card import ProphetFields, ProphetSummary
@@ -95,9 +96,9 @@ def release_schedule(n_masked: int, steps: int) -> list[int]:
 
 
 def logit_gap(logits: torch.Tensor) -> torch.Tensor:
-    """(L,) top-1 minus top-2 of (L, V) logits, reduced where the logits are and read on the host."""
+    """(L,) top-1 minus top-2 of (L, V) logits, reduced where the logits are (the rule reads it)."""
     top2 = torch.topk(logits.double(), 2, dim=-1).values
-    return host((top2[:, 0] - top2[:, 1]).float())
+    return (top2[:, 0] - top2[:, 1]).float()
 
 
 class ProphetPolicy(Policy):
@@ -105,13 +106,14 @@ class ProphetPolicy(Policy):
     config_cls = config_class("prophet")
 
     def start(self, runner) -> None:
+        self.exit_draw = None                        # the generator's state after ``exit_fill``'s draw
         self.forwards, self.exited_at = 0, None      # the decode's forward count; the forward that exited
         cfg = self.cfg
         self.window = place_phrase(runner, cfg.answer_at, cfg.answer_length) if cfg.prophet_window == "answer" \
             else None
 
-    def answer_gap(self, ctx: BlockContext, logits: torch.Tensor) -> float:
-        """The mean gap over the window slots this forward scored (NaN: none)."""
+    def answer_gaps(self, ctx: BlockContext, logits: torch.Tensor) -> tuple:
+        """The gaps of the window slots this forward scored, on the device (none: an empty tuple)."""
         r, rows = ctx.runner, []
         for pos in self.window:
             if ctx.lo <= pos < ctx.hi:
@@ -120,7 +122,21 @@ class ProphetPolicy(Policy):
                 rows.append(r.later[pos - ctx.hi])
             elif pos < ctx.lo and (row := r.logits_of(pos, pos + 1)) is not None:
                 rows.append(row[0])
-        return float(logit_gap(torch.stack(rows)).double().mean()) if rows else math.nan
+        return (logit_gap(torch.stack(rows)),) if rows else ()
+
+    def exit_fill(self, ctx: BlockContext) -> tuple:
+        """The candidates an exit in this forward writes after the block (a full-attention forward's later rows),
+        on the device, made before the rule knows whether it exits (to be read with the rest); where they draw,
+        the generator is set back and ``exit_draw`` kept, which an exit takes: the stream is the one drawing at
+        the exit gave."""
+        r, c = ctx.runner, self.cfg
+        if self.exited_at is not None or r.later is None or not len(r.later) or on_host(r.later):
+            return ()                               # on the host (a read costs no wait) made at the exit instead
+        before = r.device_generator.get_state()
+        small, _ = stats_on_device(r.unmaskable(r.later), c.temperature, c.top_k, c.top_p, r.device_generator)
+        self.exit_draw = r.device_generator.get_state()
+        r.device_generator.set_state(before)
+        return (small[:, 0].long(),)
 
     def run_block(self, ctx: BlockContext):
         cfg, B = self.cfg, self.cfg.block_size
@@ -133,8 +149,11 @@ class ProphetPolicy(Policy):
             logits, st = yield from ctx.draft()
             self.forwards += 1
             masked = ctx.masked.clone()
-            gap = logit_gap(logits)
-            mean_gap = float(gap[masked].mean()) if self.window is None else self.answer_gap(ctx, logits)
+            window = self.answer_gaps(ctx, logits) if self.window is not None else ()
+            fill = self.exit_fill(ctx)
+            gap, *reads = yield from read(logit_gap(logits), *window, *fill)                  # the rule's one read
+            mean_gap = float(gap[masked].mean()) if self.window is None else \
+                float(reads[0].double().mean()) if window else math.nan
             progress = self.forwards / nominal
             bar = cfg.gap_scale * phase_bar(progress, cfg.gap_early, cfg.gap_mid, cfg.gap_late)
             if self.exited_at is None and mean_gap >= bar:
@@ -142,8 +161,12 @@ class ProphetPolicy(Policy):
             if self.exited_at is not None:
                 idx = masked.nonzero()[:, 0]
                 ctx.commit(idx, st.candidate[idx], Reason.PROPHET_EXIT)
-                if ctx.runner.later is not None and len(ctx.runner.later) and self.exited_at == self.forwards:
-                    ctx.fill_after(ctx.runner.stats(ctx.runner.later).candidate, Reason.PROPHET_EXIT)
+                r = ctx.runner
+                if fill and self.exited_at == self.forwards:
+                    r.device_generator.set_state(self.exit_draw)
+                    ctx.fill_after(reads[-1], Reason.PROPHET_EXIT)
+                elif r.later is not None and len(r.later) and self.exited_at == self.forwards:
+                    ctx.fill_after(r.stats(r.later).candidate, Reason.PROPHET_EXIT)
             else:
                 idx = masked_topk(st.confidence, masked, k)
                 ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)

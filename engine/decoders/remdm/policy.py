@@ -45,7 +45,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import masked_topk
-from engine.runtime.device import host, rand_like_rows, to_device
+from engine.runtime.device import rand_like_rows, read, to_device
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision
 
@@ -159,14 +159,16 @@ class ReMDMPolicy(Policy):
     def candidates(self, st, p_x0: torch.Tensor | None, fresh: bool, generator):
         """The step's statistics with the tokens it would write (``candidate``, ``confidence`` their unfiltered
         probability as everywhere), and (L,) their probability under the release's ``p_x0`` (conf keeps it). The
-        shared statistics' draw is the release's where no filter is on and the forward is this step's."""
+        shared statistics' draw is the release's where no filter is on and the forward is this step's. What it reads
+        of the device is read with the round's other rules (a generator)."""
         if p_x0 is None:                                   # greedy, unfiltered: st's argmax and its probability
             return st, st.confidence
         if fresh and self.cfg.top_p >= 1 and not self.cfg.top_k:
-            return st, host(p_x0.gather(-1, to_device(st.candidate[:, None], p_x0))[:, 0].float())
+            return st, (yield from read(p_x0.gather(-1, to_device(st.candidate[:, None], p_x0))[:, 0].float()))[0]
         cand = p_x0.argmax(-1) if self.cfg.temperature <= 0 else draw(p_x0, self.cfg.temperature, generator)
-        conf, p_cand = (host(p.gather(-1, cand[:, None])[:, 0].float()) for p in (st.probs, p_x0))
-        return replace(st, candidate=host(cand), confidence=conf), p_cand
+        conf, p_cand, cand = yield from read(*(p.gather(-1, cand[:, None])[:, 0].float() for p in (st.probs, p_x0)),
+                                             cand)
+        return replace(st, candidate=cand, confidence=conf), p_cand
 
     def run_block(self, ctx: BlockContext):
         cfg, steps = self.cfg, self.cfg.steps or ctx.L
@@ -177,7 +179,7 @@ class ReMDMPolicy(Policy):
             if changed:                # else the release's p_x0_cache: the same canvas, the same distribution
                 _, st = yield from ctx.draft()
                 p_x0 = release_nucleus(st.probs, cfg.top_p, cfg.top_k) if self.filters else None     # (L, V)
-            step, p_cand = self.candidates(st, p_x0, changed, ctx.runner.device_generator)
+            step, p_cand = yield from self.candidates(st, p_x0, changed, ctx.runner.device_generator)
             masked, written = ctx.masked.clone(), ctx.written.clone()          # before this forward's writes
             sigma, fill = self.rates(ctx, j, steps, written)
             u = torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float()

@@ -22,8 +22,8 @@ from engine.decoders.threshold.policy import dynamic_commit
 from engine.runtime.loop import BlockContext, Policy
 from engine.decoders.s2d2.estimators import alpha, expected_accepted, normalised_entropy
 from engine.decoders.s2d2.routers import RouterInputs, make_router
-from engine.decoders.s2d2.verify import SpanOutcome, accept_greedy, accept_stochastic, verify_logits
-from engine.runtime.device import host, to_device
+from engine.decoders.s2d2.verify import SpanOutcome, accept, verify_logits
+from engine.runtime.device import read, to_device
 from engine.runtime.sampling import TokenStats, transformed_probs
 from engine.records.trace import Reason, Verdict
 from engine.decoders.s2d2.card import S2D2DraftFields, S2D2Summary, S2D2VerifyFields
@@ -57,6 +57,11 @@ def first_span(masked: torch.Tensor) -> torch.Tensor:
     while end < len(masked) and masked[end]:
         end += 1
     return torch.arange(f, end)
+
+
+def span_slice(span: torch.Tensor) -> slice:
+    """A contiguous span's rows as a slice (a view of a device tensor, where a host index would copy up)."""
+    return slice(int(span[0]), int(span[-1]) + 1) if len(span) else slice(0, 0)
 
 
 def verdict_arrays(L: int, span: torch.Tensor, v: SpanOutcome, reasons: np.ndarray) -> dict:
@@ -106,7 +111,7 @@ class S2D2Policy(Policy):
                          decoded=n_open - int(ctx.masked.sum()))
             n_draft += 1
             yield from self.draft(ctx, s)
-            self.estimate(s)
+            yield from self.estimate(s)
             self.route(ctx, s)
             if not s.verify:
                 s.done = self.fallback(ctx, s)
@@ -130,14 +135,15 @@ class S2D2Policy(Policy):
         # (L, V); greedy: the plain softmax, which the round's statistics already made (the same bits)
         s.p = s.st.probs if self.cfg.temperature <= 0 else self._transform(ctx.runner, logits)
 
-    def estimate(self, s: S2D2Step) -> None:
-        """Span, α per span position, K̂, N_hi and the router's score."""
+    def estimate(self, s: S2D2Step):
+        """Span, α per span position, K̂, N_hi and the router's score (α and the entropy reduced on the device,
+        read with the round's other rules)."""
         c = self.cfg
         s.span = first_span(s.masked)
-        p_span = s.p[s.span]                                                          # (S, V)
+        p_span = s.p[span_slice(s.span)]                                              # (S, V)
         sampled_p = p_span.gather(-1, to_device(s.st.candidate[s.span, None], p_span))[:, 0]   # p(x̂), drafted
         ent = normalised_entropy(p_span)                                              # (S,), on the device
-        a, ent = (host(x) for x in (alpha(p_span, c.estimator, c.beta, c.tau_m, c.rho, sampled_p=sampled_p), ent))
+        a, ent = yield from read(alpha(p_span, c.estimator, c.beta, c.tau_m, c.rho, sampled_p=sampled_p), ent)
         k_hat = expected_accepted(a)
         n_hi = int((s.masked & (s.st.confidence > c.tau)).sum())
         score = k_hat - c.cost * (n_hi if c.score_type == "dynamic" else 1.0) if len(s.span) else float("-inf")
@@ -160,12 +166,9 @@ class S2D2Policy(Policy):
         r, span, draft_tok = ctx.runner, s.span, s.st.candidate
         filled = torch.where(s.masked, draft_tok, ctx.tokens)
         q = self._transform(r, (yield from verify_logits(r, ctx.lo, ctx.hi, filled)))
-        s.q_top = host(q.argmax(-1))
-        if self.cfg.acceptance == "greedy":
-            v = accept_greedy(q[span], s.p[span], draft_tok[span])
-        else:
-            v = accept_stochastic(s.p[span], q[span], draft_tok[span], r.generator, self.cfg.gamma,
-                                  device_generator=r.device_generator)
+        at = span_slice(span)
+        v, (s.q_top,) = yield from accept(s.p[at], q[at], draft_tok[span], self.cfg.acceptance, r.generator,
+                                          self.cfg.gamma, device_generator=r.device_generator, also=(q.argmax(-1),))
         ctx.commit(span[:v.accepted], draft_tok[span[:v.accepted]], Reason.ACCEPT)
         if v.rejected_at is not None:
             ctx.commit(span[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from engine.models import masks
-from engine.runtime.device import host, to_device
+from engine.runtime.device import generator_at, on_host, read, run_reads, to_device
 from engine.runtime.loop import Tail
 
 
@@ -47,28 +47,64 @@ class SpanOutcome:
     q_draft: list[float]           # q_i(x̂_i)
 
 
-def draft_probs(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor) -> np.ndarray:
-    """(n, 3) on the host: p(x̂), q(x̂) and argmax q per span position, reduced where p and q (n, V) are and
-    read in one copy (``engine.runtime.device``)."""
+def draft_probs(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+    """(n, 3) on the device: p(x̂), q(x̂) and argmax q per span position, from p and q (n, V) there."""
     d = to_device(draft, p)[:, None]
-    return host(torch.stack([p.gather(-1, d)[:, 0], q.gather(-1, d)[:, 0], q.argmax(-1).to(p.dtype)], 1)).numpy()
+    return torch.stack([p.gather(-1, d)[:, 0], q.gather(-1, d)[:, 0], q.argmax(-1).to(p.dtype)], 1)
 
 
-def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator,
-                      gamma: float = 1.0, zero_p: str = "clamp", device_generator: torch.Generator | None = None
-                      ) -> SpanOutcome:
-    """Speculative rejection sampling over a span. p, q (n, V) float64 on the model's device; draft (n,) tokens
-    sampled from p.
+@dataclass
+class Resamples:
+    """The token a rejection at each span position would commit, drawn on the device before the coins (on the
+    host, after the read) say where a rejection falls, so that the span is read in one copy (as vLLM's rejection
+    sampler draws its recovered tokens); on the host, where a read costs no wait, only the one used is drawn (S × V
+    numbers drawn ahead took 40 ms at S = 8, V = 151 936 on one CPU thread, one draw 5 ms). Each draw starts from the device generator's state as drawing only that
+    one would find it (after the coins before it, where the host's generator is the device's: the CPU), and
+    ``after[k]`` is the state it left, which the decode's generator takes when position k is the one used: the
+    stream, and so every seeded token, is what drawing at the rejection alone gave."""
+    tokens: torch.Tensor             # (n,) on the device until read
+    after: list                      # n generator states
 
-    The committed token at each verified position is distributed exactly as q (χ²-tested): accept x̂ with
-    min(1, (q/p)^γ) (γ = 1 is exact), else resample from normalize(max(q − p, 0)) (q itself if that is empty).
-    A draft with p(x̂) = 0 (possible only if the draft was not sampled from p): ``zero_p="clamp"`` divides by
-    max(p, 1e-12) as S2D2's code does (accepted unless q(x̂) = 0); ``"reject"`` rejects it and resamples from q,
-    as SimSD's MRS does. The coins come from the host's ``generator``, the resample from the device's
-    (``device_generator``, default the same): on a CPU one stream, as before.
-    """
-    ratios, pd, qd = [], [], []
+    @classmethod
+    def draw(cls, p: torch.Tensor, q: torch.Tensor, from_q: torch.Tensor, generator: torch.Generator,
+             device_generator: torch.Generator) -> "Resamples":
+        """from_q (n,) bool on the device: draw from q itself (SimSD's MRS at p(x̂) = 0)."""
+        shared, coins_at = device_generator is generator, generator.get_state()
+        start = device_generator.get_state()
+        tokens, after = [], []
+        for k in range(len(p)):
+            if shared:                               # coin k is drawn before a rejection at k is resampled
+                torch.rand((), dtype=torch.float64, generator=generator)
+            g = generator_at(device_generator, generator.get_state() if shared else start)
+            tokens.append(resample(p[k], q[k], from_q[k], g))
+            after.append(g.get_state())
+        generator.set_state(coins_at)                # the coins are drawn for real after the read
+        return cls(torch.stack(tokens) if tokens else torch.zeros(0, dtype=torch.long), after)
+
+
+def accept(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, acceptance: str, generator: torch.Generator,
+           gamma: float = 1.0, zero_p: str = "clamp", device_generator: torch.Generator | None = None,
+           also: tuple = ()):
+    """Speculative acceptance over a span (a generator: ``v, also = yield from accept(...)``): p, q (n, V) float64
+    on the model's device, draft (n,) host tokens; what it needs of the device, and the caller's ``also`` (small
+    device tensors), is read in one ``Read``. Returns the ``SpanOutcome`` and ``also`` on the host.
+
+    ``stochastic``: the committed token at each verified position is distributed exactly as q (χ²-tested): accept
+    x̂ with min(1, (q/p)^γ) (γ = 1 is exact), else resample from normalize(max(q − p, 0)) (q itself if that is
+    empty). A draft with p(x̂) = 0 (possible only if the draft was not sampled from p): ``zero_p="clamp"`` divides
+    by max(p, 1e-12) as S2D2's code does (accepted unless q(x̂) = 0); ``"reject"`` rejects it and resamples from
+    q, as SimSD's MRS does. The coins come from the host's ``generator``, the resample from the device's
+    (``device_generator``, default the same): on a CPU one stream, as before. ``greedy``: accept x̂_i iff argmax
+    q_i = x̂_i; at the first mismatch commit argmax q_i and stop."""
     small = draft_probs(p, q, draft)
+    if acceptance == "greedy":
+        small, *also = yield from read(small, *also)
+        return accept_greedy(small.numpy(), draft), also
+    device_generator = device_generator or generator
+    ahead = None if on_host(p) else \
+        Resamples.draw(p, q, (small[:, 0] <= 0) & (zero_p == "reject"), generator, device_generator)
+    small, tokens, *also = yield from read(small, ahead.tokens if ahead else small[:0, 0], *also)
+    ratios, pd, qd = [], [], []
     for k in range(len(draft)):
         pk, qk = float(small[k, 0]), float(small[k, 1])
         r = 0.0 if (pk <= 0 and zero_p == "reject") else min(1.0, (qk / max(pk, 1e-12)) ** gamma)
@@ -76,25 +112,36 @@ def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, gen
         u = float(torch.rand((), dtype=torch.float64, generator=generator))
         if u < r:
             continue
-        tok = resample(p[k], q[k], pk <= 0 and zero_p == "reject", device_generator or generator)
-        return SpanOutcome(k, k, tok, ratios, pd, qd)
-    return SpanOutcome(len(draft), None, None, ratios, pd, qd)
+        if ahead is None:            # on the host a draw costs no wait: only the one at the rejection (V numbers)
+            token = int(resample(p[k], q[k], torch.tensor(pk <= 0 and zero_p == "reject"), device_generator))
+        else:
+            device_generator.set_state(ahead.after[k])
+            token = int(tokens[k])
+        return SpanOutcome(k, k, token, ratios, pd, qd), also
+    return SpanOutcome(len(draft), None, None, ratios, pd, qd), also
 
 
-def resample(p: torch.Tensor, q: torch.Tensor, from_q: bool, generator: torch.Generator) -> int:
-    """One draw from normalize(max(q − p, 0)) over (V,) rows on the device (q itself where that is empty or
-    ``from_q``); one number crosses."""
+def accept_stochastic(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator,
+                      gamma: float = 1.0, zero_p: str = "clamp", device_generator: torch.Generator | None = None
+                      ) -> SpanOutcome:
+    """``accept`` with ``stochastic`` acceptance, read at once (outside the engine loop)."""
+    return run_reads(accept(p, q, draft, "stochastic", generator, gamma, zero_p, device_generator))[0]
+
+
+def resample(p: torch.Tensor, q: torch.Tensor, from_q: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw, on the device, from normalize(max(q − p, 0)) over (V,) rows (q itself where that is empty or
+    ``from_q``): ``torch.multinomial(dist, 1)``'s own method (the argmax of dist / Exp(1) noise, the same noise from
+    the same generator, so the same token) without its two checks of the distribution on the host."""
     resid = (q - p).clamp_min(0)
     total = resid.sum()
-    usable = host(torch.stack([total, torch.isfinite(resid).all().to(total.dtype)]))
-    dist = resid / total if float(usable[0]) > 0 and bool(usable[1]) and not from_q else q
-    return int(host(torch.multinomial(dist.float(), 1, generator=generator)))
+    usable = (total > 0) & torch.isfinite(resid).all() & ~from_q
+    dist = torch.where(usable, resid / total, q).float()
+    return (dist / torch.empty_like(dist).exponential_(1, generator=generator)).argmax(-1)
 
 
-def accept_greedy(q: torch.Tensor, p: torch.Tensor, draft: torch.Tensor) -> SpanOutcome:
-    """Accept x̂_i iff argmax q_i = x̂_i; at the first mismatch commit argmax q_i and stop."""
+def accept_greedy(small: np.ndarray, draft: torch.Tensor) -> SpanOutcome:
+    """Greedy acceptance over ``draft_probs``' (n, 3) on the host."""
     ratios, pd, qd = [], [], []
-    small = draft_probs(p, q, draft)
     for k in range(len(draft)):
         x, top = int(draft[k]), int(small[k, 2])
         pd.append(float(small[k, 0])), qd.append(float(small[k, 1])), ratios.append(1.0 if top == x else 0.0)

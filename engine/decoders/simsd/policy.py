@@ -26,9 +26,9 @@ from engine.decoders.s2d2.policy import verdict_arrays
 from engine.decoders.schedule import masked_topk
 from engine.decoders.threshold.policy import dynamic_commit
 from engine.runtime.loop import BlockContext, Policy, Runner, Tail
-from engine.decoders.s2d2.verify import accept_greedy, accept_stochastic
-from engine.runtime.device import host, to_device
-from engine.runtime.sampling import token_stats, transformed_probs
+from engine.decoders.s2d2.verify import accept
+from engine.runtime.device import read, to_device
+from engine.runtime.sampling import stats_on_device, transformed_probs, unpack
 from engine.records.trace import Reason
 from engine.decoders.simsd.card import SimSDDraftFields, SimSDSummary, SimSDVerifyFields
 
@@ -40,11 +40,20 @@ def verification_mask(kind: str, n_known: int, steps: np.ndarray) -> np.ndarray:
 
 
 def reveal_scores(logits: torch.Tensor, candidate: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
-    """The drafter's p (L, V) after temperature / top-k / top-p (on the device), and p(x̂) per slot (on the host):
-    the reveal order reads the tempered probability of the drafted token, as the released drafter does (not the
-    untempered confidence)."""
+    """The drafter's p (L, V) after temperature / top-k / top-p, and p(x̂) per slot (L,), on the device: the reveal
+    order reads the tempered probability of the drafted token, as the released drafter does (not the untempered
+    confidence)."""
     p = transformed_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
-    return p, host(p.gather(-1, to_device(candidate[:, None], p))[:, 0])
+    return p, p.gather(-1, to_device(candidate, p)[:, None])[:, 0]
+
+
+def drafted(logits: torch.Tensor, generator: torch.Generator, cfg):
+    """The drafter's statistics of its logits (L, V), its p and p(x̂) (``reveal_scores``), the statistics and p(x̂)
+    read with the round's other rules (a generator)."""
+    small, probs = stats_on_device(logits, cfg.temperature, cfg.top_k, cfg.top_p, generator)     # (L, 4 + 2K)
+    p, conf = reveal_scores(logits, small[:, 0].long(), cfg)
+    small, conf = yield from read(small, conf)
+    return unpack(small.numpy(), [([logits], None, probs)])[0], p, conf
 
 
 def target_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -79,9 +88,8 @@ class SimSDPolicy(Policy):
                 break
             logits, _ = yield from self.small.forward("draft", ctx.lo, ctx.hi, block_tokens=x)
             logits = self.small.unmaskable(logits[:, :self.V])                            # (L, V)
-            st = token_stats(logits, c.temperature, c.top_k, c.top_p, self.small.device_generator)
+            st, p, conf = yield from drafted(logits, self.small.device_generator, c)
             k = math.ceil(int(masked.sum()) / (S - s))
-            p, conf = reveal_scores(logits, st.candidate, c)
             reveal = (masked_topk(conf, masked, k) if c.reveal == "static"
                       else dynamic_commit(conf, masked, c.tau, k))
             for j in reveal.tolist():
@@ -106,21 +114,21 @@ class SimSDPolicy(Policy):
         q = target_probs(r.unmaskable(q_logits[:, :self.V]))                                       # (n, V)
         p = torch.stack([p_store[int(j)] for j in slots])
         d = x[slots]
-        v = (accept_greedy(q, p, d) if c.acceptance == "greedy"
-             else accept_stochastic(p, q, d, r.generator, zero_p="reject", device_generator=r.device_generator))
+        v, (q_top,) = yield from accept(p, q, d, c.acceptance, r.generator, zero_p="reject",
+                                        device_generator=r.device_generator, also=(q.argmax(-1),))
         ctx.commit(slots[:v.accepted], d[:v.accepted], Reason.ACCEPT)
         if v.rejected_at is not None:
             ctx.commit(slots[v.rejected_at:v.rejected_at + 1], torch.tensor([v.token]), Reason.RESAMPLE)
         self.accepted += v.accepted
         self.verified += len(v.ratios)
-        return ctx.emit("verify", None, self.verify_fields(ctx, slots, x, step_of, m, q, v))
+        return ctx.emit("verify", None, self.verify_fields(ctx, slots, x, step_of, m, q_top, v))
 
-    def verify_fields(self, ctx, slots, x, step_of, m, q, v) -> SimSDVerifyFields:
+    def verify_fields(self, ctx, slots, x, step_of, m, q_top, v) -> SimSDVerifyFields:
         idx = slots.numpy()
-        q_top = np.full(ctx.L, -1, np.int32)
-        q_top[idx] = host(q.argmax(-1)).numpy()
+        top = np.full(ctx.L, -1, np.int32)
+        top[idx] = q_top.numpy()
         return SimSDVerifyFields(
-            attn_mask=m.numpy(), draft_tokens=x.numpy().astype(np.int32), step_of=step_of.copy(), q_top=q_top,
+            attn_mask=m.numpy(), draft_tokens=x.numpy().astype(np.int32), step_of=step_of.copy(), q_top=top,
             accepted=v.accepted, rejected_at=int(ctx.lo + idx[v.rejected_at]) if v.rejected_at is not None else None,
             resampled=v.token, span=[int(ctx.lo + idx[0]), len(idx)],
             **verdict_arrays(ctx.L, slots, v, ctx.reasons))

@@ -23,8 +23,8 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.runtime.loop import BlockContext, Policy
-from engine.runtime.device import host
-from engine.runtime.sampling import TokenStats, token_stats
+from engine.runtime.device import read
+from engine.runtime.sampling import TOP_K, race, stats_on_device, unpack
 from engine.records.trace import Reason
 
 
@@ -42,7 +42,7 @@ def sub_block_commit(conf: torch.Tensor, masked: torch.Tensor, lo: int, hi: int,
 def v2_sample(logits: torch.Tensor, temperature: float, top_p: float,
               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Fast-dLLM v2's sampler on (q, V) logits, on their device with the decode's device generator: (samples (q,),
-    their renormalised tempered p (q,)) on the host."""
+    their renormalised tempered p (q,)) there (``multinomial``'s own draw: ``race``)."""
     probs = torch.softmax(logits.double() / temperature, dim=-1)
     sorted_p, order = torch.sort(probs, descending=True)
     drop = sorted_p.cumsum(-1) > top_p
@@ -50,19 +50,29 @@ def v2_sample(logits: torch.Tensor, temperature: float, top_p: float,
     drop[:, 0] = False
     probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), 0.0)
     probs = probs / probs.sum(-1, keepdim=True)
-    x = torch.multinomial(probs, 1, generator=generator)[:, 0]
-    return host(x), host(probs.gather(-1, x[:, None])[:, 0])
+    x = race(probs, 1, generator)[:, 0]
+    return x, probs.gather(-1, x[:, None])[:, 0]
 
 
-def v2_stats(r, logits: torch.Tensor) -> TokenStats:
-    """The step's statistics with Fast-dLLM v2's candidate and confidence (greedy: the engine's own)."""
-    c = r.cfg
-    if c.temperature <= 0:
-        return r.stats(logits)
-    z = r.unmaskable(logits)
-    st = token_stats(z, 0.0)                                         # probs, top-1, margin, entropy: no draw
-    st.candidate, conf = v2_sample(z, c.temperature, c.top_p, r.device_generator)
-    st.confidence = conf.float()
+def v2_stats(r, logits: torch.Tensor, rows: tuple | None = None):
+    """The step's statistics with Fast-dLLM v2's candidate and confidence (greedy: the engine's own), read with
+    the round's other rules (a generator). ``rows`` (s, e): only those rows were scored; the others' probabilities
+    are zeroed, and the record's candidates are read of those (``SubBlockPolicy.draft``)."""
+    c, z = r.cfg, r.unmaskable(logits)
+    greedy = c.temperature <= 0           # sampling: probs, top-1, margin, entropy without a draw, then v2's draw
+    small, probs = stats_on_device(z, c.temperature if greedy else 0.0, c.top_k if greedy else 0,
+                                   c.top_p if greedy else 1.0, r.device_generator if greedy else None)
+    drawn = () if greedy else v2_sample(z, c.temperature, c.top_p, r.device_generator)
+    top = ()
+    if rows is not None:
+        probs[:rows[0]], probs[rows[1]:] = 0.0, 0.0
+        top = tuple(reversed(torch.topk(probs, min(TOP_K, probs.shape[-1]), dim=-1)))        # ids, then p
+    small, *rest = yield from read(small, *drawn, *top)
+    st = unpack(small.numpy(), [([z], None, probs)])[0]
+    if drawn:
+        st.candidate, st.confidence = rest[0], rest[1].float()
+    if top:
+        st.top_ids, st.top_p = rest[-2:]
     return st
 
 
@@ -79,16 +89,15 @@ class SubBlockPolicy(Policy):
         sub-block's rows alone, the other slots of the record left unscored."""
         r = ctx.runner
         if not (r.keep_block_kv and r.block_kv and r.block_kv[0] == ctx.lo and not ctx.masked[s]):
-            return v2_stats(r, (yield from r.forward("draft", ctx.lo, ctx.hi))[0])
+            return (yield from v2_stats(r, (yield from r.forward("draft", ctx.lo, ctx.hi))[0]))
         rows = yield from r.forward_rows("draft", ctx.lo + s, ctx.lo + e)                      # (e - s, V)
         logits = rows.new_zeros((ctx.L, rows.shape[-1]))
         logits[s:e] = rows
-        st = v2_stats(r, logits)
+        st = yield from v2_stats(r, logits, (s, e))    # the record's candidates: of the zeroed probabilities
         out = torch.ones(ctx.L, dtype=torch.bool)
         out[s:e] = False
         st.confidence[out], st.margin[out], st.entropy[out] = float("nan"), float("nan"), float("nan")
-        st.candidate[out], st.probs[out] = -1, 0.0               # unscored (the rule looks inside the sub-block only)
-        st.top_ids = st.top_p = None                             # the record's candidates: of these probs
+        st.candidate[out] = -1                                   # unscored (the rule looks inside the sub-block only)
         return st
 
     def run_block(self, ctx: BlockContext):

@@ -23,7 +23,7 @@ from engine.decoders.tspd.controller import CARD_FILE, MLPController, heuristic_
 from engine.decoders.tspd.features import F, Trajectories
 from engine.decoders.tspd.kalman import KalmanParams, TrendFilter, logit
 from engine.errors import ConfigError
-from engine.runtime.device import host
+from engine.runtime.device import read
 from engine.runtime.loop import BlockContext, Policy
 from engine.runtime.sampling import TokenStats
 from engine.records.trace import Reason, TrajectoryClass
@@ -60,6 +60,7 @@ class TSPDStep:
     osc: np.ndarray | None = None
     stab_tok: np.ndarray | None = None
     chosen: dict = field(default_factory=dict)         # Reason -> (L,) bool
+    window_top: tuple | None = None                    # ``window_top`` on the host
 
 
 def kalman_params(cfg, model_dir: Path | None) -> KalmanParams:
@@ -71,14 +72,14 @@ def kalman_params(cfg, model_dir: Path | None) -> KalmanParams:
 
 
 
-def window_top(hist: list) -> tuple[np.ndarray, np.ndarray]:
-    """The window-averaged distribution's top probability and token per slot, (L,) each on the host, from the
-    window's (L, V) float32 distributions on the device: summed in order, then divided, as numpy's mean is."""
+def window_top(hist: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """The window-averaged distribution's top probability and token per slot, (L,) each on the device, from the
+    window's (L, V) float32 distributions there: summed in order, then divided, as numpy's mean is."""
     total = hist[0].clone()
     for p in hist[1:]:
         total += p
     top = (total / len(hist)).max(-1)
-    return host(top.values).numpy(), host(top.indices).numpy()
+    return top.values, top.indices
 
 class TSPDPolicy(Policy):
     name = "tspd"
@@ -108,6 +109,9 @@ class TSPDPolicy(Policy):
         while ctx.masked.any():
             _, st = yield from ctx.draft()
             s = TSPDStep(st, ctx.masked.numpy(), st.confidence.numpy().astype(np.float64), st.candidate.numpy())
+            b.probs_hist = (b.probs_hist + [st.probs.float()])[-self.cfg.window:]        # (L, V) each, on the device
+            if self.cfg.stabilise:                     # read with the round's other rules, for ``stabilise``
+                s.window_top = tuple(x.numpy() for x in (yield from read(*window_top(b.probs_hist))))
             for stage in (self.observe, self.control, self.forecast, self.classify, self.stabilise, self.progress):
                 stage(b, s)
             self.commit(ctx, s)
@@ -121,7 +125,6 @@ class TSPDPolicy(Policy):
         b.kf.step(logit(s.conf), m, b.traj.flipped)
         b.innov_sign[m] = np.roll(b.innov_sign[m], -1, 1)
         b.innov_sign[m, -1] = np.sign(b.kf.innov[m]).astype(np.int8)
-        b.probs_hist = (b.probs_hist + [s.st.probs.float()])[-self.cfg.window:]          # (L, V) each, on the device
         s.feats = b.traj.features(~m, self.cfg.block_size)
 
     def control(self, b: TSPDBlock, s: TSPDStep) -> None:
@@ -170,7 +173,7 @@ class TSPDPolicy(Policy):
         if c.stabilise:
             soft = s.osc & (s.conf < c.tau_hard)
             f1, f2 = f1 & ~soft, f2 & ~soft
-            top, s.stab_tok = window_top(b.probs_hist)
+            top, s.stab_tok = s.window_top
             f3 = (s.osc & ~f1 & ~f2 & (top >= c.tau_stab)
                   & (s.stab_tok != b.mask_id))
         s.chosen.update({Reason.TSPD: f1, Reason.CE_LOOKAHEAD: f2, Reason.STABILISED: f3})

@@ -29,8 +29,8 @@ import torch
 from engine.catalogue.catalogue import config_class, settle
 from engine.errors import ConfigError
 from engine.runtime.loop import BlockContext, Policy
-from engine.runtime.device import host
-from engine.runtime.sampling import TokenStats
+from engine.runtime.device import read, to_device
+from engine.runtime.sampling import TOP_K, TokenStats, race
 from engine.decoders.uniform.card import UniformFields, UniformSummary
 
 
@@ -59,12 +59,25 @@ class StableAndConfident:
         return stable, bool(torch.mean(entropy) < self.threshold)
 
 
-def canvas_stats(probs: torch.Tensor, entropy: torch.Tensor) -> TokenStats:
-    """The record's per-slot statistics under the step's tempered distribution (C, V) (float32: V may be 262 144;
-    the probabilities the step sampled from, not computed again)."""
-    top2 = torch.topk(probs, 2, dim=-1)                                # on the device; (C, 2) twice cross
-    ids, p = host(top2.indices), host(top2.values)
-    return TokenStats(ids[:, 0], p[:, 0], p[:, 0] - p[:, 1], entropy / math.log(probs.shape[-1]), probs, ids[:, 0])
+def entropy_nats(logits: torch.Tensor) -> torch.Tensor:
+    """(C,) ``Categorical(logits=logits).entropy()``, its lines (the same numbers) without its checks of the
+    logits on the host (a ``bool()`` of a device tensor: a sync)."""
+    norm = logits - logits.logsumexp(dim=-1, keepdim=True)
+    return -(torch.clamp(norm, min=torch.finfo(norm.dtype).min) * torch.softmax(norm, dim=-1)).sum(-1)
+
+
+def canvas_top(probs: torch.Tensor) -> tuple:
+    """What the record reads of the step's tempered distribution (C, V) (float32: V may be 262 144; the
+    probabilities the step sampled from, not computed again): the top-2 and the top-K ids and probabilities, on
+    the device."""
+    top2, top = torch.topk(probs, 2, dim=-1), torch.topk(probs, min(TOP_K, probs.shape[-1]), dim=-1)
+    return top2.indices, top2.values, top.indices, top.values
+
+
+def canvas_stats(probs: torch.Tensor, entropy: torch.Tensor, ids, p, top_ids, top_p) -> TokenStats:
+    """The record's per-slot statistics from ``canvas_top``, read."""
+    return TokenStats(ids[:, 0], p[:, 0], p[:, 0] - p[:, 1], entropy / math.log(probs.shape[-1]), probs, ids[:, 0],
+                      top_ids, top_p)
 
 
 class UniformPolicy(Policy):
@@ -98,18 +111,18 @@ class UniformPolicy(Policy):
         for n in range(N, 0, -1):
             raw = yield from r.denoise(canvas, ctx.lo, sc)                     # (C, V) float32
             temperature = c.t_min + (c.t_max - c.t_min) * (torch.tensor(n, dtype=torch.int32) / N)
-            logits = raw / temperature.to(raw.device)
+            logits = raw / to_device(temperature, raw)
             probs = torch.softmax(logits, dim=-1, dtype=torch.float32)                           # (C, V) device
-            sample = host(torch.multinomial(probs, num_samples=1, generator=r.device_generator)[:, 0])   # (C,)
-            argmax = host(torch.argmax(logits, dim=-1))
-            entropy = host(torch.distributions.Categorical(logits=logits).entropy())             # (C,) nats
+            sample, argmax, entropy, *top = yield from read(                                     # the step's read
+                race(probs, 1, r.device_generator)[:, 0], torch.argmax(logits, dim=-1), entropy_nats(logits),
+                *canvas_top(probs))                                                              # (C,) each
             accepted, rank, bound = accept_canvas(entropy, c.entropy_bound)
             noise = torch.randint(0, V, (1, ctx.L), generator=r.generator)[0]
             new = torch.where(accepted, sample, noise)
             stable, confident = stop(argmax, entropy)
             final = (stable and confident) or n == 1
             ctx.rewrite(argmax if final else new, accepted)
-            yield ctx.emit("draft", canvas_stats(probs, entropy), UniformFields(
+            yield ctx.emit("draft", canvas_stats(probs, entropy, *top), UniformFields(
                 denoised=sample.numpy().astype(np.int32), entropy_nats=entropy.numpy().astype(np.float32),
                 eb_order=rank.numpy().astype(np.int32), eb_bound=bound.numpy().astype(np.float32),
                 gamma=float(c.entropy_bound), temperature=float(temperature), stable=stable, confident=confident,

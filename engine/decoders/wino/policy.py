@@ -21,6 +21,7 @@ import torch
 
 from engine.catalogue.catalogue import config_class
 from engine.decoders.schedule import token_p
+from engine.runtime.device import read
 from engine.runtime.loop import BlockContext, Policy
 from engine.records.trace import Reason, Revision
 from engine.decoders.wino.card import WinoFields
@@ -64,7 +65,7 @@ class WinoPolicy(Policy):
         while True:
             _, st = yield from ctx.draft()
             written = ctx.written.clone()                                   # before this forward's drafts
-            p_written = token_p(st.probs, ctx.tokens)                       # (L,)
+            p_written, = yield from read(token_p(st.probs, ctx.tokens))    # (L,)
             idx = wide_in(st.confidence, ctx.masked, cfg.tau_wide)          # the loop runs while masks remain
             forced = (st.confidence[idx] <= cfg.tau_wide)
             ctx.commit(idx[~forced], st.candidate[idx[~forced]], Reason.THRESHOLD)
