@@ -20,7 +20,7 @@ from explorer.page import branch, compare, controls, decode_tab, masks, playback
 from explorer.page.api import register_api
 from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
-from explorer.page.run import RunParts, run_setting, show_trace
+from explorer.page.run import RunParts, run_setting, show_stopped, show_trace
 from engine.catalogue.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
@@ -157,7 +157,12 @@ def wire_runs(page, rp: RunParts, sw) -> None:
             events.append(ev)
             ev.then(idle, None, c.run, show_progress="hidden")
     events.append(wire_pick(rp, on_run, running, idle))
-    c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
+    # the run's request is cancelled (also while it waits for the model); the part it decoded stays, as a run
+    async def on_stop(box, prev):
+        return await show_stopped(page, rp, box, prev)
+
+    c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden").then(
+        on_stop, [v.tab, rp.previous], rp.outputs, show_progress="hidden")
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""

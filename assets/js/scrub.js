@@ -79,8 +79,9 @@ const blockLabel = (b) => (b >= 0 ? String(b + 1) : 'prompt');
 function textHtml(d, s, selected) {
   const spans = chips(d, s, selected).map(chipHtml).join('');
   const [block, kind] = d.rec[s];
+  const note = d.ended ? `<div class='um-ended' role='status'>${esc(d.ended)}</div>` : '';
   return `<div class='um-text' data-run='${esc(d.run)}' data-finished='1'><div class='um-step'>step ${s + 1} / ` +
-    `${d.n} · block ${blockLabel(block)} · ${esc(kind)}</div><span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
+    `${d.n} · block ${blockLabel(block)} · ${esc(kind)}</div>${note}<span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
 }
 
 function candHtml(d, s, selected) {
@@ -153,7 +154,7 @@ function draw() {
   if (txt) txt.outerHTML = textHtml(run, s, sel);
   const cand = document.querySelector('#candidates .um-cand');
   if (cand) cand.outerHTML = candHtml(run, s, sel);
-  range.value = step; label.textContent = `step ${step} / ${run.n}`; posBox.value = sel === null ? '' : sel;
+  range.value = step; label.textContent = stepLabel(); posBox.value = sel === null ? '' : sel;
   document.querySelectorAll('.js-plotly-plot').forEach(moveShapes);
   link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -170,6 +171,8 @@ function askServer() {      // the visible views the server draws itself, at the
   if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
 }
 
+// a run stopped before its end (Stop, a request limit) says so beside its step too: its last step is not the text's
+const stepLabel = () => `step ${step} / ${run.n}` + (run.ended ? ' (stopped)' : '');
 function go(s) { if (run) { step = Math.min(Math.max(1, s | 0), run.n); draw(); } }
 function select(pos) { if (run) { sel = Number.isInteger(pos) ? pos : null; draw(); } }
 function stop() { clearInterval(timer); timer = null; }
@@ -191,7 +194,7 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   if (!run) { label.textContent = 'step – / –'; return; }
   document.dispatchEvent(new CustomEvent('um-run', {detail: run}));     // others that follow the run shown
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
-  label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
+  label.textContent = stepLabel(); posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
   if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
   if (!run.example && linkTab && (run.tabs || []).includes(linkTab)) {
