@@ -143,10 +143,25 @@ function localGradients() {
   });
 }
 
-function url() {
-  return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step +
-    (sel === null ? '' : '&pos=' + sel);
+// the address's page-level parameters (the theme, ?__theme=dark; explorer/state.py's KEPT_KEYS), kept in every
+// address the page makes: the link box, the address bar, and a link of the page to another run
+const keptKeys = (element.querySelector('.um-scrub').dataset.kept || '').split(',').filter(Boolean);
+function kept() {
+  const here = new URLSearchParams(location.search), out = new URLSearchParams();
+  keptKeys.forEach((k) => { if (here.has(k)) out.set(k, here.get(k)); });
+  return out.toString();
 }
+function url() {
+  const k = kept();
+  return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step +
+    (sel === null ? '' : '&pos=' + sel) + (k ? '&' + k : '');
+}
+document.addEventListener('click', (e) => {      // the page's own links to a run ("?…"): the theme goes with them
+  const a = e.target.closest && e.target.closest('a[href^="?"]'), k = kept();
+  if (!a || !k || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  e.preventDefault();
+  location.assign(a.getAttribute('href') + '&' + k);
+});
 
 function draw() {
   if (!run) return;
@@ -201,6 +216,9 @@ function load() {   // a new run (or a new step of one) has a new short key: the
     const b = document.querySelector(`#view-tabs [role=tab][data-tab-id="${CSS.escape(linkTab)}"]`);
     linkTab = null;
     if (b && b.getAttribute('aria-selected') !== 'true') setTimeout(() => b.click(), 0);
+    // and brought into sight: the page opens at its top, the tabs are a screen or more below (a phone: several)
+    setTimeout(() => { const t = document.getElementById('view-tabs');
+      if (t) t.scrollIntoView({block: 'start', behavior: 'instant'}); }, 120);
   }
 }
 
@@ -318,15 +336,15 @@ const bind = () => ((run && run.maps) || []).forEach((id) => {
   gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
 });
 // a figure drawn after the run arrived (a tab opened later, a server view) gets the cursor at the step shown
-// on a phone a step × position map shows a few position labels, not forty that overprint
+// on a narrow figure (a phone's, a 780 px window's) a step × position map shows a few position labels, not forty
 const NARROW_TICKS = 6;
 function thinTicks(gd) {
   const ax = gd.layout && gd.layout.xaxis;
-  if (window.innerWidth < 700 && ax && ax.type === 'category' && ax.nticks !== NARROW_TICKS && window.Plotly)
+  if (narrowFigure(gd) && ax && ax.type === 'category' && ax.nticks !== NARROW_TICKS && window.Plotly)
     window.Plotly.relayout(gd, {'xaxis.nticks': NARROW_TICKS, 'xaxis.tickangle': -90});
   // and a heatmap's tokens printed in its cells (the canvas map) would overprint: the hover keeps them
   const cells = (gd.data || []).map((t, i) => (t.type === 'heatmap' && t.texttemplate ? i : -1)).filter((i) => i >= 0);
-  if (window.innerWidth < 700 && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
+  if (narrowFigure(gd) && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
   // and a legend beside the plot goes under it, a title too wide breaks (assets/js/legend_under.js)
   // (one change a draw: the relayout draws again, and the next call sees the figure it made)
   const fit = window.Plotly && (legendUnder(gd) || titleWrap(gd));

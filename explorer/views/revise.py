@@ -60,7 +60,7 @@ def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected
                            hovertemplate="%{x}: H %{y:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=labels, y=lhs[: len(order)], mode="lines+markers", name="Σ H − max H",
                              line=dict(color="#de2d26")))
-    return fig.update_layout(height=300, template="unmask", margin=dict(l=50, r=10, t=36, b=70),
+    return fig.update_layout(height=300, template="unmask", margin=dict(l=50, r=28, t=36, b=70),
                              title=dict(text=f"EB at step {i + 1}: committed (brown) while Σ H − max H ≤ γ = "
                                              f"{f.gamma:g}", x=0.01, font=dict(size=14)),
                              shapes=[hline(float(f.gamma), color="#444", dash="dash", width=1,
@@ -74,7 +74,9 @@ def wino_counts(trace, step: int | None = None, grid: Grid | None = None, select
     x, drafted, rejected = (list(c) for c in zip(*rows))
     fig = go.Figure([go.Bar(x=x, y=drafted, name="drafted (≥ τ_wide)", marker_color="#9ecae1"),
                      go.Bar(x=x, y=rejected, name="re-masked (< τ_narrow)", marker_color="#de2d26")])
-    return fig.update_layout(height=280, template="unmask", barmode="group", margin=dict(l=50, r=10, t=36, b=40),
+    # the legend under the step axis, outside the data: over the plot it hid the tops of the tallest bars
+    return fig.update_layout(height=320, template="unmask", barmode="group", margin=dict(l=50, r=10, t=36, b=80),
                              title=dict(text="WINO: drafted vs re-masked per step", x=0.01, font=dict(size=14)),
                              xaxis=dict(title="step"), shapes=cursor(step if step is not None else len(trace.records) - 1,
-                                                                      axis="x"), legend=dict(x=0.01, y=0.99))
+                                                                      axis="x"),
+                             legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"))

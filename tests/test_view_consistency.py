@@ -1,0 +1,31 @@
+"""Each view agrees with its run and with the rest of the page: one block numbering (the text line's, from 1),
+a legend that hides no data, one colour per position across a run's steps."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from engine.records.trace import Trace
+from explorer.views.attention import attention_mask
+from explorer.views.revise import wino_counts
+from explorer.views.text import render_text
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples"
+
+
+def test_the_attention_view_numbers_blocks_as_the_text_line_does():
+    tr = Trace.load(EXAMPLES / "s2d2.npz")
+    for s in range(len(tr.records)):
+        title = attention_mask(tr, s).layout.title.text
+        i = int(re.search(r"attention mask of step (\d+)", title)[1]) - 1     # the forward it draws
+        block = re.search(r"block (\w+)\)", title)[1]
+        line = re.search(r"· block (\w+) ·", render_text(tr, i))[1]
+        assert block == line, (s, title, line)
+        assert block == str(tr.records[i].block + 1)
+
+
+def test_winos_legend_is_outside_its_bars():
+    fig = wino_counts(Trace.load(EXAMPLES / "wino.npz"))
+    legend = fig.layout.legend
+    assert legend.y is not None and (legend.y < 0 or legend.y > 1) and legend.yanchor in ("top", "bottom"), legend
