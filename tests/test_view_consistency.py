@@ -29,3 +29,16 @@ def test_winos_legend_is_outside_its_bars():
     fig = wino_counts(Trace.load(EXAMPLES / "wino.npz"))
     legend = fig.layout.legend
     assert legend.y is not None and (legend.y < 0 or legend.y > 1) and legend.yanchor in ("top", "bottom"), legend
+
+
+def test_a_positions_trajectory_keeps_one_colour_across_the_runs_steps():
+    from explorer.views.trajectory import trajectories
+    tr = Trace.load(EXAMPLES / "tspd.npz")
+    seen: dict[str, set] = {}
+    for s in range(len(tr.records)):
+        lines = [t for t in trajectories(tr, s).data if t.name and t.name.startswith("pos ")]
+        colours = [t.line.color for t in lines]
+        assert len(set(colours)) == len(colours), (s, colours)         # apart at one step
+        for t in lines:
+            seen.setdefault(t.name, set()).add(t.line.color)
+    assert len(seen) > 4 and all(len(c) == 1 for c in seen.values()), seen
