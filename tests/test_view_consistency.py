@@ -42,3 +42,11 @@ def test_a_positions_trajectory_keeps_one_colour_across_the_runs_steps():
         for t in lines:
             seen.setdefault(t.name, set()).add(t.line.color)
     assert len(seen) > 4 and all(len(c) == 1 for c in seen.values()), seen
+
+
+def test_the_canvas_says_why_its_papers_count_is_below_its_nfe():
+    from explorer.views.summary import render_summary
+    tr = Trace.load(EXAMPLES / "uniform.npz")
+    assert tr.nfe_paper == tr.nfe - tr.meta.nfe_by_kind["encode"] < tr.nfe
+    html_ = render_summary(tr)
+    assert "calls as papers count (decoder only)" in html_ and "over the prompt is counted in NFE" in html_
