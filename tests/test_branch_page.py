@@ -50,6 +50,12 @@ def test_branch_here_offers_the_selected_positions_candidates_as_tokens(run):
                    != run.meta.mask_token_id)
     _, where, radio = choose_point(run, {"step": step, "pos": decoded})
     assert "already decoded" in where and not radio.constructor_args["choices"]
+    # a masked slot outside the next forward's block has no candidates there: said so, not "force one of" none
+    later = max(p for p in range(run.meta.prompt_len, run.meta.gen_end)
+                if canvas_after(run, step)[p] == run.meta.mask_token_id)
+    assert later not in run.records[step].positions
+    _, where, radio = choose_point(run, {"step": step, "pos": later})
+    assert not radio.constructor_args["choices"] and "force one of" not in where and "type a token" in where
 
 
 def test_a_forced_candidate_shows_both_futures_with_the_shared_prefix_shaded(page, run):

@@ -50,3 +50,15 @@ def test_the_canvas_says_why_its_papers_count_is_below_its_nfe():
     assert tr.nfe_paper == tr.nfe - tr.meta.nfe_by_kind["encode"] < tr.nfe
     html_ = render_summary(tr)
     assert "calls as papers count (decoder only)" in html_ and "over the prompt is counted in NFE" in html_
+
+
+def test_the_revisions_tab_opens_on_a_history_not_a_placeholder():
+    from explorer.views.revise import token_history
+    edit = Trace.load(EXAMPLES / "edit.npz")
+    fig = token_history(edit)
+    first = edit.revisions()[0][1]
+    assert fig.data and fig.data[0].name == f"pos {first}" and "click a token" in fig.layout.title.text
+    for name in ("wino", "eb"):
+        fig = token_history(Trace.load(EXAMPLES / f"{name}.npz"))
+        assert fig.data and fig.data[0].name.startswith("pos "), name        # not "Select a position …"
+    assert token_history(edit, selected=first + 1).layout.title.text == f"token history of position {first + 1}"

@@ -261,27 +261,33 @@ let peek = null;
 // the corner hides nothing it speaks of: not the dial being dragged, its note, the scrubber's ◀ ▶ buttons, nor the
 // settings beside it where the page has room beside them (a projector); the first corner clear of all of them (a
 // phone's copy spans the width, so only top or bottom counts there)
+// Run, Stop and the tour's button are never covered: where every corner would, no copy is pinned (false)
 function placePeek(dialBox) {
   const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 2, h = 252, m = 12;
-  if (!col || !dialBox) return;
+  if (!col || !dialBox) return false;
   const c = col.getBoundingClientRect(), beside = c.left >= w + 24 || innerWidth - c.right >= w + 24;
+  const onScreen = (r) => r.height && r.bottom > 0 && r.top < innerHeight;
+  const never = ['run', 'stop', 'tour-start'].map((id) => document.getElementById(id)).filter(Boolean)
+    .map((e) => e.getBoundingClientRect()).filter(onScreen);
   const avoid = [dialBox, document.getElementById('tune-note'), q('.um-prev'), q('.um-next'), ...(beside ? [col] : [])]
-    .filter(Boolean).map((e) => e.getBoundingClientRect()).filter((r) => r.height && r.bottom > 0 && r.top < innerHeight);
+    .filter(Boolean).map((e) => e.getBoundingClientRect()).filter(onScreen).concat(never);
   const meets = (a, b) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top);
   const narrow = innerWidth <= 500;
   const at = ([left, top]) => { const x = narrow ? 8 : left ? m : innerWidth - m - w, y = top ? m : innerHeight - m - h;
     return {left: x, top: y, right: narrow ? innerWidth - 8 : x + w, bottom: y + h}; };
   const corners = [[beside && c.left >= w + 24, false], [!(beside && c.left >= w + 24), false], [false, true], [true, true]];
   const best = corners.map((k) => [k, avoid.filter((r) => meets(at(k), r)).length]).sort((a, b) => a[1] - b[1])[0][0];
+  if (never.some((r) => meets(at(best), r))) return false;
   peek.classList.toggle('um-peek-left', !narrow && best[0]);
   peek.classList.toggle('um-peek-top', best[1]);
+  return true;
 }
 function peekAt(gd, name, dialBox, same) {
   const r = gd.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= innerHeight) { if (peek) peek.style.display = 'none'; return; }
   if (!peek) { peek = document.createElement('div'); peek.id = 'um-tune-peek'; document.body.appendChild(peek); }
+  if (!placePeek(dialBox)) { peek.style.display = 'none'; return; }
   peek.style.display = '';
-  placePeek(dialBox);
   const mine = peek.data ? peek.data.findIndex((t) => t.name === name) : -1, i = gd.data.findIndex((t) => t.name === name);
   if (peek.__umKey === dataKey && mine >= 0) {
     if (!same) window.Plotly.restyle(peek, {x: [gd.data[i].x], y: [gd.data[i].y]}, [mine]);

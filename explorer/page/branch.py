@@ -73,7 +73,9 @@ def choose_point(tr, box) -> tuple:
                 choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({fmt(int(round(float(q) * 1000)), 3)})", str(int(t)))
                            for t, q in zip(rec.topk.topk_ids[rel], rec.topk.topk_p[rel]) if t >= 0]
             note = (f"position {pos}, still masked: force one of the candidates forward {min(step, n - 1) + 1} "
-                    "proposed for it, or type a token")
+                    "proposed for it, or type a token" if choices else
+                    f"position {pos}, still masked, is outside the block forward {min(step, n - 1) + 1} scores, "
+                    "so it has no candidates there: type a token to force it")
         else:
             note = f"position {pos} is already decoded after step {step}: select a masked one to force a token"
     else:
