@@ -174,7 +174,7 @@ def decoder_defaults(keys: list[str], decoder, *values) -> tuple:
     default, so S2D2 or TSPD + CE do not start at the opening story's τ 1 (SimSD took 88 forwards there), and one
     line saying which dials moved. A run shown (a link, the tour) sets the decoder and its dials itself: this
     answers the menu's input only."""
-    params = catalogue.params_of(decoder) if decoder in catalogue.DECODERS else {}
+    params = catalogue.params_of(decoder) if isinstance(decoder, str) and decoder in catalogue.DECODERS else {}
     out, moved = [], []
     for k, v in zip(keys, values):
         p = params.get(k)
