@@ -21,7 +21,7 @@ from explorer.page import branch, compare, controls, decode_tab, masks, playback
 from explorer.page.api import register_api
 from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme
 from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
-from explorer.page.run import RunParts, run_setting, show_trace
+from explorer.page.run import RunParts, run_setting, show_stopped, show_trace
 from engine.catalogue.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
@@ -71,11 +71,11 @@ def build_demo(page: Page) -> gr.Blocks:
         playback.wire_playback(scrubber, views, trace_state)
         share.wire_share(page, sh, trace_state)
         wire_views(views, trace_state)
-        wire_runs(page, rp, sw)
+        runs = wire_runs(page, rp, sw)
         branch.wire_branch(page, bp, branch_here, trace_state, views.tab, more, "branch",
                            dict(MODEL, show_progress="minimal"))
         wire_tour(page, rp, card, bp, more)
-        wire_load(demo, page, rp, bp, more)
+        wire_stop(page, rp, [*runs, wire_load(demo, page, rp, bp, more)])
     hide_page_handlers(demo)
     guard_inputs(demo)
     return demo
@@ -133,7 +133,7 @@ def session_of(request) -> str | None:
     return getattr(request, "session_hash", None) or None
 
 
-def wire_runs(page, rp: RunParts, sw) -> None:
+def wire_runs(page, rp: RunParts, sw) -> list:
     c, v = rp.controls, rp.views
 
     async def on_run(request: gr.Request, box, prev, prompt_v, model_v, decoder_v, *values):
@@ -144,8 +144,11 @@ def wire_runs(page, rp: RunParts, sw) -> None:
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
     running, idle = (lambda: gr.Button("Running…")), (lambda: gr.Button("Run"))
+    # the events Stop cancels are the runs themselves: gradio's cancel of a chain's last step (Run's idle) leaves
+    # the run before it going
     events = [c.run.click(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
-              .then(on_run, inputs, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden")]
+              .then(on_run, inputs, rp.outputs, **model_run(rp))]
+    events[0].then(idle, None, c.run, show_progress="hidden")
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
         if isinstance(comp, gr.Slider):     # the button says a run is on, as for Run itself
             ev = comp.release(running, None, c.run, show_progress="hidden").then(on_run, inputs, rp.outputs,
@@ -153,7 +156,6 @@ def wire_runs(page, rp: RunParts, sw) -> None:
             events.append(ev)
             ev.then(idle, None, c.run, show_progress="hidden")
     events.append(wire_pick(rp, on_run, running, idle))
-    c.stop.click(idle, None, c.run, cancels=events, show_progress="hidden")
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
@@ -183,6 +185,18 @@ def wire_runs(page, rp: RunParts, sw) -> None:
 
     sw.open_wrong.click(open_wrong, [v.tab, rp.previous, sw.result, sw.point, sw.wrong, c.model], rp.outputs,
                         **model_run(rp))
+    return events
+
+
+def wire_stop(page, rp: RunParts, events: list) -> None:
+    """Stop: the run's request is cancelled (also while it waits for the model), whichever started it (Run, a
+    slider, a picked problem, a link); the part it decoded stays, as a run that says it was stopped."""
+    async def on_stop(box, prev):
+        return await show_stopped(page, rp, box, prev)
+
+    rp.controls.stop.click(lambda: gr.Button("Run"), None, rp.controls.run, cancels=events,
+                           show_progress="hidden").then(on_stop, [rp.views.tab, rp.previous], rp.outputs,
+                                                        show_progress="hidden")
 
 
 def wire_pick(rp: RunParts, on_run, running, idle):
@@ -198,8 +212,10 @@ def wire_pick(rp: RunParts, on_run, running, idle):
             yield out
 
     picks = [v.tab, rp.previous, c.examples, c.model, c.decoder, *c.components]
-    return (c.examples.input(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
-            .then(on_pick, picks, rp.outputs, **model_run(rp)).then(idle, None, c.run, show_progress="hidden"))
+    ev = c.examples.input(running, None, c.run, js=RUN_STARTS, show_progress="hidden") \
+        .then(on_pick, picks, rp.outputs, **model_run(rp))
+    ev.then(idle, None, c.run, show_progress="hidden")
+    return ev
 
 
 def wire_tour(page, rp: RunParts, card, bp, more) -> None:
@@ -229,7 +245,7 @@ def wire_tour(page, rp: RunParts, card, bp, more) -> None:
                    "e.classList.remove('um-tour-target'))")
 
 
-def wire_load(demo, page, rp: RunParts, bp, more) -> None:
+def wire_load(demo, page, rp: RunParts, bp, more):
     c, v = rp.controls, rp.views
     autorun, step_from_url, branch_from_url = gr.State(False), gr.State(None), gr.State(None)
 
@@ -279,10 +295,11 @@ def wire_load(demo, page, rp: RunParts, bp, more) -> None:
             raise
         yield {c.run: gr.Button("Run")}         # in this event: a page load without a link sends nothing more
 
-    demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, c.run, *rp.outputs]) \
+    linked_run = demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, c.run, *rp.outputs]) \
         .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
-                          *c.components], [*rp.outputs, bp.out, *bp.figs, more, c.run], **model_run(rp)) \
-        .then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
+                          *c.components], [*rp.outputs, bp.out, *bp.figs, more, c.run], **model_run(rp))
+    linked_run.then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
+    return linked_run            # for Stop to cancel
 
 
 def launch_kwargs() -> dict:

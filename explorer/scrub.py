@@ -202,25 +202,51 @@ def block_label(block: int) -> str:
     return str(block + 1) if block >= 0 else "prompt"
 
 
-def text_html(d: dict, s: int, selected: int | None, run: str, finished: bool, slots: int = 0) -> str:
-    """The text view at step s (``slots``: the run's generated slots, for a streaming run's line)."""
+def text_html(d: dict, s: int, selected: int | None, run: str, finished: bool, slots: int = 0,
+              ended: str | None = None) -> str:
+    """The text view at step s (``slots``: the run's generated slots, for a streaming run's line; ``ended``: the
+    line of a run stopped before its end, ``ended_line``, by default the run data's own)."""
     if d["n"] == 0:
         return "<div class='um-text'>(no steps)</div>"
     spans = "".join(chip_html(c) for c in chips(d, s, selected))
     block, kind = d["rec"][s]
     head = f"step {s + 1} / {d['n']}" if finished else progress(d, s, max(slots, len(d["pos"])))
+    ended = d.get("ended") if ended is None else ended
+    note = f"<div class='um-ended' role='status'>{html.escape(ended)}</div>" if ended and finished else ""
     # which run this is and whether it has ended: what tests (and scripts) wait for, never for time
     return (f"<div class='um-text' data-run='{html.escape(run)}' data-finished='{int(finished)}'>"
-            f"<div class='um-step'>{head} · block {block_label(block)} · {html.escape(kind)}</div>"
+            f"<div class='um-step'>{head} · block {block_label(block)} · {html.escape(kind)}</div>{note}"
             f"<span class='um-prompt'>{html.escape(d['prompt'])}</span> {spans}</div>")
+
+
+def undecided(d: dict, s: int, slots: int) -> int:
+    """The generated slots not decided after step s (masked, or a uniform canvas's noise not kept yet)."""
+    return slots - sum(1 for c in chips(d, s, None) if not {"um-mask", "um-noise", "um-fold"} & set(c["cls"].split()))
 
 
 def progress(d: dict, s: int, slots: int) -> str:
     """A streaming run's line: the steps done and the slots still to decide (the blocks not reached yet hold only
     masks; each step decides at least one, except a revising decoder's), with no total: the run's own, and the
     slider's, come when it ends, so the page never shows two step counters that disagree."""
-    decided = sum(1 for c in chips(d, s, None) if not {"um-mask", "um-noise", "um-fold"} & set(c["cls"].split()))
-    return f"decoding… step {s + 1} done, {slots - decided} of {slots} slots still to decide"
+    return f"decoding… step {s + 1} done, {undecided(d, s, slots)} of {slots} slots still to decide"
+
+
+STOPPED = "you pressed Stop"    # ``meta.limit`` of a run the visitor stopped (the other limits name themselves)
+
+
+def ended_line(trace, d: dict) -> str:
+    """The words of a run that ended before its text did (Stop, or a request limit), '' for one that ran to its
+    end: where it stopped, what it left undecided, that the slider scrubs what was decoded, and (Stop) that Run
+    decodes it again rather than serve another visitor's finished copy."""
+    limit = trace.meta.limit
+    if not limit or d["n"] == 0:
+        return ""
+    slots = max(trace.meta.gen_end - trace.meta.prompt_len, len(d["pos"]))
+    left = undecided(d, d["n"] - 1, slots)
+    why = "when you pressed Stop" if limit == STOPPED else f"by a limit ({limit})"
+    again = "; Run decodes it again from its first step" if limit == STOPPED else ""
+    return (f"Stopped at step {d['n']}, {why}: {left} of {slots} slots were still to decide. "
+            f"The slider scrubs the {d['n']} steps decoded{again}.")
 
 
 def candidates_html(d: dict, s: int, selected: int | None) -> str:
@@ -245,15 +271,16 @@ def candidates_html(d: dict, s: int, selected: int | None) -> str:
 
 def embed(d: dict, query: str, step: int, run: str, example: bool, server_views: list[str],
           tabs: list[str] | None = None, tune: str | None = None, maps: list[str] = (), tune_map: str = "",
-          views: list[str] | None = None, spec: str = "") -> str:
+          views: list[str] | None = None, spec: str = "", ended: str = "") -> str:
     """The run's data as an inert element of the page (JSON in an attribute, HTML-escaped); ``tabs`` and
     ``views``: the view tabs and the views (their elements) with something to show for it (the browser hides the
     others); ``tune``: the dial whose drag the browser
     previews on the confidence map (the threshold family's τ), or None; ``maps``: the step × position maps whose
     cells select a position on click, and ``tune_map`` the map the preview marks (the registry's, so the browser
-    names no view); ``spec``: the run's SPEC, which Compare's A follows (assets/js/compare_follow.js)."""
+    names no view); ``spec``: the run's SPEC, which Compare's A follows (assets/js/compare_follow.js); ``ended``: the
+    line of a run stopped early (``ended_line``)."""
     meta = dict(query=query, step=step, run=run, example=example, server=server_views, tabs=tabs, tune=tune,
-                maps=list(maps), tune_map=tune_map, views=views, spec=spec)
+                maps=list(maps), tune_map=tune_map, views=views, spec=spec, ended=ended)
     blob = json.dumps(dict(d, **meta), separators=(",", ":"), ensure_ascii=True)
     # what the browser compares (the JSON is large): the data's own digest, as every pre-baked run is "example"
     key = f"{html.escape(run, quote=True)}:{step}:{hashlib.blake2b(blob.encode(), digest_size=8).hexdigest()}"

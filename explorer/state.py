@@ -19,6 +19,7 @@ from explorer.registry import TABS
 PAGE_KEYS = ("prompt", "decoder", "model", "step", "pos", "branch", "tab", "trace")
 ALIASES = {"block": "block_size"}          # links made before the catalogue named it block_size
 GRADIO_KEYS = ("__theme", "view")          # gradio's own: the theme, and its API page and settings (?view=api)
+KEPT_KEYS = ("__theme",)                   # of the page, not of a run: every address the page makes keeps them
 MAX_QUERY_VALUE = 4 * catalogue.MAX_PROMPT_CHARS
 
 

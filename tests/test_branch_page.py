@@ -50,6 +50,12 @@ def test_branch_here_offers_the_selected_positions_candidates_as_tokens(run):
                    != run.meta.mask_token_id)
     _, where, radio = choose_point(run, {"step": step, "pos": decoded})
     assert "already decoded" in where and not radio.constructor_args["choices"]
+    # a masked slot outside the next forward's block has no candidates there: said so, not "force one of" none
+    later = max(p for p in range(run.meta.prompt_len, run.meta.gen_end)
+                if canvas_after(run, step)[p] == run.meta.mask_token_id)
+    assert later not in run.records[step].positions
+    _, where, radio = choose_point(run, {"step": step, "pos": later})
+    assert not radio.constructor_args["choices"] and "force one of" not in where and "type a token" in where
 
 
 def test_a_forced_candidate_shows_both_futures_with_the_shared_prefix_shaded(page, run):
@@ -65,12 +71,21 @@ def test_a_forced_candidate_shows_both_futures_with_the_shared_prefix_shaded(pag
         assert shade.y0 == 0.5 and shade.y1 == step + 0.5
 
 
-def test_typed_tokens_and_missing_positions_are_one_line_errors(page, run):
+def failed(outs, words: str) -> None:
+    """A failed branch: one line in the panel, where its result goes, and both maps emptied (the previous branch
+    cleared; a raised error would badge every output over its old content)."""
+    (html_, fig_a, fig_b), = outs
+    assert html_.startswith("<p class='um-failed' role='alert'>") and words in html_ and html_.count("<p") == 1
+    assert fig_a is None and fig_b is None
+
+
+def test_typed_tokens_and_missing_positions_are_one_line_errors_that_clear_the_panel(page, run):
     point = {"step": 1, "pos": None}
-    with pytest.raises(gr.Error, match="select a masked position"):
-        drive(run_branch(page, run, point, "12", "", ""))
-    with pytest.raises(gr.Error, match="not a token of this model"):
-        drive(run_branch(page, run, {"step": 1, "pos": masked_after(run, 1)}, None, "<no such token>", ""))
+    failed(drive(run_branch(page, run, point, "12", "", "")), "select a masked position")
+    failed(drive(run_branch(page, run, {"step": 1, "pos": masked_after(run, 1)}, None, "<no such token>", "")),
+           "not a token of this model")
+    failed(drive(run_branch(page, run, {"step": 1, "pos": masked_after(run, 1)}, None, "<b>x</b>", "")),
+           "&lt;b&gt;x&lt;/b&gt;")                                   # the visitor's text, escaped
     with pytest.raises(gr.Error, match="run a decode first"):
         choose_point(None, {})
 
@@ -108,7 +123,7 @@ def test_a_links_branch_shares_the_budget_of_its_base_run(page, run):
     by the base, the branch does not start, and says so in one line (before, it got a budget of its own)."""
     import time
     point = {"step": 2, "pos": None}
-    with pytest.raises(gr.Error, match="the branch did not start: stopped after"):
-        drive(run_branch(page, run, point, None, "", "", started=time.monotonic() - 2 * page.service.max_seconds))
+    failed(drive(run_branch(page, run, point, None, "", "", started=time.monotonic() - 2 * page.service.max_seconds)),
+           "the branch did not start: stopped after")
     (html_, _, _), = drive(run_branch(page, run, point, None, "", "", started=time.monotonic()))
     assert "Branched after step 2" in html_                      # with its share of the budget left, it runs

@@ -153,18 +153,23 @@ def test_candidates_view_and_notes(saved_trace):
         assert how_to_read(mod), f"{m.name} has no 'How to read' paragraph"
 
 
-def test_prophets_figure_marks_and_counts_every_early_commit():
-    """One diamond per forward that committed its block's rest at once, read against the trace; the title counts
-    them (it said "committed the rest at step 1" and marked one of seven)."""
+def test_prophets_figure_marks_the_exit_where_the_gap_cleared_the_bar_and_whole_blocks_apart():
+    """One diamond, at the forward whose gap cleared its bar (the rule's exit), and a square for each later forward,
+    which commits a whole block whatever its gap; the title says both (the diamonds stood under the bar at steps
+    2-5, as if the rule had exited there)."""
     from pathlib import Path
     from engine.decoders.prophet.card import ProphetFields
     from engine.records.trace import own_records
     from explorer.views.rivals import early_title, prophet_gap
     tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "prophet.npz")
-    exits = [s + 1 for s, _, f in own_records(tr, ProphetFields) if f.exited]
+    rows = {s + 1: f for s, _, f in own_records(tr, ProphetFields)}
+    done = [s for s, f in rows.items() if f.exited]
     fig = prophet_gap(tr)
-    marks = [t for t in fig.data if t.name and t.name.startswith("early commit")]
-    assert len(exits) > 1 and len(marks) == 1 and list(marks[0].x) == exits
-    assert f"{len(exits)} early commits" in fig.layout.title.text, fig.layout.title.text
-    assert early_title([3, 9], 12) == "Prophet: 2 early commits, at steps 3, 9" and "1 early commit," in \
-        early_title([4], 12)
+    (exit_mark,) = [t for t in fig.data if t.name and t.name.startswith("exit")]
+    (whole,) = [t for t in fig.data if t.name and "committed whole" in t.name]
+    assert list(exit_mark.x) == done[:1] and list(whole.x) == done[1:] and len(done) > 1
+    assert all(rows[s].prophet_gap >= rows[s].prophet_bar for s in exit_mark.x)       # the rule's own exit
+    assert any(rows[s].prophet_gap < rows[s].prophet_bar for s in whole.x)            # what a diamond misread
+    assert fig.layout.title.text == early_title(done[0], len(done) - 1)
+    assert early_title(1, 6) == "Prophet: the gap cleared its bar at step 1; then 6 blocks committed whole, a " \
+        "forward each" and early_title(4, 0) == "Prophet: the gap cleared its bar at step 4"

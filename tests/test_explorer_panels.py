@@ -323,3 +323,20 @@ def test_compares_first_setting_decodes_the_run_shown_again():
     again = DecodeService(default_model=ex.meta.model, max_seconds=60).run(ex.meta.prompt, name, params)
     assert name == ex.meta.decoder and "temperature=1.0" in spec_of(ex)
     assert again.meta.token_ids == ex.meta.token_ids and again.meta.text == ex.meta.text
+
+
+def test_sweep_labels_of_two_decoders_never_overprint_and_the_speed_axis_says_wall_clock():
+    """AR's label and a threshold point's beside it ("AR" ran into "τ 0.5 B 4" on the tokens/s panel): thinned
+    together; the tokens/s axis says it is this machine's wall clock, TPF the papers' measure."""
+    from explorer.views.sweep import sweep_figure
+    rows = [dict(spec="ar:temperature=1", decoder="ar", accuracy=0.90, tpf=1.0, tokens_per_s=50.0, nfe=20.0, n=50),
+            dict(spec="threshold:tau=0.5,block_size=4", decoder="threshold", accuracy=0.895, tpf=3.0,
+                 tokens_per_s=50.5, nfe=5.0, n=50),
+            dict(spec="threshold:tau=0.9,block_size=4", decoder="threshold", accuracy=0.6, tpf=1.5,
+                 tokens_per_s=20.0, nfe=9.0, n=50)]
+    fig = sweep_figure(rows)
+    on_speed = [t for t in fig.data if t.mode == "markers+text" and t.xaxis == "x2"]
+    texts = [s for t in on_speed for s in t.text if s]
+    assert "AR" in texts and "τ 0.5 B 4" not in texts, texts          # the two points are a hair apart there
+    assert "τ 0.5 B 4" in [s for t in fig.data if t.mode == "markers+text" and t.xaxis == "x" for s in t.text]
+    assert "wall clock" in fig.layout.xaxis2.title.text and "papers" in fig.layout.xaxis.title.text

@@ -79,8 +79,9 @@ const blockLabel = (b) => (b >= 0 ? String(b + 1) : 'prompt');
 function textHtml(d, s, selected) {
   const spans = chips(d, s, selected).map(chipHtml).join('');
   const [block, kind] = d.rec[s];
+  const note = d.ended ? `<div class='um-ended' role='status'>${esc(d.ended)}</div>` : '';
   return `<div class='um-text' data-run='${esc(d.run)}' data-finished='1'><div class='um-step'>step ${s + 1} / ` +
-    `${d.n} · block ${blockLabel(block)} · ${esc(kind)}</div><span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
+    `${d.n} · block ${blockLabel(block)} · ${esc(kind)}</div>${note}<span class='um-prompt'>${esc(d.prompt)}</span> ${spans}</div>`;
 }
 
 function candHtml(d, s, selected) {
@@ -142,10 +143,25 @@ function localGradients() {
   });
 }
 
-function url() {
-  return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step +
-    (sel === null ? '' : '&pos=' + sel);
+// the address's page-level parameters (the theme, ?__theme=dark; explorer/state.py's KEPT_KEYS), kept in every
+// address the page makes: the link box, the address bar, and a link of the page to another run
+const keptKeys = (element.querySelector('.um-scrub').dataset.kept || '').split(',').filter(Boolean);
+function kept() {
+  const here = new URLSearchParams(location.search), out = new URLSearchParams();
+  keptKeys.forEach((k) => { if (here.has(k)) out.set(k, here.get(k)); });
+  return out.toString();
 }
+function url() {
+  const k = kept();
+  return location.origin + location.pathname + '?' + run.query + (run.query ? '&' : '') + 'step=' + step +
+    (sel === null ? '' : '&pos=' + sel) + (k ? '&' + k : '');
+}
+document.addEventListener('click', (e) => {      // the page's own links to a run ("?…"): the theme goes with them
+  const a = e.target.closest && e.target.closest('a[href^="?"]'), k = kept();
+  if (!a || !k || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  e.preventDefault();
+  location.assign(a.getAttribute('href') + '&' + k);
+});
 
 function draw() {
   if (!run) return;
@@ -153,7 +169,7 @@ function draw() {
   if (txt) txt.outerHTML = textHtml(run, s, sel);
   const cand = document.querySelector('#candidates .um-cand');
   if (cand) cand.outerHTML = candHtml(run, s, sel);
-  range.value = step; label.textContent = `step ${step} / ${run.n}`; posBox.value = sel === null ? '' : sel;
+  range.value = step; label.textContent = stepLabel(); posBox.value = sel === null ? '' : sel;
   document.querySelectorAll('.js-plotly-plot').forEach(moveShapes);
   link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -170,6 +186,8 @@ function askServer() {      // the visible views the server draws itself, at the
   if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
 }
 
+// a run stopped before its end (Stop, a request limit) says so beside its step too: its last step is not the text's
+const stepLabel = () => `step ${step} / ${run.n}` + (run.ended ? ' (stopped)' : '');
 function go(s) { if (run) { step = Math.min(Math.max(1, s | 0), run.n); draw(); } }
 function select(pos) { if (run) { sel = Number.isInteger(pos) ? pos : null; draw(); } }
 function stop() { clearInterval(timer); timer = null; }
@@ -191,13 +209,16 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   if (!run) { label.textContent = 'step – / –'; return; }
   document.dispatchEvent(new CustomEvent('um-run', {detail: run}));     // others that follow the run shown
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
-  label.textContent = `step ${step} / ${run.n}`; posBox.value = ''; link.value = url();
+  label.textContent = stepLabel(); posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
   if (!run.example && Number.isInteger(linkSel)) { const p = linkSel; linkSel = NaN; select(p); }
   if (!run.example && linkTab && (run.tabs || []).includes(linkTab)) {
     const b = document.querySelector(`#view-tabs [role=tab][data-tab-id="${CSS.escape(linkTab)}"]`);
     linkTab = null;
     if (b && b.getAttribute('aria-selected') !== 'true') setTimeout(() => b.click(), 0);
+    // and brought into sight: the page opens at its top, the tabs are a screen or more below (a phone: several)
+    setTimeout(() => { const t = document.getElementById('view-tabs');
+      if (t) t.scrollIntoView({block: 'start', behavior: 'instant'}); }, 120);
   }
 }
 
@@ -240,27 +261,33 @@ let peek = null;
 // the corner hides nothing it speaks of: not the dial being dragged, its note, the scrubber's ◀ ▶ buttons, nor the
 // settings beside it where the page has room beside them (a projector); the first corner clear of all of them (a
 // phone's copy spans the width, so only top or bottom counts there)
+// Run, Stop and the tour's button are never covered: where every corner would, no copy is pinned (false)
 function placePeek(dialBox) {
   const col = document.getElementById('params-col'), w = Math.min(420, innerWidth - 20) + 2, h = 252, m = 12;
-  if (!col || !dialBox) return;
+  if (!col || !dialBox) return false;
   const c = col.getBoundingClientRect(), beside = c.left >= w + 24 || innerWidth - c.right >= w + 24;
+  const onScreen = (r) => r.height && r.bottom > 0 && r.top < innerHeight;
+  const never = ['run', 'stop', 'tour-start'].map((id) => document.getElementById(id)).filter(Boolean)
+    .map((e) => e.getBoundingClientRect()).filter(onScreen);
   const avoid = [dialBox, document.getElementById('tune-note'), q('.um-prev'), q('.um-next'), ...(beside ? [col] : [])]
-    .filter(Boolean).map((e) => e.getBoundingClientRect()).filter((r) => r.height && r.bottom > 0 && r.top < innerHeight);
+    .filter(Boolean).map((e) => e.getBoundingClientRect()).filter(onScreen).concat(never);
   const meets = (a, b) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top);
   const narrow = innerWidth <= 500;
   const at = ([left, top]) => { const x = narrow ? 8 : left ? m : innerWidth - m - w, y = top ? m : innerHeight - m - h;
     return {left: x, top: y, right: narrow ? innerWidth - 8 : x + w, bottom: y + h}; };
   const corners = [[beside && c.left >= w + 24, false], [!(beside && c.left >= w + 24), false], [false, true], [true, true]];
   const best = corners.map((k) => [k, avoid.filter((r) => meets(at(k), r)).length]).sort((a, b) => a[1] - b[1])[0][0];
+  if (never.some((r) => meets(at(best), r))) return false;
   peek.classList.toggle('um-peek-left', !narrow && best[0]);
   peek.classList.toggle('um-peek-top', best[1]);
+  return true;
 }
 function peekAt(gd, name, dialBox, same) {
   const r = gd.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= innerHeight) { if (peek) peek.style.display = 'none'; return; }
   if (!peek) { peek = document.createElement('div'); peek.id = 'um-tune-peek'; document.body.appendChild(peek); }
+  if (!placePeek(dialBox)) { peek.style.display = 'none'; return; }
   peek.style.display = '';
-  placePeek(dialBox);
   const mine = peek.data ? peek.data.findIndex((t) => t.name === name) : -1, i = gd.data.findIndex((t) => t.name === name);
   if (peek.__umKey === dataKey && mine >= 0) {
     if (!same) window.Plotly.restyle(peek, {x: [gd.data[i].x], y: [gd.data[i].y]}, [mine]);
@@ -315,15 +342,15 @@ const bind = () => ((run && run.maps) || []).forEach((id) => {
   gd.on('plotly_click', (ev) => { const p = parseInt(String(ev.points[0].x)); if (!isNaN(p)) select(p); });
 });
 // a figure drawn after the run arrived (a tab opened later, a server view) gets the cursor at the step shown
-// on a phone a step × position map shows a few position labels, not forty that overprint
+// on a narrow figure (a phone's, a 780 px window's) a step × position map shows a few position labels, not forty
 const NARROW_TICKS = 6;
 function thinTicks(gd) {
   const ax = gd.layout && gd.layout.xaxis;
-  if (window.innerWidth < 700 && ax && ax.type === 'category' && ax.nticks !== NARROW_TICKS && window.Plotly)
+  if (narrowFigure(gd) && ax && ax.type === 'category' && ax.nticks !== NARROW_TICKS && window.Plotly)
     window.Plotly.relayout(gd, {'xaxis.nticks': NARROW_TICKS, 'xaxis.tickangle': -90});
   // and a heatmap's tokens printed in its cells (the canvas map) would overprint: the hover keeps them
   const cells = (gd.data || []).map((t, i) => (t.type === 'heatmap' && t.texttemplate ? i : -1)).filter((i) => i >= 0);
-  if (window.innerWidth < 700 && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
+  if (narrowFigure(gd) && cells.length && window.Plotly) window.Plotly.restyle(gd, {texttemplate: ''}, cells);
   // and a legend beside the plot goes under it, a title too wide breaks (assets/js/legend_under.js)
   // (one change a draw: the relayout draws again, and the next call sees the figure it made)
   const fit = window.Plotly && (legendUnder(gd) || titleWrap(gd));

@@ -13,7 +13,7 @@ import gradio as gr
 from engine.runtime.branch import Branch, branch_json, canvas_after
 from engine.errors import UserError
 from explorer.page import fair
-from explorer.page.context import Page, fairly, shown_error
+from explorer.page.context import Page, failed_panel, fairly, shown_error
 from explorer.page.share import query_for
 from explorer.page.worker import DrawClock, follow, in_thread
 from explorer.scrub import fmt
@@ -73,7 +73,9 @@ def choose_point(tr, box) -> tuple:
                 choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({fmt(int(round(float(q) * 1000)), 3)})", str(int(t)))
                            for t, q in zip(rec.topk.topk_ids[rel], rec.topk.topk_p[rel]) if t >= 0]
             note = (f"position {pos}, still masked: force one of the candidates forward {min(step, n - 1) + 1} "
-                    "proposed for it, or type a token")
+                    "proposed for it, or type a token" if choices else
+                    f"position {pos}, still masked, is outside the block forward {min(step, n - 1) + 1} scores, "
+                    "so it has no candidates there: type a token to force it")
         else:
             note = f"position {pos} is already decoded after step {step}: select a masked one to force a token"
     else:
@@ -136,8 +138,8 @@ async def run_branch(page: Page, tr, point, force_v, token_v, spec_v, started: f
                 yield await clock.draw(view, page, tr, last)
             elif f.final and f.limit:             # the budget ran out before the branch's first forward
                 raise UserError(f"the branch did not start: {f.limit}")
-    except UserError as e:
-        raise shown_error(str(e)) from None
+    except UserError as e:          # in the panel, the previous branch cleared (``failed_panel``)
+        yield failed_panel("The branch", e), None, None
 
 
 def view(page: Page, base, branch) -> tuple:

@@ -11,7 +11,7 @@ from engine.errors import UserError
 from engine.catalogue.spec import parse_spec
 from explorer.grid import Grid
 from explorer.page import fair
-from explorer.page.context import Page, fairly, js, shown_error
+from explorer.page.context import Page, failed_panel, fairly, js
 from explorer.page.worker import INTERVAL_S, DrawClock, follow
 from explorer.views import heatmaps
 from explorer.views.compare import compare_summary
@@ -81,7 +81,7 @@ def model_defaults(page: Page, model, shown) -> tuple:
 
 def both(page: Page, prompt, model, specs, should_stop=None):
     """Both decodes share the engine loop's rounds and are read in turn, so both stream; yields (trace A,
-    trace B)."""
+    trace B, (whether A has ended, whether B has))."""
     runs = [page.service.stream(prompt, *spec, model, page=True, client=fair.client(), every_s=INTERVAL_S,
                                 should_stop=should_stop) for spec in specs]
     last, live = [None, None], [True, True]
@@ -92,7 +92,7 @@ def both(page: Page, prompt, model, specs, should_stop=None):
                 live[i] = trace is not None
                 last[i] = trace or last[i]
         if last[0] is not None and last[1] is not None:
-            yield tuple(last)
+            yield (*last, (not live[0], not live[1]))
 
 
 async def run_compare(page: Page, prompt, model, a: str, b: str, request: gr.Request = None):
@@ -113,13 +113,15 @@ async def compared(page: Page, prompt, model, a: str, b: str):
                 if f.limit:
                     gr.Warning(f.limit)
                 yield await clock.draw(view, page, *f.value, f.final, f.limit)
-    except UserError as e:
-        raise shown_error(str(e)) from None
+    except UserError as e:          # in the panel, the previous comparison cleared (``failed_panel``)
+        yield failed_panel("The comparison", e), None, None
 
 
-def view(page: Page, ta, tb, final: bool = True, limit: str | None = None):
+def view(page: Page, ta, tb, ended=(True, True), final: bool = True, limit: str | None = None):
     """The summary and both mask maps, on one step axis and one height, so the two read against each other;
-    ``final``: the comparison has ended (``limit``: the request limit that ended it early)."""
+    ``ended``: which sides have decoded to their end (only those get the checker's verdict: the main view's is
+    silent while a run streams too); ``final``: the comparison has ended (``limit``: the request limit that ended
+    it early, and the answers with it)."""
     n = max(len(ta.records), len(tb.records))
     grids = [Grid.of(t) for t in (ta, tb)]
     cols = max(len(g.labels) for g in grids)       # one x range: both runs' columns line up, the shorter padded
@@ -127,4 +129,5 @@ def view(page: Page, ta, tb, final: bool = True, limit: str | None = None):
         height=heatmaps.rows_height(n), yaxis=dict(range=[n + 0.5, 0.5]),
         xaxis=dict(range=[-0.5, cols - 0.5], nticks=min(24, cols), tickfont=dict(size=9)))
         for t, g in zip((ta, tb), grids)]
-    return (compare_summary(ta, tb, page.verdict(ta), page.verdict(tb), final=final, limit=limit), *figs)
+    verdicts = [page.verdict(t) if done and not (limit and t.meta.limit) else None for t, done in zip((ta, tb), ended)]
+    return (compare_summary(ta, tb, *verdicts, final=final, limit=limit), *figs)

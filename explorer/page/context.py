@@ -32,6 +32,16 @@ def shown_error(e: Exception | str, escape: bool = True) -> gr.Error:
     return gr.Error(html.escape(text) if escape else text, print_exception=False)
 
 
+def failed_panel(what: str, e: Exception | str) -> str:
+    """A failed Branch or Compare said in its own panel, in one line where its result goes: the previous result
+    is cleared with it (the plots emptied beside it), so no heading of the new request stands over the old one's
+    figures. Not raised: gradio marks every output of a failed event with an "Error" badge over its content.
+    HTML-escaped (the text may be the visitor's own), logged as ``shown_error`` does."""
+    text = str(e)
+    log.info("user error: %s", text[:200])
+    return f"<p class='um-failed' role='alert'><b>{html.escape(what)} did not run:</b> {html.escape(text)}</p>"
+
+
 def slider_number(v, name: str, lo: int, hi: int) -> int:
     """A slider's value as a crafted call may send it: a finite number (not a bool), clamped to [lo, hi]."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):

@@ -164,6 +164,32 @@ def on_decoder(keys: list[str], decoder: str):
             *(gr.update(visible=k in reads) for k in keys))
 
 
+# what a switch of decoder carries over: the task's and the engine's settings (length, sampling, cache), not the
+# decoder's own dials
+CARRIED_GROUPS = ("sampling", "engine")
+
+
+def decoder_defaults(keys: list[str], decoder, *values) -> tuple:
+    """A decoder the visitor picked from the menu: each of its own dials (τ, B, steps, its box) to the decoder's
+    default, so S2D2 or TSPD + CE do not start at the opening story's τ 1 (SimSD took 88 forwards there), and one
+    line saying which dials moved. A run shown (a link, the tour) sets the decoder and its dials itself: this
+    answers the menu's input only."""
+    params = catalogue.params_of(decoder) if isinstance(decoder, str) and decoder in catalogue.DECODERS else {}
+    out, moved = [], []
+    for k, v in zip(keys, values):
+        p = params.get(k)
+        own = p is not None and k not in ("gen_length", "preset") and catalogue.PARAMS[k].group not in CARRIED_GROUPS
+        if not own or v == p.default:
+            out.append(gr.skip())
+            continue
+        out.append(p.default)
+        moved.append(f"{catalogue.PARAMS[k].label.split(' (')[0]} {v} → {p.default}")
+    if moved:
+        gr.Info(html.escape(f"{decoder}'s defaults: " + ", ".join(moved) + " (length, sampling and engine "
+                            "settings carried over)"))
+    return tuple(out)
+
+
 def on_preset(keys: list[str], name: str):
     vals = next((d.presets[name] for d in catalogue.DECODERS.values() if isinstance(name, str) and d.presets
                  and name in d.presets), {})
@@ -239,6 +265,8 @@ def example_prompt(choice):
 
 def wire_controls(page, c: Controls) -> None:
     c.decoder.change(partial(on_decoder, c.keys), c.decoder, [c.decoder_info, *c.boxes.values(), *c.components])
+    c.decoder.input(partial(decoder_defaults, c.keys), [c.decoder, *c.components], c.components,
+                    show_progress="hidden")
     c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
     c.model.change(partial(on_model, page), [c.model, c.decoder], [c.examples, c.model_card, c.decoder])
     c.model.input(partial(prompt_for_model, page), [c.model, c.prompt], c.prompt, show_progress="hidden")

@@ -153,22 +153,25 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
     page's tab box, only the visible tab's views are drawn now; the others when their tab is opened."""
     n = max(1, len(tr.records))
     s = n if step_v is None else min(max(1, int(step_v)), n)
-    if tr.meta.limit:
+    if tr.meta.limit and tr.meta.limit != scrub.STOPPED:     # Stop's own words are the text's (``ended_line``)
         gr.Warning(tr.meta.limit)
     run = str((tr.meta.run_id or "example"))
     tabs = tabs_shown(tr) or [TABS[0]]
-    data = scrub.embed(scrub.payload(tr), query_for(page, tr), s, run, example,
+    d = scrub.payload(tr)
+    data = scrub.embed(d, query_for(page, tr), s, run, example,
                        [x.elem_id for x in VIEWS if x.scrub == "server"], tabs,
                        getattr(catalogue.DECODERS.get(tr.meta.decoder), "preview", "") or None,
                        [x.elem_id for x in VIEWS if x.positions], next(x.elem_id for x in VIEWS if x.previews),
-                       [x.elem_id for x in views_shown(tr)], spec_of(tr))
+                       [x.elem_id for x in views_shown(tr)], spec_of(tr), scrub.ended_line(tr, d))
     names = None
     if isinstance(box, dict):
         if visible(box) not in tabs:         # the open tab has nothing for this run: open its first that has
             box["tab"] = tabs[0]
         names = names_in(visible(box))
         box.update(drawn=(tr.meta.run_id, {visible(box)}), step=s)
-    out = shown(v, render_panels(tr, s - 1, page.verdict(tr)), render_views(tr, s - 1, names=names))
+    # a run stopped early has unfinished text: the checker stays silent, as while it streams
+    out = shown(v, render_panels(tr, s - 1, None if tr.meta.limit else page.verdict(tr)),
+                render_views(tr, s - 1, names=names))
     delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
     # the open tab is one with something to show; the browser hides the others (scrub.js: gradio 6.31's
     # gr.Tab(visible=False) update leaves the tab's button on the page)
@@ -186,13 +189,14 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
     ``presence.arrived``). Yields (trace, parts)."""
     key, last, t0 = None, None, started or presence.arrived() or time.monotonic()
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
+    live = Live(box, run_id)
     try:
         model = page.check_model(model_v)
         scope = page.cache_scope(prompt_v, session)
         if page.store is not None and scope is not None:
             key = canonical_key(model=page.service.model_id(model), prompt=page.service.check_prompt(prompt_v),
                                 decoder=decoder_v, params=params, engine=ENGINE_VERSION, scope=scope)
-            hit = await in_thread(page.store.get, key)
+            hit = None if live.fresh else await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
                 hit.meta.run_id, hit.meta.finished, hit.meta.model, hit.meta.cached = run_id, True, model, True
                 async for out in finish(page, v, hit, step_v, prev, box):
@@ -213,14 +217,42 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                 last.meta.limit = f.limit
             if not f.final:
                 parts, k = await clock.draw(frame, page, v, last, visible(box), k), k + 1
+                live.shown(last)
                 yield last, parts
+        live.shown(None)           # it ran to its end (or a limit): nothing partial for Stop to show
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
+    finally:
+        live.end()
     if last is not None:
         if key is not None and not last.meta.limit:
             page.store.put(key, last)   # run_id and finished are set again on every hit
         async for out in finish(page, v, last, step_v, prev, box):
             yield out
+
+
+class Live:
+    """A streaming run's marks in the page's tab box (one dict per visitor, mutated in place: Stop's handler
+    reads them while the run's request is being cancelled, ``explorer.page.run.show_stopped``): ``live`` the run
+    still streaming, ``partial`` the last frame it showed. A run stopped by the visitor leaves ``fresh``: the next
+    run of the same setting is decoded, not taken from the cache (the visitor wants to watch it decode)."""
+
+    def __init__(self, box, run_id: str):
+        self.box = box if isinstance(box, dict) else {}
+        self.run_id, self.fresh = run_id, bool(self.box.pop("fresh", False))
+        self.box["live"] = run_id
+        self.box.pop("partial", None)
+
+    def shown(self, tr) -> None:
+        if tr is None:
+            self.box.pop("partial", None)
+        else:
+            self.box["partial"] = tr
+
+    def end(self) -> None:
+        """The request is over (finished, failed or cancelled): its worker has stopped."""
+        if self.box.get("live") == self.run_id:
+            del self.box["live"]
 
 
 async def finish(page: Page, v: Views, tr, step_v, prev, box):

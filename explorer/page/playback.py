@@ -11,9 +11,10 @@ import gradio as gr
 
 from explorer.page.context import js
 from explorer.render import render_views
+from explorer.state import KEPT_KEYS
 from explorer.registry import VIEWS
 
-SCRUBBER = """<div class='um-scrub'>
+SCRUBBER = """<div class='um-scrub' data-kept='""" + ",".join(KEPT_KEYS) + """'>
 <button class='um-prev' id='prev' title='previous step'>◀</button>
 <button class='um-play' id='play' title='play / pause'>▶ / ❚❚</button>
 <button class='um-next' id='next' title='next step'>▶</button>

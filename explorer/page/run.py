@@ -4,6 +4,8 @@ run shown, never an earlier one."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 import gradio as gr
@@ -13,6 +15,8 @@ from engine.errors import UserError
 from explorer.page.context import Page, shown_error
 from explorer.page.controls import decoder_choices
 from explorer.page.decode_tab import Views, decode, finished
+from explorer.page.worker import in_thread
+from explorer.scrub import STOPPED
 
 
 @dataclass
@@ -89,3 +93,27 @@ def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: 
     if not tr.meta.cached:          # a pre-baked example is marked already: it is shared, and frozen
         tr.meta.cached = True
     return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example, box=box))
+
+
+STOP_WAIT_S = 5.0    # how long Stop waits for the cancelled run's request to end (its worker stops at its next
+#                      forward: a forward of the largest model is well under this)
+
+
+async def show_stopped(page: Page, rp: RunParts, box, prev) -> dict:
+    """Stop was pressed (gradio cancels the run's request): once that request has ended, the partial run it last
+    showed becomes the run shown, finished as far as it went: its text says where it stopped and what it left
+    undecided (``explorer.scrub.ended_line``), the slider scrubs its steps, the checker stays silent, and the next
+    Run decodes again (``decode_tab.Live``). Nothing when no run was streaming (Stop on a finished run, or on one
+    still waiting for the model)."""
+    if not isinstance(box, dict):
+        return {rp.trace: gr.skip()}
+    t0 = time.monotonic()
+    while box.get("live") and time.monotonic() - t0 < STOP_WAIT_S:
+        await asyncio.sleep(0.02)
+    tr = None if box.get("live") else box.pop("partial", None)
+    if tr is None:
+        return {rp.trace: gr.skip()}
+    box["fresh"] = True
+    tr.meta.finished, tr.meta.limit = True, STOPPED
+    return await in_thread(lambda: final_parts(page, rp, tr, finished(page, rp.views, tr, None, prev, box=box),
+                                               set_controls=False))

@@ -18,6 +18,7 @@ from engine.catalogue.cards import VerifyFields
 from engine.decoders.s2d2.card import S2D2DraftFields, S2D2VerifyFields
 from engine.decoders.simsd.card import SimSDVerifyFields
 from engine.records.trace import fields
+from explorer.scrub import block_label      # one numbering with the text's line: blocks from 1
 from explorer.views.heatmaps import empty_figure
 
 
@@ -63,8 +64,9 @@ def attention_mask(trace, step: int | None = None, grid=None, selected: int | No
         for off in (0, L):  # outline the span in both halves
             fig.add_shape(type="rect", x0=a - 0.5 + off, x1=a + n - 0.5 + off, y0=a - 0.5 + L, y1=a + n - 0.5 + L,
                           line=dict(color="crimson", width=2))
-    fig.update_layout(height=420, template="unmask", yaxis=dict(autorange="reversed"),
-                      margin=dict(l=50, r=10, t=36, b=30),
-                      title=dict(text=f"attention mask of step {i + 1} ({r.kind}, block {r.block})", x=0.01,
+    # automargin: SimSD's copy labels ("M39 t=5") are wider than the margin a block's position numbers need
+    fig.update_layout(height=420, template="unmask", yaxis=dict(autorange="reversed", automargin=True),
+                      xaxis=dict(automargin=True), margin=dict(l=50, r=10, t=36, b=30),
+                      title=dict(text=f"attention mask of step {i + 1} ({r.kind}, block {block_label(r.block)})", x=0.01,
                                  font=dict(size=14)))
     return fig

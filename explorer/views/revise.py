@@ -22,6 +22,12 @@ from explorer.views.heatmaps import cursor, hline, empty_figure
 def token_history(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None) -> go.Figure:
     """What the selected position held after each forward, up to the chosen step."""
     g = grid or Grid.of(trace)
+    chosen = "" if selected is not None else " (click a token for another)"
+    if selected is None and g.n_steps and g.end > g.P:
+        # no position selected: the first one revised, else the one whose token changed most often, so the tab
+        # opens on a history rather than a placeholder (WINO's and EB's Revisions tab showed one)
+        changes = (g.tokens[1:] != g.tokens[:-1]).sum(axis=0)
+        selected = g.P + (g.revisions[0][1] if g.revisions else int(np.argmax(changes)))
     if selected is None or not g.P <= selected < g.end:
         return empty_figure("Select a position (click a token) to see what it held at each step.")
     j, s = selected - g.P, g.n_steps - 1 if step is None else int(step)
@@ -37,7 +43,8 @@ def token_history(trace, step: int | None = None, grid: Grid | None = None, sele
                                  marker=dict(symbol="diamond", size=13, color="#7a0177", line=dict(width=1.5, color="white")),
                                  name="revised", hoverinfo="skip"))
     return fig.update_layout(height=260, template="unmask", margin=dict(l=90, r=10, t=36, b=40),
-                             title=dict(text=f"token history of position {selected}", x=0.01, font=dict(size=14)),
+                             title=dict(text=f"token history of position {selected}{chosen}", x=0.01,
+                                        font=dict(size=14)),
                              xaxis=dict(title="step", range=[0.5, max(s + 1, 2) + 0.5], dtick=1 if s < 30 else None),
                              yaxis=dict(type="category", title=""), shapes=cursor(s, axis="x"), showlegend=False)
 
@@ -60,7 +67,7 @@ def eb_prefix(trace, step: int | None = None, grid: Grid | None = None, selected
                            hovertemplate="%{x}: H %{y:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=labels, y=lhs[: len(order)], mode="lines+markers", name="Σ H − max H",
                              line=dict(color="#de2d26")))
-    return fig.update_layout(height=300, template="unmask", margin=dict(l=50, r=10, t=36, b=70),
+    return fig.update_layout(height=300, template="unmask", margin=dict(l=50, r=28, t=36, b=70),
                              title=dict(text=f"EB at step {i + 1}: committed (brown) while Σ H − max H ≤ γ = "
                                              f"{f.gamma:g}", x=0.01, font=dict(size=14)),
                              shapes=[hline(float(f.gamma), color="#444", dash="dash", width=1,
@@ -74,7 +81,9 @@ def wino_counts(trace, step: int | None = None, grid: Grid | None = None, select
     x, drafted, rejected = (list(c) for c in zip(*rows))
     fig = go.Figure([go.Bar(x=x, y=drafted, name="drafted (≥ τ_wide)", marker_color="#9ecae1"),
                      go.Bar(x=x, y=rejected, name="re-masked (< τ_narrow)", marker_color="#de2d26")])
-    return fig.update_layout(height=280, template="unmask", barmode="group", margin=dict(l=50, r=10, t=36, b=40),
+    # the legend under the step axis, outside the data: over the plot it hid the tops of the tallest bars
+    return fig.update_layout(height=320, template="unmask", barmode="group", margin=dict(l=50, r=10, t=36, b=80),
                              title=dict(text="WINO: drafted vs re-masked per step", x=0.01, font=dict(size=14)),
                              xaxis=dict(title="step"), shapes=cursor(step if step is not None else len(trace.records) - 1,
-                                                                      axis="x"), legend=dict(x=0.01, y=0.99))
+                                                                      axis="x"),
+                             legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"))

@@ -2,7 +2,8 @@
 
 How to read: **Prophet**: per forward, the mean top-1 − top-2 logit gap of the block's masked slots (line) against
 the bar of the decode's phase (steps: 7.5, 5.0, 2.5 by default, falling as the decode progresses); a diamond marks
-each forward that committed its block's rest at once (the title counts them). **KLASS**: each masked slot's KL
+the forward whose gap cleared its bar (the exit), a square each later forward, which commits a whole block at once
+whatever its gap (the title counts them). **KLASS**: each masked slot's KL
 between this forward's distribution and the previous one's, on a log scale (bright = the distribution stopped
 moving); a ring marks a slot whose last H KLs were all below ε (stable), × a commit; a block's first forward has no
 previous distribution and no colour. **Credit**: what the accumulated credit added to each masked slot's candidate
@@ -35,16 +36,26 @@ def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, select
     x = [s for s, _ in rows]
     gap = [f.prophet_gap for _, f in rows]
     bar = [f.prophet_bar for _, f in rows]
-    exits = [s for s, f in rows if f.exited]        # every forward that committed its block's rest at once
     data = [dict(type="scatter", x=x, y=gap, mode="lines+markers", name="mean logit gap of the masked slots",
                  line=dict(color="#555"), hovertemplate="step %{x}<br>gap %{y:.2f}<extra></extra>"),
             dict(type="scatter", x=x, y=bar, mode="lines", name="bar of the phase", line=dict(color="#e7298a",
                  shape="hv", dash="dash"), hovertemplate="step %{x}<br>bar %{y:.2f}<extra></extra>")]
-    if exits:
-        data.append(dict(type="scatter", x=exits, y=[gap[x.index(e)] for e in exits], mode="markers",
-                         name=f"early commit ({len(exits)})", marker=dict(symbol="diamond", size=12, color="#e7298a"),
-                         hovertemplate="step %{x}: the block's rest committed at once<extra></extra>"))
-    title = early_title(exits, len(trace.records)) if exits else "Prophet: the gap never cleared its bar"
+    # the rule's exit: the one forward whose gap cleared its bar; every forward after it commits a block whole,
+    # whatever its gap (``exited`` stays true): drawn apart, so no mark stands under the bar it did not clear
+    done = [s for s, f in rows if f.exited]
+    exit_at, whole = done[:1], done[1:]
+    if exit_at:
+        data.append(dict(type="scatter", x=exit_at, y=[gap[x.index(e)] for e in exit_at], mode="markers",
+                         name="exit: the gap cleared its bar", marker=dict(symbol="diamond", size=13, color="#e7298a"),
+                         hovertemplate="step %{x}: the gap cleared its bar; the block's rest committed at once"
+                                       "<extra></extra>"))
+    if whole:
+        data.append(dict(type="scatter", x=whole, y=[gap[x.index(e)] for e in whole], mode="markers",
+                         name=f"a block committed whole, after the exit ({len(whole)})",
+                         marker=dict(symbol="square", size=9, color="#7570b3"),
+                         hovertemplate="step %{x}: after the exit, the whole block committed in this forward"
+                                       "<extra></extra>"))
+    title = early_title(exit_at[0], len(whole)) if exit_at else "Prophet: the gap never cleared its bar"
     # the legend goes below the step axis: above the plot it runs into the title on a phone
     return figure(data, dict(shapes=cursor(step, axis="x"), height=360, title=dict(text=title, x=0.01),
                              margin=dict(l=60, r=10, t=40, b=110), xaxis=dict(title=dict(text="step")),
@@ -52,13 +63,10 @@ def prophet_gap(trace, step: int | None = None, grid: Grid | None = None, select
                              legend=dict(orientation="h", x=0, y=-0.28, yanchor="top")))
 
 
-def early_title(exits: list[int], n: int) -> str:
-    """How many forwards committed early, and at which steps (the first few)."""
-    if len(exits) == n:
-        return f"Prophet: {n} early commits, one at every forward (each block committed at once)"
-    many = len(exits) > 1
-    steps = ", ".join(map(str, exits[:6])) + (", …" if len(exits) > 6 else "")
-    return f"Prophet: {len(exits)} early commit{'s' * many}, at step{'s' * many} {steps}"
+def early_title(exit_step: int, whole: int) -> str:
+    """Where the rule exited, and how many blocks it then committed whole (a forward each)."""
+    after = f"; then {whole} block{'s' * (whole != 1)} committed whole, a forward each" if whole else ""
+    return f"Prophet: the gap cleared its bar at step {exit_step}{after}"
 
 
 def klass_map(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None):

@@ -57,14 +57,32 @@ def engine_card(engine_s: float | None, wall: float) -> str:
                 "decodes in it; time spent waiting for a place is not counted." + why)
 
 
+def paper_card(trace) -> str:
+    """The forwards as the run's papers count them, with why they differ from NFE when they do, in the label's
+    own words: the canvas's papers count its decoder's forwards (not the encoder's pass over the prompt), SDAR's
+    and Fast-dLLM's code a prefill and a K/V-store forward per block, which Unmask fuses into its next forward."""
+    encode = trace.meta.nfe_by_kind.get("encode", 0)
+    label, why = "calls as papers count", ""
+    if encode and trace.nfe_paper == trace.nfe - encode:
+        label = "calls as papers count (decoder only)"
+        why = (f"NFE as DiffusionGemma counts it (its tokens per forward): the decoder's forwards only; the "
+               f"encoder's {encode} forward{'s' * (encode != 1)} over the prompt {'are' if encode != 1 else 'is'} "
+               "counted in NFE, not here")
+    elif trace.nfe_paper != trace.nfe:
+        why = ("NFE as SDAR's and Fast-dLLM's code count it: a prefill forward and one K/V-store forward per "
+               "block, which Unmask fuses into its next forward")
+    else:
+        why = "the same as NFE for this run: the papers count every forward it made"
+    return card(label, str(trace.nfe_paper), why)
+
+
 def render_summary(trace, verdict: str | None = None) -> str:
     m = trace.meta
     n = m.generated_tokens
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.nfe_by_kind.items()))
     cards = [card("model calls (NFE)", str(trace.nfe), f"NFE, the number of function evaluations: every model "
                   f"forward of the run ({kinds})"),
-             card("calls as papers count", str(trace.nfe_paper), "NFE as SDAR's and Fast-dLLM's code count it: a "
-                  "prefill forward and one K/V-store forward per block, which Unmask fuses into its next forward"),
+             paper_card(trace),
              card("tokens per call (TPF)", f"{trace.tpf:.2f}", "TPF: generated tokens per forward (autoregressive "
                   "decoding is 1.0)"),
              *speed_cards(m),

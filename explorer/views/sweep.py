@@ -66,6 +66,22 @@ def thinned(x: np.ndarray, y: np.ndarray, keep: set[int], span: tuple[float, flo
     return out
 
 
+def labelled_rows(rows: list[dict], key: str) -> set[int]:
+    """The rows (by ``id``) whose point carries its label on the ``key`` panel: AR's and each decoder's Pareto
+    frontier's (the rest pile up; every point has its hover), thinned over all decoders together, so no two labels
+    of one panel overprint, whoever's they are ("AR" ran into "τ 0.5 B 4")."""
+    keep = []
+    for fam in dict.fromkeys(r.get("decoder", "") for r in rows):
+        sub = [r for r in rows if r.get("decoder", "") == fam]
+        front = range(len(sub)) if fam == BASELINE_DECODER else pareto(np.array([r[key] for r in sub]),
+                                                                        np.array([r["accuracy"] for r in sub]))
+        keep += [sub[i] for i in front]
+    x, y = np.array([r[key] for r in rows]), np.array([r["accuracy"] for r in rows])
+    span = (float(x.max() - x.min()) or 1.0, float(y.max() - y.min()) or 1.0)
+    index = {id(r): i for i, r in enumerate(rows)}
+    return {id(rows[i]) for i in thinned(x, y, {index[id(r)] for r in keep}, span)}
+
+
 def sweep_figure(rows: list[dict]) -> go.Figure:
     """One colour and one Pareto frontier per decoder family (rows without a ``decoder`` form one family)."""
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
@@ -73,9 +89,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
     if not rows:
         return fig.update_layout(height=360, template="unmask")
     families = list(dict.fromkeys(r.get("decoder", "") for r in rows))
-    accs = [r["accuracy"] for r in rows]
-    spans = {key: (max(r[key] for r in rows) - min(r[key] for r in rows) or 1.0, max(accs) - min(accs) or 1.0)
-             for key in ("tpf", "tokens_per_s")}          # the ranges labels are thinned against, every family alike
+    labelled = {key: labelled_rows(rows, key) for key in ("tpf", "tokens_per_s")}
     for k, fam in enumerate(families):
         sub = [r for r in rows if r.get("decoder", "") == fam]
         acc, labels = np.array([r["accuracy"] for r in sub]), [r["spec"] for r in sub]
@@ -85,10 +99,7 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
         for col, key in ((1, "tpf"), (2, "tokens_per_s")):
             x = np.array([r[key] for r in sub])
             front = pareto(x, acc)
-            on_front = set(front.tolist()) if fam != BASELINE_DECODER else set(range(len(sub)))
-            # only the frontier's points carry a label, and only where it fits (the rest pile up): every point has
-            # its hover
-            shown = thinned(x, acc, on_front, spans[key])
+            shown = {i for i, r in enumerate(sub) if id(r) in labelled[key]}
             fig.add_trace(go.Scatter(x=x, y=acc, mode="markers+text", customdata=labels, cliponaxis=False,
                                      text=[short_label(t) if i in shown else "" for i, t in enumerate(labels)],
                                      textposition="top center",
@@ -101,8 +112,10 @@ def sweep_figure(rows: list[dict]) -> go.Figure:
             fig.add_trace(go.Scatter(x=x[front], y=acc[front], mode="lines", line=dict(color=colour, shape="hv"),
                                      name=f"{fam} Pareto frontier".strip(), legendgroup=fam, showlegend=col == 1,
                                      hoverinfo="skip"), 1, col)
-    fig.update_xaxes(title_text="TPF", row=1, col=1)
-    fig.update_xaxes(title_text="tokens/s", row=1, col=2)
+    # TPF is the papers' measure (tokens per forward, NFE-based: the same on any machine); tokens/s is this
+    # machine's wall clock, which moved 2x between neighbouring settings on a shared CPU
+    fig.update_xaxes(title_text="TPF (tokens per forward, as the papers count)", row=1, col=1)
+    fig.update_xaxes(title_text="tokens/s, wall clock here (noisy when shared)", row=1, col=2)
     fig.update_yaxes(title_text="accuracy", row=1, col=1)
     fig.update_layout(height=380, template="unmask", margin=dict(l=50, r=10, t=40, b=40))
     return fig

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from engine.decoders.tspd.card import TSPDDraftFields
 from engine.records.trace import fields
@@ -83,6 +84,7 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
             moved = f" · step {tell[0] + 1}, its widest fan; the slider's step {s + 1} has none to show"
             s, positions = tell
     fig = go.Figure()
+    colours = position_colours(trace, g)
     tau = float(trace.meta.params.get("tau", 0.9))
     drawn = 0
     for n, pos in enumerate(positions):
@@ -94,7 +96,7 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
         if not len(steps):
             continue
         drawn += 1
-        colour = PALETTE[n % len(PALETTE)]
+        colour = colours.get(pos, PALETTE[n % len(PALETTE)])
         fig.add_trace(go.Scatter(x=steps + 1, y=y[steps], mode="lines+markers", name=f"pos {pos}",
                                  line=dict(color=colour),
                                  text=[trace.token_str(int(c)) for c in g.candidate[steps, j]],
@@ -114,7 +116,31 @@ def trajectories(trace, step: int | None = None, grid: Grid | None = None, selec
 
 
 BAND_Z = 1.645       # the fan: a two-sided 90 % band of the forecast
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+# the first colours are Plotly's own; a block's positions may need more (every two shown at one step differ)
+PALETTE = list(dict.fromkeys(["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+                             + [c.lower() for c in qualitative.Dark24 + qualitative.Light24]))
+
+
+def position_colours(trace, g: Grid) -> dict[int, str]:
+    """One colour per position for the whole run, so a line keeps its colour as the slider moves (by its rank at
+    each step, pos 26 was blue and pos 18 orange at step 3, and the other way round at step 12): the positions any
+    step shows by default (and the fan's step) are coloured in order of first showing, each with the first colour
+    no position ever shown beside it has. Memoized on the run's grid."""
+    if "traj_colours" in g.memo:
+        return g.memo["traj_colours"]
+    shown = [default_positions(trace, g, s) for s in range(g.n_steps)]
+    tell = telling(trace)
+    shown += [tell[1]] if tell is not None else []
+    beside: dict[int, set[int]] = {}
+    for group in shown:
+        for p in group:
+            beside.setdefault(p, set()).update(q for q in group if q != p)
+    out: dict[int, str] = {}
+    for p in beside:                               # dicts keep the order of first showing
+        taken = {out[q] for q in beside[p] if q in out}
+        out[p] = next((c for c in PALETTE if c not in taken), PALETTE[len(out) % len(PALETTE)])
+    g.memo["traj_colours"] = out
+    return out
 
 
 def add_fan(fig: go.Figure, rec, pos: int, s: int, y_now: float, colour: str) -> None:

@@ -5,11 +5,14 @@ title and subplot titles compared pairwise. The browser test calls the same func
 
     python -m tools.page.bench_figures [--out results/bench_figures.json]
 
-Each figure is drawn alone in a box as wide as its plot on the page (the output column at 1500×1100, and a phone
-at 390×844), at the first, the middle and the last step of its run. Two boxes collide when they overlap by more
-than ``SLACK`` pixels in both directions; tick labels of one axis count against each other too (an illegible
-axis), but never against their own axis's title's gap. On a phone a legend left beside or above its plot counts as
-one collision too: the page moves it under the plot (``assets/js/legend_under.js``).
+Each figure is drawn alone in a box as wide as its plot on the page (the output column at 1500×1100, a 780 px
+window's two columns, and a phone at 390×844), at the middle and the last step of its run, with the page's own
+fitting (``assets/js/legend_under.js``: a title wider than its figure breaks into lines at any width; a figure under
+700 px gets its legend under the plot and a few upright position labels). Two boxes collide when they overlap by
+more than ``SLACK`` pixels in both directions; tick labels of one axis count against each other too (an illegible
+axis), but never against their own axis's title's gap. A title, an axis title or a tick label running past the
+figure's left or right edge (cut off) counts as a collision too, and so does, on a narrow figure, a legend left
+beside or above its plot.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import tempfile
 from pathlib import Path
 from tools import provenance
 
-WIDTHS = {"desktop": 780, "phone": 350}    # px: the plot's width in the output column (measured on the page)
+# px: the plot's width in the output column, measured on the page: a 1500 px window, a 780 px one (a projector
+# at 150 % zoom, a half-screen window) and a 390 px phone
+WIDTHS = {"desktop": 780, "half": 386, "phone": 350}
 SLACK = 1.5                                # px of overlap tolerated (anti-aliasing, rounding)
 EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
 JS = Path(__file__).resolve().parents[2] / "assets" / "js"
@@ -38,6 +43,18 @@ BOXES = """(div) => { const out = [];
   div.querySelectorAll('.legend .legendtext').forEach((e, i) => add(e, 'legend ' + i));
   div.querySelectorAll('.colorbar .cbtitle text, .colorbar .cbaxis text').forEach((e, i) => add(e, 'colorbar ' + i));
   div.querySelectorAll('.annotation-text').forEach((e, i) => add(e, 'annotation ' + i));
+  return out; }"""
+
+
+# the titles (the figure's, its axes', its colour bars') and the tick labels (a right-hand axis's too) that run
+# past the figure's left or right edge: cut off
+CLIPPED = """(div) => { const svg = div.querySelector('.main-svg'); if (!svg) return [];
+  const r = svg.getBoundingClientRect(), out = [];
+  div.querySelectorAll('.g-gtitle text, [class^=g-x] text, [class^=g-y] text, .colorbar .cbtitle text, ' +
+                       'g[class$=tick] > text').forEach((e) => {
+    const b = e.getBoundingClientRect();
+    if (b.width && e.textContent.trim() && (b.left < r.left - SLACK || b.right > r.right + SLACK))
+      out.push(e.textContent.trim().slice(0, 60)); });
   return out; }"""
 
 
@@ -80,8 +97,7 @@ def page_html(figs: list[tuple[str, str, int, dict]], width: int) -> str:
             "window.drawn = Promise.all(F.map((f, i) => Plotly.newPlot('f' + i, f.data, f.layout, "
             "{responsive: true}))).then(() => Promise.all(F.map((f, i) => { const gd = document.getElementById("
             "'f' + i); const u = narrow && legendUnder(gd, true); return (u ? Plotly.relayout(gd, u) : Promise.resolve())"
-            ".then(() => { const w = narrow && titleWrap(gd, true); return w ? Plotly.relayout(gd, w) : null; })"
-            ".then(() => { const w = narrow && titleWrap(gd, true); return w ? Plotly.relayout(gd, w) : null; }); })));"
+            + ".then(() => { const w = titleWrap(gd); return w ? Plotly.relayout(gd, w) : null; })" * 4 + "; })));"
             # the page's legend_under.js, as scrub.js applies it after each draw
             f"{(JS / 'legend_under.js').read_text()}</script></body></html>")
 
@@ -123,7 +139,9 @@ def check(pg, figs, width: int) -> list[dict]:
         pg.evaluate("() => window.drawn")
         rows = []
         for i, (example, view, step, _) in enumerate(figs):
-            hits = collisions(pg.evaluate(BOXES, pg.query_selector(f"#f{i}")))
+            div = pg.query_selector(f"#f{i}")
+            hits = collisions(pg.evaluate(BOXES, div)) + [
+                ("clipped", text) for text in pg.evaluate(CLIPPED.replace("SLACK", str(SLACK)), div)]
             if hits:
                 rows.append(dict(example=example, view=view, step=step, width=width, collisions=hits[:5]))
         # a legend still standing beside or above its plot on a phone (legend_under.js moves it under)
