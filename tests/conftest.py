@@ -127,3 +127,14 @@ def _engine_loop_limits():
     yield
     if jobs._LOOP is not None:                              # started during the test: its defaults
         jobs.configure(*(before or jobs.default_limits()))
+
+
+@pytest.fixture(autouse=True)
+def _outside_any_request():
+    """Each test starts outside any request: a page handler a test drove in this thread (``presence.watch``) leaves
+    no arrival time or presence test behind for the next test's handlers, which would count a stale budget."""
+    from explorer.page import presence
+    arrived, present = presence.ARRIVED.set(None), presence.PRESENT.set(lambda: True)
+    yield
+    presence.ARRIVED.reset(arrived)
+    presence.PRESENT.reset(present)

@@ -15,7 +15,9 @@ def test_the_gpu_check_runs_at_toy_width(tmp_path, capsys):
     assert out["errors"] == {} and out["rules"]["errors"] == {}
     rows = out["rules"]["decoders"]
     assert {r["spec"].split(":")[0] for r in rows} == {"s2d2", "klass", "simsd"}
-    assert all(r["replay_ms"] > 0 and 0 < r["readback_bytes_per_forward"] < 4096 for r in rows)
+    # on a CPU a rule's reads of host tensors copy nothing (only the round's statistics count): at most a few KB
+    assert all(r["replay_ms"] > 0 and 0 <= r["readback_bytes_per_forward"] < 4096 for r in rows)
+    assert any(r["readback_bytes_per_forward"] > 0 for r in rows)
     assert any("verify_over_draft" in r for r in rows) and out["rules"]["seed"]["same_tokens"]
     mixed = out["mixed"]
     assert mixed["decodes"] == 8 and mixed["same_as_alone"] == 8          # fp32 on the CPU: a round changes nothing
