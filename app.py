@@ -41,6 +41,7 @@ from engine.errors import UserError  # noqa: E402  (the imports below load gradi
 from engine.models.model import DEFAULT_MODEL, embedded_models  # noqa: E402
 from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
 from engine.harness.zerogpu import leased  # noqa: E402
+from engine.runtime.lifecycle import stop_all  # noqa: E402
 from engine.tasks import TASKS, get_task  # noqa: E402
 from engine.records.trace import Trace  # noqa: E402
 from explorer.export_dir import ExportDir  # noqa: E402
@@ -133,3 +134,7 @@ if __name__ == "__main__":
     demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_kwargs())
+    # launch returns once the server has closed (Ctrl-C): the engine thread ends at its round boundary and the
+    # output is written before the interpreter exits (engine.runtime.lifecycle; ``atexit`` does it on any other exit)
+    stop_all()
+    sys.stdout.flush()

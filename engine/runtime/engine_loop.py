@@ -27,7 +27,8 @@ row by row, and the batched forward gives each decode its own logits (``engine.r
 of a projection may differ with the batch, never a token). A forward that raises is retried request by request, so
 the decode that caused it fails alone with its message and the others go on; one out of device memory is retried in
 halves (``engine.runtime.rounds``). A round that raises in the loop itself (a bug) fails every decode the loop holds,
-waiting ones included, and is logged; the loop then sleeps until new work comes.
+waiting ones included, and is logged; the loop then sleeps until new work comes. No decode's failure ends the
+engine thread, and it ends before the interpreter does (``engine.runtime.lifecycle``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Callable, Generator
 
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
+from engine.runtime.lifecycle import Aborted, EngineThread, close
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.share import client_of, first_fitting
 
@@ -130,10 +132,6 @@ class Handle:
         return self.value
 
 
-class Aborted(Exception):
-    """The decode was aborted before it ended (``EngineLoop.abort``)."""
-
-
 @dataclass(eq=False)
 class _Running:
     handle: Handle
@@ -143,7 +141,7 @@ class _Running:
     seated: float = 0.0                     # when it last took a place (``share.by_time``)
 
 
-class EngineLoop:
+class EngineLoop(EngineThread):
     """See the module's docstring. ``max_running``: decodes that share a round; ``round_tokens``: query tokens in
     one round (at least one request runs whatever its size)."""
 
@@ -160,8 +158,7 @@ class EngineLoop:
         self._aborts: set[Handle] = set()
         self._served: Counter = Counter()           # client -> admissions so far (round robin's memory)
         self._rotate = 0
-        self.thread = threading.Thread(target=self._serve, name="unmask-engine", daemon=True)
-        self.thread.start()
+        self._start()
 
     # -- the callers' side ---------------------------------------------------------------------------------------
     def submit(self, job: Job) -> Handle:
@@ -175,6 +172,8 @@ class EngineLoop:
             for h in handles:
                 self.queues.setdefault(h.job.client, deque()).append(h)
             self.cond.notify_all()
+        for h in handles if self._stopping else ():     # no thread will serve them: they end now, not never
+            self.abort(h)
         return handles
 
     def abort(self, handle: Handle) -> None:
@@ -197,29 +196,7 @@ class EngineLoop:
     def on_engine_thread(self) -> bool:
         return threading.current_thread() is self.thread
 
-    # -- the engine thread ---------------------------------------------------------------------------------------
-    def _serve(self) -> None:
-        while True:
-            with self.cond:
-                while not any(self.queues.values()) and not self.running and not self.paused and not self._aborts:
-                    self.cond.wait()
-            try:
-                self._step()
-            except BaseException as e:        # a bug of the loop itself, kept visible: logged, and every decode it
-                self._fail_all(e)             # would have served fails with it; the loop then sleeps until new work
-
-    def _fail_all(self, error: BaseException) -> None:
-        """Every decode in the loop, waiting ones included, ends with ``error`` (a round that raised would raise
-        again for them: retrying at once would spin forever and never end them)."""
-        log.error("the engine loop failed a round; its decodes fail with it", exc_info=error)
-        with self.cond:
-            waiting, self.queues, self._aborts = self.waiting, {}, set()
-        for r in self.running + self.paused:
-            self._end(r, error=error)
-        self.running, self.paused = [], []
-        for h in waiting:
-            h.finish(error=error)
-
+    # -- the engine thread (its life: ``engine.runtime.lifecycle``) ---------------------------------------------
     def _step(self) -> None:
         """Between rounds: aborts and budgets, admissions; then one round, then each decode's rule. The step's
         span (admissions, forward and rules) is split equally among the decodes of its round."""
@@ -271,7 +248,7 @@ class EngineLoop:
 
     def _over_budget(self, r: _Running) -> None:
         self._unlist(r)
-        r.decode.close()
+        close(r.decode)
         self._stop(r.handle)
 
     def _unlist(self, r: _Running) -> None:
@@ -369,8 +346,7 @@ class EngineLoop:
 
     def _end(self, r: _Running, error: BaseException) -> None:
         self._unlist(r)
-        if r.decode is not None:
-            r.decode.close()
+        close(r.decode)
         self._finish(r.handle, error=error)
 
     def _finish(self, handle: Handle, value=None, error=None) -> None:
