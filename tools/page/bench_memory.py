@@ -11,8 +11,7 @@ body limit) as the value of a check box, four at a time, while a bystander GETs 
 before and after, and the bystander's times, beside its times over 3 s before (issue 65: gradio kept such a value in
 the session before refusing it, and parsed and walked it on the server's event loop).
 
-``--extra N``: N Runs from new sessions, each with 240 000 extra numbers after its inputs (~1 MB), ``--parallel``
-at a time, beside the bystander. ``--parallel K``: the Runs come from K sessions at once (K decodes in the engine together, K handler threads).
+``--parallel K``: the Runs come from K sessions at once (K decodes in the engine together, K handler threads).
 ``--idle S``: the app serves with ``UNMASK_SESSION_IDLE_S=S``; after the calls, RSS is read again once every
 session has been idle that long and the sweeper has passed (issue 74: RSS back within 100 MiB of its start).
 
@@ -125,17 +124,12 @@ def nested(size: int = 900_000, depth: int = 50) -> list:
     return [piece] * (size // (2 * depth + 2))
 
 
-def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int | None, parallel: int = 4) -> dict:
-    """RSS before and after ``n`` crafted Runs (``parallel`` at a time), and a bystander's page loads meanwhile
-    (s): nested JSON in the check box, or (``checkbox`` None) the Run's inputs followed by 240 000 extra numbers
-    (~1 MB; issue 74: accepted, and 491 MiB still held after 60 of them ended)."""
+def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int) -> dict:
+    """RSS before and after ``n`` crafted Runs (four at a time), and a bystander's page loads meanwhile (s)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
     data = list(data)
-    if checkbox is None:
-        data += [0.5] * 240_000
-    else:
-        data[checkbox] = nested()
+    data[checkbox] = nested()
     raw = json.dumps({"data": data, "fn_index": fn, "session_hash": "SESSION", "event_data": None,
                       "trigger_id": None}).encode()
     loads, done = [], threading.Event()
@@ -159,7 +153,7 @@ def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int | Non
             return call(url, fn, data, uuid.uuid4().hex[:11], total_s=120, raw=raw)
         except (OSError, RuntimeError) as e:              # no answer: the server is swamped (before)
             return {"success": False, "lost": str(e)[:80]}
-    with ThreadPoolExecutor(parallel) as pool:
+    with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(one, range(n)))
     done.set()
     watcher.join()
@@ -172,8 +166,7 @@ def growth(series: list[float]) -> float:
     return series[-1] - series[len(series) // 2 - 1]
 
 
-def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s: float = 0.0, extra: int = 0,
-        **env) -> dict:
+def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s: float = 0.0, **env) -> dict:
     if idle_s:
         env["UNMASK_SESSION_IDLE_S"] = str(idle_s)
     with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), start_s=600, **env) as (url, proc):
@@ -186,8 +179,6 @@ def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s:
                 dep = next(d for d in cfg["dependencies"] if d["id"] == fn)
                 box = next(i for i, c in enumerate(dep["inputs"]) if types[c] == "checkbox")
                 out["crafted"] = crafted(url, proc.pid, n_crafted, fn, data, box)
-            if extra:
-                out["extra"] = crafted(url, proc.pid, extra, *event(cfg, "on_run"), None, parallel)
             if sessions:
                 out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False,
                                           parallel=parallel)
@@ -215,10 +206,8 @@ def table(res: dict) -> str:
         if s:
             rows.append(f"| {what} | {len(s)} | {s[0]:.0f} → {s[len(s) // 2 - 1]:.0f} → {s[-1]:.0f} | "
                         f"{growth(s):+.1f} MiB |")
-    for key, what in (("crafted", "crafted Runs (nested JSON in a check box), four at a time"),
-                      ("extra", "Runs with 240 000 extra numbers each, --parallel at a time")):
-        if res.get(key):
-            rows.append(crafted_row(res[key], what))
+    if res.get("crafted"):
+        rows.append(crafted_row(res["crafted"], "crafted Runs (nested JSON in a check box), four at a time"))
     if res.get("idle"):
         rows.append(f"| every session idle past UNMASK_SESSION_IDLE_S | RSS at start → peak → after idle | "
                     f"{res['start']:.0f} → {res['peak']:.0f} → {res['idle'][-1]:.0f} | "
@@ -232,13 +221,12 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--crafted", type=int, default=0, help="Runs from new sessions with nested JSON in a check box")
     ap.add_argument("--parallel", type=int, default=1, help="sessions calling at once")
-    ap.add_argument("--extra", type=int, default=0, help="Runs with 240 000 extra numbers each, --parallel at once")
     ap.add_argument("--idle", type=float, default=0.0, help="UNMASK_SESSION_IDLE_S; then RSS after that idle time")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit: before)")
     args = ap.parse_args(argv)
     root = {"root": Path(args.app_dir)} if args.app_dir else {}
     space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
-    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, args.extra, **space, **root)))
+    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, **space, **root)))
 
 
 if __name__ == "__main__":
