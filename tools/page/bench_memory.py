@@ -4,7 +4,8 @@ one client opens new sessions with one cheap call each, and while one session re
     python -m tools.page.bench_memory                          # 600 sessions, 300 Runs (a few minutes)
     python -m tools.page.bench_memory --sessions 200 --runs 0
     python -m tools.page.bench_memory --sessions 0 --runs 0 --crafted 62     # nested JSON in a check box
-    python -m tools.page.bench_memory --sessions 100 --runs 40 --parallel 4 --idle 30   # memory given back?
+    python -m tools.page.bench_memory --sessions 0 --runs 64 --parallel 16 --idle 30   # memory given back?
+    python -m tools.page.bench_memory --decodes 64 --parallel 16      # in this process, around malloc_trim
 
 ``--crafted N``: N new sessions each send the page's Run with a ~0.9 MB nested list (``[[[...]]]`` pieces, under the
 body limit) as the value of a check box, four at a time, while a bystander GETs ``robots.txt`` every 0.2 s: RSS
@@ -161,6 +162,31 @@ def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int) -> d
             "refused": sum(not a.get("success") for a in answers)}
 
 
+def in_process(decodes: int, parallel: int) -> str:
+    """RSS of this process around ``decodes`` decodes (threshold, 128 tokens, the embedded model) from ``parallel``
+    threads through the service, as the server's handlers run them: at start, after them, after the trim."""
+    import gc
+    import os
+    import threading
+    from engine.harness.service import DecodeService
+    from explorer.page.sessions import give_back_memory
+    service = DecodeService(threads=1)
+    service.run("1+2=", "threshold", {"gen_length": 32})            # first-call allocations before the start
+    start, todo = rss_mib(os.getpid()), iter(range(decodes))
+
+    def caller():
+        for i in todo:
+            service.run(f"{i}+{i % 7}=", "threshold", {"gen_length": 128, "block_size": 8, "tau": 0.9})
+    threads = [threading.Thread(target=caller) for _ in range(parallel)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    gc.collect()
+    after = rss_mib(os.getpid())
+    trimmed = give_back_memory()
+    return (f"{decodes} decodes, {parallel} threads, in one process: RSS {start:.0f} MiB at start, {after:.0f} after "
+            f"them, {rss_mib(os.getpid()):.0f} after malloc_trim ({'ran' if trimmed else 'not glibc: not run'})")
+
+
 def growth(series: list[float]) -> float:
     """RSS growth over the last half of the calls."""
     return series[-1] - series[len(series) // 2 - 1]
@@ -222,8 +248,13 @@ def main(argv=None) -> None:
     ap.add_argument("--crafted", type=int, default=0, help="Runs from new sessions with nested JSON in a check box")
     ap.add_argument("--parallel", type=int, default=1, help="sessions calling at once")
     ap.add_argument("--idle", type=float, default=0.0, help="UNMASK_SESSION_IDLE_S; then RSS after that idle time")
+    ap.add_argument("--decodes", type=int, default=0, help="instead of the app: this many decodes in this process "
+                    "from --parallel threads, RSS before and after malloc_trim")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit: before)")
     args = ap.parse_args(argv)
+    if args.decodes:
+        print(in_process(args.decodes, args.parallel))
+        return
     root = {"root": Path(args.app_dir)} if args.app_dir else {}
     space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
     print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, **space, **root)))
