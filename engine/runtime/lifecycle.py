@@ -8,8 +8,8 @@ failing round did, and every later decode waited forever).
 
 The thread is a daemon: the interpreter does not wait for it. When the interpreter exits while that thread is
 inside a torch operation (a forward releases the GIL), the thread is killed in the middle of C++ code and the
-process aborts ("terminate called without an active exception", SIGABRT) before it flushes its output: a
-``bench --json`` redirected to a file lost its JSON. So every loop registers here, and ``stop_all``, at the exit
+process aborts ("terminate called without an active exception", SIGABRT), which can cost it its buffered output
+(issue 74: a ``bench --json`` redirected to a file lost its JSON). So every loop registers here, and ``stop_all``, at the exit
 (``atexit``, which runs while daemon threads still run) and before each entry point returns, ends each loop at
 its next round boundary and joins its thread.
 """
