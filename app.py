@@ -59,6 +59,7 @@ from engine.models.model import DEFAULT_MODEL, embedded_models  # noqa: E402
 from engine.records.frozen import frozen_value  # noqa: E402
 from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
 from engine.harness.zerogpu import leased  # noqa: E402
+from engine.runtime.lifecycle import stop_all  # noqa: E402
 from engine.tasks import TASKS, get_task  # noqa: E402
 from explorer.export_dir import ExportDir  # noqa: E402
 from explorer.layout import build_demo, launch_kwargs  # noqa: E402
@@ -151,3 +152,7 @@ if __name__ == "__main__":
     demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_kwargs())
+    # launch returns once the server has closed (Ctrl-C): the engine thread ends at its round boundary and the
+    # output is written before the interpreter exits (engine.runtime.lifecycle; ``atexit`` does it on any other exit)
+    stop_all()
+    sys.stdout.flush()

@@ -15,6 +15,7 @@ from pathlib import Path
 from engine.catalogue import catalogue
 from engine.errors import ConfigError, UserError
 from engine.record import cli as record
+from engine.runtime.lifecycle import stop_all
 
 # a decoder's own parameters are the group named after it: the CLI titles it as the catalogue does
 GROUPS = {"main": "decoding", "common": "decoding", "sampling": "sampling", "engine": "engine",
@@ -225,6 +226,9 @@ def main(argv=None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:        # the engine thread ended, the output written, before the interpreter exits (a thread still
+        stop_all()  # inside torch then aborts the process, and stdout's buffer is lost: engine.runtime.lifecycle)
+        sys.stdout.flush()
     return 0
 
 

@@ -178,6 +178,37 @@ def test_a_round_that_raises_fails_every_decode_waiting_ones_included_and_the_lo
     assert loop.submit(Job(lambda: calls(2))).result(timeout=5) == 2
 
 
+def test_a_decode_that_raises_when_closed_during_a_failing_round_leaves_the_engine_thread_serving(caplog):
+    """A round raises (a bug of the loop, injected) while a decode runs whose generator raises when it is closed:
+    every decode still ends with the round's error, the close's own error is logged (a bug kept visible), and the
+    engine thread lives on to serve the next decode (before: the close's error ended the thread, and every later
+    decode waited forever)."""
+    loop = EngineLoop(max_running=2)
+
+    def closes_badly():
+        try:
+            while True:
+                yield Call(time.sleep, (0.001,))
+        finally:
+            raise RuntimeError("injected close failure")
+    running = loop.submit(Job(closes_badly, client="a"))
+    while not loop.running:
+        time.sleep(0.001)
+    waiting = loop.submit(Job(lambda: calls(2), client="b"))
+
+    def broken():
+        raise RuntimeError("injected bug")
+    loop._chosen = broken
+    for h in (running, waiting):
+        with pytest.raises(RuntimeError, match="injected bug"):
+            h.result(timeout=5)
+    del loop._chosen
+    assert loop.submit(Job(lambda: calls(2))).result(timeout=5) == 2
+    assert loop.thread.is_alive()
+    assert any("injected close failure" in (r.exc_text or "") or "injected close failure" in str(r.exc_info)
+               for r in caplog.records)
+
+
 def test_nothing_is_kept_after_300_decodes():
     loop = EngineLoop(max_running=16)
     for _ in range(3):

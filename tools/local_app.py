@@ -22,9 +22,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(workdir: Path, root: Path = ROOT, **env_extra):
+def running_app(workdir: Path, root: Path = ROOT, start_s: float = 120, **env_extra):
     """The real app (python app.py of the checkout at ``root``) on a free loopback port; yields (URL, process),
-    stops it afterwards."""
+    stops it afterwards. ``start_s``: how long its start may take (a loaded machine's import of torch is slow)."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                UNMASK_CACHE_DIR=str(workdir / "cache"), GRADIO_ANALYTICS_ENABLED="False", UNMASK_THREADS="1")
@@ -32,7 +32,7 @@ def running_app(workdir: Path, root: Path = ROOT, **env_extra):
     log = open(workdir / "app.log", "w")
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 120
+    deadline = time.time() + start_s
     while time.time() < deadline:
         try:
             urllib.request.urlopen(url, timeout=2)
@@ -43,7 +43,7 @@ def running_app(workdir: Path, root: Path = ROOT, **env_extra):
             time.sleep(0.5)
     else:
         proc.kill()
-        raise RuntimeError("the app did not start in 120 s")
+        raise RuntimeError(f"the app did not start in {start_s:g} s")
     try:
         yield url, proc
     finally:

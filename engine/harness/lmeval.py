@@ -39,6 +39,7 @@ from engine.errors import ConfigError, UserError
 from engine.models.model import load_model
 from engine.runtime.resources import cached_loader
 from engine.runtime.jobs import Scheduler
+from engine.runtime.lifecycle import stop_all
 from engine.catalogue.spec import parse_spec
 
 LOGLIKELIHOOD = ("unmask: log-likelihood requests are not supported: a diffusion model has no left-to-right "
@@ -183,6 +184,9 @@ def main(argv=None) -> None:
     except UserError as e:               # a bad SPEC, model argument or model path: one line, exit 2
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2)
+    finally:                             # the engine thread ended and the output written before the exit
+        stop_all()                       # (engine.runtime.lifecycle)
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ of a projection may differ with the batch, never a token). A forward that raises
 the decode that caused it fails alone with its message and the others go on; one out of device memory is retried in
 halves (``engine.runtime.rounds``), each request rewound first (its cache, its generator); ``retries`` counts such
 rounds, and each is logged. A round that raises in the loop itself (a bug) fails every decode the loop holds,
-waiting ones included, and is logged; the loop then sleeps until new work comes.
+waiting ones included, and is logged; the loop then sleeps until new work comes. No decode's failure ends the
+engine thread, and it ends before the interpreter does (``engine.runtime.lifecycle``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Callable, Generator
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.device import Read, read_back
+from engine.runtime.lifecycle import Aborted, EngineThread, close
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.ledger import Ledger
 from engine.runtime.share import client_of
@@ -133,10 +135,6 @@ class Handle:
         return self.value
 
 
-class Aborted(Exception):
-    """The decode was aborted before it ended (``EngineLoop.abort``)."""
-
-
 @dataclass(eq=False)
 class _Running:
     handle: Handle
@@ -146,7 +144,7 @@ class _Running:
     tenure: float = 0.0                     # engine seconds charged since it last took a place (``share``)
 
 
-class EngineLoop:
+class EngineLoop(EngineThread):
     """See the module's docstring. ``max_running``: decodes that share a round; ``round_tokens``: query tokens in
     one round (at least one request runs whatever its size)."""
 
@@ -161,8 +159,7 @@ class EngineLoop:
         self.retries: Counter = Counter()          # rounds that raised and ran again, decodes they failed (rounds.run)
         self._aborts: set[Handle] = set()
         self._rotate = 0
-        self.thread = threading.Thread(target=self._serve, name="unmask-engine", daemon=True)
-        self.thread.start()
+        self._start()
 
     # -- the callers' side ---------------------------------------------------------------------------------------
     def submit(self, job: Job) -> Handle:
@@ -177,6 +174,8 @@ class EngineLoop:
                 self.ledger.enter(h.job.client)
                 self.queues.setdefault(h.job.client, deque()).append(h)
             self.cond.notify_all()
+        for h in handles if self._stopping else ():     # no thread will serve them: they end now, not never
+            self.abort(h)
         return handles
 
     def abort(self, handle: Handle) -> None:
@@ -199,29 +198,7 @@ class EngineLoop:
     def on_engine_thread(self) -> bool:
         return threading.current_thread() is self.thread
 
-    # -- the engine thread ---------------------------------------------------------------------------------------
-    def _serve(self) -> None:
-        while True:
-            with self.cond:
-                while not any(self.queues.values()) and not self.running and not self.paused and not self._aborts:
-                    self.cond.wait()
-            try:
-                self._step()
-            except BaseException as e:        # a bug of the loop itself, kept visible: logged, and every decode it
-                self._fail_all(e)             # would have served fails with it; the loop then sleeps until new work
-
-    def _fail_all(self, error: BaseException) -> None:
-        """Every decode in the loop, waiting ones included, ends with ``error`` (a round that raised would raise
-        again for them: retrying at once would spin forever and never end them)."""
-        log.error("the engine loop failed a round; its decodes fail with it", exc_info=error)
-        with self.cond:
-            waiting, self.queues, self._aborts = self.waiting, {}, set()
-        for r in self.running + self.paused:
-            self._end(r, error=error)
-        self.running, self.paused = [], []
-        for h in waiting:
-            h.finish(error=error)
-
+    # -- the engine thread (its life: ``engine.runtime.lifecycle``) ---------------------------------------------
     def _step(self) -> None:
         """Between rounds: aborts and budgets, the fair share's pauses, admissions; then one round, then each
         decode's rule. The step's span (admissions, forward and rules) is split equally among the decodes of its
@@ -283,7 +260,7 @@ class EngineLoop:
 
     def _over_budget(self, r: _Running) -> None:
         self._unlist(r)
-        r.decode.close()
+        close(r.decode)
         self._stop(r.handle)
 
     def _unlist(self, r: _Running) -> None:
@@ -383,8 +360,7 @@ class EngineLoop:
 
     def _end(self, r: _Running, error: BaseException) -> None:
         self._unlist(r)
-        if r.decode is not None:
-            r.decode.close()
+        close(r.decode)
         self._finish(r.handle, error=error)
 
     def _finish(self, handle: Handle, value=None, error=None) -> None:

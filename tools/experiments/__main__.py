@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from engine.harness.bench import run_bench
 from engine.harness.progress import progress
 from tools.experiments import pareto
 from engine.models.model import load_model
+from engine.runtime.lifecycle import stop_all
 
 TAU_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
@@ -261,7 +263,14 @@ TOOLS = {"sweep": "tools.experiments.sweep", "batching": "tools.experiments.batc
 
 
 def main(argv=None) -> None:
-    args = parser().parse_args(argv)
+    try:
+        run(parser().parse_args(argv))
+    finally:        # the engine thread ended and the output written before the exit (engine.runtime.lifecycle); a
+        stop_all()  # Ray worker's own exit (sys.exit in its task loop, or SIGTERM) runs the same at ``atexit``
+        sys.stdout.flush()
+
+
+def run(args) -> None:
     import torch
     torch.set_num_threads(args.threads)
     if args.which in TOOLS:

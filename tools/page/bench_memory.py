@@ -4,14 +4,21 @@ one client opens new sessions with one cheap call each, and while one session re
     python -m tools.page.bench_memory                          # 600 sessions, 300 Runs (a few minutes)
     python -m tools.page.bench_memory --sessions 200 --runs 0
     python -m tools.page.bench_memory --sessions 0 --runs 0 --crafted 62     # nested JSON in a check box
+    python -m tools.page.bench_memory --sessions 0 --runs 64 --parallel 16 --idle 30   # memory given back?
+    python -m tools.page.bench_memory --decodes 64 --parallel 16      # in this process, around malloc_trim
 
 ``--crafted N``: N new sessions each send the page's Run with a ~0.9 MB nested list (``[[[...]]]`` pieces, under the
 body limit) as the value of a check box, four at a time, while a bystander GETs ``robots.txt`` every 0.2 s: RSS
 before and after, and the bystander's times, beside its times over 3 s before (issue 65: gradio kept such a value in
 the session before refusing it, and parsed and walked it on the server's event loop).
 
+``--parallel K``: the Runs come from K sessions at once (K decodes in the engine together, K handler threads).
+``--idle S``: the app serves with ``UNMASK_SESSION_IDLE_S=S``; after the calls, RSS is read again once every
+session has been idle that long and the sweeper has passed (issue 74: RSS back within 100 MiB of its start).
+
 Calls go over raw HTTP, as a script without a browser (and without a heartbeat) would make them: gradio's queue
-``join`` then its event stream. Prints a Markdown table: RSS at points, and the growth over the last half.
+``join`` then its event stream. Prints a Markdown table: RSS at points, and the growth over the last half; with
+``--idle``, RSS at start, at its peak (sampled every 0.2 s) and after the idle time.
 """
 
 from __future__ import annotations
@@ -62,14 +69,50 @@ def event(cfg: dict, api_name: str) -> tuple[int, list]:
                        for i in dep["inputs"]]
 
 
-def measure(url: str, pid: int, n: int, fn: int, data: list, one_session: bool) -> list[float]:
-    """RSS after each call of `n` (each from a new session, or all from one)."""
-    same = uuid.uuid4().hex[:11]
-    out = []
-    for _ in range(n):
-        done = call(url, fn, data, same if one_session else uuid.uuid4().hex[:11])
+def measure(url: str, pid: int, n: int, fn: int, data: list, one_session: bool, parallel: int = 1) -> list[float]:
+    """RSS after each call of `n` (each from a new session, or all from one session per parallel caller)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    caller = threading.local()               # one session per caller: a session's event stream serves one call
+
+    def one(_) -> float:
+        if not one_session or not hasattr(caller, "session"):
+            caller.session = uuid.uuid4().hex[:11]
+        done = call(url, fn, data, caller.session)
         if not done.get("success"):
             raise RuntimeError(f"the call failed: {str(done)[:200]}")
+        return rss_mib(pid)
+    with ThreadPoolExecutor(parallel) as pool:
+        return list(pool.map(one, range(n)))
+
+
+class Peak:
+    """The highest RSS of a process, sampled every 0.2 s on a thread while in the ``with`` block."""
+
+    def __init__(self, pid: int):
+        import threading
+        self.pid, self.value, self._done = pid, rss_mib(pid), threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.2):
+            self.value = max(self.value, rss_mib(self.pid))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+        self.value = max(self.value, rss_mib(self.pid))
+
+
+def after_idle(pid: int, idle_s: float) -> list[float]:
+    """RSS each second while every session goes idle and the sweeper passes (idle_s + 2 sweeps + 5 s)."""
+    out = []
+    for _ in range(int(idle_s + 2 * min(5.0, idle_s / 2) + 5)):
+        time.sleep(1)
         out.append(rss_mib(pid))
     return out
 
@@ -119,26 +162,67 @@ def crafted(url: str, pid: int, n: int, fn: int, data: list, checkbox: int) -> d
             "refused": sum(not a.get("success") for a in answers)}
 
 
+def in_process(decodes: int, parallel: int) -> str:
+    """RSS of this process around ``decodes`` decodes (threshold, 128 tokens, the embedded model) from ``parallel``
+    threads through the service, as the server's handlers run them: at start, after them, after the trim."""
+    import gc
+    import os
+    import threading
+    from engine.harness.service import DecodeService
+    from explorer.page.sessions import give_back_memory
+    service = DecodeService(threads=1)
+    service.run("1+2=", "threshold", {"gen_length": 32})            # first-call allocations before the start
+    start, todo = rss_mib(os.getpid()), iter(range(decodes))
+
+    def caller():
+        for i in todo:
+            service.run(f"{i}+{i % 7}=", "threshold", {"gen_length": 128, "block_size": 8, "tau": 0.9})
+    threads = [threading.Thread(target=caller) for _ in range(parallel)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    gc.collect()
+    after = rss_mib(os.getpid())
+    trimmed = give_back_memory()
+    return (f"{decodes} decodes, {parallel} threads, in one process: RSS {start:.0f} MiB at start, {after:.0f} after "
+            f"them, {rss_mib(os.getpid()):.0f} after malloc_trim ({'ran' if trimmed else 'not glibc: not run'})")
+
+
 def growth(series: list[float]) -> float:
     """RSS growth over the last half of the calls."""
     return series[-1] - series[len(series) // 2 - 1]
 
 
-def run(sessions: int, runs: int, n_crafted: int = 0, **env) -> dict:
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, proc):
+def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s: float = 0.0, **env) -> dict:
+    if idle_s:
+        env["UNMASK_SESSION_IDLE_S"] = str(idle_s)
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), start_s=600, **env) as (url, proc):
         cfg = json.load(urllib.request.urlopen(url + "config"))
         out = {"start": rss_mib(proc.pid)}
-        if n_crafted:
-            fn, data = event(cfg, "on_run")
-            types = {c["id"]: c["type"] for c in cfg["components"]}
-            dep = next(d for d in cfg["dependencies"] if d["id"] == fn)
-            box = next(i for i, c in enumerate(dep["inputs"]) if types[c] == "checkbox")
-            out["crafted"] = crafted(url, proc.pid, n_crafted, fn, data, box)
-        if sessions:
-            out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False)
-        if runs:
-            out["runs"] = measure(url, proc.pid, runs, *event(cfg, "on_run"), one_session=True)
+        with Peak(proc.pid) as peak:
+            if n_crafted:
+                fn, data = event(cfg, "on_run")
+                types = {c["id"]: c["type"] for c in cfg["components"]}
+                dep = next(d for d in cfg["dependencies"] if d["id"] == fn)
+                box = next(i for i, c in enumerate(dep["inputs"]) if types[c] == "checkbox")
+                out["crafted"] = crafted(url, proc.pid, n_crafted, fn, data, box)
+            if sessions:
+                out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False,
+                                          parallel=parallel)
+            if runs:
+                out["runs"] = measure(url, proc.pid, runs, *event(cfg, "on_run"), one_session=True,
+                                      parallel=parallel)
+        out["peak"] = peak.value
+        if idle_s:
+            out["idle"] = after_idle(proc.pid, idle_s)
         return out
+
+
+def crafted_row(c: dict, what: str) -> str:
+    loads, quiet = sorted(c["loads"]), sorted(c["quiet"])
+    return (f"| {what} | {c['refused']} refused | {c['before']:.0f} → {c['after']:.0f} | "
+            f"{c['after'] - c['before']:+.1f} MiB; a bystander's GET median {loads[len(loads) // 2] * 1000:.0f} ms, "
+            f"worst {loads[-1] * 1000:.0f} ms ({len(loads)} GETs; before the calls: median "
+            f"{quiet[len(quiet) // 2] * 1000:.0f} ms, worst {quiet[-1] * 1000:.0f} ms) |")
 
 
 def table(res: dict) -> str:
@@ -148,14 +232,12 @@ def table(res: dict) -> str:
         if s:
             rows.append(f"| {what} | {len(s)} | {s[0]:.0f} → {s[len(s) // 2 - 1]:.0f} → {s[-1]:.0f} | "
                         f"{growth(s):+.1f} MiB |")
-    c = res.get("crafted")
-    if c:
-        loads, quiet = sorted(c["loads"]), sorted(c["quiet"])
-        rows.append(f"| crafted Runs (nested JSON in a check box), four at a time | {c['refused']} refused | "
-                    f"{c['before']:.0f} → {c['after']:.0f} | {c['after'] - c['before']:+.1f} MiB; a bystander's "
-                    f"GET median {loads[len(loads) // 2] * 1000:.0f} ms, worst {loads[-1] * 1000:.0f} ms "
-                    f"({len(loads)} GETs; before the crafted Runs: median {quiet[len(quiet) // 2] * 1000:.0f} ms, "
-                    f"worst {quiet[-1] * 1000:.0f} ms) |")
+    if res.get("crafted"):
+        rows.append(crafted_row(res["crafted"], "crafted Runs (nested JSON in a check box), four at a time"))
+    if res.get("idle"):
+        rows.append(f"| every session idle past UNMASK_SESSION_IDLE_S | RSS at start → peak → after idle | "
+                    f"{res['start']:.0f} → {res['peak']:.0f} → {res['idle'][-1]:.0f} | "
+                    f"{res['idle'][-1] - res['start']:+.1f} MiB against the start |")
     return "\n".join(rows)
 
 
@@ -164,11 +246,18 @@ def main(argv=None) -> None:
     ap.add_argument("--sessions", type=int, default=600)
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--crafted", type=int, default=0, help="Runs from new sessions with nested JSON in a check box")
+    ap.add_argument("--parallel", type=int, default=1, help="sessions calling at once")
+    ap.add_argument("--idle", type=float, default=0.0, help="UNMASK_SESSION_IDLE_S; then RSS after that idle time")
+    ap.add_argument("--decodes", type=int, default=0, help="instead of the app: this many decodes in this process "
+                    "from --parallel threads, RSS before and after malloc_trim")
     ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit: before)")
     args = ap.parse_args(argv)
+    if args.decodes:
+        print(in_process(args.decodes, args.parallel))
+        return
     root = {"root": Path(args.app_dir)} if args.app_dir else {}
     space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
-    print(table(run(args.sessions, args.runs, args.crafted, **space, **root)))
+    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, **space, **root)))
 
 
 if __name__ == "__main__":
