@@ -47,6 +47,17 @@ def test_stop_all_asks_every_loop_and_waits_within_one_deadline():
             h.result(timeout=1)
 
 
+def test_the_process_loop_serves_again_after_an_entry_point_stopped_it():
+    """An entry point's ``main`` run in this process (a test, a notebook) stops every loop as it returns: the next
+    caller of the process loop gets a live one with the same limits, not a dead one that aborts everything."""
+    from engine.runtime import jobs
+    loop = jobs.configure(max_running=3)
+    assert lifecycle.stop_all(timeout_s=10) and loop.stopped
+    again = jobs.engine_loop()
+    assert again is not loop and not again.stopped and again.max_running == 3
+    assert again.submit(Job(lambda: calls(2))).result(timeout=10) is not None
+
+
 EXIT_INSIDE_TORCH = textwrap.dedent("""
     import json, time, torch
     from engine.runtime.engine_loop import EngineLoop, Job

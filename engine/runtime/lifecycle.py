@@ -55,6 +55,11 @@ class EngineThread:
                 self._fail_all(e)             # would have served fails with it; the loop then sleeps until new work
         self._end_all(Aborted("the engine loop stopped (the process is exiting)"))
 
+    @property
+    def stopped(self) -> bool:
+        """Asked to stop: its thread ends (or has ended) at a round boundary and serves nothing more."""
+        return self._stopping
+
     def stop(self, timeout_s: float | None = STOP_WAIT_S) -> bool:
         """End the thread at its next round boundary, every decode it holds and every later one ``Aborted``; wait
         for it at most ``timeout_s`` (0: ask only). True once it has ended."""
