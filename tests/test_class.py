@@ -45,11 +45,13 @@ def test_a_full_queue_refuses_the_newest_of_the_most_served_pool(tmp_path):
 
 def test_every_model_request_reaches_the_fair_queue_past_gradios_forty_events(tmp_path):
     """gradio starts at most ``max_threads`` events at once (40 by default) and keeps the rest in its own
-    first-come queue; the app raises it, so 60 heavy decodes of one address all reach the gate: two run, fifty
-    wait (UNMASK_PER_ADDRESS) and exactly eight are refused as the queue is full (with gradio's 40, none would be:
-    38 would wait and the rest sit in gradio's queue, out of the gate's order)."""
+    first-come queue; the app raises it, so 70 heavy decodes of one address all reach the gate: 8 to 10 hold places
+    (the gate's 2 x (1 + SPARE), and up to ``overflow`` more for requests less served than a holder), fifty wait
+    (UNMASK_PER_ADDRESS) and the rest, 10 to 12, are refused as the queue is full (with gradio's 40, none would be:
+    the rest would sit in gradio's queue, out of the gate's order)."""
     from tools.page.bench_visitors import measure_full
-    env = dict(UNMASK_MAX_RUNNING="2", UNMASK_PER_ADDRESS="50", UNMASK_MAX_SECONDS="2")
+    # a wait counts in the budget: at 20 s none ends before the queue has filled
+    env = dict(UNMASK_MAX_RUNNING="2", UNMASK_PER_ADDRESS="50", UNMASK_MAX_SECONDS="20")
     with running_app(tmp_path, **env) as (url, proc):
-        full = measure_full(url, proc.pid, 60)
-    assert full["turned_away"] == 0 and full["refused_full"] == 8, full
+        full = measure_full(url, proc.pid, 70)
+    assert full["turned_away"] == 0 and 10 <= full["refused_full"] <= 12, full

@@ -45,7 +45,9 @@ def token_history(trace, step: int | None = None, grid: Grid | None = None, sele
     return fig.update_layout(height=260, template="unmask", margin=dict(l=90, r=10, t=36, b=40),
                              title=dict(text=f"token history of position {selected}{chosen}", x=0.01,
                                         font=dict(size=14)),
-                             xaxis=dict(title="step", range=[0.5, max(s + 1, 2) + 0.5], dtick=1 if s < 30 else None),
+                             # every step labelled only while a 350-px figure has room for them (12)
+                             xaxis=dict(title="step", range=[0.5, max(s + 1, 2) + 0.5], dtick=1 if s < 12 else None,
+                                        nticks=12),
                              yaxis=dict(type="category", title=""), shapes=cursor(s, axis="x"), showlegend=False)
 
 
