@@ -110,7 +110,9 @@ async def show_stopped(page: Page, rp: RunParts, box, prev) -> dict:
     t0 = time.monotonic()
     while box.get("live") and time.monotonic() - t0 < STOP_WAIT_S:
         await asyncio.sleep(0.02)
-    tr = None if box.get("live") else box.pop("partial", None)
+    # past the wait (a loaded machine ends the cancelled request's forward late) the last frame it drew is shown
+    # all the same: gradio has cancelled that request, so nothing of it is drawn after this
+    tr = box.pop("partial", None)
     if tr is None:
         return {rp.trace: gr.skip()}
     box["fresh"] = True
