@@ -21,6 +21,9 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 SETTING = "?prompt=Tell+a+story+about+a+yak+named+Finn.&decoder=llada&block_size=32&steps=64&gen_length=256" \
           "&stop_at_eos=0"
 STREAMING = "() => (document.querySelector('#text .um-step') || {innerText: ''}).innerText.startsWith('decoding…')"
+# stopped (its words shown), or ended on its own before the cancel landed (its label "step N / N · …")
+SETTLED = ("() => !!document.querySelector('#text .um-ended') || /^step (\\d+) \\/ \\1 ·/.test("
+           "(document.querySelector('#text .um-step') || {innerText: ''}).innerText)")
 
 
 def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(browser, server):
@@ -32,7 +35,9 @@ def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(br
             pg.wait_for_timeout(800)                          # a few forwards in
             t0 = time.monotonic()
             pg.click("#stop")
-            pg.wait_for_selector("#text .um-ended", timeout=60_000)
+            pg.wait_for_function(SETTLED, timeout=60_000)
+            if not pg.locator("#text .um-ended").count():   # seen twice under the full suite's load on 2 cores
+                pytest.skip("the decode ended on its own before Stop's cancel reached the server (a loaded machine)")
             said_s = time.monotonic() - t0
             ended = pg.inner_text("#text .um-ended")
             assert ended.startswith("Stopped at step ") and "when you pressed Stop" in ended, ended
