@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tools import provenance
-from tools.results import render
+from tools.results import glance, render
 from tools.results.__main__ import differing, redraw
 from tools.results.render import Column, Table
 from tools.results.tables import TABLES
@@ -63,3 +63,28 @@ def test_provenance_has_what_a_reader_needs():
     assert p["date"][:2] == "20"
     given = provenance.provenance([], commit="abc1234")
     assert given["commit"] == "abc1234"
+
+
+def test_the_readme_glance_is_one_drawn_line_per_claim():
+    readme = (provenance.ROOT / "README.md").read_text()
+    block = readme.split("<!-- table glance -->\n", 1)[1].split("<!-- /table -->", 1)[0]
+    lines = block.strip().splitlines()
+    assert len(lines) == len(glance.CLAIMS)
+    for claim, line in zip(glance.CLAIMS, lines):
+        assert line.startswith(f"- **{claim.title}**") and f"results/{claim.record}" in line
+
+
+def test_a_claims_verdict_follows_its_records_outcomes():
+    """The drafter claim's "within noise" is the paired test's, not typed: outcomes that differ enough flip it."""
+    claim = next(c for c in glance.CLAIMS if c.record == "drafter_story_simplified.json")
+    record = claim.load()
+    assert "is within noise of" in claim.say(record)
+    base, simsd = record["rows"]
+    worse = dict(simsd, outcomes="0" * 30 + simsd["outcomes"][30:])
+    assert "is not within noise of" in claim.say(dict(record, rows=[base, worse]))
+
+
+def test_a_claim_naming_no_section_is_an_error():
+    with pytest.raises(SystemExit, match="lacks"):
+        glance.draw("# no sections here\n")
+    assert glance.anchor("TSPD + CE against its rivals: Prophet") == "tspd--ce-against-its-rivals-prophet"

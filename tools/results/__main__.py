@@ -5,7 +5,9 @@
 
 A table in a doc sits between ``<!-- table NAME -->`` and ``<!-- /table -->``; NAME is an entry of
 ``tools.results.tables.TABLES``, which says which record it reads, its columns and the code it measures. Prose
-around the markers stays hand-written. A marker naming no table, or a table no doc shows, is an error.
+around the markers stays hand-written. A marker naming no table, or a table no doc shows, is an error. The README's
+"Results at a glance" is the block ``glance`` (``tools.results.glance``): one line per claim, its figures computed
+from the same records.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import sys
 
 from tools.provenance import ROOT
+from tools.results import glance
 from tools.results.render import draw
 from tools.results.tables import TABLES
 
@@ -33,7 +36,8 @@ def redraw(text: str, drawn: dict[str, str], seen: set[str]) -> str:
 
 
 def drawings() -> dict[str, str]:
-    return {t.name: draw(t) for t in TABLES}
+    """Every table by name, and ``glance``: the README's list of claims, linking docs/results.md's sections."""
+    return {**{t.name: draw(t) for t in TABLES}, "glance": glance.draw((ROOT / DOCS[0]).read_text())}
 
 
 def differing(docs=DOCS) -> tuple[dict[str, str], list[str]]:
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
         if changed:
             print(f"tables that differ from their records: {', '.join(changed)}; run `python -m tools.results`")
             return 1
-        print(f"{len(TABLES)} tables equal to their records")
+        print(f"{len(TABLES)} tables and the README's claims equal to their records")
         return 0
     for doc, text in out.items():
         (ROOT / doc).write_text(text)
