@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.conftest import running_app
+from tools.bench.visitors import Gate
 from tools.page.bench_abandon import HEAVY
 from tools.page.bench_visitors import visit_http
 
@@ -28,12 +29,11 @@ def test_a_full_queue_refuses_the_newest_of_the_most_served_pool(tmp_path):
     with running_app(tmp_path, **env) as (url, _):
         outs, threads = [{"source": s} for s in sources], []
         for o in outs:                                  # in order: each reaches the gate before the next is sent
-            t = threading.Thread(target=visit_http, args=(url, "Ann has 3 apples.", HEAVY, [0.0], o))
+            gate = Gate(1)
+            t = threading.Thread(target=visit_http, args=(url, "Ann has 3 apples.", HEAVY, gate, o))
             t.start()
             threads.append(t)
-            while "start" not in o:
-                time.sleep(0.005)
-            o["start"].set()
+            gate.open()
             time.sleep(0.1)
         for t in threads:
             t.join(timeout=120)

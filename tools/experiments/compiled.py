@@ -23,11 +23,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
-import time
 
 import numpy as np
 import torch
+
+from tools.bench.clock import median_ms, seconds, spread
+from tools.bench.report import progress
 
 MODES = {"eager": dict(UNMASK_STATIC="off", UNMASK_COMPILE="off"),
          "static": dict(UNMASK_STATIC="on", UNMASK_COMPILE="off"),
@@ -35,6 +36,7 @@ MODES = {"eager": dict(UNMASK_STATIC="off", UNMASK_COMPILE="off"),
 
 
 def mode(name: str) -> None:
+    """Switch the forward path for the rest of the process (each run below sets its own before it starts)."""
     os.environ.update(MODES[name])
 
 
@@ -91,7 +93,7 @@ def exact(only: tuple[str, ...] = ()) -> dict:
                              same_tokens=base.meta.token_ids == got.meta.token_ids and base.nfe == got.nfe,
                              golden_tokens=g["token_ids"] == w["token_ids"] and g["nfe"] == w["nfe"],
                              records=len(base.records) == len(got.records), max_conf_diff=diff))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            progress("exact", rows[-1])
     compiled_all = all(set(r["paths"]) == {"compiled"} for r in rows)
     return dict(decodes=len(rows), all_forwards_compiled=compiled_all,
                 same_tokens=all(r["same_tokens"] and r["records"] for r in rows),
@@ -108,27 +110,23 @@ def bench(model: str, task: str, n: int, spec: str, batch: int, repeats: int) ->
     configure(max_running=batch)
     adapter = load_model(model, device="cpu")
     mode("compiled")
-    t = time.perf_counter()
-    passes = settle(adapter, lambda: run_bench(adapter, task, n, [spec], batch=batch, warmup=False))
-    warm_s = time.perf_counter() - t
-    print(json.dumps(dict(warm_passes=passes, warm_s=warm_s, compile_s=compile_seconds(adapter))), file=sys.stderr,
-          flush=True)
+    warm_s, passes = seconds(lambda: settle(adapter, lambda: run_bench(adapter, task, n, [spec], batch=batch,
+                                                                        warmup=False)))
+    progress("warm", dict(warm_passes=passes, warm_s=warm_s, compile_s=compile_seconds(adapter)))
     runs: dict = {m: [] for m in MODES}
     for _ in range(repeats):
         for m in MODES:
             mode(m)
             (r,) = run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
             runs[m].append(r)
-            print(json.dumps(dict(mode=m, tokens_per_s=r["tokens_per_s"], outcomes=r["outcomes"], nfe=r["nfe"])),
-                  file=sys.stderr, flush=True)
+            progress("run", dict(mode=m, tokens_per_s=r["tokens_per_s"], outcomes=r["outcomes"], nfe=r["nfe"]))
     ratios = {m: [r["tokens_per_s"] / e["tokens_per_s"] for r, e in zip(rs, runs["eager"])] for m, rs in runs.items()}
     same = all(r["outcomes"] == runs["eager"][0]["outcomes"] and r["nfe"] == runs["eager"][0]["nfe"]
                for rs in runs.values() for r in rs)
     return dict(model=model, task=task, n=n, spec=spec, batch=batch, repeats=repeats, same_rows=same,
                 warm_passes=passes, warm_s=round(warm_s, 1), compile_s=compile_seconds(adapter),
                 tokens_per_s={m: round(statistics.median(r["tokens_per_s"] for r in rs), 1) for m, rs in runs.items()},
-                vs_eager={m: dict(median=round(statistics.median(x), 3), low=round(min(x), 3), high=round(max(x), 3))
-                          for m, x in ratios.items()})
+                vs_eager={m: spread(x) for m, x in ratios.items()})
 
 
 def forward_rows(model: str, shapes, reps: int) -> dict:
@@ -136,7 +134,6 @@ def forward_rows(model: str, shapes, reps: int) -> dict:
     compile each) and compiled once with dynamic shapes; median ms, first-compile seconds, largest logit
     difference to eager and whether every argmax agrees."""
     from engine.models.model import load_model
-    from tools.gpu.common import timed
     adapter = load_model(model, device="cpu")
     m = adapter.model
     fns = {"static": torch.compile(m, dynamic=False), "dynamic": torch.compile(m, dynamic=True)}
@@ -147,15 +144,14 @@ def forward_rows(model: str, shapes, reps: int) -> dict:
         row = dict(batch=B, rows=Q)
         with torch.no_grad():
             ref = m(**kw).logits
-            row["eager_ms"] = timed(lambda: m(**kw), reps)
+            row["eager_ms"] = median_ms(lambda: m(**kw), reps)
             for name, fn in fns.items():
-                t = time.perf_counter()
-                out = fn(**kw).logits
-                row[f"{name}_compile_s"] = round(time.perf_counter() - t, 1)
-                row[f"{name}_ms"] = timed(lambda: fn(**kw), reps)
+                took, out = seconds(lambda: fn(**kw).logits)
+                row[f"{name}_compile_s"] = round(took, 1)
+                row[f"{name}_ms"] = median_ms(lambda: fn(**kw), reps)
                 row[f"{name}_max_diff"] = float((out - ref).abs().max())
                 row[f"{name}_argmax_equal"] = bool((out.argmax(-1) == ref.argmax(-1)).all())
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        progress("forward", row)
         rows.append(row)
     return dict(model=model, rows=rows)
 
@@ -177,14 +173,13 @@ def class_rows(model: str, n: int, spec: str, repeats: int) -> dict:
     for _ in range(repeats):
         for m in secs:
             mode(m)
-            t = time.perf_counter()
-            ids[m] = [tr.meta.token_ids for tr in run_batched(jobs, 16)]
-            secs[m].append(time.perf_counter() - t)
+            took, traces = seconds(lambda: run_batched(jobs, 16))
+            ids[m] = [tr.meta.token_ids for tr in traces]
+            secs[m].append(took)
     x = [c / e for c, e in zip(secs["compiled"], secs["eager"])]
     return dict(model=model, n=n, spec=spec, same_tokens=ids["eager"] == ids["compiled"],
                 seconds={k: [round(v, 3) for v in vs] for k, vs in secs.items()},
-                compiled_over_eager=dict(median=round(statistics.median(x), 3), low=round(min(x), 3),
-                                         high=round(max(x), 3)), compile_s=compile_seconds(adapter))
+                compiled_over_eager=spread(x), compile_s=compile_seconds(adapter))
 
 
 def ragged_rows(model: str, task: str, n: int, spec: str, batch: int, repeats: int) -> dict:
@@ -206,22 +201,19 @@ def ragged_rows(model: str, task: str, n: int, spec: str, batch: int, repeats: i
         for (p, k), m in zip(parts, mods):
             setattr(p, k, m)
     use(fast)
-    t = time.perf_counter()
-    run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
-    first_s = time.perf_counter() - t
+    first_s, _ = seconds(lambda: run_bench(adapter, task, n, [spec], batch=batch, warmup=True))
     runs: dict = {"eager": [], "compiled": []}
     for _ in range(repeats):
         for label, mods in (("eager", eager), ("compiled", fast)):
             use(mods)
             (r,) = run_bench(adapter, task, n, [spec], batch=batch, warmup=True)
             runs[label].append(r)
-            print(json.dumps(dict(mode=label, tokens_per_s=r["tokens_per_s"], outcomes=r["outcomes"])),
-                  file=sys.stderr, flush=True)
+            progress("run", dict(mode=label, tokens_per_s=r["tokens_per_s"], outcomes=r["outcomes"]))
     x = [c["tokens_per_s"] / e["tokens_per_s"] for c, e in zip(runs["compiled"], runs["eager"])]
     return dict(model=model, batch=batch, n=n, first_run_with_compiles_s=round(first_s, 1),
                 same_rows=all(r["outcomes"] == runs["eager"][0]["outcomes"] for rs in runs.values() for r in rs),
                 tokens_per_s={k: round(statistics.median(r["tokens_per_s"] for r in v), 1) for k, v in runs.items()},
-                vs_eager=dict(median=round(statistics.median(x), 3), low=round(min(x), 3), high=round(max(x), 3)))
+                vs_eager=spread(x))
 
 
 def main(argv=None) -> None:

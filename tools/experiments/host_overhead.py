@@ -38,7 +38,8 @@ from types import SimpleNamespace
 
 import torch
 
-from tools.gpu.common import kernel_ms, now, warm_up
+from tools.bench.clock import now
+from tools.gpu.common import kernel_ms, warm_up
 
 LLADA_V = 126_464            # LLaDA-8B's vocabulary
 GEN = 64                     # generated slots per problem

@@ -12,14 +12,13 @@ the argmax). ``--hidden/--layers`` change the size.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
 from engine.tasks import get_task
 from tools import provenance
+from tools.bench.clock import seconds
 from tools.gpu.common import shaped_adapter
 
 
@@ -38,9 +37,8 @@ def run(adapter, gens=(64, 256, 512), block: int = 32, steps: int = 8) -> list[d
         decode("dual")                                                     # warm-up at this length
         base = None
         for kv in ("none", "prefix", "dual"):
-            t0 = time.perf_counter()
-            tr = decode(kv)
-            s_per_token = (time.perf_counter() - t0) / gen
+            wall, tr = seconds(lambda: decode(kv))
+            s_per_token = wall / gen
             base = base or (tr, s_per_token)
             same = sum(a == b for a, b in zip(tr.generated_ids, base[0].generated_ids)) / gen
             rows.append(dict(gen_length=gen, kv_cache=kv, nfe=tr.nfe, ms_per_token=1e3 * s_per_token,

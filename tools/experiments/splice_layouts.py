@@ -14,9 +14,7 @@ both runs write the same tokens.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import time
 from contextlib import contextmanager
 
 import torch
@@ -27,6 +25,9 @@ from engine.runtime.cache import SpliceCache
 from engine.runtime.jobs import run_batched
 from engine.runtime.loop import Generation
 from engine.tasks import get_task
+from tools.bench.clock import seconds
+from tools.bench.report import progress
+from tools.bench.settings import settings
 from tools.experiments.kvcache import llada_shaped
 
 
@@ -48,23 +49,16 @@ def timed(adapter, spec: str, n: int, gen: int, keep_apart: bool) -> tuple[float
     jobs = [lambda p=p: Generation(adapter, p, build_decoder(name, gen_length=gen, stop_at_eos=False,
                                                              **params)).requests() for p in prompts]
     with apart(keep_apart):
-        t0 = time.perf_counter()
-        traces = run_batched(jobs, n)
-        return time.perf_counter() - t0, [t.meta.token_ids for t in traces]
+        wall, traces = seconds(lambda: run_batched(jobs, n))
+    return wall, [t.meta.token_ids for t in traces]
 
 
 def run(adapter, spec: str, n: int, gen: int, repeats: int, layouts=("ragged", "packed", "padded")) -> list[dict]:
-    rows, before = [], os.environ.get("UNMASK_LAYOUT")
-    try:
-        for layout in layouts:
-            os.environ["UNMASK_LAYOUT"] = layout
+    rows = []
+    for layout in layouts:
+        with settings(UNMASK_LAYOUT=layout):
             rows.append(compare(adapter, spec, n, gen, repeats, layout))
-            print(rows[-1], flush=True)
-    finally:
-        if before is None:
-            os.environ.pop("UNMASK_LAYOUT")
-        else:
-            os.environ["UNMASK_LAYOUT"] = before
+        progress("layout", rows[-1])
     return rows
 
 

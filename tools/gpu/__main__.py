@@ -28,7 +28,8 @@ import torch
 
 from tools import provenance
 from tools.gpu import rules
-from tools.gpu.common import FEW_LAYERS, LLADA_8B, TINY, progress, shaped_adapter, versions_line, warm_up
+from tools.bench.report import progress
+from tools.gpu.common import FEW_LAYERS, LLADA_8B, TINY, shaped_adapter, versions_line, warm_up
 
 SUMMARY_BYTES = 8000
 

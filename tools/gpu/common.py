@@ -1,5 +1,5 @@
-"""What every GPU measurement shares: one shaped-model builder, one clock, one timing helper, one settings switch,
-the version check and the progress lines.
+"""What every GPU measurement shares beyond ``tools.bench`` (its clock, timing, settings switch and progress lines):
+one shaped-model builder, the forward paths' settings, the GPU's warm-up and kernel time, and the version check.
 
 Random weights of a real model's shape stand in for its checkpoint (none can be downloaded to a lent GPU machine):
 they cost the same per forward, and their rows past the task tokenizer's vocabulary are zeroed so every decoded id
@@ -8,17 +8,14 @@ is a real token.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import os
 import re
-import statistics
-import sys
 import time
 from importlib import metadata
 
 import torch
+
+from tools.bench.clock import now
 
 # shapes: hidden width, layers, attention heads, K/V heads, MLP width, vocabulary (None: the task tokenizer's)
 LLADA_8B = dict(hidden=4096, layers=32, heads=32, kv=32, mlp=12288, vocab=126_464)
@@ -67,47 +64,10 @@ def block_causal(adapter, block: int | None = None):
                                name=adapter.name + " (block-causal)")
 
 
-def now() -> float:
-    """The wall clock once the GPU (if one is in use) has finished what was queued on it."""
-    if torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-    return time.perf_counter()
-
-
-def timed(fn, reps: int, warm: int = 2) -> float:
-    """Median ms of ``fn`` over ``reps`` calls after ``warm`` warm-up calls."""
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = now()
-        fn()
-        times.append(now() - t0)
-    return 1e3 * statistics.median(times)
-
-
-@contextlib.contextmanager
-def settings(**env: str):
-    """These ``UNMASK_*`` settings for the block's duration (the static path reads them per round)."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-
-
 STATIC = dict(UNMASK_STATIC="on", UNMASK_CUDA_GRAPHS="1", UNMASK_COMPILE="off")
 NO_GRAPHS = dict(UNMASK_STATIC="on", UNMASK_CUDA_GRAPHS="0", UNMASK_COMPILE="off")
 EAGER = dict(UNMASK_STATIC="off", UNMASK_COMPILE="off")
 COMPILED = dict(UNMASK_STATIC="on", UNMASK_CUDA_GRAPHS="1", UNMASK_COMPILE="on")
-
-
-def under(env: dict, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` under the settings ``env``."""
-    with settings(**env):
-        return fn(*args, **kwargs)
 
 
 def warm_up(device) -> None:
@@ -161,8 +121,3 @@ def versions_line() -> str:
         if have != pinned:
             differ.append(f"{name} {have} (pinned {pinned})")
     return ("running with " + ", ".join(differ) + ": figures are for these versions") if differ else ""
-
-
-def progress(name: str, value) -> None:
-    """One line a step on stderr, cut to 300 characters: what a remote run's log keeps."""
-    print(f"{name}: {json.dumps(value, default=str)[:300]}", file=sys.stderr, flush=True)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from tools.bench.clock import median_ms
+from tools.bench.settings import under
 from tools.experiments.compiled import compile_seconds, settle
-from tools.gpu.common import COMPILED, HBM_BYTES_PER_S, STATIC, decode, timed, under
+from tools.gpu.common import COMPILED, HBM_BYTES_PER_S, STATIC, decode
 
 
 def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
@@ -33,7 +35,7 @@ def gpu_rows(adapter, prompt, spec: str, reps: int) -> dict:
                 env(Compiled.of, adapter).wait()
             logits, how = env(lambda: StaticPath.of(adapter).run(reqs))
             path = env(StaticPath.of, adapter)
-            out[label] = dict(ms=env(timed, lambda: path.run(reqs), reps), how=how,
+            out[label] = dict(ms=env(median_ms, lambda: path.run(reqs), reps), how=how,
                               logits=torch.cat([x.float().cpu() for x in logits]))
         e, c = out["eager"].pop("logits"), out["compiled"].pop("logits")
         rows.append(dict(batch=batch, rows=32, eager=out["eager"], compiled=out["compiled"],

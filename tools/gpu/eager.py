@@ -25,7 +25,8 @@ from engine.decoders import build_decoder, parse_spec
 from engine.runtime.loop import Generation
 from engine.models.model import pick_device
 from engine.tasks import get_task
-from tools.gpu.common import progress, shaped_adapter
+from tools.bench.report import progress
+from tools.gpu.common import shaped_adapter
 
 MODELS = {"sdar-1.7b-like": dict(hidden=2048, layers=28, heads=16, kv=8, mlp=6144),
           "8b-wide-4-layers": dict(hidden=4096, layers=4, heads=32, kv=8, mlp=12288),

@@ -14,7 +14,10 @@ import warnings
 
 import torch
 
-from tools.gpu.common import STATIC, block_causal, now, progress, shaped_adapter, timed, under
+from tools.bench.clock import median_ms, now
+from tools.bench.report import progress
+from tools.bench.settings import under
+from tools.gpu.common import STATIC, block_causal, shaped_adapter
 
 FULL = ["ar", "llada:block_size=32,steps=32", "threshold:tau=0.9,block_size=32", "eb:block_size=32",
         "remdm:block_size=32,steps=32", "prophet:block_size=32", "klass:block_size=32", "credit:block_size=32",
@@ -49,7 +52,7 @@ class Buckets:
         total, n = 0.0, 0
         for bk, path, count in self.used.values():
             fn = bk.graph.replay if bk.graph is not None else (lambda b=bk, p=path: p._call(b))
-            total += count * timed(fn, reps)
+            total += count * median_ms(fn, reps)
             n += count
         return total / max(n, 1)
 

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import torch
 
+from tools.bench.clock import median_ms, now
+from tools.bench.report import progress
+from tools.bench.settings import under
 from tools.experiments.host_overhead import load_reference
-from tools.gpu.common import (EAGER, HBM_BYTES_PER_S, NO_GRAPHS, STATIC, block_causal, decode, kernel_ms, now,
-                              progress, timed, under)
+from tools.gpu.common import EAGER, HBM_BYTES_PER_S, NO_GRAPHS, STATIC, block_causal, decode, kernel_ms
 
 
 def graph_ms(adapter, ids, mask, pos, reps: int) -> float | None:
@@ -36,7 +38,7 @@ def graph_ms(adapter, ids, mask, pos, reps: int) -> float | None:
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g), torch.no_grad():
         call()
-    ms = timed(g.replay, reps)
+    ms = median_ms(g.replay, reps)
     del g
     return ms
 
@@ -53,8 +55,8 @@ def forward_rows(adapter, reps: int) -> list[dict]:
             mask, pos = torch.ones(batch, n, n, dtype=torch.bool), torch.arange(n).expand(batch, n)
             reqs = [Forward(adapter, ids[b], mask[b], pos[b], None) for b in range(batch)]
             static = under(STATIC, StaticPath.of, adapter)
-            row = dict(batch=batch, rows=n, eager_ms=timed(lambda: adapter.run(ids, mask, pos), reps),
-                       static_ms=timed(lambda: static.run(reqs), reps),
+            row = dict(batch=batch, rows=n, eager_ms=median_ms(lambda: adapter.run(ids, mask, pos), reps),
+                       static_ms=median_ms(lambda: static.run(reqs), reps),
                        graph_ms=graph_ms(adapter, ids.to(dev), mask[:, None].to(dev), pos.to(dev), reps),
                        bound_ms=1e3 * weight_bytes / HBM_BYTES_PER_S, vocab=V)
             if dev.type == "cuda":

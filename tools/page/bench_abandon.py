@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import socket
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 
-from tools.local_app import running_app
+from tools.bench.app import add_app_dir, served
 from tools.page.bench_memory import call, event
 from tools import provenance
 
@@ -183,11 +181,10 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
     ap.add_argument("--json", default="")
-    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
+    add_app_dir(ap)
     args = ap.parse_args(argv)
-    root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, UNMASK_MAX_SECONDS="60") as (url, proc):
-        rows = measure(url, proc.pid, args.paths)
+    with served(args.app_dir, UNMASK_MAX_SECONDS="60") as app:
+        rows = measure(app.url, app.pid, args.paths)
     print(table(rows))
     if args.json:
         provenance.write(args.json, rows, argv)

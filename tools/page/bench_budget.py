@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
 
-from tools.local_app import running_app
+from tools.bench.app import served
+from tools.bench.browser import chromium
 from tools import provenance
 
 SPEC = dict(decoder="llada", gen_length=256, block_size=32, steps=0, stop_at_eos=0)
@@ -93,19 +93,14 @@ def api_path(url: str, branch: str = "") -> float:
 
 
 def measure(budget: float, repeat: int) -> dict[str, list[float]]:
-    from playwright.sync_api import sync_playwright
     times: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as tmp, \
-            running_app(Path(tmp), UNMASK_MAX_SECONDS=str(budget), UNMASK_THREADS="2") as (url, _):
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium")
-            page_paths(browser, url)                                           # warm-up
-            for _ in range(repeat):
-                for path, s in page_paths(browser, url).items():
-                    times.setdefault(path, []).append(s)
-                times.setdefault("decode API", []).append(api_path(url))
-                times.setdefault("decode API with a branch", []).append(api_path(url, BRANCH))
-            browser.close()
+    with served(UNMASK_MAX_SECONDS=str(budget), UNMASK_THREADS="2") as app, chromium() as browser:
+        page_paths(browser, app.url)                                           # warm-up
+        for _ in range(repeat):
+            for path, s in page_paths(browser, app.url).items():
+                times.setdefault(path, []).append(s)
+            times.setdefault("decode API", []).append(api_path(app.url))
+            times.setdefault("decode API with a branch", []).append(api_path(app.url, BRANCH))
     return times
 
 

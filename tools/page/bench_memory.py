@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
-from tools.local_app import running_app
+from tools.bench.app import add_app_dir, served
 
 
 def rss_mib(pid: int) -> float:
@@ -192,28 +190,30 @@ def growth(series: list[float]) -> float:
     return series[-1] - series[len(series) // 2 - 1]
 
 
-def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s: float = 0.0, **env) -> dict:
+def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s: float = 0.0, app_dir: str = "",
+        **env) -> dict:
     if idle_s:
         env["UNMASK_SESSION_IDLE_S"] = str(idle_s)
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), start_s=600, **env) as (url, proc):
+    with served(app_dir, start_s=600, **env) as app:
+        url, pid = app.url, app.pid
         cfg = json.load(urllib.request.urlopen(url + "config"))
-        out = {"start": rss_mib(proc.pid)}
-        with Peak(proc.pid) as peak:
+        out = {"start": rss_mib(pid)}
+        with Peak(pid) as peak:
             if n_crafted:
                 fn, data = event(cfg, "on_run")
                 types = {c["id"]: c["type"] for c in cfg["components"]}
                 dep = next(d for d in cfg["dependencies"] if d["id"] == fn)
                 box = next(i for i, c in enumerate(dep["inputs"]) if types[c] == "checkbox")
-                out["crafted"] = crafted(url, proc.pid, n_crafted, fn, data, box)
+                out["crafted"] = crafted(url, pid, n_crafted, fn, data, box)
             if sessions:
-                out["sessions"] = measure(url, proc.pid, sessions, *event(cfg, "partial"), one_session=False,
+                out["sessions"] = measure(url, pid, sessions, *event(cfg, "partial"), one_session=False,
                                           parallel=parallel)
             if runs:
-                out["runs"] = measure(url, proc.pid, runs, *event(cfg, "on_run"), one_session=True,
+                out["runs"] = measure(url, pid, runs, *event(cfg, "on_run"), one_session=True,
                                       parallel=parallel)
         out["peak"] = peak.value
         if idle_s:
-            out["idle"] = after_idle(proc.pid, idle_s)
+            out["idle"] = after_idle(pid, idle_s)
         return out
 
 
@@ -250,14 +250,13 @@ def main(argv=None) -> None:
     ap.add_argument("--idle", type=float, default=0.0, help="UNMASK_SESSION_IDLE_S; then RSS after that idle time")
     ap.add_argument("--decodes", type=int, default=0, help="instead of the app: this many decodes in this process "
                     "from --parallel threads, RSS before and after malloc_trim")
-    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit: before)")
+    add_app_dir(ap)
     args = ap.parse_args(argv)
     if args.decodes:
         print(in_process(args.decodes, args.parallel))
         return
-    root = {"root": Path(args.app_dir)} if args.app_dir else {}
     space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
-    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, **space, **root)))
+    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, args.app_dir, **space)))
 
 
 if __name__ == "__main__":

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from urllib.parse import urlencode
 
 from engine.catalogue.spec import parse_spec
-from tools.page import bench_main
+from tools.bench.app import served
+from tools.bench.browser import chromium
+from tools.bench.report import bench_main
 
 PROMPT = "Tell a story about a yak named Finn."
 OPENER = "Tell a story about a fox named Iris."     # opens the setting by its link before the timed run
 SETTINGS = ("llada:block_size=8,steps=8", "simsd:block_size=8", "s2d2:block_size=8")
 LONG = "llada:block_size=8,steps=8,gen_length=256,stop_at_eos=false"
-CHROMIUM = "/usr/bin/chromium"
 # long tasks (> 50 ms) with their start, and when the first streamed frame of a run appeared
 LONGTASKS = """window.__long = []; new PerformanceObserver(l => l.getEntries().forEach(e => window.__long.push(
   [e.startTime, e.duration]))).observe({type: 'longtask', buffered: true});
@@ -92,11 +91,9 @@ def scrubbing(pg, base: str) -> dict:
 
 
 def measure() -> dict:
-    from playwright.sync_api import sync_playwright
-    from tools.local_app import running_app
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp)) as (base, _), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+    with served() as app, chromium() as browser:
+        base = app.url
         pg = browser.new_page(viewport={"width": 1500, "height": 1100})
         pg.add_init_script(LONGTASKS)
         pg.goto(base)                                   # warm-up: the browser's cache, the app's first renders
@@ -111,7 +108,6 @@ def measure() -> dict:
             print(f"{spec}: API {api:.2f} s, page {row['page_s']:.2f} s ({row['ratio']:.2f}x), longest task "
                   f"{row['longest_task_ms']:.0f} ms", file=sys.stderr)
         scrub = scrubbing(pg, base)
-        browser.close()
     return dict(prompt=PROMPT, runs=rows, scrub=dict(spec=LONG, **scrub))
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 from engine.records.trace import Trace
 from explorer.render import render_all
+from tools.bench.clock import seconds
 
 
 def measure(trace, reps: int = 15) -> dict:
@@ -23,9 +23,8 @@ def measure(trace, reps: int = 15) -> dict:
     render_all(trace, n // 2)  # warm-up: imports, plotly validators
     times = []
     for i in range(reps):
-        t0 = time.perf_counter()
-        out = render_all(trace, (i * 7) % n)
-        times.append(time.perf_counter() - t0)
+        took, out = seconds(lambda: render_all(trace, (i * 7) % n))
+        times.append(took)
     payload = sum(len(o.encode()) if isinstance(o, str) else len(o.to_json()) for o in out.values())
     gen = len(trace.meta.token_ids)
     return dict(steps=n, generated_tokens=gen, median_ms=1e3 * statistics.median(times),

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 from pathlib import Path
 
 from engine.harness.stats import mcnemar
+from tools.bench.app import served
+from tools.bench.browser import chromium
 from tools.page import bench_ux as ux
 from tools import provenance
 
@@ -22,22 +23,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def measure(against: Path, rounds: int) -> dict:
-    from playwright.sync_api import sync_playwright
-    from tools.local_app import running_app
     out = {"this": [], "against": []}
-    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2, \
-            running_app(Path(d1)) as (here, _), running_app(Path(d2), root=against) as (there, _), \
-            sync_playwright() as p:
-        browser = ux.launch(p)
+    with served() as here, served(str(against)) as there, chromium() as browser:
         pages = {}
-        for name, url in (("this", here), ("against", there)):
+        for name, url in (("this", here.url), ("against", there.url)):
             pages[name] = browser.new_page(viewport={"width": 1500, "height": 1100})
             ux.opened(pages[name], url)
         for r in range(rounds):
             for name in (("this", "against") if r % 4 in (0, 3) else ("against", "this")):   # ABBA
                 res = ux.tune_by_eye(pages[name])
                 out[name].append(dict(median_ms=res["median_ms"], marks=res["marks"], requests=res["requests"]))
-        browser.close()
     return out
 
 

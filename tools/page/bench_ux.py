@@ -11,12 +11,10 @@ open) as one more.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+from tools.bench.app import served
+from tools.bench.browser import CHROMIUM, chromium, launch  # noqa: F401  (the browser tests read them here)
+from tools.bench.report import bench_main
 
-from tools.page import bench_main
-
-CHROMIUM = "/usr/bin/chromium"
 VIEWS_IN_SIGHT = ("#prompt", "#decoder", "#run", "#text")
 
 IN_VIEW = """(sel) => { const e = document.querySelector(sel); if (!e || !e.getClientRects().length) return false;
@@ -33,12 +31,6 @@ CONTROLS = """() => { const out = [];
   return [...new Set(out.filter((id) => !['decoder-info', 'model-card', 'params-col', 'run-bar'].includes(id)))]; }"""
 TAB_OPEN = "() => { const t = document.querySelector('#view-tabs [role=tab][aria-selected=true]'); " \
            "return t ? t.innerText.trim() : ''; }"
-
-
-def launch(p):
-    return p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                   "--disable-component-update", "--disable-sync", "--no-first-run"])
 
 
 def opened(pg, base: str, query: str = "") -> None:
@@ -170,10 +162,8 @@ def phone_run(pg, base: str) -> dict:
 
 
 def measure() -> dict:
-    from playwright.sync_api import sync_playwright
-    from tools.local_app import running_app
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp)) as (base, _), sync_playwright() as p:
-        browser = launch(p)
+    with served() as app, chromium() as browser:
+        base = app.url
         pg = browser.new_page(viewport={"width": 1500, "height": 1100})
         opened(pg, base)
         res = dict(first_view=first_view(pg), controls=controls(pg), tune=tune_by_eye(pg))
@@ -185,7 +175,6 @@ def measure() -> dict:
         res["tour"] = tour(pg)
         phone = browser.new_page(viewport={"width": 390, "height": 844})
         res["phone"] = phone_run(phone, base)
-        browser.close()
     return res
 
 

@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
-from tools.local_app import running_app
+from tools.bench import app as bench_app
+from tools.bench.browser import chromium
+from tools.bench.visitors import Gate, wave as wave_of
 from tools.page.bench_abandon import HEAVY
 from tools.page.bench_memory import rss_mib
 from tools import provenance
@@ -49,15 +49,15 @@ OPEN = {"on": False}   # --open-sessions: each visitor's session exists before t
 CLIENT = {"kind": "http"}   # --client: plain HTTP (gradio's documented /call/ route), or gradio_client
 
 
-def visit(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
-    """One visitor: submit, note the first streamed frame and the answer (seconds from the common start); with
-    ``out["flood"]`` one session sending that many calls (``flood_http``)."""
+def visit(url: str, prompt: str, spec: str, gate: Gate, out: dict) -> None:
+    """One visitor: connect, wait at the gate, submit, note the first streamed frame and the answer (seconds from
+    the gate's opening); with ``out["flood"]`` one session sending that many calls (``flood_http``)."""
     if out.get("flood"):
-        return flood_http(url, prompt, spec, t0, out)
-    (visit_http if CLIENT["kind"] == "http" else visit_gradio)(url, prompt, spec, t0, out)
+        return flood_http(url, prompt, spec, gate, out)
+    (visit_http if CLIENT["kind"] == "http" else visit_gradio)(url, prompt, spec, gate, out)
 
 
-def flood_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
+def flood_http(url: str, prompt: str, spec: str, gate: Gate, out: dict) -> None:
     """One session sends ``out["flood"]`` decode calls at once over gradio's queue (``/queue/join``, as its own
     clients do) and reads their results on the session's one event stream: ``out["results"]``, each the answer
     or the refusal; ``answer_s`` when the last ended."""
@@ -66,9 +66,7 @@ def flood_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     deps = client.get("config").json()["dependencies"]
     fn = next(d["id"] for d in deps if d.get("api_name") == "decode")
     session = uuid.uuid4().hex[:11]
-    start = threading.Event()
-    out["client"], out["start"] = client, start
-    start.wait()
+    gate.wait()
     for _ in range(out["flood"]):
         client.post("gradio_api/queue/join", json={"data": [prompt, spec, "", ""], "fn_index": fn,
                                                    "session_hash": session, "event_data": None, "trigger_id": None})
@@ -82,10 +80,10 @@ def flood_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
                 if len(results) == out["flood"]:
                     break
     client.close()
-    out.update(results=results, answer_s=time.perf_counter() - t0[0])
+    out.update(results=results, answer_s=gate.since())
 
 
-def visit_gradio(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
+def visit_gradio(url: str, prompt: str, spec: str, gate: Gate, out: dict) -> None:
     from gradio_client import Client
     # a visitor's own machine pays its client's costs: without ssl_verify=False gradio_client loads the CA bundle
     # for each of its HTTP requests (~40 ms of CPU, on loopback HTTP where no certificate is ever checked), which
@@ -93,17 +91,15 @@ def visit_gradio(url: str, prompt: str, spec: str, t0: float, out: dict) -> None
     client = Client(url, verbose=False, ssl_verify=False)
     if OPEN["on"]:             # an eight-token decode: gradio makes the session's state (every component's config)
         client.predict(prompt, "ar:gen_length=8", api_name="/decode")
-    start = threading.Event()
-    out["client"], out["start"] = client, start
-    start.wait()
+    gate.wait()
     first, last = None, None
     for value in client.submit(prompt, spec, api_name="/decode"):
-        first = first if first is not None else time.perf_counter() - t0[0]
+        first = first if first is not None else gate.since()
         last = value
-    out.update(first_s=first, answer_s=time.perf_counter() - t0[0], answer=last)
+    out.update(first_s=first, answer_s=gate.since(), answer=last)
 
 
-def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
+def visit_http(url: str, prompt: str, spec: str, gate: Gate, out: dict) -> None:
     """The same call over gradio's plain HTTP route (POST /gradio_api/call/decode, then its event stream): no
     client-side polling (gradio_client reads its stream's messages every 50 ms, which quantizes a short call's
     time); each call is a new session, as a new visitor's, unless ``out["session"]`` names one (a flooding
@@ -113,9 +109,7 @@ def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
     source = out.get("source")
     client = httpx.Client(base_url=url, timeout=120,
                           transport=httpx.HTTPTransport(local_address=source) if source else None)
-    start = threading.Event()
-    out["client"], out["start"] = client, start
-    start.wait()
+    gate.wait()
     body = {"data": [prompt, spec, "", ""], **({"session_hash": out["session"]} if out.get("session") else {})}
     event_id = client.post("gradio_api/call/decode", json=body).json()["event_id"]
     first, last, event = None, None, None
@@ -124,7 +118,7 @@ def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
             if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("data: ") and event in ("generating", "complete"):
-                first = first if first is not None else time.perf_counter() - t0[0]
+                first = first if first is not None else gate.since()
                 last = json.loads(line[6:])[0]
                 if event == "complete":
                     break
@@ -132,23 +126,14 @@ def visit_http(url: str, prompt: str, spec: str, t0: float, out: dict) -> None:
                 out["refused"] = line[6:300]
                 break
     client.close()
-    out.update(first_s=first, answer_s=time.perf_counter() - t0[0], answer=last)
+    out.update(first_s=first, answer_s=gate.since(), answer=last)
 
 
 def wave(url: str, batch: list[str], spec: str, extra: list[dict] | None = None) -> list[dict]:
     """Every prompt of ``batch`` as its own visitor, all submitted at the same moment (``extra``: the options of
     each, ``visit_http``'s session and source)."""
-    t0, outs = [0.0], [dict(e) for e in (extra or [{} for _ in batch])]
-    threads = [threading.Thread(target=visit, args=(url, p, spec, t0, o)) for p, o in zip(batch, outs)]
-    for t in threads:
-        t.start()
-    while not all("start" in o for o in outs):      # every client connected before the clock starts
-        time.sleep(0.01)
-    t0[0] = time.perf_counter()
-    for o in outs:
-        o["start"].set()
-    for t in threads:
-        t.join(timeout=600)
+    outs = [dict(e) for e in (extra or [{} for _ in batch])]
+    wave_of([lambda gate, p=p, o=o: visit(url, p, spec, gate, o) for p, o in zip(batch, outs)])
     return outs
 
 
@@ -278,14 +263,11 @@ def page_wave(browser, url: str, batch: list[str]) -> list[dict]:
 
 def measure_page(url: str, n: int) -> dict:
     """N real page Runs at once against each prompt's page Run alone."""
-    from playwright.sync_api import sync_playwright
     batch = prompts(n)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium")
+    with chromium() as browser:
         page_wave(browser, url, batch[:1])                                   # warm-up
         solo = [page_wave(browser, url, [q])[0] for q in batch]
         many = page_wave(browser, url, batch)
-        browser.close()
     solo_s = statistics.mean(o["answer_s"] for o in solo)
     makespan = max(o["answer_s"] for o in many)
     return dict(n=n, page=True, makespan_s=round(makespan, 3), solo_s=round(solo_s, 3),
@@ -323,17 +305,16 @@ def warm(url: str, pid: int, args, log: Path) -> None:
             return
 
 
-def compare_compile(root: Path, env: dict, args) -> None:
+def compare_compile(env: dict, args) -> None:
     """The waves eager and compiled (``UNMASK_COMPILE``), alternating ``args.compile`` times: per N, each
     repeat's compiled makespan and tokens/s over the eager one's (ratios within one run of this script)."""
     runs: dict = {"off": [], "on": []}
     for _ in range(args.compile):
         for mode in runs:
-            with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env,
-                                                                   UNMASK_COMPILE=mode) as (url, proc):
+            with bench_app.served(args.app_dir, **env, UNMASK_COMPILE=mode) as app:
                 if mode == "on":
-                    warm(url, proc.pid, args, Path(tmp) / "app.log")
-                runs[mode].append(measure(url, proc.pid, args.n, args.spec))
+                    warm(app.url, app.pid, args, app.log)
+                runs[mode].append(measure(app.url, app.pid, args.n, args.spec))
             print(mode, table(runs[mode][-1]), sep="\n", flush=True)
     for i, n in enumerate(args.n):
         mk = [on[i]["makespan_s"] / off[i]["makespan_s"] for on, off in zip(runs["on"], runs["off"])]
@@ -357,7 +338,7 @@ def main(argv=None) -> None:
     ap.add_argument("--full", type=int, default=400, help="then N heavy decodes at once past the queue's bound")
     ap.add_argument("--second", type=int, default=1, choices=(0, 1), help="one visitor from a second address "
                     "(127.0.0.2) with each wave (plain HTTP only)")
-    ap.add_argument("--app-dir", default="", help="serve another checkout's app.py (an earlier commit, to compare)")
+    bench_app.add_app_dir(ap)
     ap.add_argument("--client", choices=("http", "gradio"), default="http", help="plain HTTP on gradio's /call/ "
                     "route (no client-side polling), or gradio_client (which reads its stream every 50 ms)")
     ap.add_argument("--open-sessions", action="store_true", help="each visitor's session made before the clock "
@@ -373,14 +354,13 @@ def main(argv=None) -> None:
     CLIENT["kind"] = args.client
     env = dict(UNMASK_THREADS=args.threads, **({"UNMASK_MAX_RUNNING": args.max_running} if args.max_running
                                                 else {}))   # otherwise the app's defaults: no per-address override
-    root = Path(args.app_dir).resolve() if args.app_dir else Path(__file__).resolve().parents[2]
     if args.compile:
-        return compare_compile(root, env, args)
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), root, **env) as (url, proc):
-        rows = measure(url, proc.pid, args.n, args.spec, args.flood, args.second)
+        return compare_compile(env, args)
+    with bench_app.served(args.app_dir, **env) as app:
+        rows = measure(app.url, app.pid, args.n, args.spec, args.flood, args.second)
         print(table(rows), flush=True)
-        page = measure_page(url, args.page) if args.page else None
-        full = measure_full(url, proc.pid, args.full) if args.full else None
+        page = measure_page(app.url, args.page) if args.page else None
+        full = measure_full(app.url, app.pid, args.full) if args.full else None
     if page:
         print(f"\npage Runs in Chromium, {page['n']} at once: makespan {page['makespan_s']:.2f} s = "
               f"{page['makespan_x']:.2f}x one alone; first frame p50 / p95 {page['first_p50']:.2f} / "

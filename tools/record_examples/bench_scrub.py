@@ -13,7 +13,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tools.page.bench_page import CHROMIUM, DONE, LONG, PROMPT, REDRAW, url_for
+from tools.bench.app import served
+from tools.bench.browser import chromium
+from tools.page.bench_page import DONE, LONG, PROMPT, REDRAW, url_for
 from tools.record_examples import llada_generate
 
 
@@ -27,19 +29,16 @@ def redraws(pg, url: str) -> tuple[int, list[float]]:
 
 
 def main() -> None:
-    from playwright.sync_api import sync_playwright
-    from tools.local_app import running_app
     with tempfile.TemporaryDirectory() as tmp:
         traces = Path(tmp) / "traces"
         traces.mkdir()
         llada_generate.main(["--out", str(traces / "long.npz"), "--gen-length", "256", "--block-length", "8",
                              "--steps", "256"])
-        with running_app(Path(tmp), UNMASK_TRACES=str(traces)) as (base, _), sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        with served(UNMASK_TRACES=str(traces)) as app, chromium() as browser:
             pg = browser.new_page(viewport={"width": 1500, "height": 1100})
-            redraws(pg, base + "?trace=long")                                  # warm-up
-            rows = {"recorded": redraws(pg, base + "?trace=long"), "own": redraws(pg, url_for(base, LONG, PROMPT))}
-            browser.close()
+            redraws(pg, app.url + "?trace=long")                               # warm-up
+            rows = {"recorded": redraws(pg, app.url + "?trace=long"),
+                    "own": redraws(pg, url_for(app.url, LONG, PROMPT))}
     for name, (n, times) in rows.items():
         print(f"{name:8s} {n} forwards: ◀ / ▶ redraw median {statistics.median(times):.1f} ms, "
               f"max {max(times):.1f}")
