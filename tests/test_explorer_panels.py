@@ -41,7 +41,10 @@ def test_exports(adapter):
     assert d["meta"]["nfe"] == tr.nfe and len(d["steps"]) == len(tr.records)
     assert any("router" in s for s in d["steps"])
     rows = list(csv.DictReader(io.StringIO(to_csv(tr))))
-    assert len(rows) == sum(len(r.positions) for r in tr.records)
+    start = tr.meta.prompt_len
+    assert any((r.positions < start).any() for r in tr.records)      # the first block scored prompt slots too
+    assert len(rows) == sum(int((r.positions >= start).sum()) for r in tr.records)
+    assert min(int(r["position"]) for r in rows) >= start           # no "draft" row of the prompt's own slots
     assert sum(int(r["committed"]) for r in rows) == sum(r.n_committed for r in tr.records)
 
 
