@@ -4,8 +4,8 @@
 
 Each decoder's example is on its card (``Example``: setting, task, model, what it must show), decoded on the
 held-out problems of its task that the page offers (``offered``: so a link to it gets the checker's verdict).
-threshold (the page's opening run) decodes the app's first held-out story at T = 1, τ 1 and B 8, right, with a τ preview that marks
-cells at many steps when the dial is lowered (``previews``); llada and ar the first arithmetic problem. The others
+threshold (the page's opening run) decodes the app's first held-out story at T = 1, τ 1 and B 8, right, with a τ
+preview that marks cells at many steps when the dial is lowered (``previews``); llada and ar the first arithmetic problem. The others
 are chosen to show their mechanism at work:
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
 is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
