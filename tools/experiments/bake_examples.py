@@ -79,6 +79,7 @@ def bake(adapter, name: str, params: dict, problems: list, want, seeds: int = 12
             tr = Generation(adapter, prob.typed, build_decoder(name, gen_length=64, seed=seed, **params)).run()
             if want(tr, prob):
                 return tr
+    print(f"WARNING: no decode of {name} shows what its example is for; the first problem is kept")
     return Generation(adapter, problems[0].typed, build_decoder(name, gen_length=64, **params)).run()
 
 
