@@ -148,8 +148,7 @@ class Runner:
         return self.P
 
     def generated(self, records) -> list[int]:
-        """The ids the run decided, up to and including the first stop token: a partial run (stopped, or ended by
-        a limit) may have decided a stop with masked slots before it, which are not tokens it made."""
+        """The ids the run decided up to and including the first stop token (never a slot a partial run left masked)."""
         gen = self.tokens[self.P:self.end].tolist()
         stops = set(self.adapter.stop_ids)
         end = next((i + 1 for i, t in enumerate(gen) if t in stops), None)
