@@ -60,11 +60,11 @@ from engine.records.frozen import frozen_value  # noqa: E402
 from engine.harness.service import DecodeService, budget_from_env  # noqa: E402
 from engine.harness.zerogpu import leased  # noqa: E402
 from engine.runtime.lifecycle import stop_all  # noqa: E402
-from engine.tasks import TASKS, get_task  # noqa: E402
+from engine.tasks import TASKS  # noqa: E402
 from explorer.export_dir import ExportDir  # noqa: E402
 from explorer.layout import build_demo, launch_kwargs  # noqa: E402
 from explorer.page.context import Page, offered_names  # noqa: E402
-from explorer.page.examples import load_examples, shared  # noqa: E402
+from explorer.page.examples import held_out, load_examples, shared  # noqa: E402
 from explorer.page.fair import FairGate  # noqa: E402
 from explorer.page import proxy  # noqa: E402
 from explorer.page.presence import STREAMS  # noqa: E402
@@ -72,7 +72,6 @@ from explorer.recorded import load_recorded  # noqa: E402
 from explorer.store import TraceStore  # noqa: E402
 
 TASKS_MODEL = "unmask-tasks-small"
-LEAD = ("story", "picks", "arith")
 
 try:  # on Hugging Face ZeroGPU Spaces the decode runs inside a GPU lease; elsewhere this is a no-op
     import spaces
@@ -85,17 +84,6 @@ except ImportError:
 def on_zerogpu() -> bool:
     """A ZeroGPU Space (``spaces`` reads the same variable, the same way)."""
     return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
-
-
-def examples_for(task_name: str, n: int = 10) -> list:
-    """Held-out problems of the model's task (a mix: a few of each task)."""
-    task = get_task(task_name)
-    # the uncertain tasks lead: on them a decoder's dials change the outcome (arithmetic is decoded with certainty)
-    names = sorted(task.weights, key=lambda t: LEAD.index(t) if t in LEAD else len(LEAD)) \
-        if hasattr(task, "weights") else []
-    parts = [get_task(t) for t in names] or [task]
-    per = max(1, n // len(parts))
-    return [(p.typed, p) for t in parts for p in t.problems("test", per, seed=0)]
 
 
 def chat_examples() -> list:
@@ -125,7 +113,7 @@ def create_app(traces: list[str] | None = None):
     threads = settings.get("UNMASK_THREADS") or None     # torch's intra-op threads (default: torch's)
     service = GPUService(default_model=models[0], aliases=names, threads=threads)
     infos = {name: service.model_info(name) for name in models}   # loads each: no visitor waits for a load
-    examples = {name: examples_for(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
+    examples = {name: held_out(i["task"]) if i["task"] in TASKS else chat_examples() for name, i in infos.items()}
     cache_dir = Path(settings.get("UNMASK_CACHE_DIR") or Path.home() / ".cache" / "unmask")
     store = TraceStore(str(cache_dir / "traces"))
     # what every session is shown is one object each: frozen, so a change raises instead of reaching every visitor

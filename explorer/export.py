@@ -1,5 +1,5 @@
-"""Export a trace as JSON (metadata + per-step summary), CSV (one row per step and scored position), npz, or an
-animated GIF of the decode (``explorer.gif``)."""
+"""Export a trace as JSON (metadata + per-step summary), CSV (one row per step and scored position of the generated
+span), npz, or an animated GIF of the decode (``explorer.gif``)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,11 @@ def to_csv(trace) -> str:
     w = csv.writer(buf)
     w.writerow(["step", "block", "kind", "position", "token_before", "token_after", "candidate", "confidence",
                 "margin", "entropy", "committed", "reason"])
+    start = trace.meta.prompt_len
     for s, r in enumerate(trace.records):
         for j, pos in enumerate(r.positions):
+            if pos < start:         # a first block that starts inside the prompt scores the prompt's own slots too
+                continue
             w.writerow([s, r.block, r.kind, int(pos), trace.token_str(r.tokens_before[j]),
                         trace.token_str(r.tokens_after[j]),
                         trace.token_str(r.candidate[j]) if r.candidate[j] >= 0 else "",

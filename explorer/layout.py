@@ -20,7 +20,7 @@ from explorer import recorded
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
 from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme
-from explorer.page.context import STATE_TTL_S, Page, fairly, shown_error
+from explorer.page.context import STATE_TTL_S, Page, fairly, js, shown_error
 from explorer.page.run import RunParts, run_setting, show_stopped, show_trace
 from engine.catalogue.spec import parse_spec
 
@@ -194,7 +194,8 @@ def wire_stop(page, rp: RunParts, events: list) -> None:
     async def on_stop(box, prev):
         return await show_stopped(page, rp, box, prev)
 
-    rp.controls.stop.click(lambda: gr.Button("Run"), None, rp.controls.run, cancels=events,
+    # its words come at once from the browser's last frame (stop_words.js); the server's stopped run follows
+    rp.controls.stop.click(lambda: gr.Button("Run"), None, rp.controls.run, cancels=events, js=js("stop_words.js"),
                            show_progress="hidden").then(on_stop, [rp.views.tab, rp.previous], rp.outputs,
                                                         show_progress="hidden")
 

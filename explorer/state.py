@@ -1,8 +1,8 @@
 """Controls <-> URL query parameters, so a link reproduces a run: ``?decoder=s2d2&tau=0.85&block_size=4&prompt=...``.
 
 The keys are the catalogue's parameter names (``engine.catalogue.catalogue``). Values are parsed by each parameter's type
-and clamped to its page range; unknown keys, unparsable or non-finite values are ignored and reported (as plain
-text: the page escapes it), never fatal.
+and clamped to its page range; unknown keys, unparsable or non-finite values are ignored and reported, and a clamped
+value is reported with the value used (as plain text: the page escapes it), never fatal.
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ def parse_query(query: dict, models: tuple[str, ...] = ()) -> tuple[dict, list[s
                 problems.append(str(e))
                 continue
             out[key] = p.clamp(value)
+            if out[key] != value:           # a link's visitor asked for this value: say it was not the one used
+                problems.append(f"{key}={raw[:40]!r} is outside {p.interval(page=True)} on this page: "
+                                f"{out[key]} used")
         else:
             problems.append(f"unknown parameter {key[:40]!r}")
     return out, problems

@@ -58,6 +58,20 @@ def test_branch_here_offers_the_selected_positions_candidates_as_tokens(run):
     assert not radio.constructor_args["choices"] and "force one of" not in where and "type a token" in where
 
 
+def test_a_slot_a_verify_forward_scores_offers_the_drafts_candidates():
+    """S2D2's verify forward records no candidates: a masked slot in its block was said to be "outside the block
+    forward 2 scores" with none; it lists the candidates of the draft forward before it, naming that forward."""
+    from pathlib import Path
+    from engine.records.trace import Trace
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "s2d2.npz")
+    step = next(s for s, r in enumerate(tr.records) if r.kind == "verify" and r.topk.topk_ids is None)
+    pos = next(int(p) for p in tr.records[step].positions if canvas_after(tr, step)[int(p)] == tr.meta.mask_token_id)
+    _, where, radio = choose_point(tr, {"step": step, "pos": pos})
+    choices = radio.constructor_args["choices"]
+    assert choices and all(value.isdigit() for _, value in choices) and "outside" not in where
+    assert tr.records[step - 1].kind == "draft" and f"force one of the candidates forward {step} proposed" in where
+
+
 def test_a_forced_candidate_shows_both_futures_with_the_shared_prefix_shaded(page, run):
     step = 2
     pos = masked_after(run, step)

@@ -23,8 +23,12 @@ def test_query_roundtrip_and_bad_values():
     assert back == values and not problems
     got, problems = parse_query({"tau": "7", "block_size": "abc", "router": "nope", "bogus": "1", "ce": "maybe",
                                  "seed": "1e400", "beta": "nan", "gen_length": "inf"})
-    assert got == {"tau": 1.0}                      # clamped to the page range
-    assert len(problems) == 7
+    assert got == {"tau": 1.0}                      # clamped to the page range, and said so
+    assert len(problems) == 8 and "tau='7' is outside" in problems[0]
+    # a value out of the page range is clamped and listed with the value used, not clamped in silence
+    assert parse_query({"block_size": "999"}) == ({"block_size": 32}, [
+        "block_size='999' is outside 1..32 on this page: 32 used"])
+    assert parse_query({"block_size": "32", "tau": "1"}) == ({"block_size": 32, "tau": 1.0}, [])
     assert parse_query({"block": "4"})[0] == {"block_size": 4}     # links made before the catalogue
     # gradio's own parameters pass through without a word: its theme and its API page (?view=api)
     assert parse_query({"view": "api", "__theme": "dark", "tau": "0.5"}) == ({"tau": 0.5}, [])
@@ -37,7 +41,10 @@ def test_exports(adapter):
     assert d["meta"]["nfe"] == tr.nfe and len(d["steps"]) == len(tr.records)
     assert any("router" in s for s in d["steps"])
     rows = list(csv.DictReader(io.StringIO(to_csv(tr))))
-    assert len(rows) == sum(len(r.positions) for r in tr.records)
+    start = tr.meta.prompt_len
+    assert any((r.positions < start).any() for r in tr.records)      # the first block scored prompt slots too
+    assert len(rows) == sum(int((r.positions >= start).sum()) for r in tr.records)
+    assert min(int(r["position"]) for r in rows) >= start           # no "draft" row of the prompt's own slots
     assert sum(int(r["committed"]) for r in rows) == sum(r.n_committed for r in tr.records)
 
 

@@ -43,9 +43,10 @@ def test_every_link_is_a_setting_whose_run_fills_its_tab_and_opens_it():
         for href, decoder in re.findall(r"<a href='\?([^']+)' data-decoder='([^']+)'>", row):
             values, problems = parse_query(dict(parse_qsl(html.unescape(href))), page.models)
             assert problems == [] and values["tab"] == tab and values["decoder"] == decoder, (tab, values)
+            # the example that fills the tab (token editing's branch of the opening story has its prompt too)
             example = next(t for t in page.example_traces.values() if t.meta.decoder == decoder
-                           and t.meta.prompt == values["prompt"])
-            assert tab in tabs_shown(example) and values.get("model", page.models[0]) == example.meta.model
+                           and t.meta.prompt == values["prompt"] and tab in tabs_shown(t))
+            assert values.get("model", page.models[0]) == example.meta.model
             # every dial of the example (not only those off the decoder's defaults: the page's own may differ)
             dials = {k: v for k, v in example.meta.params.items() if v != ""}     # an empty preset: none
             assert {k: values.get(k) for k in dials} == dials, (tab, values)
@@ -66,3 +67,23 @@ def test_a_tab_shows_only_the_views_the_run_fills():
     assert {v.name for v in in_tab("Revisions")} >= {"history", "eb", "wino", "dream"}
     assert {v.name for v in views_shown(Page.example_traces["eb"])} & {v.name for v in in_tab("Revisions")} == \
         {"eb", "history"}
+
+
+def test_every_link_opens_a_held_out_problem_with_a_checker():
+    """Each link's prompt is one of the held-out problems the page offers (the pre-baked examples are decoded on
+    them, ``tools.experiments.bake_examples.offered``), so the run it opens has a checker tile: token editing's
+    and SimSD's were a story the prompt menu does not offer, and showed none."""
+    from explorer.page.context import Page as RealPage
+    from explorer.page.examples import held_out
+    from explorer.page.more_views import example_for, more_views_html
+    from explorer.state import parse_query
+    page = RealPage(service=None, examples={m: held_out("mix") for m in Page.models}, models=Page.models,
+                    model_infos=Page.model_infos, example_traces=Page.example_traces)
+    hrefs = re.findall(r"<a href='\?([^']+)' data-decoder='([^']+)'>", more_views_html(page))
+    assert len(hrefs) == 11
+    for href, decoder in hrefs:
+        values, _ = parse_query(dict(parse_qsl(html.unescape(href))), page.models)
+        example = example_for(page, values["tab"], decoder)
+        assert example.meta.prompt == values["prompt"]
+        assert page.problem(values["prompt"]) is not None, (decoder, values["prompt"])
+        assert isinstance(page.verdict(example), str), decoder               # a checker tile: None is none

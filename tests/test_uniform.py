@@ -129,7 +129,7 @@ def test_the_embedded_uniform_model_answers_the_pages_arithmetic_prompts():
     first weights, trained on arithmetic alone from scratch, were right on 0.18; docs/results.md)."""
     from engine.tasks import get_task
     a = load_model("unmask-uniform-small", device="cpu")
-    probs = get_task("arith").problems("test", 3, seed=0)     # app.examples_for's arithmetic for a mix model
+    probs = get_task("arith").problems("test", 3, seed=0)     # the arithmetic held_out gives a mix model
     verdicts = [get_task("arith").verdict(Generation(a, p.prompt, build_decoder("uniform")).run().meta.text, p)
                 for p in probs]
     assert len(probs) == 3 and verdicts[0] == "valid" and verdicts.count("valid") >= 2, verdicts

@@ -148,11 +148,11 @@ class Runner:
         return self.P
 
     def generated(self, records) -> list[int]:
-        """The generated ids up to and including the first stop token."""
+        """The ids the run decided up to and including the first stop token (never a slot a partial run left masked)."""
         gen = self.tokens[self.P:self.end].tolist()
         stops = set(self.adapter.stop_ids)
         end = next((i + 1 for i, t in enumerate(gen) if t in stops), None)
-        return gen[:end] if end is not None else self._unfinished(gen, records)
+        return self._unfinished(gen[:end], records)
 
     def _unfinished(self, gen: list[int], records) -> list[int]:
         return [t for t in gen if t != self.adapter.mask_token_id]      # the still-masked slots dropped

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import gradio as gr
+import numpy as np
 
 from engine.runtime.branch import Branch, branch_json, canvas_after
 from engine.errors import UserError
@@ -66,22 +67,34 @@ def choose_point(tr, box) -> tuple:
     choices, note = [], "no position selected: the branch can change the decoder"
     if isinstance(pos, int) and m.prompt_len <= pos < m.gen_end:
         if canvas_after(tr, step)[pos] == m.mask_token_id:
-            rec = tr.records[min(step, n - 1)]          # the forward after the branch point proposes these
-            rel = pos - int(rec.positions[0]) if len(rec.positions) else -1
-            if rec.topk.topk_ids is not None and 0 <= rel < len(rec.positions):
-                # one formatter with the candidates panel (per-mille, three digits)
-                choices = [(f"{m.vocab.get(str(int(t)), '?')}  ({fmt(int(round(float(q) * 1000)), 3)})", str(int(t)))
-                           for t, q in zip(rec.topk.topk_ids[rel], rec.topk.topk_p[rel]) if t >= 0]
-            note = (f"position {pos}, still masked: force one of the candidates forward {min(step, n - 1) + 1} "
-                    "proposed for it, or type a token" if choices else
-                    f"position {pos}, still masked, is outside the block forward {min(step, n - 1) + 1} scores, "
-                    "so it has no candidates there: type a token to force it")
+            at, choices = proposals(tr, step, pos)
+            nxt = min(step, n - 1) + 1
+            note = (f"position {pos}, still masked: force one of the candidates forward {at + 1} proposed for it, "
+                    "or type a token" if choices else
+                    f"position {pos}, still masked, is outside the block forward {nxt} scores and no forward "
+                    "before it scored it, so it has no candidates yet: type a token to force it")
         else:
             note = f"position {pos} is already decoded after step {step}: select a masked one to force a token"
     else:
         pos = None
     where = f"<p class='um-branch-where'>Branch after step {step} of {n}; {note}.</p>"
     return {"step": step, "pos": pos}, where, gr.Radio(choices=choices, value=None)
+
+
+def proposals(tr, step: int, pos: int) -> tuple[int, list]:
+    """A masked slot's candidates at the branch point, as (0-based forward, radio choices): the forward after the
+    point's, else the latest forward before it that scored the slot (S2D2's and SimSD's verify forwards record no
+    candidates); (-1, []) where none did (a block not reached yet)."""
+    m = tr.meta
+    for i in range(min(step, len(tr.records) - 1), -1, -1):
+        rec = tr.records[i]
+        ids, at = rec.topk.topk_ids, np.flatnonzero(rec.positions == pos)
+        if ids is None or not len(at) or not (ids[at[0]] >= 0).any():
+            continue
+        # one formatter with the candidates panel (per-mille, three digits)
+        return i, [(f"{m.vocab.get(str(int(t)), '?')}  ({fmt(int(round(float(q) * 1000)), 3)})", str(int(t)))
+                   for t, q in zip(ids[at[0]], rec.topk.topk_p[at[0]]) if t >= 0]
+    return -1, []
 
 
 # the step and selected position the scrubber shows, read in the browser (they reach the server otherwise only

@@ -59,7 +59,7 @@ def url_values(page: Page, request) -> tuple[dict, bool]:
     """Control values from the URL (problems shown as a warning) and whether they ask for a run."""
     values, problems = parse_query(dict(request.query_params) if request else {}, page.models)
     if problems:  # the message is the visitor's own text: escaped, never rendered as HTML
-        gr.Warning(html.escape("Ignored in the link: " + "; ".join(problems)[:600]))
+        gr.Warning(html.escape("In the link: " + "; ".join(problems)[:600]))
     return values, any(k not in ("step", "pos", "branch", "tab", "trace") for k in values)
 
 

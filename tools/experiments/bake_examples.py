@@ -2,9 +2,10 @@
 
     python -m tools.experiments.bake_examples [--model unmask-tasks-small]
 
-Each decoder's example is on its card (``Example``: setting, task, model, what it must show). threshold (the page's
-opening run) decodes the app's first held-out story at T = 1, τ 1 and B 8, right, with a τ preview that marks
-cells at many steps when the dial is lowered (``previews``); llada and ar the first arithmetic problem. The others
+Each decoder's example is on its card (``Example``: setting, task, model, what it must show), decoded on the
+held-out problems of its task that the page offers (``offered``: so a link to it gets the checker's verdict).
+threshold (the page's opening run) decodes the app's first held-out story at T = 1, τ 1 and B 8, right, with a τ
+preview that marks cells at many steps when the dial is lowered (``previews``); llada and ar the first arithmetic problem. The others
 are chosen to show their mechanism at work:
 s2d2 and simsd a sampled story in which the verifier rejects a draft and resamples it (something goes wrong and
 is fixed: the tour walks through it), tspd a decode in which the Kalman look-ahead commits a token early, edit a
@@ -28,6 +29,7 @@ from engine.runtime.loop import Generation
 from engine.models.model import load_model
 from engine.tasks import get_task
 from engine.records.trace import Reason
+from explorer.page.examples import held_out
 from explorer.scrub import payload, would_pass_tau
 
 OUT = Path(__file__).resolve().parents[2] / "assets" / "examples"
@@ -63,6 +65,12 @@ def previews(trace, to: float = 0.85, cells: int = 20, steps: int = 10) -> bool:
     return len(more) >= cells and len({s for s, _ in more}) >= steps
 
 
+def offered(adapter, task: str) -> list:
+    """The held-out problems of ``task`` that the page offers for the model (``explorer.page.examples.held_out``):
+    an example's prompt is one of them, so its run, and a link to it, gets the checker's verdict."""
+    return [p for _, p in held_out(adapter.info.get("task") or task) if p.task == task]
+
+
 def bake(adapter, name: str, params: dict, problems: list, want, seeds: int = 12):
     """The first (seed, problem) whose decode shows the mechanism (``want(trace, problem)``); the first problem if
     none does."""
@@ -71,6 +79,7 @@ def bake(adapter, name: str, params: dict, problems: list, want, seeds: int = 12
             tr = Generation(adapter, prob.typed, build_decoder(name, gen_length=64, seed=seed, **params)).run()
             if want(tr, prob):
                 return tr
+    print(f"WARNING: no decode of {name} shows what its example is for; the first problem is kept")
     return Generation(adapter, problems[0].typed, build_decoder(name, gen_length=64, **params)).run()
 
 
@@ -91,7 +100,7 @@ def main(argv=None) -> None:
         if key not in models:
             models[key] = load_model(key)
         adapter, shows = models[key], SHOWS[ex.shows]
-        tr = bake(adapter, name, ex.setting, get_task(ex.task).problems("test", ex.problems, seed=0),
+        tr = bake(adapter, name, ex.setting, offered(adapter, ex.task)[:ex.problems],
                   lambda tr, prob: shows(tr, adapter, prob))
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
@@ -100,7 +109,7 @@ def main(argv=None) -> None:
             continue
         if args.model not in models:
             models[args.model] = load_model(args.model)
-        tr = bake(models[args.model], decoder, params, get_task(task).problems("test", 10, seed=0), repaired)
+        tr = bake(models[args.model], decoder, params, offered(models[args.model], task), repaired)
         tr.save(out / f"{name}.npz")
         print(f"{name}: {tr.meta.prompt!r} -> {tr.meta.text!r} NFE {tr.nfe} seed {tr.meta.seed}")
     if not only or "branch_edit" in only:

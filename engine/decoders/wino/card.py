@@ -33,5 +33,7 @@ CARD = Card(
     glossary=(
         ("WINO", "wide-in, narrow-out: draft every slot with p ≥ τ_wide, re-mask a drafted token whose p falls below τ_narrow in a later forward"),
     ),
-    example=Example(dict(block_size=8, temperature=1.0), "story", shows="revises"),
+    # a wide draft (τ_wide 0.1 over a block of 32) and a strict keep (τ_narrow 0.95), so the example's verify step
+    # re-masks: at the defaults (B 8, τ 0.6 / 0.9) this model supports every token it drafted, and nothing went back
+    example=Example(dict(block_size=32, temperature=1.0, tau_wide=0.1, tau_narrow=0.95), "story", shows="revises"),
 )
