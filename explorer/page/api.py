@@ -75,7 +75,7 @@ def register_api(page: Page) -> None:
             # so the engine loop saw every API call as one client)
             produce = lambda should_stop: run(prompt, name, params, chosen, *extra,  # noqa: E731
                                               should_stop=should_stop, client=fair.client(), **kw)
-            async with page.gate.slot("decode", request):
+            async with page.gate.slot("decode", request, tell=gr.Info):
                 async for f in follow(produce, page.service.max_seconds, interval=0.5):
                     if f.value is None:
                         continue
