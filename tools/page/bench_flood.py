@@ -31,6 +31,18 @@ identities (127.2.x.2, each its own /24) and a class of 20 (sessions of 127.3.0.
 default setting at once, and the visitor (127.0.0.10) with them: its time against alone, and how many of the burst,
 the class and the visitor were refused (issue 74, finding 4: a per-burst bound refused them all).
 
+``--page-runs N``: N page Runs at once (gradio's queue, as the page sends them), each from its own /24
+(127.4.x.2) with its own free-text prompt (so each decodes: no trace cache), while a bystander GETs
+``robots.txt`` every 0.2 s: the last answer, how many were refused, cut at the budget (the page's warning) or
+failed, and the bystander's slowest GET (issue 74: a class of 40 got its last answer at 30-130 s).
+
+``--extra N``: N ``call/decode`` bodies carrying 240 000 extra numbers each (0.96 MB), eight at a time: how many
+were refused before parsing and the server's RSS before and after (issue 74, finding 5: +772 MiB for 60).
+
+Every ``decode`` answer carries ``timing`` (``explorer.page.api.timing``): the visitor's row splits its time into
+HTTP and gradio's queue (its seconds less ``answer_s``), the wait at the gate (``gate_s``), the wait in the engine
+loop (``answer_s`` less ``gate_s`` and ``engine_s``) and its own rounds (``engine_s``).
+
 ``--pairs N``: N trials of one client (127.0.0.2) running two heavy decodes and, 0.8 s later, two newcomers (their
 own addresses) calling ``decode`` at once; counts the decodes that failed (issue 65: every trial that met the
 condition failed the first client's two decodes with ``{"error": null}``).
@@ -44,6 +56,7 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from tools.local_app import running_app
@@ -129,6 +142,80 @@ def burst(url: str, visitor: str, alone: dict, n_burst: int, n_holders: int, lea
                 burst_median_s=statistics.median(r["seconds"] for r in rows[21:]))
 
 
+def page_run(url: str, fn: int, data: list, source: str) -> dict:
+    """One page Run over gradio's queue from ``source`` (join, then the session's stream): its seconds, whether it
+    succeeded, and the warnings it was shown (a limit, a cut drawing)."""
+    import httpx
+    session, t0, out = uuid.uuid4().hex[:11], time.perf_counter(), {"warnings": []}
+    with httpx.Client(base_url=url, timeout=300, transport=httpx.HTTPTransport(local_address=source)) as client:
+        client.post("gradio_api/queue/join", json={"data": data, "fn_index": fn, "session_hash": session,
+                                                   "event_data": None, "trigger_id": None})
+        with client.stream("GET", f"gradio_api/queue/data?session_hash={session}") as stream:
+            for line in stream.iter_lines():
+                msg = json.loads(line[6:]) if line.startswith("data: ") else {}
+                if msg.get("msg") == "log":
+                    out["warnings"].append(str(msg.get("log"))[:160])
+                elif msg.get("msg") == "process_completed":
+                    out["ok"] = bool(msg.get("success"))
+                    out["error"] = None if out["ok"] else str(msg.get("output", {}).get("error"))[:160]
+                    break
+    return dict(out, seconds=time.perf_counter() - t0)
+
+
+def page_runs(url: str, n: int) -> dict:
+    """``n`` page Runs at once from ``n`` /24s, each its own free-text prompt, beside a bystander's GETs."""
+    import httpx
+    from tools.page.bench_memory import event
+    cfg = httpx.get(url + "config").json()
+    fn, data = event(cfg, "on_run")
+    box = next(i for i, c in enumerate(next(d for d in cfg["dependencies"] if d["id"] == fn)["inputs"])
+               if {c["id"]: c for c in cfg["components"]}[c]["type"] == "textbox")
+    rows, gets, done = [None] * n, [], threading.Event()
+
+    def run(i):
+        mine = list(data)
+        mine[box] = f"{prompts(n)[i]} (visitor {i})"          # free text: decoded, not read from the cache
+        rows[i] = page_run(url, fn, mine, f"127.4.{i}.2")
+
+    def bystander():
+        while not done.is_set():
+            t0 = time.perf_counter()
+            httpx.get(url + "robots.txt", timeout=60)
+            gets.append(time.perf_counter() - t0)
+            time.sleep(0.2)
+    watcher = threading.Thread(target=bystander)
+    watcher.start()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    done.set()
+    watcher.join()
+    cut = lambda r: any("budget" in w for w in r["warnings"])  # noqa: E731
+    return dict(last_s=max(r["seconds"] for r in rows), median_s=statistics.median(r["seconds"] for r in rows),
+                refused=sum(not r.get("ok") and "queue" in str(r.get("error")) for r in rows),
+                failed=sum(not r.get("ok") for r in rows), cut=sum(cut(r) for r in rows),
+                worst_get_s=max(gets, default=0.0), errors=sorted({str(r.get("error")) for r in rows
+                                                                   if not r.get("ok")})[:3])
+
+
+def extra_inputs(url: str, pid: int, n: int) -> dict:
+    """``n`` ``call/decode`` bodies, each with 240 000 extra numbers, eight at a time: refusals and RSS."""
+    import httpx
+    from concurrent.futures import ThreadPoolExecutor
+    from tools.page.bench_memory import rss_mib
+    body = json.dumps({"data": ["3+4=", SPEC, "", "", *([1.5] * 240_000)]}).encode()
+    before = rss_mib(pid)
+
+    def one(_):
+        return httpx.post(url + "gradio_api/call/decode", content=body, timeout=120,
+                          headers={"Content-Type": "application/json"}).status_code
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(one, range(n)))
+    time.sleep(2)
+    return dict(refused=sum(c >= 400 for c in codes), of=n, body_mb=len(body) / 1e6, rss_before=before,
+                rss_after=rss_mib(pid))
+
+
 def pairs(url: str, trials: int) -> str:
     """Failed decodes over ``trials`` of two heavy decodes of one client and two newcomers arriving together."""
     failed = total = 0
@@ -146,7 +233,7 @@ def pairs(url: str, trials: int) -> str:
     return f"{failed} of {total} decodes failed in {trials} trials"
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--flood", type=int, default=16, help="the flooding client's heavy decodes")
     ap.add_argument("--lead", type=float, default=2.0, help="seconds between the flood and the visitors")
@@ -160,33 +247,50 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--flood-spec", default=HEAVY, help="the flood's decode (default: the heavy one; see above)")
     ap.add_argument("--burst", type=int, default=0, help="fresh identities beside --holders (see above)")
     ap.add_argument("--holders", type=int, default=64, help="with --burst: identities holding a decode each")
-    args = ap.parse_args(argv)
-    env = {"root": Path(args.app_dir)} if args.app_dir else {}
-    if args.budget:
-        env["UNMASK_MAX_SECONDS"] = f"{args.budget:g}"
-    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), **env) as (url, _):
-        visitors = prompts(12)
-        decode(url, visitors[0], SPEC, "127.0.0.9")                # warm-up
-        if args.pairs:
-            print(pairs(url, args.pairs))
-            return
-        counts = [int(n) for n in args.identities.split(",") if n.strip()]
-        alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
-                 for p in (visitors[:1] if counts or args.burst else visitors)}
-        if args.burst:
-            out = {f"{args.burst} fresh beside {args.holders} holders": [
-                burst(url, visitors[0], alone, args.burst, args.holders, args.lead, args.flood_spec)
-                for _ in range(args.trials)]}
-        elif counts:
-            out = {f"behind {n} identities": [row for _ in range(args.trials)
-                                              for row in case(url, visitors[:1], alone, n, args.lead, True,
-                                                              args.flood_spec)]
-                   for n in counts}
-        else:
-            out = {"one": case(url, visitors[:1], alone, args.flood, args.lead),
-                   "twelve": case(url, visitors, alone, args.flood, args.lead),
-                   # twelve at once cost more than one alone with no flood at all: the floor of "twelve"
-                   "twelve, no flood": case(url, visitors, alone, 0, 0.0)}
+    ap.add_argument("--page-runs", type=int, default=0, help="page Runs at once, one /24 each (see above)")
+    ap.add_argument("--extra", type=int, default=0, help="decode bodies with extra inputs (see above)")
+    return ap
+
+
+def scenarios(url: str, pid: int, args) -> dict | str:
+    """The scenario the flags name: its rows by case (or a line for --pairs, a dict for the others)."""
+    if args.pairs:
+        return pairs(url, args.pairs)
+    if args.page_runs:
+        return page_runs(url, args.page_runs)
+    if args.extra:
+        return extra_inputs(url, pid, args.extra)
+    visitors = prompts(12)
+    counts = [int(n) for n in args.identities.split(",") if n.strip()]
+    alone = {p: statistics.median(decode(url, p, SPEC, "127.0.0.9")["seconds"] for _ in range(args.repeat))
+             for p in (visitors[:1] if counts or args.burst else visitors)}
+    if args.burst:
+        return {f"{args.burst} fresh beside {args.holders} holders": [
+            burst(url, visitors[0], alone, args.burst, args.holders, args.lead, args.flood_spec)
+            for _ in range(args.trials)]}
+    if counts:
+        return {f"behind {n} identities": [row for _ in range(args.trials)
+                                           for row in case(url, visitors[:1], alone, n, args.lead, True,
+                                                           args.flood_spec)]
+                for n in counts}
+    return {"one": case(url, visitors[:1], alone, args.flood, args.lead),
+            "twelve": case(url, visitors, alone, args.flood, args.lead),
+            # twelve at once cost more than one alone with no flood at all: the floor of "twelve"
+            "twelve, no flood": case(url, visitors, alone, 0, 0.0)}
+
+
+def where(r: dict) -> str:
+    """Where a visitor's seconds went (its answer's ``timing``): HTTP and gradio's queue, the gate, the engine
+    loop's wait, its own rounds."""
+    t = (r.get("answer") or {}).get("timing")
+    if not t:
+        return "no timing"
+    engine = t["engine_s"] or 0.0
+    return (f"http+queue {r['seconds'] - t['answer_s']:.2f}, gate {t['gate_s']:.2f}, engine wait "
+            f"{t['answer_s'] - t['gate_s'] - engine:.2f}, own rounds {engine:.2f} (shared by {t['shared']})")
+
+
+def report(out: dict) -> None:
     print("| case | visitors | alone (s, median) | behind the flood (s, median) | worst (s) | ratio median | "
           "ratio worst | refused |\n|---|---|---|---|---|---|---|---|")
     for name, rows in out.items():
@@ -195,11 +299,25 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {len(rows)} | {statistics.median(r['alone'] for r in rows):.2f} | "
               f"{statistics.median(r['seconds'] for r in rows):.2f} | {max(r['seconds'] for r in rows):.2f} | "
               f"{statistics.median(ratios):.1f}x | {max(ratios):.1f}x | {refused} |")
-        print("per trial:", ", ".join(f"{r['seconds']:.2f} s ({r['ratio']:.1f}x)" for r in rows))
+        print("per trial:", ", ".join(f"{r['seconds']:.2f} s ({r['ratio']:.1f}x; {where(r)})" for r in rows))
         for r in rows:
             if "burst_refused" in r:
                 print(f"burst refused {r['burst_refused']} (median {r['burst_median_s']:.2f} s), class refused "
                       f"{r['class_refused']} of 20; why: {r['why']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    env = {"root": Path(args.app_dir)} if args.app_dir else {}
+    if args.budget:
+        env["UNMASK_MAX_SECONDS"] = f"{args.budget:g}"
+    with tempfile.TemporaryDirectory() as tmp, running_app(Path(tmp), start_s=600, **env) as (url, proc):
+        decode(url, prompts(1)[0], SPEC, "127.0.0.9")                # warm-up
+        out = scenarios(url, proc.pid, args)
+    if isinstance(out, dict) and all(isinstance(v, list) for v in out.values()):
+        report(out)
+    else:
+        print(out)
     if args.json:
         provenance.write(args.json, out, argv)
 
