@@ -11,9 +11,10 @@ Starts ``python app.py`` on a loopback port with its default settings. Each clie
 address (127.0.0.2 floods, the visitors from 127.0.0.10 on), so the app tells them apart as it would a Space's
 visitors. First each visitor's prompt alone, one after another (the median of ``--repeat`` runs: its time alone).
 Then, per case, the flood: ``--flood`` (default 16, the CPU's running places) heavy ``decode`` calls of one client
-(AR over 256 slots without a cache, far more than the budget), each from its own session; ``--lead`` seconds later
-(default 2) one visitor (case "one") or twelve at once (case "twelve") call ``decode`` with the page's default
-setting on held-out prompts; last, the twelve with no flood (what twelve at once cost on this machine anyway).
+(AR over 256 slots without a cache, far more than the budget), each from its own session; ``--lead`` seconds after
+the server has every call of the flood (default 2) one visitor (case "one") or twelve at once (case "twelve") call
+``decode`` with the page's default setting on held-out prompts; last, the twelve with no flood (what twelve at once
+cost on this machine anyway). Each visitor's time runs from its POST to its answer.
 Prints per case each visitor's time against its time alone (the issue's target: within 3x), then closes the
 flood's streams (its decodes stop) and lets the server settle before the next case.
 
@@ -67,13 +68,19 @@ from tools import provenance
 SPEC = "threshold:tau=0.9,block_size=8"       # the page's default decode of a held-out prompt (~0.66 s alone)
 
 
-def decode(url: str, prompt: str, spec: str, source: str, stop: threading.Event | None = None) -> dict:
-    """One ``decode`` call over gradio's plain HTTP route from ``source``: its seconds and its answer or refusal;
-    with ``stop``, the call's stream is closed once it is set (the client leaves; its decode stops)."""
+def decode(url: str, prompt: str, spec: str, source: str, stop: threading.Event | None = None,
+           posted: list | None = None) -> dict:
+    """One ``decode`` call over gradio's plain HTTP route from ``source``: its seconds from its POST to its answer
+    or refusal; with ``stop``, the call's stream is closed once it is set (the client leaves; its decode stops);
+    ``posted`` is appended to once the server has the call. The client is made before the clock starts: this
+    script's own threads (a flood of 48-272 streams read in one process) made a client take up to 2 s, which
+    was counted as the visitor's time and let the flood arrive after the visitor."""
     import httpx
-    t0 = time.perf_counter()
     with httpx.Client(base_url=url, timeout=180, transport=httpx.HTTPTransport(local_address=source)) as client:
+        t0 = time.perf_counter()
         event_id = client.post("gradio_api/call/decode", json={"data": [prompt, spec, "", ""]}).json()["event_id"]
+        if posted is not None:
+            posted.append(event_id)
         event, out = None, {}
         with client.stream("GET", f"gradio_api/call/decode/{event_id}") as stream:
             for line in stream.iter_lines():
@@ -91,7 +98,7 @@ def decode(url: str, prompt: str, spec: str, source: str, stop: threading.Event 
 
 
 def at_once(calls: list) -> list[dict]:
-    """Each (url, prompt, spec, source[, stop]) in its own thread; their results in order."""
+    """Each (url, prompt, spec, source[, stop[, posted]]) in its own thread; their results in order."""
     results = [None] * len(calls)
 
     def run(i):
@@ -102,16 +109,24 @@ def at_once(calls: list) -> list[dict]:
     return results
 
 
+def arrived(posted: list, n: int, limit_s: float = 120) -> None:
+    """Wait until the server has all ``n`` calls of a flood (the lead counts from then)."""
+    t0 = time.monotonic()
+    while len(posted) < n and time.monotonic() - t0 < limit_s:
+        time.sleep(0.05)
+
+
 def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float, identities: bool = False,
          spec: str = HEAVY) -> list[dict]:
     """The flood, then the visitors ``lead_s`` later: each visitor's seconds and ratio to its time alone. The flood
     comes from one address, or (``identities``) from one address per decode, each its own /24 (a pool of proxies
     across networks, which the per-network bound does not catch)."""
-    stop = threading.Event()
+    stop, posted = threading.Event(), []
     source = (lambda i: f"127.{1 + i // 250}.{i % 250}.2") if identities else (lambda i: "127.0.0.2")
-    flood = [(url, "Tell a story about a fox.", spec, source(i), stop) for i in range(n_flood)]
+    flood = [(url, "Tell a story about a fox.", spec, source(i), stop, posted) for i in range(n_flood)]
     flooding = threading.Thread(target=at_once, args=(flood,))
     flooding.start()
+    arrived(posted, n_flood)
     time.sleep(lead_s)
     rows = at_once([(url, p, SPEC, f"127.0.0.{10 + i}") for i, p in enumerate(visitors)])
     stop.set()
@@ -123,11 +138,12 @@ def case(url: str, visitors: list[str], alone: dict, n_flood: int, lead_s: float
 def burst(url: str, visitor: str, alone: dict, n_burst: int, n_holders: int, lead_s: float, spec: str) -> dict:
     """Holders, then ``lead_s`` later a burst of fresh identities, a class of 20 behind one address and the visitor
     at once: the visitor's row, and the refusals of each group."""
-    stop = threading.Event()
-    holders = [(url, "Tell a story about a fox.", spec, f"127.1.{i % 250}.{2 + i // 250}", stop)
+    stop, posted = threading.Event(), []
+    holders = [(url, "Tell a story about a fox.", spec, f"127.1.{i % 250}.{2 + i // 250}", stop, posted)
                for i in range(n_holders)]
     holding = threading.Thread(target=at_once, args=(holders,))
     holding.start()
+    arrived(posted, n_holders)
     time.sleep(lead_s)
     calls = [(url, visitor, SPEC, "127.0.0.10")] + [(url, "3+4=", SPEC, "127.3.0.2")] * 20 + [
         (url, "5+1=", SPEC, f"127.{2 + i // 250}.{i % 250}.2") for i in range(n_burst)]
