@@ -136,6 +136,7 @@ if __name__ == "__main__":
     except UserError as e:       # a model the operator named cannot be loaded (a bad path, a link out, a hub id)
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    startup.settle_heap()         # no collection walks the start-up heap again: the event loop never stalls on it
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
     demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

@@ -148,3 +148,27 @@ def test_a_request_whose_client_left_before_its_work_began_never_reaches_the_eng
                 pass
     asyncio.run(run())
     assert not ran
+
+
+def test_a_request_that_must_wait_is_told_so_once_and_one_that_enters_is_not():
+    """Issue 74, point 5: the visitor hears in one line, when its request starts to wait at the gate, that it
+    waits and that the wait counts in its budget (the page's and ``gradio_client``'s pop-up, ``fairly``); a request
+    that takes a free place hears nothing."""
+    async def run():
+        gate, go, told = FairGate(concurrent=1, spare=0, overflow=0, budget_s=20), asyncio.Event(), {}
+
+        async def one(name, host):
+            async with gate.slot("decode", visitor(name, host), tell=lambda line: told.setdefault(name, []).append(
+                    line)):
+                await go.wait()
+        first = asyncio.create_task(one("first", "10.0.1.1"))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(one("second", "10.0.2.1"))
+        await asyncio.sleep(0.01)
+        go.set()
+        await asyncio.gather(first, second)
+        return told, gate
+    told, gate = asyncio.run(run())
+    assert list(told) == ["second"] and len(told["second"]) == 1 and empty(gate)
+    assert told["second"][0] == ("the model is busy: this request waits for its turn (1 waiting); the wait counts "
+                                 "in its time budget of 20 s")

@@ -13,6 +13,7 @@ stopped.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import gradio as gr
@@ -21,7 +22,7 @@ from gradio.utils import get_function_description
 
 from engine.errors import UserError
 from engine.catalogue.spec import parse_spec
-from explorer.page import fair
+from explorer.page import fair, presence
 from explorer.page.context import Page
 from explorer.page.fair import Busy
 from explorer.page.presence import Gone
@@ -42,6 +43,16 @@ def summary(trace) -> dict:
     return out
 
 
+def timing(trace, arrived: float | None, placed: float) -> dict:
+    """Where a call's time went, in seconds from its arrival at the fair gate: ``gate_s`` when it took its place,
+    ``answer_s`` now (this summary), ``engine_s`` its share of the engine rounds it ran in and ``shared`` the
+    decodes per round (None until it ends); the rest of ``answer_s - gate_s`` it waited in the engine loop for a
+    seat or sat rounds out. What a client measures beyond ``answer_s`` is HTTP and gradio's queue."""
+    t0 = arrived or placed
+    return {"gate_s": round(placed - t0, 4), "answer_s": round(time.monotonic() - t0, 4),
+            "engine_s": trace.meta.engine_s, "shared": trace.meta.shared}
+
+
 def register_api(page: Page) -> None:
     async def decode(prompt: str, spec: str, model: str = "", branch: str = "",
                      request: gr.Request = None) -> AsyncIterator[dict]:
@@ -56,7 +67,8 @@ def register_api(page: Page) -> None:
 
         Returns:
             a dict: text, token_ids, nfe, decoder, params, generated_tokens, model, wall_s (engine seconds),
-            limit (the request limit that stopped it early, if any) and, for a branch, branch (its base and step)
+            limit (the request limit that stopped it early, if any), timing (where its time went: gate_s,
+            answer_s, engine_s, shared) and, for a branch, branch (its base and step)
 
         A branch decodes the run again, then branches it after its step (the forced token, another decoder); the
         summary is the branch's. Each parameter's line above is what the API page and the clients' listing show.
@@ -75,13 +87,14 @@ def register_api(page: Page) -> None:
             # so the engine loop saw every API call as one client)
             produce = lambda should_stop: run(prompt, name, params, chosen, *extra,  # noqa: E731
                                               should_stop=should_stop, client=fair.client(), **kw)
-            async with page.gate.slot("decode", request):
+            async with page.gate.slot("decode", request, tell=gr.Info):
+                arrived, placed = presence.arrived(), time.monotonic()
                 async for f in follow(produce, page.service.max_seconds, interval=0.5):
                     if f.value is None:
                         continue
                     if f.limit:
                         f.value.meta.limit = f.limit
-                    yield summary(f.value)
+                    yield {**summary(f.value), "timing": timing(f.value, arrived, placed)}
         except (UserError, Busy) as e:
             raise gr.Error(str(e), print_exception=False) from None   # a client reads it as text: not escaped
         except Gone:

@@ -141,7 +141,7 @@ async def fairly(page: Page, kind: str, request, outputs):
     time its flow has taken, nothing it declares); a visitor beyond its share, refused by a full queue or past its
     budget while waiting, gets the page's one-line message; one who left gets nothing more."""
     try:
-        async with page.gate.slot(kind, request):
+        async with page.gate.slot(kind, request, tell=gr.Info):
             async for out in outputs:
                 yield out
     except Busy as e:

@@ -148,9 +148,32 @@ def tab_opened(v: Views, tab: str, box: dict, tr) -> dict:
     return shown(v, {}, render_views(tr, step - 1, names=cursor_views)) if cursor_views else nothing
 
 
-def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False, box=None) -> dict:
+CUT = ("the time budget ended while this run was drawn: {n} of its {m} views here are shown (UNMASK_MAX_SECONDS; "
+       "open the tab again to draw the rest)")
+
+
+def views_by(tr, step: int, names, deadline: float | None) -> tuple[dict, int]:
+    """The views named (all: None) drawn one at a time while the next one, as slow as the slowest so far, ends
+    before ``deadline`` (``time.monotonic()``), so a run's last drawing ends within its request's budget however
+    slow the drawing is: (those drawn, how many were asked for)."""
+    wanted = [x.name for x in VIEWS if names is None or x.name in names]
+    out: dict = {}
+    slowest = 0.0
+    for name in wanted:
+        t0 = time.monotonic()
+        if deadline is not None and t0 + slowest >= deadline:
+            break
+        out.update(render_views(tr, step, names={name}))
+        slowest = max(slowest, time.monotonic() - t0)
+    return out, len(wanted)
+
+
+def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool = False, box=None,
+             deadline: float | None = None) -> dict:
     """Everything the page shows of a finished run, at step_v (1-based; the last by default), drawn once. With the
-    page's tab box, only the visible tab's views are drawn now; the others when their tab is opened."""
+    page's tab box, only the visible tab's views are drawn now; the others when their tab is opened. Past
+    ``deadline`` (the request's budget) no more views are drawn: the panels and the views drawn so far are sent,
+    with a one-line note (``CUT``)."""
     n = max(1, len(tr.records))
     s = n if step_v is None else min(max(1, int(step_v)), n)
     if tr.meta.limit and tr.meta.limit != scrub.STOPPED:     # Stop's own words are the text's (``ended_line``)
@@ -170,8 +193,12 @@ def finished(page: Page, v: Views, tr, step_v: int | None, prev, example: bool =
         names = names_in(visible(box))
         box.update(drawn=(tr.meta.run_id, {visible(box)}), step=s)
     # a run stopped early has unfinished text: the checker stays silent, as while it streams
-    out = shown(v, render_panels(tr, s - 1, None if tr.meta.limit else page.verdict(tr)),
-                render_views(tr, s - 1, names=names))
+    views, wanted = views_by(tr, s - 1, names, deadline)
+    if len(views) < wanted:
+        gr.Warning(CUT.format(n=len(views), m=wanted))
+        if isinstance(box, dict):
+            box["drawn"][1].discard(visible(box))        # opened again, the tab draws its views
+    out = shown(v, render_panels(tr, s - 1, None if tr.meta.limit else page.verdict(tr)), views)
     delta = "" if prev is None or prev is tr else summary.previous_delta(tr, prev)
     # the open tab is one with something to show; the browser hides the others (scrub.js: gradio 6.31's
     # gr.Tab(visible=False) update leaves the tab's button on the page)
@@ -188,6 +215,8 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
     rest to its branch), counted from ``started`` (a link's page load; default: its arrival at the fair gate,
     ``presence.arrived``). Yields (trace, parts)."""
     key, last, t0 = None, None, started or presence.arrived() or time.monotonic()
+    budget = budget_s or page.service.max_seconds
+    deadline = t0 + budget                # the final drawing too ends within it (``finished``)
     run_id = uuid.uuid4().hex[:12]     # marks every frame of this run in the page (the text view's data-run)
     live = Live(box, run_id)
     try:
@@ -199,15 +228,14 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             hit = None if live.fresh else await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
                 hit.meta.run_id, hit.meta.finished, hit.meta.model, hit.meta.cached = run_id, True, model, True
-                async for out in finish(page, v, hit, step_v, prev, box):
+                async for out in finish(page, v, hit, step_v, prev, box, deadline):
                     yield out
                 return
         produce = lambda should_stop: page.service.stream(  # noqa: E731
             prompt_v, decoder_v, params, model, page=True, client=fair.client(), every_s=INTERVAL_S,
             should_stop=should_stop)
         # the final drawing (every view of the tab, the scrubber's data, the export) must fit in the budget too
-        k, budget = 0, budget_s or page.service.max_seconds
-        clock = DrawClock(budget)
+        k, clock = 0, DrawClock(budget)
         async for f in follow(produce, budget, started=t0, reserve=clock.reserve):
             last = f.value
             if last is None:
@@ -227,7 +255,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
     if last is not None:
         if key is not None and not last.meta.limit:
             page.store.put(key, last)   # run_id and finished are set again on every hit
-        async for out in finish(page, v, last, step_v, prev, box):
+        async for out in finish(page, v, last, step_v, prev, box, deadline):
             yield out
 
 
@@ -255,9 +283,10 @@ class Live:
             del self.box["live"]
 
 
-async def finish(page: Page, v: Views, tr, step_v, prev, box):
-    """A finished run, drawn off the event loop and sent in pieces: yields (trace, piece)."""
-    for piece in in_pieces(v, await in_thread(finished, page, v, tr, step_v, prev, False, box), visible(box)):
+async def finish(page: Page, v: Views, tr, step_v, prev, box, deadline: float | None = None):
+    """A finished run, drawn off the event loop (within ``deadline``) and sent in pieces: yields (trace, piece)."""
+    for piece in in_pieces(v, await in_thread(finished, page, v, tr, step_v, prev, False, box, deadline),
+                           visible(box)):
         yield tr, piece
 
 

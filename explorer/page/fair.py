@@ -22,7 +22,8 @@ Refusals, each a one-line message, only to bound memory:
   served waiting request of that scope (the newest among equals) leaves to make room, or the newcomer is refused
   when that is itself;
 - the **budget**: a request's ``UNMASK_MAX_SECONDS`` counts from its arrival (``presence.arrived``), its wait here
-  included; one still waiting when it passes ends with one line.
+  included; one still waiting when it passes ends with one line. A request that has to wait is told so in one line
+  when its wait starts (``WAITING``, through the handler's ``tell``: the page's and ``gradio_client``'s pop-up).
 
 A request whose client is gone (``explorer.page.presence``) never waits: its client's stream must be open
 (``presence.confirm``), and a waiter whose client leaves is passed over and leaves the queue. The page's model events
@@ -57,15 +58,27 @@ BUSY = "you already have a {kind} running and one waiting: wait for them to fini
 FULL = ("the server's queue is full ({n} requests waiting, {mine} of them from your network, {pool}): try again in "
         "a minute")
 TAKEN = "the server's queue is full and a visitor served less than you took your place: try again in a minute"
+WAITING = ("the model is busy: this request waits for its turn ({n} waiting); the wait counts in its time budget of "
+           "{b:g} s")
 WAITED = ("the server is busy: this request waited {s:.0f} s for the model, its whole time budget of {b:g} s "
           "(UNMASK_MAX_SECONDS): try again in a minute")
 
 CLIENT = contextvars.ContextVar("unmask_client", default="")   # the request's flow, for the engine loop
+LEDGER = contextvars.ContextVar("unmask_ledger", default=None)  # the gate's ledger, for the request's own charges
 
 
 def client():
     """The flow of the request being served, (pool, client, session): what the engine loop charges its time to."""
     return CLIENT.get()
+
+
+def charge(seconds: float) -> None:
+    """Charge the request being served for work it did outside the engine (its page drawing,
+    ``worker.in_thread``): the same ledger as its engine time, so a flow that draws much is served less. Nothing
+    outside a gate's place (the accounts are active only while the request holds or waits for one)."""
+    ledger = LEDGER.get()
+    if ledger is not None:
+        ledger.charge(CLIENT.get(), seconds)
 
 
 class Busy(Exception):
@@ -116,10 +129,10 @@ class FairGate:
         return any(self.ledger.ahead(p, path) for p in self.holding)
 
     @asynccontextmanager
-    async def slot(self, kind: str, request):
+    async def slot(self, kind: str, request, tell=None):
         """Hold a place for one request of this visitor once its turn comes (``Busy`` beyond its session's share,
         when the queue is full and it is the one to go, or when its budget passes while it waits; ``Gone`` if its
-        client leaves first)."""
+        client leaves first). ``tell(line)``: the visitor is told in one line when the request starts to wait."""
         session = getattr(request, "session_hash", None) or ""
         who = client_key(getattr(getattr(request, "client", None), "host", None))
         path = (pooled(who), who, session)
@@ -127,12 +140,13 @@ class FairGate:
         if session and self.held[key] >= PER_SESSION:
             raise Busy(BUSY.format(kind=kind))
         CLIENT.set(path)
+        LEDGER.set(self.ledger)
         present = presence.watch(self.streams, session or None)
         self.held[key] += 1
         self.ledger.enter(path)
         try:
             await presence.confirm(self.streams, session or None)
-            await self._acquire(path, present)
+            await self._acquire(path, present, tell)
             try:
                 yield
             finally:
@@ -143,7 +157,7 @@ class FairGate:
             if self.held[key] <= 0:
                 del self.held[key]
 
-    async def _acquire(self, path: tuple, present) -> None:
+    async def _acquire(self, path: tuple, present, tell=None) -> None:
         if not self.waiting and self.may_enter(path):
             self._take(path)
             return
@@ -151,6 +165,8 @@ class FairGate:
         w = _Waiter(path, asyncio.get_running_loop().create_future(), present, next(self._seq))
         self.queues.setdefault(path, deque()).append(w)
         self._grant()                                     # a place may be free (a gone waiter left)
+        if tell is not None and not w.future.done():      # it waits: say so once, before the wait
+            tell(WAITING.format(n=self.waiting, b=self.budget_s))
         arrived = presence.arrived() or time.monotonic()
         left = self.budget_s - (time.monotonic() - arrived)
         try:

@@ -5,6 +5,7 @@ sees Space mode switched on or off without reading the code. No torch here (``ex
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 
@@ -65,3 +66,13 @@ def settings_line() -> str:
                        for name in LIMITS)
     models = settings.get("UNMASK_MODELS") or "embedded only"
     return f"unmask: {who}; limits {limits}; models: {models}"
+
+
+def settle_heap() -> None:
+    """Once the app is built (models loaded, page made): every object alive now moves to the collector's permanent
+    generation (``gc.freeze``), so no later collection walks it. A full collection stops every thread, the event
+    loop's too, for as long as it walks the heap: with gradio, torch, plotly and the models' objects about 0.8 s on
+    this project's 2-core machine, once every few hundred thousand allocations (a class of page Runs drawing at
+    once), where the event loop must not stall over 100 ms (``tests/test_page_drawing.py``)."""
+    gc.collect()
+    gc.freeze()

@@ -21,13 +21,17 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from explorer.page import presence
+from explorer.page import fair, presence
 from explorer.page.presence import Gone
 
 INTERVAL_S = 0.25       # at most four frames a second reach the browser while a run streams
 # The workers wait on the engine loop most of the time: they get their own threads, so a class's worth of streaming
 # runs never holds the threads that draw figures (``in_thread``: asyncio's default executor, a few threads).
 WORKERS = ThreadPoolExecutor(max_workers=96, thread_name_prefix="unmask-follow")
+# Drawing is Python under the GIL: more threads than this draw no faster, and each one more that wants the GIL delays
+# the event loop's next turn by up to a switch interval (5 ms), which a class's worth of Runs drawing at once made
+# a stall (``tests/test_page_drawing.py``).
+DRAWING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="unmask-draw")
 
 
 @dataclass
@@ -120,5 +124,13 @@ class DrawClock:
 
 
 async def in_thread(fn, *args):
-    """CPU work of a handler (rendering figures) off the event loop, so other requests keep being served."""
-    return await asyncio.to_thread(fn, *args)
+    """CPU work of a handler (rendering figures, reading the trace cache) off the event loop, so other requests
+    keep being served. Its time is charged to the request's flow (``fair.charge``), in the ledger its engine time
+    goes to: a page Run's drawing is part of what it costs, and the fair share counts it."""
+    def timed():
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            fair.charge(time.perf_counter() - t0)
+    return await asyncio.get_running_loop().run_in_executor(DRAWING, contextvars.copy_context().run, timed)
