@@ -170,13 +170,19 @@ def mask_state(trace, step: int | None = None, grid: Grid | None = None, selecte
                                 margin=dict(r=130))
 
 
+# the × of a committed cell: a dark cross with a white rim. A committed cell is often empty (a verify or commit
+# forward has no masked confidence to show), so the × lies on the page itself: a white × vanished on the light page
+# (1:1) and on the yellow of a sure cell (1.1:1); dark on light and yellow, its rim on dark blue and the dark page
+COMMITTED_X = dict(symbol="x", size=8, color="#1a1a1a", line=dict(width=1, color="white"))
+
+
 def committed_marks(g: Grid) -> list[dict]:
-    """A white × on every committed cell of a step × position map (none when nothing was committed)."""
+    """A × on every committed cell of a step × position map (none when nothing was committed)."""
     cells = np.argwhere(g.committed)
     if not len(cells):
         return []
     return [dict(type="scatter", x=g.labels[cells[:, 1]], y=cells[:, 0] + 1, mode="markers", hoverinfo="skip",
-                 marker=dict(symbol="x-thin", size=6, line=dict(width=1.5, color="white")), showlegend=False)]
+                 marker=COMMITTED_X, showlegend=False)]
 
 
 def confidence(trace, step: int | None = None, grid: Grid | None = None, selected: int | None = None,

@@ -1,6 +1,7 @@
 """The README's screenshots, regenerated: the real app on a loopback port, a KLASS decode of the opening story
 opened by its link, drawn by Chromium in the light and the dark theme at a desktop's 1500 × 1000 (docs/page.png,
-docs/page-dark.png) and a phone's 390 × 844 (artifacts/, to look at).
+docs/page-dark.png) and a phone's 390 × 844 (artifacts/, to look at); and the guided tour's second stop (a draft,
+its card carrying the text) on a lecture projector's 1280 × 720 (docs/tour.png; the dark one in artifacts/).
 
     python -m tools.page.screenshots [--out docs] [--phones artifacts]
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LINK = "?decoder=klass&prompt=Tell+a+story+about+a+yak+named+Finn.&step=9"
 SIZES = {"desktop": (1500, 1000), "phone": (390, 844)}
+TOUR_SIZE, TOUR_STOP = (1280, 720), 1          # 0-based: the "Draft" stop, whose card carries the text
 
 
 def shoot(url: str, out: Path, phones: Path) -> list[Path]:
@@ -41,8 +43,30 @@ def shoot(url: str, out: Path, phones: Path) -> list[Path]:
                 pg.screenshot(path=str(path))
                 made.append(path)
                 pg.close()
+            tour = out / "tour.png" if scheme == "light" else phones / "tour-dark.png"
+            made.append(shoot_tour(browser, url, tour, scheme))
         browser.close()
     return made
+
+
+def shoot_tour(browser, url: str, path: Path, scheme: str) -> Path:
+    """The tour at its TOUR_STOP: the view it points at, outlined, and its card pinned beside it."""
+    from tools.page.bench_ux import at_stop, opened
+    from tools.page.contrast import settled
+    w, h = TOUR_SIZE
+    pg = browser.new_page(viewport={"width": w, "height": h}, color_scheme=scheme)
+    opened(pg, url)
+    settled(pg)
+    pg.click("#tour-start")
+    for i in range(1, TOUR_STOP + 1):
+        at_stop(pg, i - 1)
+        pg.click("#tour-next")
+    at_stop(pg, TOUR_STOP)
+    pg.wait_for_timeout(1500)                   # the stop's scroll into sight and its figures' redraw
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(path))
+    pg.close()
+    return path
 
 
 def main(argv=None) -> None:
