@@ -61,7 +61,8 @@ def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, 
     return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
 
 
-# (rows x V) elements per statistics call, however large the round. On the CPU: 32 MiB per float64 temporary,
+# (rows x V) elements per statistics call, however large the round (a part larger than that runs by rows:
+# ``by_rows``), so a round's float64 temporaries are bounded by this, whatever its batch and canvas. On the CPU: 32 MiB per float64 temporary,
 # glibc's largest mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a
 # batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these). On an accelerator each chunk is a
 # dozen kernel launches that the host waits for, and the caching allocator reuses memory: one chunk for a round of
@@ -81,13 +82,33 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round.
     ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). ``precision``: the softmax's dtype (float64, or
     the model's as LLaDA's release ranks ``F.softmax`` of its bf16 logits)."""
-    groups = chunk_groups([p.numel() for p in parts], parts[0].device)
+    limit = CHUNK if parts[0].device.type == "cpu" else DEVICE_CHUNK
     chunks = []
-    for g in groups:
-        ps = [parts[i] for i in g]
-        chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id, precision)))
+    for g in chunk_groups([p.numel() for p in parts], parts[0].device):
+        ps, gs = [parts[i] for i in g], [generators[i] for i in g]
+        if len(ps) == 1 and ps[0].numel() > limit:                 # one part past the limit: by rows
+            chunks.append(([ps[0]], *by_rows(ps[0], limit, temperature, top_k, top_p, gs[0], mask_id, precision)))
+        else:
+            chunks.append((ps, *_stats(ps, temperature, top_k, top_p, gs, mask_id, precision)))
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
     return unpack(host(small).numpy(), chunks)                     # (Q, 4 + 2K): the round's one copy to the host
+
+
+def by_rows(part: torch.Tensor, limit: int, temperature, top_k, top_p, generator, mask_id,
+            precision) -> tuple[torch.Tensor, torch.Tensor]:
+    """One part's statistics in pieces of whole rows of at most ``limit`` elements (at least one row), its softmax
+    written into one (q, V) float64 tensor: the peak is the part's softmax and one piece's temporaries, not five
+    (q, V) float64 tensors. Row by row the same numbers; the noise is drawn piece after piece from the decode's
+    generator (on a CPU the same stream as one draw; on an accelerator a stream that depends only on the part's
+    shape and ``limit``, never on the round's company)."""
+    rows = max(1, limit // part.shape[-1])
+    probs = part.new_empty(part.shape, dtype=torch.float64)
+    small = []
+    for a in range(0, len(part), rows):
+        s, p = _stats([part[a:a + rows]], temperature, top_k, top_p, [generator], mask_id, precision)
+        probs[a:a + rows] = p
+        small.append(s)
+    return torch.cat(small), probs
 
 
 def stats_on_device(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
@@ -117,7 +138,7 @@ def unpack(small: np.ndarray, chunks: list) -> list[TokenStats]:
 
 def chunk_groups(sizes: list[int], device: torch.device) -> list[list[int]]:
     """Consecutive parts (their indices) in groups of at most ``CHUNK`` elements on the CPU, ``DEVICE_CHUNK``
-    elsewhere; a part larger than the limit is a group alone. (A round of twelve decodes of 32 rows at V = 126 464
+    elsewhere; a part larger than the limit is a group alone (``by_rows`` then splits it). (A round of twelve decodes of 32 rows at V = 126 464
     would otherwise allocate 0.4 GB per float64 temporary on the CPU.)"""
     limit = CHUNK if device.type == "cpu" else DEVICE_CHUNK
     groups, size = [[]], 0

@@ -1,0 +1,120 @@
+"""The byte ledger: every byte the engine keeps on a model's device, by named account and owner (vLLM's KV-cache
+manager and its memory profiling are the model: one budget, counted before work starts, never discovered by an
+out-of-memory error).
+
+    LEDGER.track("pools", owner, measure)   an owner's bytes, ``measure(owner)`` read whenever the ledger is read;
+                                            the entry goes with its owner (held by a weak reference only)
+    LEDGER.used()                           every account together; ``accounts()`` by name
+    LEDGER.fits(extra)                      whether ``extra`` more bytes stay within ``budget()``
+
+Accounts (``docs/architecture.md``, "The byte ledger"):
+
+    pools     the static path's K/V slot pools (``engine.models.slots``), every row, free ones included
+    graphs    captured CUDA graphs, sized at capture (``engine.models.static``)
+    buckets   the static path's device buffers per shape bucket (idle no-cache buckets are freed)
+    decodes   what each decode keeps on the device between its forwards (``Runner.kept``, ``Policy.kept``: a
+              rule's previous distributions, a window of them) and its growing K/V cache
+    round     the round running now: its logits and their statistics (``round_bytes``), while it runs
+
+The budget is ``UNMASK_STATIC_MB`` (0: a quarter of a GPU's memory, ``device_total``, no bound on a CPU). Past it a decode waits for
+a place (the engine loop's ``_admit``), a round takes fewer rows (``_chosen``), a pool does not grow and a bucket
+is not captured (``engine.models.static``); a decode that alone cannot fit is refused with one line.
+
+No torch here: a tensor's size is read from its attributes (the engine loop imports this module).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Callable
+
+from engine import settings
+
+# the float64 temporaries the statistics hold at once over one chunk (the logits' copy, the softmax, the filtered
+# logits, the noise, its Gumbel transform: ``engine.runtime.sampling._stats``)
+STATS_TEMPORARIES = 5
+
+
+def storage_bytes(tensors) -> int:
+    """The memory that ``tensors`` keep alive: each storage once (a view keeps its whole base), None skipped."""
+    seen, total = set(), 0
+    for t in tensors:
+        if t is None or not hasattr(t, "untyped_storage"):
+            continue
+        s = t.untyped_storage()
+        key = (str(t.device), s.data_ptr())
+        if key not in seen:
+            seen.add(key)
+            total += s.nbytes()
+    return total
+
+
+def round_bytes(rows: int, kept_rows: int, vocab: int, chunk_elements: int) -> int:
+    """A round's device bytes while it runs: its logits (float32, ``rows`` query rows), the statistics' float64
+    softmax of the ``kept_rows`` rows they score, and one chunk's float64 temporaries."""
+    return rows * vocab * 4 + kept_rows * vocab * 8 + STATS_TEMPORARIES * 8 * min(chunk_elements, kept_rows * vocab)
+
+
+class MemoryLedger:
+    """See the module's docstring. Read and written from the engine thread and the page's workers: every method
+    holds ``lock``."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.entries: dict[str, dict[int, tuple]] = {}    # account -> id(owner) -> (weakref, measure)
+        self.peak = 0
+        self.device_total = 0         # a GPU's memory, set where a model runs on one (``engine.models.static``)
+
+    def track(self, account: str, owner, measure: Callable[[object], int]) -> None:
+        """Count ``measure(owner)`` bytes under ``account`` for as long as ``owner`` lives (or until ``forget``);
+        ``measure`` is handed the owner, so the ledger never keeps it alive."""
+        key = id(owner)
+        with self.lock:
+            entries = self.entries.setdefault(account, {})
+            entries[key] = (weakref.ref(owner, lambda _, a=account, k=key: self._drop(a, k)), measure)
+        self.note()
+
+    def forget(self, account: str, owner) -> None:
+        self._drop(account, id(owner))
+
+    def _drop(self, account: str, key: int) -> None:
+        with self.lock:
+            self.entries.get(account, {}).pop(key, None)
+
+    def accounts(self) -> dict[str, int]:
+        """Bytes per account, each read now."""
+        with self.lock:
+            items = [(a, list(e.values())) for a, e in self.entries.items()]
+        return {a: sum(m(o) for ref, m in e if (o := ref()) is not None) for a, e in items}
+
+    def owned(self, account: str, owner) -> int:
+        """One owner's bytes under ``account`` (0 when it has none)."""
+        with self.lock:
+            entry = self.entries.get(account, {}).get(id(owner))
+        return entry[1](owner) if entry is not None and entry[0]() is owner else 0
+
+    def used(self) -> int:
+        return sum(self.accounts().values())
+
+    def budget(self) -> float:
+        """``UNMASK_STATIC_MB`` in bytes; 0: a quarter of the GPU's memory, unbounded where none is known (a CPU)."""
+        mb = settings.get("UNMASK_STATIC_MB")
+        if mb > 0:
+            return mb * 2 ** 20
+        return self.device_total / 4 if self.device_total else float("inf")
+
+    def left(self) -> float:
+        return self.budget() - self.used()
+
+    def fits(self, extra: int) -> bool:
+        return self.used() + extra <= self.budget()
+
+    def note(self) -> int:
+        """Read every account; the highest total read so far is ``peak``."""
+        used = self.used()
+        self.peak = max(self.peak, used)
+        return used
+
+
+LEDGER = MemoryLedger()
