@@ -40,10 +40,13 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
+from engine.errors import UserError
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.device import Read, read_back
 from engine.runtime.lifecycle import Aborted, EngineThread, close
+from engine.runtime.memory import LEDGER, request_bytes
+from engine.runtime.sampling import chunk_limit
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.ledger import Ledger
 from engine.runtime.share import client_of
@@ -70,6 +73,7 @@ class Job:
     first_at_once: bool = True              # the first snapshot after the first forward (else after every_s)
     on_limit: Callable[[str], object] | None = None   # the final value of a decode stopped by its budget
     index: int = 0                          # the caller's number for it (``Scheduler``)
+    need: int = 0                           # device bytes it needs at once (``memory.decode_need``; 0: unknown)
 
 
 class Handle:
@@ -159,6 +163,8 @@ class EngineLoop(EngineThread):
         self.retries: Counter = Counter()          # rounds that raised and ran again, decodes they failed (rounds.run)
         self._aborts: set[Handle] = set()
         self._rotate = 0
+        self.round_bytes = 0                        # the running round's logits and statistics (the byte ledger)
+        LEDGER.track("round", self, lambda loop: loop.round_bytes)
         self._start()
 
     # -- the callers' side ---------------------------------------------------------------------------------------
@@ -228,7 +234,9 @@ class EngineLoop(EngineThread):
         chosen = self._chosen()
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in chosen]
         t = time.perf_counter()
+        LEDGER.note()                                 # the peak: every account with this round's bytes
         results = rounds.run([r.request for r in chosen], self.retries)
+        self.round_bytes = 0
         round_s = time.perf_counter() - t
         self.rounds += 1
         for r in chosen:            # counted before its rule runs: a decode that ends here is read at once
@@ -298,6 +306,10 @@ class EngineLoop(EngineThread):
                 if not fits:
                     break
                 h = min(fits, key=lambda h: self.ledger.key(client_of(h)))
+                if not isinstance(h, _Running) and not self._fits(h, out):
+                    if h.done:
+                        continue                # refused: the next candidate
+                    break                       # it waits until decodes end and their memory is free
                 self.ledger.seated(client_of(h))
                 out.append(h)
                 if isinstance(h, _Running):
@@ -316,9 +328,9 @@ class EngineLoop(EngineThread):
         many as fit, starting where the last cut round stopped. Several flows: ``share.rows``."""
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in self.running]
         if len({client_of(r) for r in self.running}) > 1:
-            return fair_share.rows(self, cost)
+            return self._within_budget(fair_share.rows(self, cost))
         if sum(cost) <= self.round_tokens:
-            return list(self.running)
+            return self._within_budget(list(self.running))
         n = len(self.running)
         chosen, used = [], 0
         for i in [(self._rotate + k) % n for k in range(n)]:
@@ -326,7 +338,39 @@ class EngineLoop(EngineThread):
                 chosen.append(i)
                 used += cost[i]
         self._rotate = (self._rotate + 1) % n
-        return [self.running[i] for i in sorted(chosen)]
+        return self._within_budget([self.running[i] for i in sorted(chosen)])
+
+    def _within_budget(self, chosen: list[_Running]) -> list[_Running]:
+        """The chosen requests whose round bytes (``memory.request_bytes``: logits and statistics) fit what the
+        byte ledger has left, in order (at least one: the others wait a round); ``round_bytes`` counts them."""
+        left, keep, used = LEDGER.left(), [], 0
+        for r in chosen:
+            b = request_bytes(r.request, chunk_limit(r.request.adapter.device)) if isinstance(r.request, Forward) \
+                else 0
+            if keep and used + b > left:
+                continue
+            keep.append(r)
+            used += b
+        self.round_bytes = used
+        return keep
+
+    def _fits(self, h: Handle, out: list) -> bool:
+        """Whether a waiting decode may start under the byte ledger's budget: the model's own accounts (pools,
+        graphs, buffers) and the needs of the decodes it holds, with its own (``Job.need``; unknown: while the
+        ledger is within its budget). Else it waits; one that could not fit even alone ends with one line."""
+        acc = LEDGER.accounts()
+        own = sum(v for k, v in acc.items() if k not in ("decodes", "round"))
+        held = sum(x.handle.job.need for x in self.running + self.paused) + sum(
+            x.job.need for x in out if isinstance(x, Handle))
+        if (own + held + h.job.need if h.job.need else LEDGER.used()) <= LEDGER.budget():
+            return True
+        if h.job.need and own + h.job.need > LEDGER.budget():
+            self.queues[h.job.client].remove(h)
+            self._finish(h, error=UserError(
+                f"this decode needs {h.job.need / 2 ** 20:.0f} MiB of device memory at once and the budget "
+                f"(UNMASK_STATIC_MB) leaves {(LEDGER.budget() - own) / 2 ** 20:.0f} MiB beside the model's own "
+                "buffers: try a shorter prompt, fewer new tokens or a smaller block"))
+        return False
 
     def _advance(self, r: _Running, result) -> bool:
         """Send the decode its result and run its rule to its next request, streaming what it yields on the way;

@@ -31,6 +31,22 @@ from typing import Callable
 
 from engine import settings
 
+# (rows x V) elements per statistics call (``engine.runtime.sampling``), however large the round (a part larger
+# than that runs by rows: ``by_rows``), so a round's float64 temporaries are bounded by this whatever its batch and
+# canvas. On the CPU: 32 MiB per float64 temporary, glibc's largest mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a
+# batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these). On an accelerator each chunk is a
+# dozen kernel launches that the host waits for, and the caching allocator reuses memory: one chunk for a round of
+# twelve 32-row decodes at that vocabulary (512 MiB per temporary; in 4M-element chunks that round's statistics
+# took 5.7 ms of host time on an H200, against 0.65 ms for one decode)
+CHUNK = 1 << 22
+DEVICE_CHUNK = 1 << 26
+
+
+def chunk_limit(device) -> int:
+    """Elements per statistics call on ``device`` (``CHUNK`` on a CPU, ``DEVICE_CHUNK`` elsewhere)."""
+    return CHUNK if str(device).split(":")[0] == "cpu" else DEVICE_CHUNK
+
+
 # the float64 temporaries the statistics hold at once over one chunk (the logits' copy, the softmax, the filtered
 # logits, the noise, its Gumbel transform: ``engine.runtime.sampling._stats``)
 STATS_TEMPORARIES = 5
@@ -54,6 +70,67 @@ def round_bytes(rows: int, kept_rows: int, vocab: int, chunk_elements: int) -> i
     """A round's device bytes while it runs: its logits (float32, ``rows`` query rows), the statistics' float64
     softmax of the ``kept_rows`` rows they score, and one chunk's float64 temporaries."""
     return rows * vocab * 4 + kept_rows * vocab * 8 + STATS_TEMPORARIES * 8 * min(chunk_elements, kept_rows * vocab)
+
+
+def decode_bytes(runner) -> int:
+    """What a decode keeps on the device between its forwards (``engine.runtime.runner.Runner``): the logits its
+    runner kept (``prefix``, ``later``), the result its rule may still hold (``held``), what its policy keeps
+    (``Policy.kept``) and a growing K/V cache's tensors (a slot cache's row is the pools')."""
+    kept = [runner.prefix[1], runner.later, *runner.held] + [t for o in runner.owners for t in o.kept()]
+    caches = [getattr(c, "cache", c) for c in (runner.cache, getattr(runner, "full_cache", None))]
+    layers = [x for c in caches for x in (getattr(c, "layers", None) or ())]
+    return storage_bytes(kept + [t for x in layers for t in (x.keys, x.values)])
+
+
+def rows_of(rows: slice, q: int) -> int:
+    """How many of a forward's ``q`` rows a slice scores."""
+    return len(range(*rows.indices(q)))
+
+
+def request_bytes(req) -> int:
+    """One request's share of its round (``round_bytes``): a ``Forward``'s logits and statistics (a ``Call`` runs
+    alone: 0, its own model counts it)."""
+    if not hasattr(req, "ids"):
+        return 0
+    q, a = len(req.ids), req.adapter
+    return round_bytes(q, rows_of(req.rows, q) if req.sampling is not None else 0, a.vocab_size, chunk_limit(a.device))
+
+
+def decode_need(runner) -> int:
+    """The most device bytes one decode needs at once, known before it starts: what it keeps between forwards
+    (its rule's ``kept_estimate``; the result its rule holds where that outlives the step; the logits kept for
+    ``logits_of``) and its largest round (a full-attention forward runs the whole canvas; a block-causal one its
+    block and at most a block of pending rows and the prompt). Its K/V cache: a slot cache's row is in the pools."""
+    V, L, n = runner.adapter.vocab_size, runner.cfg.block_size, runner.end
+    kept = sum(o.kept_estimate(runner, V) for o in runner.owners)
+    kept += 0 if runner.step_scoped else L * V * (4 + 8)          # the block's logits and float64 softmax
+    kept += n * V * 4 if runner.keeps_logits else 0
+    q = n if runner.adapter.attention == "full" else min(n, runner.P + 2 * L)
+    return kept + round_bytes(q, L, V, chunk_limit(runner.adapter.device))
+
+
+class Keeps:
+    """A decoder's side of the ledger (``engine.runtime.loop.Policy`` inherits it): what its rule keeps on the
+    device between forwards, and how long a forward's result lives."""
+    step_scoped = False     # a forward's result dies with the rule's step (a method it returns from): the runner
+    #                         stops counting it at the next request (``Runner.held``)
+    keeps_logits = False    # reads earlier rows' logits across forwards (``Runner.logits_of``: Prophet)
+
+    def attach(self, runner) -> None:
+        """``runner``'s decode is this rule's: the ledger counts what ``kept`` holds with it."""
+        runner.owners.append(self)
+        runner.keeps_logits, runner.step_scoped = self.keeps_logits, self.step_scoped
+
+    def kept(self) -> list:
+        """The device tensors the rule keeps between forwards."""
+        return []
+
+    def kept_estimate(self, runner, vocab: int) -> int:
+        """The most bytes ``kept`` will hold in this decode, known before it starts (``decode_need``)."""
+        return 0
+
+    def release(self) -> None:
+        """The decode ended: let go of what ``kept`` holds."""
 
 
 class MemoryLedger:

@@ -61,15 +61,7 @@ def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, 
     return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
 
 
-# (rows x V) elements per statistics call, however large the round (a part larger than that runs by rows:
-# ``by_rows``), so a round's float64 temporaries are bounded by this, whatever its batch and canvas. On the CPU: 32 MiB per float64 temporary,
-# glibc's largest mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a
-# batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these). On an accelerator each chunk is a
-# dozen kernel launches that the host waits for, and the caching allocator reuses memory: one chunk for a round of
-# twelve 32-row decodes at that vocabulary (512 MiB per temporary; in 4M-element chunks that round's statistics
-# took 5.7 ms of host time on an H200, against 0.65 ms for one decode)
-CHUNK = 1 << 22
-DEVICE_CHUNK = 1 << 26
+from engine.runtime.memory import CHUNK, DEVICE_CHUNK, chunk_limit  # noqa: F401  (re-exported)
 
 
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
@@ -82,7 +74,7 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round.
     ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). ``precision``: the softmax's dtype (float64, or
     the model's as LLaDA's release ranks ``F.softmax`` of its bf16 logits)."""
-    limit = CHUNK if parts[0].device.type == "cpu" else DEVICE_CHUNK
+    limit = chunk_limit(parts[0].device)
     chunks = []
     for g in chunk_groups([p.numel() for p in parts], parts[0].device):
         ps, gs = [parts[i] for i in g], [generators[i] for i in g]
@@ -137,10 +129,10 @@ def unpack(small: np.ndarray, chunks: list) -> list[TokenStats]:
 
 
 def chunk_groups(sizes: list[int], device: torch.device) -> list[list[int]]:
-    """Consecutive parts (their indices) in groups of at most ``CHUNK`` elements on the CPU, ``DEVICE_CHUNK``
-    elsewhere; a part larger than the limit is a group alone (``by_rows`` then splits it). (A round of twelve decodes of 32 rows at V = 126 464
+    """Consecutive parts (their indices) in groups of at most ``chunk_limit`` elements; a part larger than the
+    limit is a group alone (``by_rows`` then splits it). (A round of twelve decodes of 32 rows at V = 126 464
     would otherwise allocate 0.4 GB per float64 temporary on the CPU.)"""
-    limit = CHUNK if device.type == "cpu" else DEVICE_CHUNK
+    limit = chunk_limit(device)
     groups, size = [[]], 0
     for i, n in enumerate(sizes):
         if groups[-1] and size + n > limit:
