@@ -40,13 +40,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 
-from engine.errors import UserError
 from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.device import Read, read_back
 from engine.runtime.lifecycle import Aborted, EngineThread, close
-from engine.runtime.memory import LEDGER, request_bytes
-from engine.runtime.sampling import chunk_limit
+from engine.runtime.memory import LEDGER
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.ledger import Ledger
 from engine.runtime.share import client_of
@@ -306,7 +304,7 @@ class EngineLoop(EngineThread):
                 if not fits:
                     break
                 h = min(fits, key=lambda h: self.ledger.key(client_of(h)))
-                if not isinstance(h, _Running) and not self._fits(h, out):
+                if not isinstance(h, _Running) and not fair_share.fits(self, h, out):
                     if h.done:
                         continue                # refused: the next candidate
                     break                       # it waits until decodes end and their memory is free
@@ -328,9 +326,9 @@ class EngineLoop(EngineThread):
         many as fit, starting where the last cut round stopped. Several flows: ``share.rows``."""
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in self.running]
         if len({client_of(r) for r in self.running}) > 1:
-            return self._within_budget(fair_share.rows(self, cost))
+            return fair_share.within_budget(self, fair_share.rows(self, cost))
         if sum(cost) <= self.round_tokens:
-            return self._within_budget(list(self.running))
+            return fair_share.within_budget(self, list(self.running))
         n = len(self.running)
         chosen, used = [], 0
         for i in [(self._rotate + k) % n for k in range(n)]:
@@ -338,39 +336,7 @@ class EngineLoop(EngineThread):
                 chosen.append(i)
                 used += cost[i]
         self._rotate = (self._rotate + 1) % n
-        return self._within_budget([self.running[i] for i in sorted(chosen)])
-
-    def _within_budget(self, chosen: list[_Running]) -> list[_Running]:
-        """The chosen requests whose round bytes (``memory.request_bytes``: logits and statistics) fit what the
-        byte ledger has left, in order (at least one: the others wait a round); ``round_bytes`` counts them."""
-        left, keep, used = LEDGER.left(), [], 0
-        for r in chosen:
-            b = request_bytes(r.request, chunk_limit(r.request.adapter.device)) if isinstance(r.request, Forward) \
-                else 0
-            if keep and used + b > left:
-                continue
-            keep.append(r)
-            used += b
-        self.round_bytes = used
-        return keep
-
-    def _fits(self, h: Handle, out: list) -> bool:
-        """Whether a waiting decode may start under the byte ledger's budget: the model's own accounts (pools,
-        graphs, buffers) and the needs of the decodes it holds, with its own (``Job.need``; unknown: while the
-        ledger is within its budget). Else it waits; one that could not fit even alone ends with one line."""
-        acc = LEDGER.accounts()
-        own = sum(v for k, v in acc.items() if k not in ("decodes", "round"))
-        held = sum(x.handle.job.need for x in self.running + self.paused) + sum(
-            x.job.need for x in out if isinstance(x, Handle))
-        if (own + held + h.job.need if h.job.need else LEDGER.used()) <= LEDGER.budget():
-            return True
-        if h.job.need and own + h.job.need > LEDGER.budget():
-            self.queues[h.job.client].remove(h)
-            self._finish(h, error=UserError(
-                f"this decode needs {h.job.need / 2 ** 20:.0f} MiB of device memory at once and the budget "
-                f"(UNMASK_STATIC_MB) leaves {(LEDGER.budget() - own) / 2 ** 20:.0f} MiB beside the model's own "
-                "buffers: try a shorter prompt, fewer new tokens or a smaller block"))
-        return False
+        return fair_share.within_budget(self, [self.running[i] for i in sorted(chosen)])
 
     def _advance(self, r: _Running, result) -> bool:
         """Send the decode its result and run its rule to its next request, streaming what it yields on the way;

@@ -16,9 +16,10 @@ Accounts (``docs/architecture.md``, "The byte ledger"):
               rule's previous distributions, a window of them) and its growing K/V cache
     round     the round running now: its logits and their statistics (``round_bytes``), while it runs
 
-The budget is ``UNMASK_STATIC_MB`` (0: a quarter of a GPU's memory, ``device_total``, no bound on a CPU). Past it a decode waits for
-a place (the engine loop's ``_admit``), a round takes fewer rows (``_chosen``), a pool does not grow and a bucket
-is not captured (``engine.models.static``); a decode that alone cannot fit is refused with one line.
+The budget is ``UNMASK_STATIC_MB`` (0: a quarter of a GPU's memory, ``device_total``, no bound on a CPU). Past it a
+decode waits for a place (the engine loop's ``_admit``), a round takes fewer rows (``_chosen``), a pool does not
+grow and a bucket is not captured (``engine.models.static``); a decode that alone cannot fit is refused with one
+line.
 
 No torch here: a tensor's size is read from its attributes (the engine loop imports this module).
 """
@@ -31,13 +32,13 @@ from typing import Callable
 
 from engine import settings
 
-# (rows x V) elements per statistics call (``engine.runtime.sampling``), however large the round (a part larger
-# than that runs by rows: ``by_rows``), so a round's float64 temporaries are bounded by this whatever its batch and
-# canvas. On the CPU: 32 MiB per float64 temporary, glibc's largest mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a
-# batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these). On an accelerator each chunk is a
-# dozen kernel launches that the host waits for, and the caching allocator reuses memory: one chunk for a round of
-# twelve 32-row decodes at that vocabulary (512 MiB per temporary; in 4M-element chunks that round's statistics
-# took 5.7 ms of host time on an H200, against 0.65 ms for one decode)
+# (rows x V) elements per statistics call (``engine.runtime.sampling``), however large the round (a part larger than
+# that runs by rows: ``by_rows``), so a round's float64 temporaries are bounded by this whatever its batch and
+# canvas. On the CPU: 32 MiB per float64 temporary, glibc's largest mmap threshold, so a freed temporary's memory is
+# reused instead of mapped and faulted in again (a batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s
+# in these). On an accelerator each chunk is a dozen kernel launches that the host waits for, and the caching
+# allocator reuses memory: one chunk for a round of twelve 32-row decodes at that vocabulary (512 MiB per temporary;
+# in 4M-element chunks that round's statistics took 5.7 ms of host time on an H200, against 0.65 ms for one decode)
 CHUNK = 1 << 22
 DEVICE_CHUNK = 1 << 26
 
@@ -93,7 +94,8 @@ def request_bytes(req) -> int:
     if not hasattr(req, "ids"):
         return 0
     q, a = len(req.ids), req.adapter
-    return round_bytes(q, rows_of(req.rows, q) if req.sampling is not None else 0, a.vocab_size, chunk_limit(a.device))
+    V = getattr(a, "vocab_size", 0)          # a stand-in model without one (the tests' scripted ones) counts none
+    return round_bytes(q, rows_of(req.rows, q) if req.sampling is not None else 0, V, chunk_limit(a.device))
 
 
 def decode_need(runner) -> int:

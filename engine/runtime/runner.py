@@ -153,7 +153,7 @@ class Runner:
         """Yields the forward's request (a generator) and returns its result, counting how it ran."""
         if (why := slots.overflow(cache, len(ids))) is not None:   # this decode alone ends, before any write
             raise CapacityError(why)
-        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
+        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows, owner=self)
         if not self.keeps_logits:
             self.prefix, self.later = (0, None), None
         if self.step_scoped:
