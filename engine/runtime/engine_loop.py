@@ -162,6 +162,7 @@ class EngineLoop(EngineThread):
         self._aborts: set[Handle] = set()
         self._rotate = 0
         self.round_bytes = 0                        # the running round's logits and statistics (the byte ledger)
+        self.round_reserve = 0                      # its statistics' temporaries (``share.within_budget``)
         LEDGER.track("round", self, lambda loop: loop.round_bytes)
         self._start()
 

@@ -67,10 +67,15 @@ def storage_bytes(tensors) -> int:
     return total
 
 
-def round_bytes(rows: int, kept_rows: int, vocab: int, chunk_elements: int) -> int:
-    """A round's device bytes while it runs: its logits (float32, ``rows`` query rows), the statistics' float64
-    softmax of the ``kept_rows`` rows they score, and one chunk's float64 temporaries."""
-    return rows * vocab * 4 + kept_rows * vocab * 8 + STATS_TEMPORARIES * 8 * min(chunk_elements, kept_rows * vocab)
+def round_bytes(rows: int, kept_rows: int, vocab: int) -> int:
+    """A request's device bytes while its round runs: its logits (float32, ``rows`` query rows) and the float64
+    softmax of the ``kept_rows`` rows the statistics score (``stats_reserve``: their temporaries, once a round)."""
+    return rows * vocab * 4 + kept_rows * vocab * 8
+
+
+def stats_reserve(device) -> int:
+    """The statistics' float64 temporaries over one chunk: what a round adds once, whatever its batch."""
+    return STATS_TEMPORARIES * 8 * chunk_limit(device)
 
 
 def decode_bytes(runner) -> int:
@@ -95,20 +100,26 @@ def request_bytes(req) -> int:
         return 0
     q, a = len(req.ids), req.adapter
     V = getattr(a, "vocab_size", 0)          # a stand-in model without one (the tests' scripted ones) counts none
-    return round_bytes(q, rows_of(req.rows, q) if req.sampling is not None else 0, V, chunk_limit(a.device))
+    return round_bytes(q, rows_of(req.rows, q) if req.sampling is not None else 0, V)
+
+
+def kept_need(runner) -> int:
+    """The most device bytes a decode keeps between its forwards, known before it starts: its rule's
+    ``kept_estimate``, the result its rule holds where that outlives the step (the block's float32 logits and
+    float64 softmax) and the logits kept for ``logits_of``. Its K/V cache: a slot cache's row is in the pools."""
+    V, L, n = runner.adapter.vocab_size, runner.cfg.block_size, runner.end
+    kept = sum(o.kept_estimate(runner, V) for o in runner.owners)
+    kept += 0 if runner.step_scoped else L * V * (4 + 8)
+    return kept + (n * V * 4 if runner.keeps_logits else 0)
 
 
 def decode_need(runner) -> int:
-    """The most device bytes one decode needs at once, known before it starts: what it keeps between forwards
-    (its rule's ``kept_estimate``; the result its rule holds where that outlives the step; the logits kept for
-    ``logits_of``) and its largest round (a full-attention forward runs the whole canvas; a block-causal one its
-    block and at most a block of pending rows and the prompt). Its K/V cache: a slot cache's row is in the pools."""
+    """The most device bytes one decode needs at once: ``kept_need`` and its largest request of a round (a
+    full-attention forward runs the whole canvas; a block-causal one its block and at most a block of pending rows
+    and the prompt). A round's statistics temporaries are ``stats_reserve``, once."""
     V, L, n = runner.adapter.vocab_size, runner.cfg.block_size, runner.end
-    kept = sum(o.kept_estimate(runner, V) for o in runner.owners)
-    kept += 0 if runner.step_scoped else L * V * (4 + 8)          # the block's logits and float64 softmax
-    kept += n * V * 4 if runner.keeps_logits else 0
     q = n if runner.adapter.attention == "full" else min(n, runner.P + 2 * L)
-    return kept + round_bytes(q, L, V, chunk_limit(runner.adapter.device))
+    return kept_need(runner) + round_bytes(q, L, V)
 
 
 class Keeps:

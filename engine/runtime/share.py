@@ -29,7 +29,7 @@ from collections import deque
 from engine import settings
 from engine.errors import UserError
 from engine.runtime import ledger as accounts
-from engine.runtime.memory import LEDGER, request_bytes
+from engine.runtime.memory import LEDGER, request_bytes, stats_reserve
 
 
 def client_of(item):
@@ -133,13 +133,16 @@ def charge(loop, chosen: list, cost: list[int], round_s: float, own_s: dict) -> 
 
 
 def within_budget(loop, chosen: list) -> list:
-    """The chosen decodes whose requests' round bytes (``memory.request_bytes``: logits and statistics) fit what
-    the byte ledger has left, in order (at least one: the others wait a round); ``loop.round_bytes`` counts them,
-    so the round's peak is in the ledger while it runs."""
-    left, keep, used = LEDGER.left(), [], 0
+    """The chosen decodes whose requests' round bytes (``memory.request_bytes``: logits and softmax) fit what the
+    byte ledger has left beside the statistics' temporaries (``stats_reserve``, once a round), in order (at least
+    one: the others wait a round); ``loop.round_bytes`` counts them, so the round's peak is in the ledger while it
+    runs, and ``loop.round_reserve`` keeps the temporaries set aside when seating decodes (``fits``)."""
+    req = chosen[0].request
+    reserve = loop.round_reserve = stats_reserve(req.adapter.device) if hasattr(req, "ids") else 0
+    left, keep, used = LEDGER.left() - reserve, [], reserve
     for r in chosen:
         b = request_bytes(r.request)
-        if keep and used + b > left:
+        if keep and used - reserve + b > left:
             continue
         keep.append(r)
         used += b
@@ -153,7 +156,7 @@ def fits(loop, h, out: list) -> bool:
     is within its budget). Else it waits, unless nothing else runs (one decode always may); one whose need passes
     the budget beside the model's own accounts ends with one line."""
     acc, budget, need = LEDGER.accounts(), LEDGER.budget(), h.job.need
-    own = sum(v for k, v in acc.items() if k not in ("decodes", "round"))
+    own = sum(v for k, v in acc.items() if k not in ("decodes", "round")) + loop.round_reserve   # set aside
     admitted = [x for x in out if hasattr(x, "job")]          # waiting decodes seated this step (not paused ones)
     if need and own + need > budget:
         loop.queues[h.job.client].remove(h)

@@ -106,6 +106,7 @@ class KlassPolicy(Policy):
     name = "klass"
     config_cls = config_class("klass")
     step_scoped = True          # a forward's tensors die with ``step``: only ``p_prev`` is kept between forwards
+    p_prev = None               # (set by ``start``; the ledger may read ``kept`` before)
 
     def start(self, runner) -> None:
         release = self.cfg.klass_as == "release"
