@@ -27,8 +27,8 @@ from tests.families import write_llada
 
 V = 126_464
 PROMPT = get_task("arith").problems("test", 1, seed=3)[0].prompt
-SPECS = ["klass:block_size=8,gen_length=16", "tspd:controller=heuristic,block_size=8,gen_length=16",
-         "llada:block_size=8,steps=4,gen_length=16"]
+SPECS = ["klass:block_size=4,gen_length=4", "tspd:controller=heuristic,block_size=4,gen_length=4",
+         "llada:block_size=4,steps=4,gen_length=4"]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,8 @@ def test_the_ledger_counts_what_a_decode_keeps_between_forwards(wide, spec):
             req = decode.send(sent)
         except StopIteration:
             break
-        del sent
+        finally:
+            del sent
         if isinstance(req, Forward):                 # the decode waits for its next round: what it keeps now
             counted = LEDGER.owned("decodes", g.runner)
             assert counted == alive_wide() and counted <= bound, (counted, bound)
@@ -95,7 +96,7 @@ def test_64_decodes_stay_under_the_budget(wide, monkeypatch):
     for i, h in enumerate(handles):
         assert h.result(timeout=300).meta.token_ids == solo[short[i % 3]]
     assert 0 < LEDGER.peak <= 8 * need + stats_reserve("cpu")
-    real = [gen(wide, s.replace("gen_length=16", "gen_length=256").replace("block_size=8", "block_size=32"))
+    real = [gen(wide, s.replace("gen_length=4", "gen_length=256").replace("block_size=4", "block_size=32"))
             for s in SPECS]
     assert sum(decode_need(g.runner) for g in real) * 64 / 3 + stats_reserve("cuda") <= 80e9 / 4
 
