@@ -18,8 +18,11 @@ took (``engine.runtime.ledger``); a free place goes to the least served flow's d
 decode of a flow served more than a waiting one pauses at the round boundary, kept whole, until it is the least
 served again. A ``Group`` caps its own jobs running at once (a bench's ``--batch``). A round's queries are bounded
 by ``round_tokens`` (always at least one request), taken in rotating order, so one huge prompt cannot starve the
-rest; when several flows run, the flows far ahead of the least served sit a round out. A job's ``budget_s`` is wall
-time from its submission: past it the decode is stopped at the next round boundary with its last state.
+rest; when several flows run, the flows far ahead of the least served sit a round out. Device memory is the byte
+ledger's (``engine.runtime.memory``): a decode is seated, and a round's rows taken, only while they fit its budget
+(``share.fits``, ``share.within_budget``; the round's bytes are its ``round`` account while it runs). A job's
+``budget_s`` is wall time from its submission: past it the decode is stopped at the next round boundary with its
+last state.
 
 A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
