@@ -180,9 +180,11 @@ class StaticPath:
         past its budget, the least recently used of the others (never ``keep``, the round's own)."""
         plain = sorted((k for k, bk in self.buckets.items() if bk.pool is None and bk is not keep),
                        key=lambda k: self.buckets[k].last)
+        over = self.budget < float("inf") and LEDGER.used() > self.budget      # the ledger read once, then per drop
         for k in plain:
-            if self.rounds - self.buckets[k].last > IDLE_ROUNDS or LEDGER.used() > self.budget:
+            if self.rounds - self.buckets[k].last > IDLE_ROUNDS or over:
                 self.captured -= self.buckets.pop(k).graph is not None
+                over = over and LEDGER.used() > self.budget
 
     @torch.no_grad()
     def run(self, reqs) -> tuple[list[torch.Tensor], str]:

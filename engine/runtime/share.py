@@ -139,7 +139,8 @@ def within_budget(loop, chosen: list) -> list:
     runs, and ``loop.round_reserve`` keeps the temporaries set aside when seating decodes (``fits``)."""
     req = chosen[0].request
     reserve = loop.round_reserve = stats_reserve(req.adapter.device) if hasattr(req, "ids") else 0
-    left, keep, used = LEDGER.left() - reserve, [], reserve
+    budget = LEDGER.budget()                 # unbounded (a CPU by default): nothing to read of the ledger
+    left, keep, used = (LEDGER.left() if budget < float("inf") else budget) - reserve, [], reserve
     for r in chosen:
         b = request_bytes(r.request)
         if keep and used - reserve + b > left:
