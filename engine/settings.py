@@ -85,11 +85,14 @@ SETTINGS = {s.name: s for s in (
             "batch.py): auto (ragged on a CPU, else packed or padded by their estimated cost), ragged, packed or "
             "padded on every device (ragged needs sdpa attention: else auto's choice)", choices=("auto", "ragged",
                                                                                                "packed", "padded")),
-    Setting("UNMASK_PAUSED_MB", int, 1024, 0, 1 << 20, "K/V caches that decodes paused for others (fair share) may "
-            "keep, all together, in MiB; past it no decode pauses: it keeps its place until it ends"),
-    Setting("UNMASK_STATIC_MB", int, 0, doc="the static path's memory budget in MiB, graphs and K/V slot pools "
-            "together (0: a quarter of the device's memory on a GPU, no bound on a CPU); past it no graph is captured "
-            "(eager over the buffers) and no pool grows (the decode keeps a dynamic cache)"),
+    Setting("UNMASK_PAUSED_MB", int, 1024, 0, 1 << 20, "what decodes paused for others (fair share) may keep on the "
+            "device (K/V caches, slot rows included, and kept distributions), all together, in MiB; past it no decode "
+            "pauses: it keeps its place until it ends"),
+    Setting("UNMASK_STATIC_MB", int, 0, doc="the device memory budget in MiB over everything the byte ledger counts "
+            "(engine/runtime/memory.py: K/V slot pools, graphs, static buffers, what decodes keep between forwards, "
+            "the running round's logits and statistics; 0: a quarter of the device's memory on a GPU, no bound on a "
+            "CPU); past it a decode waits for a place, a round runs fewer decodes, no graph is captured and no pool "
+            "grows (the decode keeps a dynamic cache), and a decode that alone cannot fit is refused with one line"),
     Setting("UNMASK_COMPILE", str, "auto", doc="a compiled forward (torch.compile) for the static path's buckets, "
             "compiled in the background while the model serves eagerly (engine/models/compiled.py): auto (where "
             "measured exact and faster: nowhere yet), on (every model and device; brings the static path on a "

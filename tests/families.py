@@ -74,20 +74,26 @@ def olmo_name(name: str) -> str:
     raise KeyError(name)
 
 
-def write_llada(path, seed: int = 0):
-    """LLaDA: OLMo-style config keys and weight names. Returns (path, original-name state dict)."""
+def write_llada(path, seed: int = 0, vocab: int | None = None):
+    """LLaDA: OLMo-style config keys and weight names. Returns (path, original-name state dict). ``vocab``: an
+    output layer that wide (LLaDA's is 126 464), the tokens past the tokenizer's never the argmax (their output
+    rows and embeddings zero: a logit of 0, below every token's the sharpened head puts first)."""
     path.mkdir(parents=True, exist_ok=True)
     tok = _tokenizer(path)
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=False,
+    V = vocab or len(tok)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=V, max_position_embeddings=512, tie_word_embeddings=False,
                                          rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
                                          hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                                          num_key_value_heads=2, intermediate_size=128))
     _sharpen(model, seed)
+    with torch.no_grad():
+        model.lm_head.weight[len(tok):] = 0
+        model.model.embed_tokens.weight[len(tok):] = 0
     original = {olmo_name(k): v.contiguous() for k, v in model.state_dict().items()}
     save_file(original, str(path / "model.safetensors"), metadata={"format": "pt"})
     raw = dict(model_type="llada", architectures=["LLaDAModelLM"], d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
-               mlp_hidden_size=128, vocab_size=len(tok), embedding_size=len(tok), block_type="llama",
+               mlp_hidden_size=128, vocab_size=V, embedding_size=V, block_type="llama",
                layer_norm_type="rms", rms_norm_eps=1e-6, rope=True, rope_full_precision=True, rope_theta=500000.0,
                include_bias=False, weight_tying=False, scale_logits=False, max_sequence_length=512,
                mask_token_id=tok.mask_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,

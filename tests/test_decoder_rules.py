@@ -8,7 +8,7 @@ from engine.decoders import build_decoder, parse_spec
 from engine.decoders.schedule import transfer_schedule
 from engine.decoders.threshold.policy import dynamic_commit, threshold_commit
 from engine.runtime.loop import ConfigError, Generation
-from engine.runtime import sampling
+from engine.runtime import memory, sampling
 from engine.runtime.sampling import make_generator, token_stats, token_stats_batch
 from engine.records.trace import Reason
 
@@ -59,14 +59,15 @@ def test_token_stats_greedy_and_sampled():
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_a_round_in_chunks_gives_each_decode_what_it_gets_alone(monkeypatch, temperature):
-    """token_stats_batch splits a large round into chunks of whole decodes (bounded temporaries): every field of
-    every decode is bit for bit what that decode's rows give alone, Gumbel draws included."""
+    """token_stats_batch splits a large round into chunks of whole decodes, and a decode past the chunk into
+    pieces of rows (bounded temporaries): every field of every decode is bit for bit what that decode's rows give
+    alone, Gumbel draws included."""
     g = torch.Generator().manual_seed(0)
     parts = [torch.randn(n, 50, generator=g) * 3 for n in (3, 7, 1, 12, 2)]          # (q_i, V)
     alone = [token_stats_batch([p], temperature, 0, 1.0, [make_generator(i)], mask_id=4)[0]
              for i, p in enumerate(parts)]
     for chunk in (50, 7 * 50, 10 * 50, 1 << 23):          # smaller than one part, one part, a few, all at once
-        monkeypatch.setattr(sampling, "CHUNK", chunk)
+        monkeypatch.setattr(memory, "CHUNK", chunk)
         got = token_stats_batch(parts, temperature, 0, 1.0, [make_generator(i) for i in range(len(parts))], 4)
         for a, b in zip(alone, got, strict=True):
             for f in ("candidate", "confidence", "margin", "entropy", "probs", "top1", "top_ids", "top_p"):
@@ -123,3 +124,15 @@ def test_a_round_is_one_chunk_off_the_cpu_and_bounded_on_it():
     assert sampling.chunk_groups([10, 10, 10], torch.device("cpu")) == [[0, 1, 2]]
     big = sampling.DEVICE_CHUNK
     assert sampling.chunk_groups([big, 1, big + 1], torch.device("cuda")) == [[0], [1], [2]]
+
+
+def test_one_decode_past_the_chunk_runs_by_rows(monkeypatch):
+    """A decode whose rows alone pass the chunk (a whole-canvas forward's) is scored in pieces of rows: no call of
+    the statistics holds more than the chunk's elements, so a round's float64 temporaries are bounded."""
+    seen, stats = [], sampling._stats
+    monkeypatch.setattr(sampling, "_stats", lambda parts, *a: seen.append(sum(p.numel() for p in parts)) or
+                        stats(parts, *a))
+    monkeypatch.setattr(memory, "CHUNK", 4 * 1000)
+    token_stats_batch([torch.randn(10, 1000), torch.randn(3, 1000)], 1.0, 0, 1.0,
+                      [make_generator(1), make_generator(2)], 4)
+    assert max(seen) <= 4 * 1000 and sum(seen) == 13 * 1000

@@ -14,6 +14,7 @@ from engine.models.static import StaticPath
 from engine.runtime.engine_loop import Job
 from engine.runtime.jobs import configure
 from engine.runtime.loop import Generation
+from engine.runtime.memory import LEDGER
 from engine.tasks import get_task
 
 PROMPTS = [p.prompt for p in get_task("arith").problems("test", 2, seed=4)]
@@ -45,10 +46,10 @@ def test_an_overflow_fails_its_decode_alone(tiny, monkeypatch):
     assert handles[1].result(timeout=60).meta.token_ids == want
 
 
-def test_past_the_budget_a_decode_keeps_a_dynamic_cache(tiny):
+def test_past_the_budget_a_decode_keeps_a_dynamic_cache(tiny, monkeypatch):
     path = StaticPath.of(tiny)
     want = gen(tiny, PROMPTS[0], "threshold:block_size=8").run()
-    path.budget = 0
+    monkeypatch.setattr(LEDGER, "budget", lambda: 0)
     assert path.slot_cache(100) is None
     got = gen(tiny, PROMPTS[0], "threshold:block_size=8").run()
     assert got.meta.token_ids == want.meta.token_ids

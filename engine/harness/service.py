@@ -25,6 +25,7 @@ from engine.errors import BudgetExceeded, UserError
 from engine.runtime.branch import parse_branch, resume_of
 from engine.runtime.engine_loop import Aborted, Job
 from engine.runtime.jobs import engine_loop
+from engine.runtime.memory import decode_need
 from engine.runtime.loop import Generation, why_not
 from engine.models.model import load_model
 from engine.records.trace import Trace
@@ -197,7 +198,7 @@ class DecodeService:
                 budget_s: float | None = None, first_at_once: bool = True) -> Iterator[Trace]:
         """The generation's snapshots from the engine loop, each held back one, then its final trace."""
         job = Job(gen.streamed, client=client, budget_s=budget_s or self.max_seconds, snapshot=gen.trace,
-                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once)
+                  every_s=every_s, on_limit=gen.stopped, first_at_once=first_at_once, need=decode_need(gen.runner))
         handle = engine_loop().submit(job)
         pending = None
         try:

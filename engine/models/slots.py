@@ -59,6 +59,10 @@ class SlotPool:
         n = (self.rows if rows is None else rows) + 1
         return n * per * (torch.finfo(self.key_dtype).bits + torch.finfo(self.value_dtype).bits) // 8
 
+    def row_bytes(self) -> int:
+        """One row's K/V: what a decode holding it keeps (a paused one too: ``engine.runtime.share.held_bytes``)."""
+        return self.bytes(1) - self.bytes(0)
+
     @property
     def idle(self) -> bool:
         """No decode holds a row."""

@@ -42,10 +42,15 @@ import numpy as np
 import torch
 
 from engine.models import compiled, slots
+from engine.runtime.memory import LEDGER
 from engine.settings import get
 
 B_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 MAX_GRAPHS = 32
+# rounds after which a bucket without a pool that no round used is freed (its buffers and graph): a (64, 1280) mask
+# is 105 MB; a shape met once (a burst, an odd prompt length) does not keep it for good. A bucket of a pool goes
+# with the pool's version instead (``_drop_stale``).
+IDLE_ROUNDS = 256
 
 
 def q_bucket(q: int) -> int:
@@ -62,11 +67,11 @@ def b_bucket(b: int) -> int | None:
 
 
 def budget_bytes(device: torch.device) -> float:
-    """``UNMASK_STATIC_MB`` in bytes; 0: a quarter of a GPU's memory, unbounded on a CPU."""
-    mb = get("UNMASK_STATIC_MB")
-    if mb > 0:
-        return mb * 2 ** 20
-    return torch.cuda.get_device_properties(device).total_memory / 4 if device.type == "cuda" else float("inf")
+    """The byte ledger's budget (``engine.runtime.memory``): ``UNMASK_STATIC_MB`` in bytes; 0: a quarter of a GPU's
+    memory, unbounded on a CPU."""
+    if device.type == "cuda":
+        LEDGER.device_total = torch.cuda.get_device_properties(device).total_memory
+    return LEDGER.budget()
 
 
 def enabled(device) -> tuple[bool, bool]:
@@ -104,12 +109,14 @@ class Bucket:
     graph: object = None          # torch.cuda.CUDAGraph
     out: torch.Tensor | None = None   # (B, Q, hidden), the graph's output
     copied: object = None         # torch.cuda.Event after the last copies up: the host buffers are free again
-    graph_bytes: int = 0          # the memory its capture took (reserved before and after)
+    graph_bytes: int = 0          # the memory its graph holds, sized at capture (``_record``)
     over_budget: bool = False     # its capture would pass UNMASK_STATIC_MB, or ran out of memory: eager
+    how: str = "static eager"     # how its last forward ran: "compiled" where engine.models.compiled has it ready
+    last: int = 0                 # the path's round that used it last (``StaticPath.free_idle``)
 
     def dev_bytes(self) -> int:
+        """Its device buffers (on a CPU the host buffers are the device's: counted once)."""
         return sum(t.numel() * t.element_size() for t in self.dev.values())
-    how: str = "static eager"     # how its last forward ran: "compiled" where engine.models.compiled has it ready
 
 
 class StaticPath:
@@ -121,9 +128,16 @@ class StaticPath:
         self.buckets: dict[tuple, Bucket] = {}
         self.pools: dict[int, slots.SlotPool] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
-        self.captured = 0
-        self.budget = budget_bytes(self.device)
+        self.captured, self.rounds = 0, 0
+        self.budget_bytes = budget_bytes(self.device)     # sets the ledger's device memory on a GPU
         self.head = adapter.model.get_output_embeddings()      # projected outside the graph: ``_call``
+        LEDGER.track("pools", self, lambda p: sum(x.bytes() for x in p.pools.values() if x.rows))
+        LEDGER.track("graphs", self, lambda p: sum(bk.graph_bytes for bk in p.buckets.values()))
+        LEDGER.track("buckets", self, lambda p: sum(bk.dev_bytes() for bk in p.buckets.values()))
+
+    @property
+    def budget(self) -> float:
+        return LEDGER.budget()
 
     @property
     def compiled(self) -> "compiled.Compiled | None":
@@ -157,9 +171,20 @@ class StaticPath:
         return slots.SlotCache(pool)
 
     def used_bytes(self) -> int:
-        """The pools' K/V and the captured graphs' memory (measured at capture)."""
-        return sum(p.bytes() for p in self.pools.values() if p.rows) + sum(
-            bk.graph_bytes for bk in self.buckets.values())
+        """Everything the byte ledger counts (``engine.runtime.memory``): this path's pools, graphs and buffers,
+        the decodes' kept bytes and the running round's, other models' included (one device, one budget)."""
+        return LEDGER.used()
+
+    def free_idle(self, keep: "Bucket | None" = None) -> None:
+        """Free the buckets without a pool that no round used for ``IDLE_ROUNDS`` rounds and, while the ledger is
+        past its budget, the least recently used of the others (never ``keep``, the round's own)."""
+        plain = sorted((k for k, bk in self.buckets.items() if bk.pool is None and bk is not keep),
+                       key=lambda k: self.buckets[k].last)
+        over = self.budget < float("inf") and LEDGER.used() > self.budget      # the ledger read once, then per drop
+        for k in plain:
+            if self.rounds - self.buckets[k].last > IDLE_ROUNDS or over:
+                self.captured -= self.buckets.pop(k).graph is not None
+                over = over and LEDGER.used() > self.budget
 
     @torch.no_grad()
     def run(self, reqs) -> tuple[list[torch.Tensor], str]:
@@ -168,6 +193,9 @@ class StaticPath:
         q = [len(r.ids) for r in reqs]
         pool = reqs[0].cache.pool if reqs[0].cache is not None else None
         bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)), pool)
+        self.rounds += 1
+        bk.last = self.rounds
+        self.free_idle(keep=bk)
         self._fill(bk, reqs, q)
         settled = self.compiled is None or self.compiled.settled(self._key(bk))    # capture the compiled forward
         if bk.graph is None and self.graphs and self.captured < MAX_GRAPHS and settled and not bk.over_budget:
@@ -253,7 +281,8 @@ class StaticPath:
         """Capture the bucket's forward (``_record``), unless that would pass the budget; a capture that runs out of
         device memory marks the bucket over budget too. Either way it then runs eagerly over its buffers, and no
         later round tries to capture it again."""
-        if self.used_bytes() + bk.dev_bytes() > self.budget:
+        hidden = self.adapter.model.config.get_text_config().hidden_size
+        if self.used_bytes() + bk.B * bk.Q * hidden * self.adapter.dtype.itemsize > self.budget:   # its output
             bk.over_budget = True
             return
         try:
@@ -276,11 +305,14 @@ class StaticPath:
             for _ in range(2):
                 self._call(bk)
         torch.cuda.current_stream(self.device).wait_stream(side)
-        before = torch.cuda.memory_reserved(self.device)
+        before = torch.cuda.memory_allocated(self.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             bk.out = self._call(bk)
-        bk.graph, bk.graph_bytes = graph, max(0, torch.cuda.memory_reserved(self.device) - before)
+        # sized at capture: the bytes the capture left allocated (its output and what the graph's pool holds), at
+        # least its output (a recapture into memory the pool already reserved still holds that much)
+        out = bk.out.numel() * bk.out.element_size()
+        bk.graph, bk.graph_bytes = graph, max(out, torch.cuda.memory_allocated(self.device) - before)
         self.captured += 1
 
 

@@ -18,8 +18,11 @@ took (``engine.runtime.ledger``); a free place goes to the least served flow's d
 decode of a flow served more than a waiting one pauses at the round boundary, kept whole, until it is the least
 served again. A ``Group`` caps its own jobs running at once (a bench's ``--batch``). A round's queries are bounded
 by ``round_tokens`` (always at least one request), taken in rotating order, so one huge prompt cannot starve the
-rest; when several flows run, the flows far ahead of the least served sit a round out. A job's ``budget_s`` is wall
-time from its submission: past it the decode is stopped at the next round boundary with its last state.
+rest; when several flows run, the flows far ahead of the least served sit a round out. Device memory is the byte
+ledger's (``engine.runtime.memory``): a decode is seated, and a round's rows taken, only while they fit its budget
+(``share.fits``, ``share.within_budget``; the round's bytes are its ``round`` account while it runs). A job's
+``budget_s`` is wall time from its submission: past it the decode is stopped at the next round boundary with its
+last state.
 
 A decode's tokens never depend on its company: it has its own random generator, its rows' statistics are computed
 row by row, and the batched forward gives each decode its own logits (``engine.runtime.batch``; the last float bits
@@ -44,6 +47,7 @@ from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.device import Read, read_back
 from engine.runtime.lifecycle import Aborted, EngineThread, close
+from engine.runtime.memory import LEDGER
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.ledger import Ledger
 from engine.runtime.share import client_of
@@ -70,6 +74,7 @@ class Job:
     first_at_once: bool = True              # the first snapshot after the first forward (else after every_s)
     on_limit: Callable[[str], object] | None = None   # the final value of a decode stopped by its budget
     index: int = 0                          # the caller's number for it (``Scheduler``)
+    need: int = 0                           # device bytes it needs at once (``memory.decode_need``; 0: unknown)
 
 
 class Handle:
@@ -159,6 +164,9 @@ class EngineLoop(EngineThread):
         self.retries: Counter = Counter()          # rounds that raised and ran again, decodes they failed (rounds.run)
         self._aborts: set[Handle] = set()
         self._rotate = 0
+        self.round_bytes = 0                        # the running round's logits and statistics (the byte ledger)
+        self.round_reserve = 0                      # its statistics' temporaries (``share.within_budget``)
+        LEDGER.track("round", self, lambda loop: loop.round_bytes)
         self._start()
 
     # -- the callers' side ---------------------------------------------------------------------------------------
@@ -228,7 +236,9 @@ class EngineLoop(EngineThread):
         chosen = self._chosen()
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in chosen]
         t = time.perf_counter()
+        LEDGER.note()                                 # the peak: every account with this round's bytes
         results = rounds.run([r.request for r in chosen], self.retries)
+        self.round_bytes = 0
         round_s = time.perf_counter() - t
         self.rounds += 1
         for r in chosen:            # counted before its rule runs: a decode that ends here is read at once
@@ -298,6 +308,10 @@ class EngineLoop(EngineThread):
                 if not fits:
                     break
                 h = min(fits, key=lambda h: self.ledger.key(client_of(h)))
+                if not isinstance(h, _Running) and not fair_share.fits(self, h, out):
+                    if h.done:
+                        continue                # refused: the next candidate
+                    break                       # it waits until decodes end and their memory is free
                 self.ledger.seated(client_of(h))
                 out.append(h)
                 if isinstance(h, _Running):
@@ -316,9 +330,9 @@ class EngineLoop(EngineThread):
         many as fit, starting where the last cut round stopped. Several flows: ``share.rows``."""
         cost = [len(r.request.ids) if isinstance(r.request, Forward) else 0 for r in self.running]
         if len({client_of(r) for r in self.running}) > 1:
-            return fair_share.rows(self, cost)
+            return fair_share.within_budget(self, fair_share.rows(self, cost))
         if sum(cost) <= self.round_tokens:
-            return list(self.running)
+            return fair_share.within_budget(self, list(self.running))
         n = len(self.running)
         chosen, used = [], 0
         for i in [(self._rotate + k) % n for k in range(n)]:
@@ -326,7 +340,7 @@ class EngineLoop(EngineThread):
                 chosen.append(i)
                 used += cost[i]
         self._rotate = (self._rotate + 1) % n
-        return [self.running[i] for i in sorted(chosen)]
+        return fair_share.within_budget(self, [self.running[i] for i in sorted(chosen)])
 
     def _advance(self, r: _Running, result) -> bool:
         """Send the decode its result and run its rule to its next request, streaming what it yields on the way;

@@ -19,7 +19,7 @@ from engine.catalogue.applies import check_applies, why_not  # noqa: F401  (why_
 from engine.catalogue.cards import cards
 from engine.runtime.device import host
 from engine.runtime.resources import resolve
-from engine.runtime.runner import Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
+from engine.runtime.runner import Keeps, Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
 from engine.errors import BudgetExceeded, ConfigError
 from engine.models import compiled
 from engine.runtime.sampling import TOP_K, TokenStats
@@ -185,7 +185,7 @@ class BlockContext:
         return rec
 
 
-class Policy:
+class Policy(Keeps):
     """A decoder: ``run_block`` drives one block to completion, yielding a record per forward. Its config class
     is made from the parameter catalogue (``engine.catalogue.catalogue.config_class``). ``revises``: it may rewrite or
     re-mask tokens it wrote in the current block (``BlockContext.revise``); the others commit once."""
@@ -246,6 +246,7 @@ class Generation:
         self.cfg = policy.cfg = policy.settle(adapter)
         self.runner = make_runner(adapter, self.prompt_ids, self.cfg, prefix_causal=policy.prefix_causal,
                                   revising=policy.revises, keep_block_kv=policy.keeps_block_kv)
+        policy.attach(self.runner)                   # what the rule keeps is this decode's (the byte ledger)
         policy.resources = resolve(policy, adapter, load)
         self.resume = resume
         if resume is not None:
@@ -296,6 +297,7 @@ class Generation:
                 yield self._record(ctx.emit("commit", None))
                 self._clock = time.perf_counter()
         self.wall_s += time.perf_counter() - self._clock
+        r.release()
 
     def _resumed(self, first_lo: int, B: int):
         """A branch's start: the forced token committed (record kind "force"); then the first block (on this

@@ -3,7 +3,7 @@ one interface, one implementation per model kind (``make_runner``):
 
     BlockCausalRunner   SDAR, Fast-dLLM v2, the embedded models: block-causal attention and its exact block cache
     FullRunner          LLaDA, Dream: every forward over the whole canvas, with Fast-dLLM's approximate caches
-    CanvasRunner        DiffusionGemma: an encoder/decoder pair, run by the uniform decoder's own requests
+    CanvasRunner        DiffusionGemma (``engine.runtime.canvas``): an encoder/decoder pair, run by the uniform decoder's own requests
 
 Forwards are generators: they yield their request to the scheduler (``engine.runtime.scheduler``) and return its result.
 
@@ -34,9 +34,10 @@ from engine.models import masks, slots
 from engine.models.static import StaticPath
 from engine.runtime.cache import BlockCache, SpliceCache
 from engine.runtime.device import device_generator
+from engine.runtime.memory import LEDGER, Keeps, decode_bytes  # noqa: F401  (Keeps: the policies' side)
 from engine.runtime.sampling import TokenStats, make_generator, token_stats
 from engine.errors import CapacityError, ConfigError
-from engine.runtime.scheduler import Call, Forward, Sampling
+from engine.runtime.scheduler import Forward, Sampling
 
 
 @dataclass
@@ -80,6 +81,19 @@ class Runner:
         self.drift: float | None = None     # its max |Δ logit| against an uncached forward (measure_drift)
         self.later: torch.Tensor | None = None  # (end − hi, V) the latest forward's logits after its block (full)
         self.paths = Counter()              # how its forwards ran (``Forward.path``): the trace's forward_path
+        # kept between forwards, counted by the byte ledger (``memory.decode_bytes``): ``prefix`` and ``later`` go
+        # at the next request unless the rule reads them across forwards (``keeps_logits``: Prophet); ``held``, the
+        # result the rule got, too where the rule's locals die with its step (``step_scoped``)
+        self.keeps_logits, self.step_scoped, self.held = False, False, ()
+        self.owners: list = []              # others whose ``kept()`` tensors are this decode's (its policy)
+        LEDGER.track("decodes", self, decode_bytes)
+
+    def release(self) -> None:
+        """The decode ended: what it kept goes, and the ledger stops counting it."""
+        self.prefix, self.later, self.held = (0, None), None, ()
+        for o in self.owners:
+            o.release()
+        LEDGER.forget("decodes", self)
 
     def new_cache(self, keep_block_kv: bool = False):
         """A row of the model's static K/V pool where the static path runs (``engine.models.static``; room for
@@ -122,12 +136,14 @@ class Runner:
         block_tokens (L,): what the block rows hold (default: the canvas). Only prefix rows are kept in the cache.
         """
         block, tail_logits, _ = yield from self._forward(kind, lo, hi, block_mask, tail, block_tokens, False)
+        self.held = (block, tail_logits)
         return block, tail_logits
 
     def draft(self, kind: str, lo: int, hi: int, block_mask: torch.Tensor | None = None,
               block_tokens: torch.Tensor | None = None):
         """A forward whose block rows' token statistics the scheduler computes with the round's: (logits, stats)."""
         block, _, stats = yield from self._forward(kind, lo, hi, block_mask, None, block_tokens, True)
+        self.held = (block, stats.probs)
         return block, stats
 
     def _forward(self, kind, lo, hi, block_mask, tail, block_tokens, want_stats: bool):
@@ -137,7 +153,11 @@ class Runner:
         """Yields the forward's request (a generator) and returns its result, counting how it ran."""
         if (why := slots.overflow(cache, len(ids))) is not None:   # this decode alone ends, before any write
             raise CapacityError(why)
-        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows)
+        req = Forward(self.adapter, ids, mask, pos, cache, self.sampling() if want_stats else None, rows, owner=self)
+        if not self.keeps_logits:
+            self.prefix, self.later = (0, None), None
+        if self.step_scoped:
+            self.held = ()
         result = yield req
         self.paths[req.path] += 1
         return result
@@ -322,7 +342,7 @@ class FullRunner(Runner):
             logits, stats = yield from self._request(ids[a:b], torch.ones(b - a, n, dtype=torch.bool),
                                                      torch.arange(a, b), cache, want_stats, slice(lo - a, hi - a))
             self.later = logits[hi - a:] if self.kv_cache == "prefix" else None            # (n − hi, V)
-            logits = logits[lo - a:hi - a]                                                  # (L, V)
+            logits = logits[lo - a:hi - a].clone()          # (L, V), its own: the rule's hold keeps no more
             if self.kv_cache == "prefix":
                 self.full_cache.rollback(a)
             self.fresh = (a, b)
@@ -339,7 +359,7 @@ class FullRunner(Runner):
             self.full_cache, self.prefix_of = cache, lo
         self.fresh, self.drift = (0, n), (0.0 if self.cfg.measure_drift else None)       # exact
         self.prefix, self.later = (0, logits[:lo]), logits[hi:]
-        return logits[lo:hi], None, stats
+        return logits[lo:hi].clone(), None, stats          # its own: the (n, V) goes with prefix and later
 
     def _drift(self, ids: torch.Tensor, lo: int, hi: int, cached: torch.Tensor) -> float:
         """max |Δ logit| over the block's rows: the cached forward against an uncached one of the same canvas (a
@@ -359,42 +379,8 @@ class FullRunner(Runner):
         return logits[lo - start:hi - start] if ok else None
 
 
-class CanvasRunner(Runner):
-    """DiffusionGemma's encoder/decoder. Its forwards are requests of their own (``Call``: the masks come from the
-    model's own builders, one canvas at a time): ``encode`` adds the tokens before a canvas to the encoder's
-    cache, ``denoise`` runs the decoder over a canvas against it."""
-    cache_name = "encoder KV cache (exact)"
-
-    def __init__(self, adapter, prompt_ids: list[int], cfg, **flags):
-        super().__init__(adapter, prompt_ids, cfg, **flags)
-        self.cache = adapter.new_cache()     # the encoder's K/V of positions [0, encoded)
-        self.encoded = 0
-
-    def encode(self, lo: int):
-        """One encoder forward over the positions not yet in the cache, up to ``lo`` (the prompt, then each
-        finished canvas)."""
-        self.cache = yield Call(self.adapter.encode, (self.tokens[self.encoded:lo], self.encoded, self.cache))
-        self.encoded = lo
-        self.nfe["encode"] += 1
-
-    def denoise(self, canvas: torch.Tensor, lo: int, conditioning: torch.Tensor | None):
-        """One decoder forward over a canvas (C,) at ``lo``, self-conditioned on the previous step's tempered
-        logits (C, V) or None -> logits (C, V) float32."""
-        logits = yield Call(self.adapter.denoise, (canvas, lo, self.cache, conditioning))
-        self.nfe["draft"] += 1
-        return logits
-
-    def _unfinished(self, gen: list[int], records) -> list[int]:
-        """Any id may be generated on a canvas (there is no [MASK]): the canvases made."""
-        return gen[:max((int(rec.positions.max()) + 1 - self.P for rec in records), default=0)]
-
-    def nfe_paper(self, records) -> int:
-        return self.total_nfe - self.nfe["encode"]   # DiffusionGemma's tokens_per_forward: decoder forwards
-
-
-RUNNERS = {"block_causal": BlockCausalRunner, "full": FullRunner, "canvas": CanvasRunner}
-
-
 def make_runner(adapter, prompt_ids: list[int], cfg, **flags) -> Runner:
     """The runner of the adapter's model kind."""
-    return RUNNERS[adapter.attention](adapter, prompt_ids, cfg, **flags)
+    from engine.runtime.canvas import CanvasRunner          # it builds on Runner
+    runners = {"block_causal": BlockCausalRunner, "full": FullRunner, "canvas": CanvasRunner}
+    return runners[adapter.attention](adapter, prompt_ids, cfg, **flags)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from engine.runtime.device import host, rand_like_rows
+from engine.runtime.memory import CHUNK, DEVICE_CHUNK, chunk_limit  # noqa: F401  (re-exported)
 
 TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
 
@@ -61,16 +62,6 @@ def token_stats(logits: torch.Tensor, temperature: float = 0.0, top_k: int = 0, 
     return token_stats_batch([logits], temperature, top_k, top_p, [generator])[0]
 
 
-# (rows x V) elements per statistics call, however large the round. On the CPU: 32 MiB per float64 temporary,
-# glibc's largest mmap threshold, so a freed temporary's memory is reused instead of mapped and faulted in again (a
-# batch-12 round at V = 126 464 took 1.5 s in 64 MiB chunks, 0.94 s in these). On an accelerator each chunk is a
-# dozen kernel launches that the host waits for, and the caching allocator reuses memory: one chunk for a round of
-# twelve 32-row decodes at that vocabulary (512 MiB per temporary; in 4M-element chunks that round's statistics
-# took 5.7 ms of host time on an H200, against 0.65 ms for one decode)
-CHUNK = 1 << 22
-DEVICE_CHUNK = 1 << 26
-
-
 def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int, top_p: float,
                       generators: list, mask_id: int | None = None,
                       precision: torch.dtype = torch.float64) -> list[TokenStats]:
@@ -79,15 +70,35 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device, where the rules reduce it
     further (``engine.runtime.device``). Each part draws its Gumbel noise on the device from its own generator (the
     decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round.
-    ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). ``precision``: the softmax's dtype (float64, or
+    ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). Chunks: ``engine.runtime.memory.CHUNK``. ``precision``: the softmax's dtype (float64, or
     the model's as LLaDA's release ranks ``F.softmax`` of its bf16 logits)."""
-    groups = chunk_groups([p.numel() for p in parts], parts[0].device)
+    limit = chunk_limit(parts[0].device)
     chunks = []
-    for g in groups:
-        ps = [parts[i] for i in g]
-        chunks.append((ps, *_stats(ps, temperature, top_k, top_p, [generators[i] for i in g], mask_id, precision)))
+    for g in chunk_groups([p.numel() for p in parts], parts[0].device):
+        ps, gs = [parts[i] for i in g], [generators[i] for i in g]
+        if len(ps) == 1 and ps[0].numel() > limit:                 # one part past the limit: by rows
+            chunks.append(([ps[0]], *by_rows(ps[0], limit, temperature, top_k, top_p, gs[0], mask_id, precision)))
+        else:
+            chunks.append((ps, *_stats(ps, temperature, top_k, top_p, gs, mask_id, precision)))
     small = chunks[0][1] if len(chunks) == 1 else torch.cat([c[1] for c in chunks])
     return unpack(host(small).numpy(), chunks)                     # (Q, 4 + 2K): the round's one copy to the host
+
+
+def by_rows(part: torch.Tensor, limit: int, temperature, top_k, top_p, generator, mask_id,
+            precision) -> tuple[torch.Tensor, torch.Tensor]:
+    """One part's statistics in pieces of whole rows of at most ``limit`` elements (at least one row), its softmax
+    written into one (q, V) float64 tensor: the peak is the part's softmax and one piece's temporaries, not five
+    (q, V) float64 tensors. Row by row the same numbers; the noise is drawn piece after piece from the decode's
+    generator (on a CPU the same stream as one draw; on an accelerator a stream that depends only on the part's
+    shape and ``limit``, never on the round's company)."""
+    rows = max(1, limit // part.shape[-1])
+    probs = part.new_empty(part.shape, dtype=torch.float64)
+    small = []
+    for a in range(0, len(part), rows):
+        s, p = _stats([part[a:a + rows]], temperature, top_k, top_p, [generator], mask_id, precision)
+        probs[a:a + rows] = p
+        small.append(s)
+    return torch.cat(small), probs
 
 
 def stats_on_device(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
@@ -116,10 +127,10 @@ def unpack(small: np.ndarray, chunks: list) -> list[TokenStats]:
 
 
 def chunk_groups(sizes: list[int], device: torch.device) -> list[list[int]]:
-    """Consecutive parts (their indices) in groups of at most ``CHUNK`` elements on the CPU, ``DEVICE_CHUNK``
-    elsewhere; a part larger than the limit is a group alone. (A round of twelve decodes of 32 rows at V = 126 464
+    """Consecutive parts (their indices) in groups of at most ``chunk_limit`` elements; a part larger than the
+    limit is a group alone (``by_rows`` then splits it). (A round of twelve decodes of 32 rows at V = 126 464
     would otherwise allocate 0.4 GB per float64 temporary on the CPU.)"""
-    limit = CHUNK if device.type == "cpu" else DEVICE_CHUNK
+    limit = chunk_limit(device)
     groups, size = [[]], 0
     for i, n in enumerate(sizes):
         if groups[-1] and size + n > limit:

@@ -55,6 +55,7 @@ class Forward:
     sampling: Sampling | None = None
     rows: slice = field(default_factory=lambda: slice(None))
     path: str = "eager"                 # how it ran (``engine.runtime.batch.run_forwards``)
+    owner: object = None                # the runner that made it (its decode's bytes: ``engine.runtime.share``)
 
 
 @dataclass

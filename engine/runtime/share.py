@@ -9,8 +9,11 @@ engine seconds each flow's decodes took, hierarchical over pool, client and sess
   start below the flows that have run (``Ledger.enter``), so it is seated within a round or two
   whatever the others declared or how many identities hold the places; a decode that is slow for its size (many
   steps per token, no cache) is charged what it takes and yields its place accordingly.
-- **Memory**: a paused decode keeps its K/V cache; ``pause`` pauses none past ``UNMASK_PAUSED_MB`` of paused caches
-  together (the decode then keeps its place until it ends or a place frees).
+- **Memory**: a paused decode keeps its K/V cache and what it keeps between forwards (``held_bytes``, a slot
+  cache's row included); ``pause`` pauses none past ``UNMASK_PAUSED_MB`` of paused decodes' bytes together (the
+  decode then keeps its place until it ends or a place frees).
+- **Device memory** (the byte ledger, ``engine.runtime.memory``): ``fits`` seats a waiting decode only while its
+  need fits the budget beside the decodes held; ``within_budget`` cuts a round to the rows whose bytes fit.
 - **Rows**: ``rows`` picks a round's rows when several flows run: those of the flows within
   ``ledger.GRANULARITY_S`` of the least served one, least served first, within ``round_tokens``. A flow far ahead sits out until the others
   catch up, so a light visitor's rounds are not as slow as a flood's whole batch, and flows close to each other
@@ -24,7 +27,9 @@ from __future__ import annotations
 from collections import deque
 
 from engine import settings
+from engine.errors import UserError
 from engine.runtime import ledger as accounts
+from engine.runtime.memory import LEDGER, request_bytes, stats_reserve
 
 
 def client_of(item):
@@ -33,12 +38,18 @@ def client_of(item):
 
 
 def held_bytes(r) -> int:
-    """The K/V cache a running or paused decode holds (its pending forward's cache; 0 without one): what a pause
-    keeps alive. No torch here: a tensor's ``nbytes`` is read as an attribute."""
+    """What a running or paused decode holds on the device, which a pause keeps alive: its K/V cache (a slot
+    cache's row in its pool, ``SlotPool.row_bytes``; a growing cache's tensors) and what it keeps between forwards
+    (the byte ledger's ``decodes`` account of the runner that made its pending request: growing caches included).
+    No torch here: a tensor's ``nbytes`` is read as an attribute."""
     cache = getattr(r.request, "cache", None)
+    row = cache.pool.row_bytes() if hasattr(cache, "pool") and hasattr(cache, "row") else 0
+    owner = getattr(r.request, "owner", None)
+    if owner is not None:
+        return row + LEDGER.owned("decodes", owner)
     layers = getattr(cache, "layers", None) or ()
-    return sum(getattr(t, "nbytes", 0) for layer in layers for t in (getattr(layer, "keys", None),
-                                                                    getattr(layer, "values", None)) if t is not None)
+    tensors = [t for x in layers for t in (getattr(x, "keys", None), getattr(x, "values", None)) if t is not None]
+    return row + sum(getattr(t, "nbytes", 0) for t in tensors)
 
 
 def pause(loop, victim) -> bool:
@@ -119,3 +130,44 @@ def charge(loop, chosen: list, cost: list[int], round_s: float, own_s: dict) -> 
         spent = round_s * w / total + own_s.get(id(r), 0.0)
         r.tenure += spent
         loop.ledger.charge(client_of(r), spent)
+
+
+def within_budget(loop, chosen: list) -> list:
+    """The chosen decodes whose requests' round bytes (``memory.request_bytes``: logits and softmax) fit what the
+    byte ledger has left beside the statistics' temporaries (``stats_reserve``, once a round), in order (at least
+    one: the others wait a round); ``loop.round_bytes`` counts them, so the round's peak is in the ledger while it
+    runs, and ``loop.round_reserve`` keeps the temporaries set aside when seating decodes (``fits``)."""
+    req = chosen[0].request
+    reserve = loop.round_reserve = stats_reserve(req.adapter.device) if hasattr(req, "ids") else 0
+    budget = LEDGER.budget()                 # unbounded (a CPU by default): nothing to read of the ledger
+    left, keep, used = (LEDGER.left() if budget < float("inf") else budget) - reserve, [], reserve
+    for r in chosen:
+        b = request_bytes(r.request)
+        if keep and used - reserve + b > left:
+            continue
+        keep.append(r)
+        used += b
+    loop.round_bytes = used
+    return keep
+
+
+def fits(loop, h, out: list) -> bool:
+    """Whether a waiting decode ``h`` may start under the byte ledger's budget: the model's own accounts (pools,
+    graphs, buffers), the needs of the decodes the loop holds and its own (``Job.need``; unknown: while the ledger
+    is within its budget). Else it waits, unless nothing else runs (one decode always may); one whose need passes
+    the budget beside the model's own accounts ends with one line."""
+    acc, budget, need = LEDGER.accounts(), LEDGER.budget(), h.job.need
+    own = sum(v for k, v in acc.items() if k not in ("decodes", "round")) + loop.round_reserve   # set aside
+    admitted = [x for x in out if hasattr(x, "job")]          # waiting decodes seated this step (not paused ones)
+    if need and own + need > budget:
+        loop.queues[h.job.client].remove(h)
+        loop._finish(h, error=UserError(
+            f"this decode needs {need / 2 ** 20:.0f} MiB of device memory at once and the budget (UNMASK_STATIC_MB) "
+            f"leaves {(budget - own) / 2 ** 20:.0f} MiB beside the model's own buffers: try a shorter prompt, fewer "
+            "new tokens or a smaller block"))
+        return False
+    if not loop.running and not admitted:
+        return True
+    held = sum(x.handle.job.need for x in loop.running + loop.paused) + sum(x.job.need for x in admitted)
+    return (own + held + need if need else LEDGER.used()) <= budget
+

@@ -105,6 +105,8 @@ def dream_sample_probs(logits: torch.Tensor, temperature: float, top_k: int, top
 class KlassPolicy(Policy):
     name = "klass"
     config_cls = config_class("klass")
+    step_scoped = True          # a forward's tensors die with ``step``: only ``p_prev`` is kept between forwards
+    p_prev = None               # (set by ``start``; the ledger may read ``kept`` before)
 
     def start(self, runner) -> None:
         release = self.cfg.klass_as == "release"
@@ -113,6 +115,18 @@ class KlassPolicy(Policy):
         self.history = torch.full((runner.end, self.cfg.kl_history), float("inf"), dtype=torch.float64)  # (n, H)
         self.after_draw = None                   # the generator's state after a draw made ahead (``fallback_scores``)
         self.p_prev, self.prev_lo = None, 0      # the latest forward's distributions (q, V), from position prev_lo
+
+    def kept(self) -> list:
+        return [self.p_prev]
+
+    def kept_estimate(self, runner, vocab: int) -> int:
+        """``p_prev`` in float32: the block's rows, and on a full-attention model every row after it too."""
+        rows = runner.end - runner.first_block(self.cfg.block_size) if runner.adapter.attention == "full" else \
+            self.cfg.block_size
+        return rows * vocab * 4
+
+    def release(self) -> None:
+        self.p_prev = None
 
     def distributions(self, ctx: BlockContext, logits: torch.Tensor, st) -> torch.Tensor:
         """(q, V) the p KLASS reads for the block's slots and, on a full-attention model, every slot after it."""
@@ -124,14 +138,17 @@ class KlassPolicy(Policy):
 
     def scored(self, ctx: BlockContext, probs: torch.Tensor) -> torch.Tensor:
         """The KL of this forward's distributions (q, V) against the forward before (q,), on the device (the rule
-        reads it with the round's others, then ``remember``s it). The previous forward's distributions stay there."""
+        reads it with the round's others, then ``remember``s it). The previous forward's distributions stay there,
+        in float32 (the byte ledger's ``kept``): each is exact to 6e-8 relative, so a KL moves by about 1e-7 nats,
+        against an ε of 0.01; the KL itself is summed in float64 as before."""
         lo = ctx.lo
         kl = to_device(kl_step(probs, None), probs)                        # (q,) inf: no previous score
         if self.p_prev is not None:
             a, b = max(lo, self.prev_lo), min(lo + len(probs), self.prev_lo + len(self.p_prev))
             if b > a:
-                kl[a - lo:b - lo] = kl_step(probs[a - lo:b - lo], self.p_prev[a - self.prev_lo:b - self.prev_lo])
-        self.p_prev, self.prev_lo = probs, lo
+                prev = self.p_prev[a - self.prev_lo:b - self.prev_lo].double()
+                kl[a - lo:b - lo] = kl_step(probs[a - lo:b - lo], prev)
+        self.p_prev, self.prev_lo = probs.float(), lo
         return kl
 
     def remember(self, lo: int, kl: torch.Tensor) -> None:
@@ -179,28 +196,32 @@ class KlassPolicy(Policy):
         return masked_topk(scores[0], masked, 1)
 
     def run_block(self, ctx: BlockContext):
-        cfg = self.cfg
-        schedule = transfer_schedule(int(ctx.masked.sum()), cfg.steps or ctx.L)
+        schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)
         while ctx.masked.any():
-            logits, drawn = yield from ctx.draft()
-            probs = self.distributions(ctx, logits, drawn)
-            best, fallback = self.best(probs[:ctx.L]), self.fallback_scores(ctx, logits, drawn)
-            kl, *reads = yield from read(self.scored(ctx, probs), *best, *fallback)       # the rule's one read
-            self.remember(ctx.lo, kl)
-            kl = kl[:ctx.L]                                                      # (L,)
-            st = replace(drawn, candidate=reads[1], confidence=reads[0].float()) if best else drawn
-            masked = ctx.masked.clone()
-            stable, ready = ready_slots(self.history[ctx.lo:ctx.hi], st.confidence.double(), masked, cfg.kl_eps,
-                                        cfg.tau, at_least=self.dream)
-            stable &= ctx.step >= cfg.kl_history - 1           # the reference's gate, per block
-            ready &= stable
-            if ready.any():
-                idx = pick(ready, st.confidence, kl, cfg.klass_pick, ctx.runner.generator)
-                ctx.commit(idx, st.candidate[idx], Reason.KL_STABLE)
-            else:
-                idx = self.fallback(ctx, st, reads[len(best):], masked, schedule, logits, drawn)
-                ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
-            shown = masked.numpy() & np.isfinite(kl.numpy())
-            yield ctx.emit("draft", st, KlassFields(
-                kl=np.where(shown, kl.numpy(), np.nan).astype(np.float32), kl_stable=(stable & masked).numpy(),
-                klass_ready=int(ready.sum()), kl_eps=float(cfg.kl_eps)))
+            yield from self.step(ctx, schedule)
+
+    def step(self, ctx: BlockContext, schedule):
+        """One forward and its commits; its tensors go when it returns (``step_scoped``)."""
+        cfg = self.cfg
+        logits, drawn = yield from ctx.draft()
+        probs = self.distributions(ctx, logits, drawn)
+        best, fallback = self.best(probs[:ctx.L]), self.fallback_scores(ctx, logits, drawn)
+        kl, *reads = yield from read(self.scored(ctx, probs), *best, *fallback)       # the rule's one read
+        self.remember(ctx.lo, kl)
+        kl = kl[:ctx.L]                                                      # (L,)
+        st = replace(drawn, candidate=reads[1], confidence=reads[0].float()) if best else drawn
+        masked = ctx.masked.clone()
+        stable, ready = ready_slots(self.history[ctx.lo:ctx.hi], st.confidence.double(), masked, cfg.kl_eps,
+                                    cfg.tau, at_least=self.dream)
+        stable &= ctx.step >= cfg.kl_history - 1           # the reference's gate, per block
+        ready &= stable
+        if ready.any():
+            idx = pick(ready, st.confidence, kl, cfg.klass_pick, ctx.runner.generator)
+            ctx.commit(idx, st.candidate[idx], Reason.KL_STABLE)
+        else:
+            idx = self.fallback(ctx, st, reads[len(best):], masked, schedule, logits, drawn)
+            ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
+        shown = masked.numpy() & np.isfinite(kl.numpy())
+        yield ctx.emit("draft", st, KlassFields(
+            kl=np.where(shown, kl.numpy(), np.nan).astype(np.float32), kl_stable=(stable & masked).numpy(),
+            klass_ready=int(ready.sum()), kl_eps=float(cfg.kl_eps)))

@@ -34,19 +34,24 @@ def canvas_topk(ctx: BlockContext, conf: torch.Tensor, k: int) -> torch.Tensor:
 class LLaDAPolicy(Policy):
     name = "llada"
     config_cls = config_class("llada")
+    step_scoped = True          # nothing of a forward outlives its step: a decode keeps no (q, V) between forwards
 
     def run_block(self, ctx: BlockContext):
         schedule = transfer_schedule(int(ctx.masked.sum()), self.cfg.steps or ctx.L)
         for k in schedule:
             if not ctx.masked_np.any():
                 break
-            _, st = yield from ctx.draft()
-            if self.cfg.remasking == "random":
-                idx = masked_topk(torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float(),
-                                  ctx.masked, k)
-            elif self.cfg.precision == "model":
-                idx = canvas_topk(ctx, st.confidence, k)
-            else:
-                idx = masked_topk(st.confidence, ctx.masked, k)
-            ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
-            yield ctx.emit("draft", st)
+            yield from self.step(ctx, k)
+
+    def step(self, ctx: BlockContext, k: int):
+        """One forward, committing ``k`` slots."""
+        _, st = yield from ctx.draft()
+        if self.cfg.remasking == "random":
+            idx = masked_topk(torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float(),
+                              ctx.masked, k)
+        elif self.cfg.precision == "model":
+            idx = canvas_topk(ctx, st.confidence, k)
+        else:
+            idx = masked_topk(st.confidence, ctx.masked, k)
+        ctx.commit(idx, st.candidate[idx], Reason.SCHEDULE)
+        yield ctx.emit("draft", st)

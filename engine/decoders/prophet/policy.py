@@ -104,6 +104,7 @@ def logit_gap(logits: torch.Tensor) -> torch.Tensor:
 class ProphetPolicy(Policy):
     name = "prophet"
     config_cls = config_class("prophet")
+    keeps_logits = True         # its window's earlier rows are read from the forward that recomputed them
 
     def start(self, runner) -> None:
         self.exit_draw = None                        # the generator's state after ``exit_fill``'s draw

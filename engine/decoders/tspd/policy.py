@@ -84,6 +84,18 @@ def window_top(hist: list) -> tuple[torch.Tensor, torch.Tensor]:
 class TSPDPolicy(Policy):
     name = "tspd"
     config_cls = config_class("tspd")
+    step_scoped = True          # a forward's tensors die with ``step``: only the window's distributions are kept
+    block: TSPDBlock | None = None
+
+    def kept(self) -> list:
+        return list(self.block.probs_hist) if self.block is not None else []
+
+    def kept_estimate(self, runner, vocab: int) -> int:
+        """The window's (L, V) float32 distributions, kept only where ``stabilise`` reads them."""
+        return self.cfg.window * self.cfg.block_size * vocab * 4 if self.cfg.stabilise else 0
+
+    def release(self) -> None:
+        self.block = None
 
     # Training hands its in-memory controller and noise fit to the rollouts it collects (DAgger), instead of files.
     given_controller: MLPController | None = None
@@ -106,16 +118,21 @@ class TSPDPolicy(Policy):
         b = TSPDBlock(Trajectories(L, self.cfg.window), TrendFilter(L, self.kparams), ctx.runner.adapter.mask_token_id,
                       innov_sign=np.zeros((L, 4), np.int8), stall=np.zeros(L, np.int64),
                       prev_lcb=np.full(L, -np.inf))
+        self.block = b
         while ctx.masked.any():
-            _, st = yield from ctx.draft()
-            s = TSPDStep(st, ctx.masked.numpy(), st.confidence.numpy().astype(np.float64), st.candidate.numpy())
+            yield from self.step(ctx, b)
+
+    def step(self, ctx: BlockContext, b: TSPDBlock):
+        """One forward through the stages; its tensors go when it returns (``step_scoped``)."""
+        _, st = yield from ctx.draft()
+        s = TSPDStep(st, ctx.masked.numpy(), st.confidence.numpy().astype(np.float64), st.candidate.numpy())
+        if self.cfg.stabilise:                     # the window is read only there: kept only then
             b.probs_hist = (b.probs_hist + [st.probs.float()])[-self.cfg.window:]        # (L, V) each, on the device
-            if self.cfg.stabilise:                     # read with the round's other rules, for ``stabilise``
-                s.window_top = tuple(x.numpy() for x in (yield from read(*window_top(b.probs_hist))))
-            for stage in (self.observe, self.control, self.forecast, self.classify, self.stabilise, self.progress):
-                stage(b, s)
-            self.commit(ctx, s)
-            yield ctx.emit("draft", st, self.fields(b, s))
+            s.window_top = tuple(x.numpy() for x in (yield from read(*window_top(b.probs_hist))))
+        for stage in (self.observe, self.control, self.forecast, self.classify, self.stabilise, self.progress):
+            stage(b, s)
+        self.commit(ctx, s)
+        yield ctx.emit("draft", st, self.fields(b, s))
 
     # ---- stages ----------------------------------------------------------------------------------------------
     def observe(self, b: TSPDBlock, s: TSPDStep) -> None:
