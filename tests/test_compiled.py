@@ -94,6 +94,24 @@ def test_a_second_model_of_the_same_shapes_runs_compiled(warm, monkeypatch):
     assert got.meta.forward_path == {"compiled": got.nfe}
 
 
+def test_a_new_pool_of_a_compiled_capacity_runs_compiled_at_once(warm, monkeypatch):
+    """A pool nobody holds a row of goes when a decode needs another capacity (``StaticPath.slot_cache``, as
+    between a class's waves); the next pool of the first capacity is a new object whose buckets have the compiled
+    shapes: they run compiled from its first forward. Keyed by the pool's identity, each such pool queued its
+    buckets again, ran them eagerly meanwhile and, past ``MAX_SHAPES`` of them, stayed eager for good."""
+    from engine.models.static import StaticPath
+    a, _ = warm
+    monkeypatch.setenv("UNMASK_COMPILE", "on")
+    path, comp = StaticPath.of(a), compiled.Compiled.of(a)
+    decode(a)
+    (S, pool), = path.pools.items()
+    path._drop_stale(path.pools.pop(S), every=True)           # as slot_cache drops an idle pool
+    queued = set(comp.queued)
+    got = decode(a)
+    assert path.pools[S] is not pool and comp.queued == queued
+    assert got.meta.forward_path == {"compiled": got.nfe}
+
+
 def test_a_compile_holds_the_device_lock_a_capture_never_waits_for():
     assert not compiled.DEVICE_WORK.locked()
     with compiled.exclusive() as mine:

@@ -1,10 +1,11 @@
 """Every decoder of the catalogue through every batch layout a GPU takes, on the CPU (issue 75): ragged (a CPU's
 own), packed and padded (``UNMASK_LAYOUT``, an accelerator's), and the static path (``UNMASK_STATIC=on``, a CUDA
-device's default), with 2 and 4 decodes in one round, and rounds of 16 that mix decoders and cache kinds (none, the
-exact block cache, Fast-dLLM's prefix and dual caches, Fast-dLLM v2's sub-blocks). Each decode runs through the real
-engine loop beside the others (the rounds are checked to be shared and never to raise: a raising round is rerun
-request by request, which would hide a layout's bug) and must write the tokens of its solo decode on today's path,
-its records' confidences within 1e-4. Tiny random checkpoints and short generations: this runs on every CI."""
+device's default), with 2 and 4 decodes in one round, and rounds that mix every decoder, model and cache kind
+(none, the exact block cache, Fast-dLLM's prefix and dual caches, Fast-dLLM v2's sub-blocks). Each decode runs
+through the real engine loop beside the others (the rounds are checked to be shared and never to raise: a raising
+round is rerun request by request, which would hide a layout's bug) and must write the tokens of its solo decode on
+today's path, its records' confidences within 1e-4. Tiny random checkpoints and short generations: this runs on
+every CI."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ MIXED = [("llada", s) for s in (
         "subblock:block_size=4,sub_block=2", "subblock:block_size=8,sub_block=4,temperature=1",
         "threshold:tau=0.5,block_size=4,use_cache=0", "s2d2:block_size=4,router=always,temperature=1",
         "ar", "tspd:block_size=4,controller=heuristic", "edit:block_size=4,tau=0.5,use_cache=0", "wino:block_size=4")]
+# and a round of 16 of every other kind of model and the decoders the first runs on the other model only, so every
+# decoder meets 15 others in a round (the prompts of "small" are four: its decodes come first)
+REST = [("sdar", "credit:block_size=4"), ("small", "simsd:block_size=4"),
+        ("small", "simsd:block_size=4,acceptance=mrs,temperature=1"), ("dream", "dream:gen_length=8,steps=4"),
+        ("dream", "dream:gen_length=8,steps=4,temperature=1"), ("uniform", "uniform"), ("sdar", "ar:gen_length=8"),
+        ("llada", "threshold:tau=0.9,block_size=8,kv_cache=dual"), ("llada", "llada:block_size=4,steps=2")] + [
+    ("sdar", s) for s in ("klass:block_size=4,temperature=1", "remdm:block_size=4,steps=2,temperature=1,top_p=0.9",
+                          "llada:block_size=4,steps=2", "eb:block_size=4", "prophet:block_size=4",
+                          "subblock:block_size=4,sub_block=2", "credit:block_size=4")]
 # the issue's 16 decodes a round, for the decoders whose caches a layout must splice or grow per decode
 BUSY = [("llada", "threshold:tau=0.9,block_size=8,kv_cache=dual"), ("sdar", "subblock:block_size=4,sub_block=2"),
         ("sdar", "s2d2:block_size=4,router=always")]
@@ -169,10 +179,11 @@ def test_16_decodes_of_one_cached_decoder_in_every_layout_equal_their_solo_decod
     check_shared(counted, layout, 16, spec)
 
 
+@pytest.mark.parametrize("mixed", [MIXED, REST], ids=["16", "rest"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_a_round_of_16_mixing_decoders_models_and_caches_equals_each_solo_decode(models, seen, monkeypatch, layout):
+def test_a_round_mixing_decoders_models_and_caches_equals_each_solo_decode(models, seen, monkeypatch, layout, mixed):
     use, counted, raised = seen
-    decodes = [(m, s, i) for i, (m, s) in enumerate(MIXED)]
+    decodes = [(m, s, i) for i, (m, s) in enumerate(mixed)]
     want = [solo(models, *d, monkeypatch) for d in decodes]
     use(layout)
     got = together(models, decodes)

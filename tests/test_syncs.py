@@ -23,10 +23,6 @@ from tests.test_host_copies import SPECS, model_of
 
 PROMPTS = [p.prompt for p in get_task("arith").problems("test", 16, seed=3)]
 PER_ROUND = 2              # the round's statistics copy and its rules' one read
-# the case's id -> how its rule still reads the device per decode (xfail, strict: the debt stays visible)
-NOT_YET = {"remdm-T": "a step without a forward (the release's p_x0 cache: the canvas did not change) draws and reads "
-                      "again: one more read phase per such step in a round (shared by the round's decodes, bounded "
-                      "by steps, not per decode)"}
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +59,7 @@ def copies_per_round(monkeypatch, adapter, spec: str, batch: int) -> list[int]:
 
 
 IDS = [spec.split(":")[0] + ("-T" if "top_p" in spec else "") for _, spec in SPECS]
-CASES = [pytest.param(model, spec, id=i, marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[i])] if i in NOT_YET
-                      else []) for (model, spec), i in zip(SPECS, IDS)]
+CASES = [pytest.param(model, spec, id=i) for (model, spec), i in zip(SPECS, IDS)]
 
 
 @pytest.mark.parametrize("model,spec", CASES)

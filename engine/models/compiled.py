@@ -14,10 +14,12 @@ K/V writes go to the slot pool's pad row, which no query reads) and marks the bu
 the compiled code under dynamo's run-only mode, which never compiles: should a guard fail after all, that forward
 runs eagerly instead of compiling on the engine's thread. At most ``MAX_SHAPES`` buckets are compiled per model
 (later ones stay eager); ``graphs()`` counts what dynamo compiled, so a test can see that rounds do not recompile.
-A bucket whose compile converts no frame at all is compiled too: dynamo's code for another model or slot pool of
-the same shapes serves it (``frames()``). A compile runs holding ``DEVICE_WORK``; the static path captures a CUDA
-graph only when it takes that lock without waiting (``exclusive``), since CUDA refuses another thread's work during
-a capture in the default global mode: while a compile runs, a new bucket's rounds run without a graph.
+A bucket whose compile converts no frame at all is compiled too: dynamo's code for another model of the same shapes
+serves it (``frames()``). A bucket is keyed by its shapes (a slot pool's capacity among them, never the pool), so a
+new pool of a compiled capacity runs compiled from its first forward. A compile runs holding ``DEVICE_WORK``; the
+static path captures a CUDA graph only when it takes that lock without waiting (``exclusive``), since CUDA refuses
+another thread's work during a capture in the default global mode: while a compile runs, a new bucket's rounds run
+without a graph.
 
 Where the compiler is missing (no C++ compiler for inductor's CPU kernels: ``CXX`` or ``g++`` not found) or a
 compile fails, the model falls back to eager for good, with one log line naming why.

@@ -275,7 +275,9 @@ class StaticPath:
 
     @staticmethod
     def _key(bk: Bucket) -> tuple:
-        return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, id(bk.pool))     # a pool's rows: dynamic
+        # the compiled code's key: the shapes (a pool's rows are dynamic), never a pool's identity, since a pool
+        # nobody holds goes and the next of its capacity is a new object that the same code serves
+        return (bk.B, bk.Q) if bk.pool is None else (bk.B, bk.Q, bk.pool.S)
 
     def _capture(self, bk: Bucket) -> None:
         """Capture the bucket's forward (``_record``), unless that would pass the budget; a capture that runs out of

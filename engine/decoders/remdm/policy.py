@@ -26,7 +26,10 @@ the running sum is at most p, the first always, renormalise; ``release_nucleus``
 (here at the decode's temperature, the release's T = 1; T = 0 takes its argmax) and whose renormalised probability
 remdm-conf keeps for the token unmasked. A step that changed nothing (no slot filled, none re-masked) leaves the
 canvas as it was, so, as the release's ``p_x0_cache``, the next step draws again from the same distribution without
-a forward: its record repeats the last forward's statistics at the same NFE.
+a forward: its record repeats the last forward's statistics at the same NFE. Whether a step changes the canvas is
+known on the host before its tokens are read (its uniforms, rates and masks decide), so a forward's step draws the
+tokens of the steps that will share its forward too, in the order a step at a time draws them, and one read of the
+round carries them all (``plan``): the host waits for the device at most twice a round whatever the batch.
 
 Where we differ: the release keeps conf in bfloat16 (float32 here); its timesteps end at ε = 1e-5 and a final noise-removal forward takes the argmax; here
 the last forward (s = 0) fills every slot still masked and re-masks none (for cap, rescale and conf that is what
@@ -39,7 +42,7 @@ forwards while a re-mask can still happen, as the release's sampler does.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -115,6 +118,30 @@ def draw(p_x0: torch.Tensor, temperature: float, generator: torch.Generator) -> 
     return (p_x0.log() / temperature - torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)
 
 
+@dataclass
+class Planned:
+    """One step drawn ahead of the read it shares with its forward (``ReMDMPolicy.plan``)."""
+    j: int
+    reads: tuple                   # what it reads of the device for its tokens (``ReMDMPolicy.reads``)
+    masked: torch.Tensor           # (L,) the block's masked slots before it
+    back: torch.Tensor             # slots it returns to [MASK]
+    idx: torch.Tensor | None       # slots it fills (None: its most confident, chosen once its tokens are read)
+    streams: tuple                 # the generators' states after its draws
+
+
+def streams(runner) -> tuple:
+    """The decode's generators' states (one on a CPU, where the host's is the device's)."""
+    g, d = runner.generator, runner.device_generator
+    return (g.get_state(),) if d is g else (g.get_state(), d.get_state())
+
+
+def rewind(runner, states: tuple) -> None:
+    """Set the generators back to ``streams``' states: a step drawn ahead is recorded where it left the stream."""
+    runner.generator.set_state(states[0])
+    if len(states) > 1:
+        runner.device_generator.set_state(states[1])
+
+
 class ReMDMPolicy(Policy):
     name = "remdm"
     config_cls = config_class("remdm")
@@ -156,43 +183,68 @@ class ReMDMPolicy(Policy):
             return any(loop_rates(cfg.eta, cfg.t_on, cfg.t_off, cfg.alpha_on, i, steps)[0] > 0 for i in later)
         return cfg.eta > 0 and len(later) > 0
 
-    def candidates(self, st, p_x0: torch.Tensor | None, fresh: bool, generator):
-        """The step's statistics with the tokens it would write (``candidate``, ``confidence`` their unfiltered
-        probability as everywhere), and (L,) their probability under the release's ``p_x0`` (conf keeps it). The
-        shared statistics' draw is the release's where no filter is on and the forward is this step's. What it reads
-        of the device is read with the round's other rules (a generator)."""
-        if p_x0 is None:                                   # greedy, unfiltered: st's argmax and its probability
-            return st, st.confidence
+    def reads(self, st, p_x0: torch.Tensor | None, fresh: bool, generator) -> tuple:
+        """What a step reads of the device for its tokens, drawn now (nothing read yet): () greedy without a filter
+        (the shared statistics' argmax and probability are the release's); (p_x0 at st's candidate,) where the
+        forward is this step's and no filter is on (the statistics' draw is the release's); else its draw from
+        ``p_x0`` (argmax at T = 0) as (its unfiltered probability, its probability under p_x0, the token)."""
+        if p_x0 is None:
+            return ()
         if fresh and self.cfg.top_p >= 1 and not self.cfg.top_k:
-            return st, (yield from read(p_x0.gather(-1, to_device(st.candidate[:, None], p_x0))[:, 0].float()))[0]
+            return (p_x0.gather(-1, to_device(st.candidate[:, None], p_x0))[:, 0].float(),)
         cand = p_x0.argmax(-1) if self.cfg.temperature <= 0 else draw(p_x0, self.cfg.temperature, generator)
-        conf, p_cand, cand = yield from read(*(p.gather(-1, cand[:, None])[:, 0].float() for p in (st.probs, p_x0)),
-                                             cand)
+        return tuple(p.gather(-1, cand[:, None])[:, 0].float() for p in (st.probs, p_x0)) + (cand,)
+
+    @staticmethod
+    def candidates(st, got: tuple):
+        """The step's statistics with the tokens it would write (``candidate``, ``confidence`` their unfiltered
+        probability as everywhere), and (L,) their probability under the release's ``p_x0`` (conf keeps it), from
+        what ``reads`` asked for, on the host."""
+        if not got:
+            return st, st.confidence
+        if len(got) == 1:
+            return st, got[0]
+        conf, p_cand, cand = got
         return replace(st, candidate=cand, confidence=conf), p_cand
 
-    def run_block(self, ctx: BlockContext):
-        cfg, steps = self.cfg, self.cfg.steps or ctx.L
-        changed, st, p_x0 = True, None, None
-        for j in range(steps):
-            if not ctx.masked.any() and not self.may_remask(j, steps):
+    def plan(self, ctx: BlockContext, st, p_x0, j: int, steps: int) -> list[Planned]:
+        """The steps from forward j on that share its forward: j, then each step after one that changes nothing
+        (the release's p_x0 cache), up to one that changes the canvas or the block's end. Whether a step changes
+        the canvas is known on the host before any token is read (its uniforms, rates and masks decide; its
+        tokens only say what is written), so every such step draws here, in the order and from the generators a
+        step at a time draws from, and the forward's one read carries them all."""
+        r, cfg, out = ctx.runner, self.cfg, []
+        masked, written = ctx.masked.clone(), ctx.written.clone()       # unchanged until the plan's last step
+        for k in range(j, steps):
+            if k > j and not masked.any() and not self.may_remask(k, steps):
                 break
-            if changed:                # else the release's p_x0_cache: the same canvas, the same distribution
-                _, st = yield from ctx.draft()
-                p_x0 = release_nucleus(st.probs, cfg.top_p, cfg.top_k) if self.filters else None     # (L, V)
-            step, p_cand = yield from self.candidates(st, p_x0, changed, ctx.runner.device_generator)
-            masked, written = ctx.masked.clone(), ctx.written.clone()          # before this forward's writes
-            sigma, fill = self.rates(ctx, j, steps, written)
-            u = torch.rand(ctx.L, dtype=torch.float64, generator=ctx.runner.generator).float()
-            last = j == steps - 1
+            reads = self.reads(st, p_x0, k == j, r.device_generator)
+            sigma, fill = self.rates(ctx, k, steps, written)
+            u = torch.rand(ctx.L, dtype=torch.float64, generator=r.generator).float()
+            last = k == steps - 1
             back = (written & (u < sigma)).nonzero()[:, 0] if not last else torch.zeros(0, dtype=torch.long)
-            if last:
-                idx = masked.nonzero()[:, 0]
-            elif cfg.remdm_fill == "random":
-                idx = (masked & (u < fill)).nonzero()[:, 0]
-            else:
-                idx = masked_topk(step.confidence, masked, math.ceil(int(masked.sum()) / (steps - j)))
-            ctx.commit(idx, step.candidate[idx], Reason.SCHEDULE)
-            self.p_at[ctx.lo + idx] = p_cand[idx]
-            ctx.revise(back, None, Revision.REMASK)       # after the commits: a re-masked slot waits
-            changed = len(idx) > 0 or len(back) > 0
-            yield ctx.emit("draft", step)
+            idx = masked.nonzero()[:, 0] if last else (masked & (u < fill)).nonzero()[:, 0] \
+                if cfg.remdm_fill == "random" else None            # confident: chosen by the read confidences
+            out.append(Planned(k, reads, masked, back, idx, streams(r)))
+            if len(back) or (masked.any() if idx is None else len(idx)):
+                break
+        return out
+
+    def run_block(self, ctx: BlockContext):
+        cfg, steps, j = self.cfg, self.cfg.steps or ctx.L, 0
+        while j < steps and (ctx.masked.any() or self.may_remask(j, steps)):
+            _, st = yield from ctx.draft()
+            p_x0 = release_nucleus(st.probs, cfg.top_p, cfg.top_k) if self.filters else None     # (L, V)
+            plan = self.plan(ctx, st, p_x0, j, steps)
+            flat = [t for s in plan for t in s.reads]
+            got = iter((yield from read(*flat)) if flat else ())      # the round's one read, for every step
+            for s in plan:
+                step, p_cand = self.candidates(st, tuple(next(got) for _ in s.reads))
+                idx = s.idx if s.idx is not None else \
+                    masked_topk(step.confidence, s.masked, math.ceil(int(s.masked.sum()) / (steps - s.j)))
+                ctx.commit(idx, step.candidate[idx], Reason.SCHEDULE)
+                self.p_at[ctx.lo + idx] = p_cand[idx]
+                ctx.revise(s.back, None, Revision.REMASK)       # after the commits: a re-masked slot waits
+                rewind(ctx.runner, s.streams)                    # its record keeps the stream as it left it
+                yield ctx.emit("draft", step)
+            j += len(plan)
