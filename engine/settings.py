@@ -89,7 +89,7 @@ SETTINGS = {s.name: s for s in (
             "device (K/V caches, slot rows included, and kept distributions), all together, in MiB; past it no decode "
             "pauses: it keeps its place until it ends"),
     Setting("UNMASK_STATIC_MB", int, 0, doc="the device memory budget in MiB over everything the byte ledger counts "
-            "(engine/runtime/memory.py: K/V slot pools, graphs, static buffers, what decodes keep between forwards, "
+            "(engine/models/memory.py: K/V slot pools, graphs, static buffers, what decodes keep between forwards, "
             "the running round's logits and statistics; 0: a quarter of the device's memory on a GPU, no bound on a "
             "CPU); past it a decode waits for a place, a round runs fewer decodes, no graph is captured and no pool "
             "grows (the decode keeps a dynamic cache), and a decode that alone cannot fit is refused with one line"),

@@ -8,7 +8,8 @@ from engine.decoders import build_decoder, parse_spec
 from engine.decoders.schedule import transfer_schedule
 from engine.decoders.threshold.policy import dynamic_commit, threshold_commit
 from engine.runtime.loop import ConfigError, Generation
-from engine.runtime import memory, sampling
+from engine.models import memory
+from engine.runtime import sampling
 from engine.runtime.sampling import make_generator, token_stats, token_stats_batch
 from engine.records.trace import Reason
 

@@ -100,7 +100,7 @@ def test_shifted_model_reads_the_row_before_the_block(full_models, kv):
     block's first later forward (nothing committed since the full forward) the block's logits equal the full
     forward's, the first slot's included."""
     a = full_models["dream"]
-    from engine.runtime.runner import make_runner
+    from engine.runtime.runners import make_runner
     pol = build_decoder("llada", block_size=4, steps=4, gen_length=8, kv_cache=kv)
     r = make_runner(a, a.encode_prompt(PROMPT), pol.cfg)
     lo = r.P

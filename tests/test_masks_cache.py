@@ -7,7 +7,7 @@ from engine.models import masks
 from engine.runtime.cache import BlockCache
 from engine.decoders import build_decoder
 from engine.runtime.loop import Generation
-from engine.runtime.runner import make_runner
+from engine.runtime.runners import make_runner
 from engine.runtime.jobs import drive
 
 

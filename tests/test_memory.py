@@ -1,4 +1,4 @@
-"""The byte ledger (engine/runtime/memory.py): what each decode keeps on the device between its forwards, counted
+"""The byte ledger (engine/models/memory.py): what each decode keeps on the device between its forwards, counted
 exactly (against every live tensor as wide as the vocabulary); 64 decodes of KLASS, TSPD + CE and LLaDA at LLaDA's
 vocabulary (126 464) under a budget, the engine seating only what fits; a paused decode's slot cache counted, so
 ``UNMASK_PAUSED_MB`` limits pausing on the static path; an idle bucket freed."""
@@ -20,7 +20,7 @@ from engine.runtime.device import read_back
 from engine.runtime.engine_loop import Job
 from engine.runtime.jobs import configure
 from engine.runtime.loop import Generation
-from engine.runtime.memory import LEDGER, decode_need, kept_need, stats_reserve
+from engine.models.memory import LEDGER, decode_need, kept_need, stats_reserve
 from engine.runtime.scheduler import Forward, run_round
 from engine.tasks import get_task
 from tests.families import write_llada

@@ -10,7 +10,7 @@ from engine.models import masks
 from engine.decoders import build_decoder
 from engine.decoders.s2d2.policy import first_span
 from engine.runtime.loop import Generation
-from engine.runtime.runner import make_runner
+from engine.runtime.runners import make_runner
 from engine.decoders.s2d2.estimators import alpha, expected_accepted
 from engine.decoders.s2d2.routers import UCB, Hysteresis, RouterInputs
 from engine.decoders.s2d2.verify import accept_stochastic, verify_logits

@@ -14,7 +14,7 @@ from engine.models.static import StaticPath
 from engine.runtime.engine_loop import Job
 from engine.runtime.jobs import configure
 from engine.runtime.loop import Generation
-from engine.runtime.memory import LEDGER
+from engine.models.memory import LEDGER
 from engine.tasks import get_task
 
 PROMPTS = [p.prompt for p in get_task("arith").problems("test", 2, seed=4)]

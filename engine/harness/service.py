@@ -25,7 +25,7 @@ from engine.errors import BudgetExceeded, UserError
 from engine.runtime.branch import parse_branch, resume_of
 from engine.runtime.engine_loop import Aborted, Job
 from engine.runtime.jobs import engine_loop
-from engine.runtime.memory import decode_need
+from engine.models.memory import decode_need
 from engine.runtime.loop import Generation, why_not
 from engine.models.model import load_model
 from engine.records.trace import Trace

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from engine.models import compiled, slots
-from engine.runtime.memory import LEDGER
+from engine.models.memory import LEDGER
 from engine.settings import get
 
 B_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -67,7 +67,7 @@ def b_bucket(b: int) -> int | None:
 
 
 def budget_bytes(device: torch.device) -> float:
-    """The byte ledger's budget (``engine.runtime.memory``): ``UNMASK_STATIC_MB`` in bytes; 0: a quarter of a GPU's
+    """The byte ledger's budget (``engine.models.memory``): ``UNMASK_STATIC_MB`` in bytes; 0: a quarter of a GPU's
     memory, unbounded on a CPU."""
     if device.type == "cuda":
         LEDGER.device_total = torch.cuda.get_device_properties(device).total_memory
@@ -171,7 +171,7 @@ class StaticPath:
         return slots.SlotCache(pool)
 
     def used_bytes(self) -> int:
-        """Everything the byte ledger counts (``engine.runtime.memory``): this path's pools, graphs and buffers,
+        """Everything the byte ledger counts (``engine.models.memory``): this path's pools, graphs and buffers,
         the decodes' kept bytes and the running round's, other models' included (one device, one budget)."""
         return LEDGER.used()
 

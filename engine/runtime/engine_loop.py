@@ -19,7 +19,7 @@ decode of a flow served more than a waiting one pauses at the round boundary, ke
 served again. A ``Group`` caps its own jobs running at once (a bench's ``--batch``). A round's queries are bounded
 by ``round_tokens`` (always at least one request), taken in rotating order, so one huge prompt cannot starve the
 rest; when several flows run, the flows far ahead of the least served sit a round out. Device memory is the byte
-ledger's (``engine.runtime.memory``): a decode is seated, and a round's rows taken, only while they fit its budget
+ledger's (``engine.models.memory``): a decode is seated, and a round's rows taken, only while they fit its budget
 (``share.fits``, ``share.within_budget``; the round's bytes are its ``round`` account while it runs). A job's
 ``budget_s`` is wall time from its submission: past it the decode is stopped at the next round boundary with its
 last state.
@@ -47,7 +47,7 @@ from engine.runtime import rounds
 from engine.runtime import share as fair_share
 from engine.runtime.device import Read, read_back
 from engine.runtime.lifecycle import Aborted, EngineThread, close
-from engine.runtime.memory import LEDGER
+from engine.models.memory import LEDGER
 from engine.runtime.scheduler import Call, Forward
 from engine.runtime.ledger import Ledger
 from engine.runtime.share import client_of

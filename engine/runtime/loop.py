@@ -19,7 +19,8 @@ from engine.catalogue.applies import check_applies, why_not  # noqa: F401  (why_
 from engine.catalogue.cards import cards
 from engine.runtime.device import host
 from engine.runtime.resources import resolve
-from engine.runtime.runner import Keeps, Runner, Tail, make_runner  # noqa: F401  (re-exported: decoders import them from here)
+from engine.runtime.runner import Keeps, Runner, Tail  # noqa: F401  (re-exported: decoders import them from here)
+from engine.runtime.runners import make_runner
 from engine.errors import BudgetExceeded, ConfigError
 from engine.models import compiled
 from engine.runtime.sampling import TOP_K, TokenStats

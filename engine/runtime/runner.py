@@ -1,5 +1,5 @@
 """The canvas, the cache and the forwards of one decode (``Runner``), under the block loop (``engine.runtime.loop``):
-one interface, one implementation per model kind (``make_runner``):
+one interface, one implementation per model kind (``engine.runtime.runners.make_runner``):
 
     BlockCausalRunner   SDAR, Fast-dLLM v2, the embedded models: block-causal attention and its exact block cache
     FullRunner          LLaDA, Dream: every forward over the whole canvas, with Fast-dLLM's approximate caches
@@ -34,7 +34,7 @@ from engine.models import masks, slots
 from engine.models.static import StaticPath
 from engine.runtime.cache import BlockCache, SpliceCache
 from engine.runtime.device import device_generator
-from engine.runtime.memory import LEDGER, Keeps, decode_bytes  # noqa: F401  (Keeps: the policies' side)
+from engine.models.memory import LEDGER, Keeps, decode_bytes  # noqa: F401  (Keeps: the policies' side)
 from engine.runtime.sampling import TokenStats, make_generator, token_stats
 from engine.errors import CapacityError, ConfigError
 from engine.runtime.scheduler import Forward, Sampling
@@ -377,10 +377,3 @@ class FullRunner(Runner):
         start, logits = self.prefix
         ok = logits is not None and max(start, self.adapter.logit_shift) <= lo and hi <= start + len(logits)
         return logits[lo - start:hi - start] if ok else None
-
-
-def make_runner(adapter, prompt_ids: list[int], cfg, **flags) -> Runner:
-    """The runner of the adapter's model kind."""
-    from engine.runtime.canvas import CanvasRunner          # it builds on Runner
-    runners = {"block_causal": BlockCausalRunner, "full": FullRunner, "canvas": CanvasRunner}
-    return runners[adapter.attention](adapter, prompt_ids, cfg, **flags)

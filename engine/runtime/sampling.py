@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from engine.runtime.device import host, rand_like_rows
-from engine.runtime.memory import CHUNK, DEVICE_CHUNK, chunk_limit  # noqa: F401  (re-exported)
+from engine.models.memory import CHUNK, DEVICE_CHUNK, chunk_limit  # noqa: F401  (re-exported)
 
 TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
 
@@ -70,7 +70,7 @@ def token_stats_batch(parts: list[torch.Tensor], temperature: float, top_k: int,
     the host as one (Q, 4 + 2·TOP_K) copy per round; ``probs`` stays on the device, where the rules reduce it
     further (``engine.runtime.device``). Each part draws its Gumbel noise on the device from its own generator (the
     decode's device generator), in part order, so a decode's draws do not depend on which decodes share its round.
-    ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). Chunks: ``engine.runtime.memory.CHUNK``. ``precision``: the softmax's dtype (float64, or
+    ``mask_id``: forbid predicting [MASK] (``Runner.unmaskable``). Chunks: ``engine.models.memory.CHUNK``. ``precision``: the softmax's dtype (float64, or
     the model's as LLaDA's release ranks ``F.softmax`` of its bf16 logits)."""
     limit = chunk_limit(parts[0].device)
     chunks = []

@@ -12,7 +12,7 @@ engine seconds each flow's decodes took, hierarchical over pool, client and sess
 - **Memory**: a paused decode keeps its K/V cache and what it keeps between forwards (``held_bytes``, a slot
   cache's row included); ``pause`` pauses none past ``UNMASK_PAUSED_MB`` of paused decodes' bytes together (the
   decode then keeps its place until it ends or a place frees).
-- **Device memory** (the byte ledger, ``engine.runtime.memory``): ``fits`` seats a waiting decode only while its
+- **Device memory** (the byte ledger, ``engine.models.memory``): ``fits`` seats a waiting decode only while its
   need fits the budget beside the decodes held; ``within_budget`` cuts a round to the rows whose bytes fit.
 - **Rows**: ``rows`` picks a round's rows when several flows run: those of the flows within
   ``ledger.GRANULARITY_S`` of the least served one, least served first, within ``round_tokens``. A flow far ahead sits out until the others
@@ -29,7 +29,7 @@ from collections import deque
 from engine import settings
 from engine.errors import UserError
 from engine.runtime import ledger as accounts
-from engine.runtime.memory import LEDGER, request_bytes, stats_reserve
+from engine.models.memory import LEDGER, request_bytes, stats_reserve
 
 
 def client_of(item):
