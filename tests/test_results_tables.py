@@ -77,10 +77,10 @@ def test_the_quoted_rivals_claims_are_the_jsons():
     for spec, quoted in (("threshold:block_size=16,tau=0.7", "1–24, p = 1.5e-06"),
                          ("credit:block_size=16,tau=0.9", "0–7, p = 0.016")):
         assert paired_text("arith_B16", spec, base) == quoted
-    assert "(1–24, p = 1.5e-6)" in readme and "(0–7, p = 0.016)" in readme   # docs/results.md draws them
+    assert "| 1–24, p = 1.5e-06 |" in results and "| 0–7, p = 0.016 |" in results   # the drawn table carries them
     # story: the three τ of the threshold rule are one outcome string
     outs = {rivals_row("story_B8", f"threshold:block_size=8,tau={t},temperature=1")["outcomes"] for t in (0.7, 0.9, 0.99)}
-    assert len(outs) == 1 and "one comparison, not three" in readme
+    assert len(outs) == 1 and "one comparison, not three" in results
     # Prophet at twice the bars exits on story (NFE per token below 1), not on arithmetic
     for key, B in (("story_B8", 8), ("story_B16", 16)):
         assert 1 / rivals_row(key, f"prophet:block_size={B},gap_scale=2,temperature=1")["tpf"] < 0.75

@@ -140,15 +140,16 @@ class KlassPolicy(Policy):
         """The KL of this forward's distributions (q, V) against the forward before (q,), on the device (the rule
         reads it with the round's others, then ``remember``s it). The previous forward's distributions stay there,
         in float32 (the byte ledger's ``kept``): each is exact to 6e-8 relative, so a KL moves by about 1e-7 nats,
-        against an ε of 0.01; the KL itself is summed in float64 as before."""
-        lo = ctx.lo
+        against an ε of 0.01. Both sides of the KL are read through that rounding, so two equal forwards give a KL of
+        exactly 0 (the hand-computed cases); the KL itself is summed in float64 as before."""
+        lo, kept = ctx.lo, probs.float()                                   # (q, V) float32
         kl = to_device(kl_step(probs, None), probs)                        # (q,) inf: no previous score
         if self.p_prev is not None:
             a, b = max(lo, self.prev_lo), min(lo + len(probs), self.prev_lo + len(self.p_prev))
             if b > a:
                 prev = self.p_prev[a - self.prev_lo:b - self.prev_lo].double()
-                kl[a - lo:b - lo] = kl_step(probs[a - lo:b - lo], prev)
-        self.p_prev, self.prev_lo = probs.float(), lo
+                kl[a - lo:b - lo] = kl_step(kept[a - lo:b - lo].double(), prev)
+        self.p_prev, self.prev_lo = kept, lo
         return kl
 
     def remember(self, lo: int, kl: torch.Tensor) -> None:
