@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tools.page import bench_ux as ux
 
@@ -49,7 +50,12 @@ def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(br
             pg.evaluate(WATCH)
             t0 = time.monotonic()
             pg.click("#stop")
-            pg.wait_for_function("() => window.__umSaidT !== null", timeout=10_000)
+            try:
+                pg.wait_for_function("() => window.__umSaidT !== null", timeout=10_000)
+            except PlaywrightTimeout:                         # no words: the decode must have ended on its own
+                pg.wait_for_function(SETTLED, timeout=60_000)
+                assert not pg.locator("#text .um-ended").count(), "stopped, but no words at Stop"
+                pytest.skip("the decode ended on its own before Stop was pressed (a loaded machine)")
             said_s = pg.evaluate("() => (window.__umSaidT - window.__umStopT) / 1000")
             assert 0 <= said_s < WORDS_S, said_s              # the words at once, from the browser's last frame
             pg.wait_for_function(SETTLED, timeout=60_000)
