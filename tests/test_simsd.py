@@ -9,7 +9,7 @@ from engine.models import masks
 from engine.decoders import build_decoder
 from engine.decoders.simsd.policy import verification_mask
 from engine.runtime.loop import Generation, Tail
-from engine.runtime.runner import make_runner
+from engine.runtime.runners import make_runner
 from engine.models.model import load_model
 from engine.decoders.s2d2.verify import accept_stochastic
 from tests.conftest import write_sdar_checkpoint
