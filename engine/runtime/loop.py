@@ -2,8 +2,7 @@
 
 ``Generation`` walks the blocks (``decode``: a generator of its forward requests and records, which the engine
 loop, ``engine.runtime.engine_loop``, drives with every other decode); a ``Policy`` drives each one through a ``BlockContext`` (commit, revise, emit a
-record); the ``Runner`` (``engine/runtime/runner.py``) owns the canvas, the cache and the forwards.
-"""
+record); the ``Runner`` (``engine/runtime/runner.py``) owns the canvas, the cache and the forwards."""
 
 from __future__ import annotations
 

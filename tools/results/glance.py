@@ -147,7 +147,7 @@ def batching(rec: dict) -> str:
     rows = rec["rows"] if "rows" in rec else rec["bench"]
     return ("the engine loop's batched rounds on this CPU: " +
             ", ".join(f"batch {r['batch']} {r['vs_batch_1']:.2f}×" for r in rows if r["batch"] > 1) +
-            f" batch 1's tokens/s" + ("" if all(r["same_rows"] for r in rows) else " (rows differ from batch 1's)"))
+            " batch 1's tokens/s" + ("" if all(r["same_rows"] for r in rows) else " (rows differ from batch 1's)"))
 
 
 CLAIMS = [
