@@ -316,7 +316,7 @@ def warm(url: str, pid: int, args, log: Path) -> None:
             return
 
 
-def compare_compile(env: dict, args) -> None:
+def compare_compile(env: dict, args, argv=None) -> None:
     """The waves eager and compiled (``UNMASK_COMPILE``), alternating ``args.compile`` times: per N, each
     repeat's compiled makespan and tokens/s over the eager one's (ratios within one run of this script)."""
     runs: dict = {"off": [], "on": []}
@@ -334,6 +334,8 @@ def compare_compile(env: dict, args) -> None:
               f"tokens/s {statistics.median(tps):.2f}x (range {min(tps):.2f}-{max(tps):.2f}), "
               f"answers = solo {all(r[i]['identical'] for rs in runs.values() for r in rs)}; paths of differing "
               f"answers: {[r[i]['differing'] for r in runs['on'] if r[i]['differing']]}")
+    if args.json:                  # every repeat's rows, each answer's forward paths among them
+        provenance.write(args.json, runs, argv)
 
 
 def main(argv=None) -> None:
@@ -370,7 +372,7 @@ def main(argv=None) -> None:
                **({"UNMASK_MAX_RUNNING": args.max_running} if args.max_running
                   else {}))   # otherwise the app's defaults: no per-address override
     if args.compile:
-        return compare_compile(env, args)
+        return compare_compile(env, args, argv)
     with bench_app.served(args.app_dir, **env) as app:
         rows = measure(app.url, app.pid, args.n, args.spec, args.flood, args.second)
         print(table(rows), flush=True)
