@@ -3,6 +3,8 @@ caches, batched rounds and the slot pool give what today's path gives (fp32: sam
 
 import gc
 import json
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -138,3 +140,23 @@ def test_graphs_only_on_a_cuda_device_and_never_under_zerogpu(monkeypatch):
     assert static.enabled("cuda") == (True, False)
     monkeypatch.setenv("UNMASK_STATIC", "off")
     assert static.enabled("cuda") == (False, False)
+
+
+def test_decodes_that_arrive_together_get_their_own_cache_rows(on, tiny):
+    """A decode's cache row is taken on its visitor's thread (issue 75): eight at once, each with a pool to grow,
+    get eight rows. Unlocked, concurrent grows handed several decodes one row (through the app, a class's answers
+    then read each other's K/V: 3 of 4 differed from solo)."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                   # the GIL changes hands often, as under a loaded server's threads
+    try:
+        for _ in range(10):
+            path, start, caches = StaticPath(tiny, graphs=False), threading.Barrier(8), []
+            def make():
+                start.wait()
+                caches.append(path.slot_cache(100))
+            threads = [threading.Thread(target=make) for _ in range(8)]
+            [t.start() for t in threads]
+            [t.join() for t in threads]
+            assert sorted(c.row for c in caches) == list(range(8))
+    finally:
+        sys.setswitchinterval(switch)

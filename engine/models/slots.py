@@ -91,7 +91,8 @@ class SlotPool:
                 else:
                     tensors.append(t)
         self.rows = new
-        self.free = list(range(new - 1, old - 1, -1)) + self.free
+        # in place, in one step: a finished decode's row comes back from whatever thread collects its cache
+        self.free[:0] = range(new - 1, old - 1, -1)
         self.version += 1
 
     @staticmethod

@@ -36,6 +36,7 @@ compiled once its background compile is done (``engine.models.compiled``; a grap
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,11 +130,16 @@ class StaticPath:
         self.pools: dict[int, slots.SlotPool] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
         self.captured, self.rounds = 0, 0
+        # a decode's cache row is taken where its Generation is made (a visitor's thread: ``slot_cache``) while the
+        # engine thread runs rounds over the same pools: one at a time, or two decodes of a class that arrive
+        # together grow a pool at once and get one row (each then reads the other's K/V), and a pool that grows
+        # under a running forward loses the K/V that forward writes into its old tensors
+        self.lock = threading.RLock()
         self.budget_bytes = budget_bytes(self.device)     # sets the ledger's device memory on a GPU
         self.head = adapter.model.get_output_embeddings()      # projected outside the graph: ``_call``
-        LEDGER.track("pools", self, lambda p: sum(x.bytes() for x in p.pools.values() if x.rows))
-        LEDGER.track("graphs", self, lambda p: sum(bk.graph_bytes for bk in p.buckets.values()))
-        LEDGER.track("buckets", self, lambda p: sum(bk.dev_bytes() for bk in p.buckets.values()))
+        LEDGER.track("pools", self, lambda p: sum(x.bytes() for x in list(p.pools.values()) if x.rows))
+        LEDGER.track("graphs", self, lambda p: sum(bk.graph_bytes for bk in list(p.buckets.values())))
+        LEDGER.track("buckets", self, lambda p: sum(bk.dev_bytes() for bk in list(p.buckets.values())))
 
     @property
     def budget(self) -> float:
@@ -159,7 +165,10 @@ class StaticPath:
         ``DynamicCache``, ``slots.eligible``)."""
         if not slots.eligible(self.adapter):
             return None
-        S = slots.capacity(need)
+        with self.lock:
+            return self._slot_cache(slots.capacity(need))
+
+    def _slot_cache(self, S: int) -> "slots.SlotCache | None":
         for other in [k for k, p in self.pools.items() if p.idle and k != S]:   # a pool nobody holds a row of goes
             self._drop_stale(self.pools.pop(other), every=True)                # (this capacity's stays warm)
         pool = self.pools.get(S) or slots.SlotPool(self.adapter, S)
@@ -189,7 +198,11 @@ class StaticPath:
     @torch.no_grad()
     def run(self, reqs) -> tuple[list[torch.Tensor], str]:
         """Every request's logits (q_i, V), as ``adapter.forward`` gives them one by one, and how they ran. The
-        requests share one pool, or none has a cache."""
+        requests share one pool, or none has a cache. No cache is made (no pool grows) meanwhile: ``lock``."""
+        with self.lock:
+            return self._run(reqs)
+
+    def _run(self, reqs) -> tuple[list[torch.Tensor], str]:
         q = [len(r.ids) for r in reqs]
         pool = reqs[0].cache.pool if reqs[0].cache is not None else None
         bk = self._bucket(b_bucket(len(reqs)), q_bucket(max(q)), pool)

@@ -10,8 +10,9 @@ median time); then, per N, N visitors (distinct held-out prompts; plain HTTP on 
 ``gradio_client``) at once, with (``--flood``) one session of that address sending 30 calls and (``--second``) one
 visitor from 127.0.0.2. Per N: refusals, the makespan against one alone, answer p50 / p95, the flood's and the
 second address's fate, tokens/s, RSS, whether every answer equals its solo one (text, ids, NFE) and how the
-forwards ran (``forward_path``; for differing answers, theirs against solo). ``--page N``: N real page Runs in
-Chromium; ``--full N``: N heavy decodes past the queue's bound (the refusals and the RSS).
+forwards ran (``forward_path``; for differing answers, theirs against solo, both NFE and the first token that
+differs). ``--static on``: the server's static path, eager where nothing compiles. ``--page N``: N real page Runs
+in Chromium; ``--full N``: N heavy decodes past the queue's bound (the refusals and the RSS).
 """
 
 from __future__ import annotations
@@ -142,6 +143,12 @@ def paths(answers: list[dict]) -> dict:
     return dict(sum((Counter(o["answer"].get("forward_path") or {}) for o in answers), Counter()))
 
 
+def first_difference(a: list, b: list) -> int:
+    """The first position where two answers' tokens differ: late and alike is a near tie flipped by the last float
+    bits, from the first tokens on is a decode that read another's state."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
@@ -179,7 +186,11 @@ def measure(url: str, pid: int, ns: list[int], spec: str, flood: int = 0, second
         differ = [(p, o) for p, o in zip(batch, cls) if "refused" not in o and any(     # and how those ran
             o["answer"][k] != solo[p]["answer"][k] for k in KEYS)]
         row.update(forward_paths=paths(served), solo_forward_paths=paths([solo[p] for p in batch]),
-                   differing=[dict(class_path=paths([o]), solo_path=paths([solo[p]])) for p, o in differ])
+                   differing=[dict(class_path=paths([o]), solo_path=paths([solo[p]]),
+                                   nfe=[o["answer"]["nfe"], solo[p]["answer"]["nfe"]],
+                                   first_token=first_difference(o["answer"]["token_ids"],
+                                                                solo[p]["answer"]["token_ids"]))
+                              for p, o in differ])
         if flood:
             row.update(flood=flood, flood_served=sum("refused" not in o for o in fl),
                        flood_last_s=round(outs[n]["answer_s"], 3))
@@ -305,7 +316,7 @@ def warm(url: str, pid: int, args, log: Path) -> None:
             return
 
 
-def compare_compile(env: dict, args) -> None:
+def compare_compile(env: dict, args, argv=None) -> None:
     """The waves eager and compiled (``UNMASK_COMPILE``), alternating ``args.compile`` times: per N, each
     repeat's compiled makespan and tokens/s over the eager one's (ratios within one run of this script)."""
     runs: dict = {"off": [], "on": []}
@@ -323,6 +334,8 @@ def compare_compile(env: dict, args) -> None:
               f"tokens/s {statistics.median(tps):.2f}x (range {min(tps):.2f}-{max(tps):.2f}), "
               f"answers = solo {all(r[i]['identical'] for rs in runs.values() for r in rs)}; paths of differing "
               f"answers: {[r[i]['differing'] for r in runs['on'] if r[i]['differing']]}")
+    if args.json:                  # every repeat's rows, each answer's forward paths among them
+        provenance.write(args.json, runs, argv)
 
 
 def main(argv=None) -> None:
@@ -331,6 +344,9 @@ def main(argv=None) -> None:
     ap.add_argument("--spec", default="threshold:tau=0.9,block_size=8")
     ap.add_argument("--threads", default="2", help="the server's torch threads (UNMASK_THREADS)")
     ap.add_argument("--max-running", default="", help="UNMASK_MAX_RUNNING for the server (default: its own)")
+    ap.add_argument("--static", choices=("auto", "on"), default="auto", help="UNMASK_STATIC for the server: on runs "
+                    "the static path eagerly where the compiled forward is off (on a CPU auto is the ragged path), "
+                    "so --compile then compares the compiled forward with the path it compiles")
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--page", type=int, default=12, help="also N real page Runs at once in Chromium (0: none)")
     ap.add_argument("--flood", type=int, default=30, help="one session of the class's address sends this many calls "
@@ -352,10 +368,11 @@ def main(argv=None) -> None:
         ap.error("--flood and --second need --client http (set both to 0 with --client gradio)")
     OPEN["on"] = args.open_sessions
     CLIENT["kind"] = args.client
-    env = dict(UNMASK_THREADS=args.threads, **({"UNMASK_MAX_RUNNING": args.max_running} if args.max_running
-                                                else {}))   # otherwise the app's defaults: no per-address override
+    env = dict(UNMASK_THREADS=args.threads, UNMASK_STATIC=args.static,
+               **({"UNMASK_MAX_RUNNING": args.max_running} if args.max_running
+                  else {}))   # otherwise the app's defaults: no per-address override
     if args.compile:
-        return compare_compile(env, args)
+        return compare_compile(env, args, argv)
     with bench_app.served(args.app_dir, **env) as app:
         rows = measure(app.url, app.pid, args.n, args.spec, args.flood, args.second)
         print(table(rows), flush=True)
