@@ -224,3 +224,15 @@ def test_a_request_that_must_wait_is_told_so_once_and_one_that_enters_is_not():
     assert list(told) == ["second"] and len(told["second"]) == 1 and empty(gate)
     assert told["second"][0] == ("the model is busy: this request waits for its turn (1 waiting); the wait counts "
                                  "in its time budget of 20 s")
+
+
+def test_a_decode_whose_budget_passed_before_its_first_forward_answers_one_line_not_nothing():
+    """A request on a place on loan waits in the engine loop: when its budget passes there before its decode made a
+    forward, ``follow`` ends with no value and the API answered nothing at all (an empty answer, no error); now one
+    line saying it waited its whole budget. A decode that made a forward keeps its partial answer."""
+    from explorer.page.api import never_ran
+    from explorer.page.worker import Followed
+    with pytest.raises(Busy, match="waited 20 s for the model, its whole time budget of 20 s"):
+        never_ran(Followed(None, final=True, limit="stopped after 20.0 s"), time.monotonic() - 20.2, 20)
+    never_ran(Followed(object(), final=True, limit="stopped after 20.0 s"), time.monotonic() - 20.2, 20)
+    never_ran(Followed(None, final=False), time.monotonic(), 20)
