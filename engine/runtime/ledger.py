@@ -98,11 +98,6 @@ class Ledger:
         with self.lock:
             return tuple((self.service.get(k, 0.0), self.turns[k], self.since.get(k, -1)) for k in prefixes(client))
 
-    def standing(self, k: tuple) -> tuple:
-        """An account's service and turns: what ``ahead`` compares."""
-        with self.lock:
-            return self.service.get(k, 0.0), self.turns[k]
-
     def ahead(self, a, b) -> bool:
         """Whether flow ``a`` is served more than flow ``b`` (service, then turns) at the first level where their
         accounts differ (False for one flow): what lets ``b`` take a place ``a`` holds."""

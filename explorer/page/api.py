@@ -54,8 +54,8 @@ def timing(trace, arrived: float | None, placed: float) -> dict:
 
 
 def never_ran(f, since: float, budget_s: float | None) -> None:
-    """``Busy`` with one line when the request's budget passed before its decode made its first forward (it waited
-    in the engine loop, as a request on a place on loan of the fair gate may): an empty answer would say nothing."""
+    """``Busy`` with one line when the request's budget passed before its decode made its first forward (past the
+    fair gate, it waited in the engine loop for a seat): an empty answer would say nothing."""
     if f.value is None and f.limit:
         raise Busy(fair.WAITED.format(s=time.monotonic() - since, b=budget_s or 0))
 

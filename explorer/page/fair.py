@@ -11,11 +11,8 @@ wait here. When a place frees it goes to the least served pool, within it to the
 its least served session (then the fewest turns taken, then first come), and within the session to its oldest
 request. A flow that becomes active starts a head start below the floor of the flows beside it (``Ledger.enter``),
 so a newcomer goes next but cannot bank credit by idling. When every place is taken, a request
-less served than a holder takes a place on loan (``overflow``: ``LOANS`` per running place, ``PLACES`` in all, one
-worker thread each): the engine loop then pauses the most served holders' decodes for it, within
-``UNMASK_PAUSED_MB``. So requests that hold a place for their whole life (a decode longer than the budget) do not
-keep the less served out until they end: a burst of fresh identities beside holders of every place waits in the
-engine loop's order, not out its budget here. Nothing a request declares about itself (its size, its settings) enters
+less served than the most served holder takes one of ``overflow`` further places (``concurrent``): the engine loop
+then pauses that holder's decode for it. Nothing a request declares about itself (its size, its settings) enters
 the order: a small but slow decode, a link or a Sweep is charged what its forwards take.
 
 Refusals, each a one-line message, only to bound memory:
@@ -46,7 +43,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from engine import settings
-from engine.runtime.ledger import Ledger, prefixes
+from engine.runtime.ledger import Ledger
 from explorer.page import presence
 from explorer.page.presence import Gone
 from explorer.page.proxy import client_key, pool_of
@@ -55,8 +52,6 @@ pooled = functools.lru_cache(maxsize=4096)(pool_of)
 
 SPARE = 3                 # further places per running place: one decode from each of many flows waits in the engine
                           # loop, which shares its places in time, not here, where only a decode's end frees a place
-LOANS = 15                # places on loan per running place, for requests less served than a holder (``may_enter``)
-PLACES = 320              # places in all, at most: each holds one of the page's worker threads (``worker.WORKERS``)
 CAPACITY = 10_000         # model requests gradio lets into their handlers at once (the gate holds far fewer)
 PER_SESSION = 2           # one running and one waiting, per kind
 BUSY = "you already have a {kind} running and one waiting: wait for them to finish, or press Stop"
@@ -102,7 +97,7 @@ class _Waiter:
 class FairGate:
     concurrent: int = 1                                   # requests the engine loop seats (its max_running)
     spare: int | None = None                              # places beyond them (``SPARE`` times ``concurrent``)
-    overflow: int | None = None                           # places on loan to the less served (``LOANS``, ``PLACES``)
+    overflow: int | None = None                           # places beyond those for the less served (``concurrent``)
     waiting_cap: int = field(default_factory=lambda: settings.get("UNMASK_WAITING"))
     per_pool: int = field(default_factory=lambda: settings.get("UNMASK_PER_ADDRESS"))
     budget_s: float = field(default_factory=lambda: settings.get("UNMASK_MAX_SECONDS"))
@@ -118,16 +113,15 @@ class FairGate:
         if self.spare is None:
             self.spare = SPARE * self.concurrent
         if self.overflow is None:
-            self.overflow = max(self.concurrent, min(LOANS * self.concurrent,
-                                                     PLACES - self.concurrent - self.spare))
+            self.overflow = self.concurrent
 
     @property
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
 
     def may_enter(self, path: tuple) -> bool:
-        """A place is free, or ``path`` is less served than a holder and a place on loan (``overflow``) is free
-        (the engine loop pauses the most served holder's decode for it)."""
+        """A place is free, or ``path`` is less served than the most served holder and one of ``overflow``
+        further places is free (the engine loop pauses that holder's decode for it)."""
         if self.active < self.concurrent + self.spare:
             return True
         if self.active >= self.concurrent + self.spare + self.overflow or not self.holding:
@@ -216,18 +210,11 @@ class FairGate:
         self._grant()
 
     def _grant(self) -> None:
-        """Hand the free places to the least served waiters that may enter, passing over those whose client has
-        gone. A place on loan goes to the least served waiter that a holder is ahead of, who need not be the least
-        served of all: a client level in service and turns with every holder beside it may have a session that a
-        holder of that client is ahead of."""
+        """Hand the free places to the least served waiters, passing over those whose client has gone."""
         while self.queues:
             w = self._next()
             if not self.may_enter(w.path):
-                entering = self._entering()
-                allowed = [p for p in self.queues if entering(p)]
-                if not allowed:
-                    break
-                w = self.queues[min(allowed, key=self.ledger.key)][0]
+                break
             self._remove(w)
             if w.future.done():                           # cancelled: its task cleans up after itself
                 continue
@@ -236,29 +223,6 @@ class FairGate:
                 continue
             self._take(w.path)
             w.future.set_result(True)
-
-    def _entering(self):
-        """``may_enter`` for every waiter at once, in time linear in the holders (one call per waiter would take
-        holders x waiters steps of the event loop): per parent account, the two holders' accounts under it that
-        are served most."""
-        if self.active >= self.concurrent + self.spare + self.overflow:
-            return lambda path: False
-        standing, kids = self.ledger.standing, {}
-        for h in self.holding:
-            for k in prefixes(h):
-                kids.setdefault(k[:-1], {})[k] = standing(k)
-        top = {parent: sorted(((v, k) for k, v in under.items()), reverse=True)[:2] for parent, under in kids.items()}
-
-        def entering(path) -> bool:
-            for k in prefixes(path):
-                if k[:-1] not in top:
-                    return False
-                if any(v > standing(k) for v, a in top[k[:-1]] if a != k):
-                    return True                           # a holder's account beside this one is served more
-                if k not in kids[k[:-1]]:
-                    return False                          # no holder shares this account: none further down
-            return False
-        return entering
 
     def _next(self) -> _Waiter:
         """The least served flow's oldest waiting request (``Ledger.key``: pool, then client, then session)."""

@@ -26,10 +26,8 @@ from explorer.page.presence import Gone
 
 INTERVAL_S = 0.25       # at most four frames a second reach the browser while a run streams
 # The workers wait on the engine loop most of the time: they get their own threads, so a class's worth of streaming
-# runs never holds the threads that draw figures (``in_thread``: asyncio's default executor, a few threads). One per
-# place of the fair gate (``fair.PLACES``: past them, work would wait here first come first, outside the gate's order)
-# and a few more; a blocked thread keeps about 20 KiB (336 of them: +7 MiB).
-WORKERS = ThreadPoolExecutor(max_workers=fair.PLACES + 16, thread_name_prefix="unmask-follow")
+# runs never holds the threads that draw figures (``in_thread``: asyncio's default executor, a few threads).
+WORKERS = ThreadPoolExecutor(max_workers=96, thread_name_prefix="unmask-follow")
 # Drawing is Python under the GIL: more threads than this draw no faster, and each one more that wants the GIL delays
 # the event loop's next turn by up to a switch interval (5 ms), which a class's worth of Runs drawing at once made
 # a stall (``tests/test_page_drawing.py``).
