@@ -43,6 +43,30 @@ def test_the_least_served_client_takes_the_next_place_whatever_it_asks():
     assert log == ["x", "b", "a"] and not refused and empty(gate)
 
 
+def test_a_later_identity_never_passes_earlier_ones_still_waiting_for_their_first_turn():
+    """The limit of the rule (docs/security.md, round seven, third pass): x holds the one place and has run; a, b and
+    c, three fresh identities, wait; then x runs on and z, a fresh identity too, arrives. z is as entitled as a, b and
+    c, not more: it goes after them (first come first among equals), however many they are, or a visitor cycling
+    identities would pass everyone waiting. Yet it goes before x, served more than any of them."""
+    async def run():
+        gate, log, refused, go = FairGate(concurrent=1, spare=0, overflow=0), [], {}, asyncio.Event()
+        tasks = [asyncio.create_task(held(gate, "x", "10.0.9.1", log, refused, go))]
+        await asyncio.sleep(0)
+        gate.ledger.charge(("10.0.9.0/24",), 0.2)       # x's decode ran (the engine loop's charge)
+        for n, h in (("a", "10.0.1.1"), ("b", "10.0.2.1"), ("c", "10.0.3.1")):
+            tasks.append(asyncio.create_task(held(gate, n, h, log, refused, go)))
+            await asyncio.sleep(0)
+        gate.ledger.charge(("10.0.9.0/24",), 1.0)       # x runs on: the floor rises
+        tasks.append(asyncio.create_task(held(gate, "z", "10.0.4.1", log, refused, go)))
+        tasks.append(asyncio.create_task(held(gate, "x2", "10.0.9.1", log, refused, go, "x2")))
+        await asyncio.sleep(0)
+        go.set()
+        await asyncio.gather(*tasks)
+        return log, refused, gate
+    log, refused, gate = asyncio.run(run())
+    assert log == ["x", "a", "b", "c", "z", "x2"] and not refused and empty(gate)
+
+
 def test_a_burst_of_fresh_identities_beside_every_place_held_refuses_no_newcomer():
     """Issue 74, finding 4, at the default bounds: 64 holders (each its own /24) take every place; then 134 fresh
     identities from 134 networks, a newcomer, and a class of 20 behind one address. Nobody is refused (before, a
@@ -172,3 +196,15 @@ def test_a_request_that_must_wait_is_told_so_once_and_one_that_enters_is_not():
     assert list(told) == ["second"] and len(told["second"]) == 1 and empty(gate)
     assert told["second"][0] == ("the model is busy: this request waits for its turn (1 waiting); the wait counts "
                                  "in its time budget of 20 s")
+
+
+def test_a_decode_whose_budget_passed_before_its_first_forward_answers_one_line_not_nothing():
+    """A request past the gate waits in the engine loop for a seat: when its budget passes there before its decode
+    made a forward, ``follow`` ends with no value and the API answered nothing at all (an empty answer, no error);
+    now one line saying it waited its whole budget. A decode that made a forward keeps its partial answer."""
+    from explorer.page.api import never_ran
+    from explorer.page.worker import Followed
+    with pytest.raises(Busy, match="waited 20 s for the model, its whole time budget of 20 s"):
+        never_ran(Followed(None, final=True, limit="stopped after 20.0 s"), time.monotonic() - 20.2, 20)
+    never_ran(Followed(object(), final=True, limit="stopped after 20.0 s"), time.monotonic() - 20.2, 20)
+    never_ran(Followed(None, final=False), time.monotonic(), 20)

@@ -53,6 +53,13 @@ def timing(trace, arrived: float | None, placed: float) -> dict:
             "engine_s": trace.meta.engine_s, "shared": trace.meta.shared}
 
 
+def never_ran(f, since: float, budget_s: float | None) -> None:
+    """``Busy`` with one line when the request's budget passed before its decode made its first forward (past the
+    fair gate, it waited in the engine loop for a seat): an empty answer would say nothing."""
+    if f.value is None and f.limit:
+        raise Busy(fair.WAITED.format(s=time.monotonic() - since, b=budget_s or 0))
+
+
 def register_api(page: Page) -> None:
     async def decode(prompt: str, spec: str, model: str = "", branch: str = "",
                      request: gr.Request = None) -> AsyncIterator[dict]:
@@ -90,6 +97,7 @@ def register_api(page: Page) -> None:
             async with page.gate.slot("decode", request, tell=gr.Info):
                 arrived, placed = presence.arrived(), time.monotonic()
                 async for f in follow(produce, page.service.max_seconds, interval=0.5):
+                    never_ran(f, arrived or placed, page.service.max_seconds)
                     if f.value is None:
                         continue
                     if f.limit:

@@ -30,7 +30,8 @@ generation length times canvas, several times its time) held by many identities.
 ``--burst N --holders M``: M identities (127.1.x.2) each hold a heavy decode; ``--lead`` seconds later N fresh
 identities (127.2.x.2, each its own /24) and a class of 20 (sessions of 127.3.0.2) call ``decode`` with the page's
 default setting at once, and the visitor (127.0.0.10) with them: its time against alone, and how many of the burst,
-the class and the visitor were refused (issue 74, finding 4: a per-burst bound refused them all).
+the class and the visitor were refused (issue 74, finding 4: a per-burst bound refused them all) and how many
+answers were cut at the budget (``limit``).
 
 ``--page-runs N``: N page Runs at once (gradio's queue, as the page sends them), each from its own /24
 (127.4.x.2) with its own free-text prompt (so each decodes: no trace cache), while a bystander GETs
@@ -154,8 +155,10 @@ def burst(url: str, visitor: str, alone: dict, n_burst: int, n_holders: int, lea
     holding.join()
     time.sleep(3)
     refused = lambda part: sum("refused" in r for r in part)  # noqa: E731
+    cut = lambda part: sum(bool((r.get("answer") or {}).get("limit")) for r in part)  # noqa: E731
     return dict(rows[0], alone=alone[visitor], ratio=rows[0]["seconds"] / alone[visitor],
                 class_refused=refused(rows[1:21]), burst_refused=refused(rows[21:]),
+                class_cut=cut(rows[1:21]), burst_cut=cut(rows[21:]),
                 why=sorted({r["refused"][:120] for r in rows if "refused" in r}),
                 burst_median_s=statistics.median(r["seconds"] for r in rows[21:]))
 
@@ -324,8 +327,8 @@ def report(out: dict) -> None:
         print("per trial:", ", ".join(f"{r['seconds']:.2f} s ({r['ratio']:.1f}x; {where(r)})" for r in rows))
         for r in rows:
             if "burst_refused" in r:
-                print(f"burst refused {r['burst_refused']} (median {r['burst_median_s']:.2f} s), class refused "
-                      f"{r['class_refused']} of 20; why: {r['why']}")
+                print(f"burst refused {r['burst_refused']}, cut {r['burst_cut']} (median {r['burst_median_s']:.2f} s), "
+                      f"class refused {r['class_refused']}, cut {r['class_cut']} of 20; why: {r['why']}")
 
 
 def main(argv: list[str] | None = None) -> None:

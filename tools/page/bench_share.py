@@ -6,7 +6,9 @@ default decode; its time against its time alone, in the same process.
 
 Each holder is its own flow as the page names it (pool, client, session: each its own /24) and starts its decode
 again as soon as one ends, until the case is over; ``--lead`` seconds after they start (default 2) the visitor's
-decode (the page's default setting on a held-out prompt). Prints, per case, the visitor's seconds, its ratio to its
+decode (the page's default setting on a held-out prompt); ``--spread S``: the holders start one after another over S
+seconds, as a flood's calls reach a server over HTTP (the later ones arrive after others ran, each with its head
+start: ``ledger.HEAD_START_S``). Prints, per case, the visitor's seconds, its ratio to its
 median time alone (``--repeat`` runs), the rounds it took and its decode's share of them (``Trace.meta.shared``).
 """
 
@@ -31,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--holders", default="16,48", help="comma-separated counts of identities holding a decode")
     ap.add_argument("--spec", default="remdm:gen_length=8,steps=64,use_cache=false", help="the holders' decode")
     ap.add_argument("--lead", type=float, default=2.0, help="seconds between the holders and the visitor")
+    ap.add_argument("--spread", type=float, default=0.0, help="seconds over which the holders start (see above)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of the visitor alone (its median is its time)")
     args = ap.parse_args(argv)
     svc = DecodeService(default_model=MODEL, threads=1)
@@ -52,11 +55,12 @@ def main(argv: list[str] | None = None) -> None:
         stop = threading.Event()
 
         def hold(i):
+            time.sleep(args.spread * i / n)
             while not stop.is_set():
                 run(held, (f"10.{i}.0.0/24", f"10.{i}.0.1", "s"), stop.is_set)
         threads = [threading.Thread(target=hold, args=(i,)) for i in range(n)]
         [t.start() for t in threads]
-        time.sleep(args.lead)
+        time.sleep(args.spread + args.lead)
         rounds0 = engine_loop().rounds
         t0 = time.perf_counter()
         trace = run(visitor, ("9.9.9.0/24", "9.9.9.9", "visitor"))
