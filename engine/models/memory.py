@@ -5,7 +5,6 @@ out-of-memory error).
     LEDGER.track("pools", owner, measure)   an owner's bytes, ``measure(owner)`` read whenever the ledger is read;
                                             the entry goes with its owner (held by a weak reference only)
     LEDGER.used()                           every account together; ``accounts()`` by name
-    LEDGER.fits(extra)                      whether ``extra`` more bytes stay within ``budget()``
 
 Accounts (``docs/architecture.md``, "The byte ledger"):
 
@@ -196,9 +195,6 @@ class MemoryLedger:
 
     def left(self) -> float:
         return self.budget() - self.used()
-
-    def fits(self, extra: int) -> bool:
-        return self.used() + extra <= self.budget()
 
     def note(self) -> int:
         """Read every account; the highest total read so far is ``peak``."""
