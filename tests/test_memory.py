@@ -79,6 +79,25 @@ def test_the_ledger_counts_what_a_decode_keeps_between_forwards(wide, spec):
         assert max(seen) > 0
 
 
+@pytest.mark.parametrize("end", ["aborted", "failed"])
+def test_a_decode_ended_early_releases_what_it_kept(wide, end):
+    """A KLASS decode stopped mid-block (a Stop or its budget close it at a yield; a failure is thrown into it)
+    lets go of its previous distributions and leaves the byte ledger at once, not when it is collected."""
+    g = gen(wide, "klass:block_size=4,gen_length=4,kl_history=1")
+    decode, result = g.requests(), None
+    while not LEDGER.owned("decodes", g.runner):     # on to a forward whose predecessor's p_prev is kept
+        req = decode.send(result)
+        result = run_round([req])[0] if isinstance(req, Forward) else read_back([req.tensors])[0]
+    assert g.policy.kept()[0] is not None
+    if end == "aborted":
+        decode.close()
+    else:
+        with pytest.raises(RuntimeError, match="a forward failed"):
+            decode.throw(RuntimeError("a forward failed"))
+    assert LEDGER.owned("decodes", g.runner) == 0 and g.policy.kept() == [None]
+    assert id(g.runner) not in LEDGER.entries.get("decodes", {})
+
+
 def test_64_decodes_stay_under_the_budget(wide, monkeypatch):
     """64 decodes (KLASS, TSPD + CE, LLaDA, short) submitted at once under a budget of eight decodes' needs: the
     engine seats what fits, every decode ends with its solo tokens, and the ledger's peak (every account with the
