@@ -128,6 +128,22 @@ def test_a_decode_that_alone_passes_the_budget_is_refused(wide, monkeypatch):
         h.result(timeout=60)
 
 
+def test_the_statistics_reserve_is_the_rounds_rows_up_to_one_chunk():
+    """One 32-row decode at LLaDA's vocabulary sets aside its own temporaries (154 MiB), so a small
+    UNMASK_STATIC_MB (2048) still has room once its first round ran; a round past the chunk sets aside the chunk."""
+    from engine.models.memory import DEVICE_CHUNK, STATS_TEMPORARIES, scored_elements
+    adapter = SimpleNamespace(vocab_size=V)
+    scored = SimpleNamespace(ids=list(range(40)), rows=slice(8, None), sampling=object(), adapter=adapter)
+    unscored = SimpleNamespace(ids=list(range(40)), rows=slice(8, None), sampling=None, adapter=adapter)
+    call = SimpleNamespace(fn=print, args=())
+    assert scored_elements([scored, unscored, call]) == 32 * V
+    one = stats_reserve("cuda:0", scored_elements([scored]))
+    assert one == STATS_TEMPORARIES * 8 * 32 * V and one / 2 ** 20 < 155 < 2048
+    assert stats_reserve("cuda", scored_elements([scored] * 40)) == stats_reserve("cuda") == \
+        STATS_TEMPORARIES * 8 * DEVICE_CHUNK
+    assert stats_reserve("cpu", 40 * V) == stats_reserve("cpu")            # past the CPU's chunk: the chunk
+
+
 def first_request(g: Generation):
     decode = g.requests()
     return SimpleNamespace(decode=decode, request=decode.send(None))
