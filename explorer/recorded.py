@@ -51,8 +51,9 @@ def load_recorded(specs: list[str]) -> dict[str, Trace]:
 
 
 def on_load(page, values: dict):
-    """The operator's recorded trace a page load shows (the one ``?trace=`` names, else the first), unless the link
-    names a decoder (then its pre-baked example shows); None: none."""
+    """The operator's recorded trace a page load shows (the one ``?trace=`` names, else the first: a name not offered
+    is left out of ``values`` with a warning, ``share.url_values``), unless the link names a decoder (then its
+    pre-baked example shows); None: none."""
     rec, name = page.recorded, values.get("trace")
     if not rec or "decoder" in values:
         return None

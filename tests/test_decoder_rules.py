@@ -123,7 +123,7 @@ def test_a_round_is_one_chunk_off_the_cpu_and_bounded_on_it():
     on_cpu = sampling.chunk_groups(sizes, torch.device("cpu"))
     assert [i for g in on_cpu for i in g] == list(range(12)) and len(on_cpu) == 12      # one decode each
     assert sampling.chunk_groups([10, 10, 10], torch.device("cpu")) == [[0, 1, 2]]
-    big = sampling.DEVICE_CHUNK
+    big = memory.DEVICE_CHUNK
     assert sampling.chunk_groups([big, 1, big + 1], torch.device("cuda")) == [[0], [1], [2]]
 
 

@@ -49,12 +49,13 @@ def test_stop_all_asks_every_loop_and_waits_within_one_deadline():
 
 def test_the_process_loop_serves_again_after_an_entry_point_stopped_it():
     """An entry point's ``main`` run in this process (a test, a notebook) stops every loop as it returns: the next
-    caller of the process loop gets a live one with the same limits, not a dead one that aborts everything."""
+    caller of the process loop gets a live one with the same limits, not a dead one that aborts everything, and
+    the same ledger (the page's gate orders by it: a new one would never be charged)."""
     from engine.runtime import jobs
     loop = jobs.configure(max_running=3)
     assert lifecycle.stop_all(timeout_s=10) and loop.stopped
     again = jobs.engine_loop()
-    assert again is not loop and not again.stopped and again.max_running == 3
+    assert again is not loop and not again.stopped and again.max_running == 3 and again.ledger is loop.ledger
     assert again.submit(Job(lambda: calls(2))).result(timeout=10) is not None
 
 

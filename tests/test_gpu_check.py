@@ -40,3 +40,21 @@ def test_the_smoke_phase_stops_at_the_first_failure(tmp_path, monkeypatch, capsy
     else:
         raise AssertionError("a failing smoke run must stop the check")
     assert "smoke run failed at" in capsys.readouterr().err
+
+
+def test_an_error_in_a_phase_fails_the_check_in_one_line(tmp_path, monkeypatch, capsys):
+    """A phase that raises keeps its error in the JSON (the other phases run), and the process exits non-zero."""
+    from tools.gpu import rules
+
+    def broken(*a, **k):
+        raise RuntimeError("a decoder's bug")
+    monkeypatch.setattr(rules, "every_decoder", broken)
+    try:
+        main(["--tiny", "--out", str(tmp_path), "--gen", "8", "--reps", "1", "--only", "rules"])
+    except SystemExit as e:
+        assert e.code == 1
+    else:
+        raise AssertionError("a phase's error must fail the check")
+    out = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert out["errors"] == {"rules": "RuntimeError: a decoder's bug"}
+    assert "GPU check failed: an error in rules" in capsys.readouterr().err

@@ -79,6 +79,25 @@ def test_the_ledger_counts_what_a_decode_keeps_between_forwards(wide, spec):
         assert max(seen) > 0
 
 
+@pytest.mark.parametrize("end", ["aborted", "failed"])
+def test_a_decode_ended_early_releases_what_it_kept(wide, end):
+    """A KLASS decode stopped mid-block (a Stop or its budget close it at a yield; a failure is thrown into it)
+    lets go of its previous distributions and leaves the byte ledger at once, not when it is collected."""
+    g = gen(wide, "klass:block_size=4,gen_length=4,kl_history=1")
+    decode, result = g.requests(), None
+    while not LEDGER.owned("decodes", g.runner):     # on to a forward whose predecessor's p_prev is kept
+        req = decode.send(result)
+        result = run_round([req])[0] if isinstance(req, Forward) else read_back([req.tensors])[0]
+    assert g.policy.kept()[0] is not None
+    if end == "aborted":
+        decode.close()
+    else:
+        with pytest.raises(RuntimeError, match="a forward failed"):
+            decode.throw(RuntimeError("a forward failed"))
+    assert LEDGER.owned("decodes", g.runner) == 0 and g.policy.kept() == [None]
+    assert id(g.runner) not in LEDGER.entries.get("decodes", {})
+
+
 def test_64_decodes_stay_under_the_budget(wide, monkeypatch):
     """64 decodes (KLASS, TSPD + CE, LLaDA, short) submitted at once under a budget of eight decodes' needs: the
     engine seats what fits, every decode ends with its solo tokens, and the ledger's peak (every account with the
@@ -107,6 +126,22 @@ def test_a_decode_that_alone_passes_the_budget_is_refused(wide, monkeypatch):
     h = configure(max_running=4).submit(Job(g.requests, need=decode_need(g.runner)))
     with pytest.raises(UserError, match="MiB of device memory at once"):
         h.result(timeout=60)
+
+
+def test_the_statistics_reserve_is_the_rounds_rows_up_to_one_chunk():
+    """One 32-row decode at LLaDA's vocabulary sets aside its own temporaries (154 MiB), so a small
+    UNMASK_STATIC_MB (2048) still has room once its first round ran; a round past the chunk sets aside the chunk."""
+    from engine.models.memory import DEVICE_CHUNK, STATS_TEMPORARIES, scored_elements
+    adapter = SimpleNamespace(vocab_size=V)
+    scored = SimpleNamespace(ids=list(range(40)), rows=slice(8, None), sampling=object(), adapter=adapter)
+    unscored = SimpleNamespace(ids=list(range(40)), rows=slice(8, None), sampling=None, adapter=adapter)
+    call = SimpleNamespace(fn=print, args=())
+    assert scored_elements([scored, unscored, call]) == 32 * V
+    one = stats_reserve("cuda:0", scored_elements([scored]))
+    assert one == STATS_TEMPORARIES * 8 * 32 * V and one / 2 ** 20 < 155 < 2048
+    assert stats_reserve("cuda", scored_elements([scored] * 40)) == stats_reserve("cuda") == \
+        STATS_TEMPORARIES * 8 * DEVICE_CHUNK
+    assert stats_reserve("cpu", 40 * V) == stats_reserve("cpu")            # past the CPU's chunk: the chunk
 
 
 def first_request(g: Generation):

@@ -69,6 +69,20 @@ def test_a_visitor_picks_by_name_never_by_path(folder):
     assert recorded.on_load(SimpleNamespace(recorded={}), {}) is None
 
 
+def test_a_link_to_a_trace_not_offered_says_so(folder, monkeypatch):
+    """A stale ``?trace=`` link warns as the link's other problems do, then shows the first trace (not as if it
+    were the linked one); a name offered warns nothing."""
+    from explorer.page import share
+    warned = []
+    monkeypatch.setattr(share.gr, "Warning", warned.append)
+    page = SimpleNamespace(models=("m",), recorded=recorded.load_recorded([str(folder)]))
+    values, run = share.url_values(page, SimpleNamespace(query_params={"trace": "gone", "step": "2"}))
+    assert values == {"step": 2} and not run
+    assert warned == ["In the link: trace=&#x27;gone&#x27; is not offered here"]
+    assert share.url_values(page, SimpleNamespace(query_params={"trace": "remask"}))[0] == {"trace": "remask"}
+    assert len(warned) == 1
+
+
 def test_every_view_of_a_run_draws_from_a_recorded_trace(folder, tmp_path):
     """Text, maps, candidates, summary (with its note on what a recorded run cannot show), the scrub payload,
     the exports and the GIF; a re-masking loop's revisions fill the Revisions tab."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -239,3 +240,34 @@ def test_nothing_one_visitor_does_changes_what_another_is_served(site):
     after = served(demo, page)
     diff = [(x, y) for x, y in zip(before.splitlines(), after.splitlines()) if x != y]
     assert after == before, (done, diff[:3])
+
+
+@dataclass
+class Card:
+    """A plain dataclass, as a model card's value might be."""
+    decoders: list = field(default_factory=list)
+
+
+def test_a_frozen_value_is_read_only_in_its_tuples_and_dataclasses():
+    """The app's held-out examples are (prompt, Problem) tuples: the Problem's answer (a list of constraints, a
+    dict) is shared by every session, so it is frozen too; a plain dataclass refuses assignment; an array's
+    read-only flag cannot be set back."""
+    import copy
+    import pickle
+    from dataclasses import FrozenInstanceError
+    from engine.records.frozen import frozen_value
+    from engine.tasks.common import Problem
+    problem = Problem("Q : 1 + 1 A :", "2", ["a constraint"])
+    shared = frozen_value({"m": [("Q", problem)], "card": Card(["threshold"]), "ids": np.arange(4)})
+    (_, got), card, ids = shared["m"][0], shared["card"], shared["ids"]
+    assert got == problem and isinstance(card, Card)
+    for change in (lambda: got.answer.append("x"), lambda: card.decoders.append("s2d2"),
+                   lambda: ids.__setitem__(0, 9), lambda: setattr(ids.flags, "writeable", True)):
+        with pytest.raises((TypeError, ValueError)):
+            change()
+    with pytest.raises(FrozenInstanceError):
+        card.decoders = []
+    assert problem.answer == ["a constraint"]                # the original is not changed
+    for plain in (copy.copy(card), pickle.loads(pickle.dumps(card))):
+        assert type(plain) is Card and plain.decoders == ["threshold"]
+        plain.decoders = []

@@ -140,6 +140,24 @@ def test_sweep_reports_progress_and_the_one_process_rows(space):
     assert seen and seen[-1][1] >= 4
 
 
+def test_the_workers_engine_time_is_charged_to_the_gates_ledger(space):
+    """The worker's engine loop has a ledger of its own: what it charges the visitor's flow comes back with the
+    values, so the page's gate (which holds the app process's ledger) orders by engine time on ZeroGPU too."""
+    _, page = space
+    ledger, flow = page.gate.ledger, ("198.51.100.0/24", "198.51.100.9", "a session")
+    assert ledger is jobs.engine_loop().ledger
+    ledger.enter(flow)                                   # as the gate does while the request holds its place
+    try:
+        before = ledger.service[flow]
+        got = in_worker(page, "stream", prompt_of(page, 5), *SPEC, page.models[0], page=True, client=flow,
+                        should_stop=lambda: False)
+        charged, own = ledger.service[flow] - before, got[-1].meta.wall_s     # own: its rule's time alone
+        assert charged > own / 2 > 0                     # its rounds' time and its rule's (measured apart: ~own)
+        assert ledger.service[flow[:1]] - ledger.begun[flow[:1]] >= charged      # its pool's account too
+    finally:
+        ledger.leave(flow)
+
+
 @pytest.fixture
 def slow_rounds(space, monkeypatch):
     """Every round of the engine loop takes 50 ms more, counted across processes; workers forked from now on."""

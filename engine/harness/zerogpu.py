@@ -13,7 +13,10 @@ entry points (``RELAYED``) go that way; nothing else of the service changes. How
 - the worker yields a heartbeat (None) every ``HEARTBEAT_S`` while the decode has nothing new, so the spaces
   wrapper reads its stop event that often: a caller who leaves ends the worker's decode within about that;
 - per value only the newest snapshot crosses (a partial trace, or a sweep's rows so far); the ones the queue had
-  no time for are dropped, as ``explorer.page.worker.follow`` drops those the page had no time for.
+  no time for are dropped, as ``explorer.page.worker.follow`` drops those the page had no time for;
+- the engine time the worker's loop charges the call's ``client`` comes back before each value and at the end
+  (("charge", seconds)), and the caller charges it to its own ledger: the one the page's gate orders by
+  (``explorer.page.fair``), which would otherwise see only the page's drawing.
 
 The engine loop (``engine.runtime.jobs``) and the service's model lock are made anew in a forked child.
 """
@@ -22,12 +25,15 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import threading
 import time
 from typing import Callable, Iterator
 
 from engine.errors import UserError
 from engine.harness.service import DecodeService
+from engine.runtime.jobs import engine_loop
+from engine.runtime.ledger import path_of
 
 HEARTBEAT_S = 0.2
 LEASE_GRACE_S = 5.0      # a lease's time past the request's budget (UNMASK_MAX_SECONDS) before it counts as hung
@@ -40,9 +46,12 @@ _local = threading.local()
 def in_worker(key: int, method: str, args: tuple, kwargs: dict) -> Iterator:
     """What runs in the leased worker (the function ``spaces.GPU`` decorates): ``method`` of the service, run in a
     thread so that this generator can yield heartbeats while the decode has nothing new. Yields None (a heartbeat),
-    ("value", v), ("progress", (done, total)) or ("error", message); closing it aborts the decode and waits
-    for it to end."""
+    ("value", v), ("progress", (done, total)), ("charge", seconds) or ("error", message); closing it aborts the
+    decode and waits for it to end."""
     service, stop, cond = _SERVICES[key], threading.Event(), threading.Condition()
+    client = kwargs.get("client", "")
+    forked = os.getpid() != service.pid     # else the caller's ledger is this one: charged already
+    owed = _charges(client) if forked else (lambda: 0.0)
     box = {"value": None, "fresh": False, "progress": None, "ended": False, "error": None, "raised": None}
 
     def progress(done, total):
@@ -73,13 +82,32 @@ def in_worker(key: int, method: str, args: tuple, kwargs: dict) -> Iterator:
     worker = threading.Thread(target=run, name="unmask-lease", daemon=True)
     worker.start()
     try:
-        yield from _relay_box(box, cond)
+        yield from _relay_box(box, cond, owed)
     finally:
         stop.set()
         worker.join()
+        if forked:
+            engine_loop().ledger.leave(client)
 
 
-def _relay_box(box: dict, cond: threading.Condition) -> Iterator:
+def _charges(client) -> Callable[[], float]:
+    """The engine seconds this worker's ledger has charged ``client`` since last asked. Its accounts are held
+    active (``Ledger.enter``) until the lease ends, so the charges of the decode's last rounds are not forgotten
+    when the decode leaves."""
+    ledger, path = engine_loop().ledger, path_of(client)
+    ledger.enter(client)
+    with ledger.lock:
+        sent = [ledger.service[path]]
+
+    def owed() -> float:
+        with ledger.lock:
+            now = ledger.service.get(path, sent[0])
+        seconds, sent[0] = now - sent[0], now
+        return seconds
+    return owed
+
+
+def _relay_box(box: dict, cond: threading.Condition, owed: Callable[[], float]) -> Iterator:
     while True:
         with cond:
             if not (box["fresh"] or box["progress"] or box["ended"]):
@@ -89,6 +117,8 @@ def _relay_box(box: dict, cond: threading.Condition) -> Iterator:
             box.update(fresh=False, progress=None)
         if done is not None:
             yield "progress", done
+        if (fresh or ended) and (seconds := owed()):
+            yield "charge", seconds
         if fresh:
             yield "value", value
         elif ended:
@@ -109,7 +139,7 @@ def leased(gpu: Callable) -> type:
     class LeasedService(DecodeService):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.key = next(_KEYS)
+            self.key, self.pid = next(_KEYS), os.getpid()
             _SERVICES[self.key] = self
 
         def _leased(self, method: str, args: tuple, kwargs: dict) -> Iterator:
@@ -136,6 +166,9 @@ def leased(gpu: Callable) -> type:
                     kind, value = item
                     if kind == "error":
                         raise UserError(value)
+                    if kind == "charge":
+                        self.ledger.charge(named.get("client", ""), value)
+                        continue
                     if kind == "progress":
                         if progress is not None:
                             progress(*value)

@@ -67,12 +67,10 @@ def b_bucket(b: int) -> int | None:
     return next((x for x in B_BUCKETS if x >= b), None)
 
 
-def budget_bytes(device: torch.device) -> float:
-    """The byte ledger's budget (``engine.models.memory``): ``UNMASK_STATIC_MB`` in bytes; 0: a quarter of a GPU's
-    memory, unbounded on a CPU."""
+def note_device_memory(device: torch.device) -> None:
+    """Give the byte ledger a GPU's memory (``engine.models.memory``: its default budget is a quarter of it)."""
     if device.type == "cuda":
         LEDGER.device_total = torch.cuda.get_device_properties(device).total_memory
-    return LEDGER.budget()
 
 
 def enabled(device) -> tuple[bool, bool]:
@@ -135,7 +133,7 @@ class StaticPath:
         # together grow a pool at once and get one row (each then reads the other's K/V), and a pool that grows
         # under a running forward loses the K/V that forward writes into its old tensors
         self.lock = threading.RLock()
-        self.budget_bytes = budget_bytes(self.device)     # sets the ledger's device memory on a GPU
+        note_device_memory(self.device)
         self.head = adapter.model.get_output_embeddings()      # projected outside the graph: ``_call``
         LEDGER.track("pools", self, lambda p: sum(x.bytes() for x in list(p.pools.values()) if x.rows))
         LEDGER.track("graphs", self, lambda p: sum(bk.graph_bytes for bk in list(p.buckets.values())))

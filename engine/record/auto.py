@@ -7,7 +7,11 @@ hook: the script's own imports are untouched until then): the first model called
 id (``--mask-id``, else the model's ``config.mask_token_id``) gets a ``Recorder``; its inner modules (the base
 model a ``...ForCausalLM`` calls) are never recorded, being called inside it. The first ``tokenizer.decode`` or
 ``batch_decode`` of the canvas (or of its generated part) afterwards closes the last forward, as ``finish`` does;
-at exit the trace is saved to ``--out`` and a one-line status written for the command.
+at exit the trace is saved to ``--out`` and a one-line status written for the command (what goes wrong in the
+recording, the trace's write included, goes into that status, never into the script). ``install`` takes
+``UNMASK_RECORD`` out of the environment, so the script's own Python children (multiprocessing workers) are not
+recorded; sibling processes (a shell script's several ``python`` calls) each see it: one that recorded nothing
+leaves an earlier status alone.
 """
 
 from __future__ import annotations
@@ -66,20 +70,24 @@ class State:
         try:
             import numpy as np
             import torch
+            from engine.record.calls import RecordError
             arr = ids.detach().cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
-            if arr.dtype == object or arr.ndim not in (1, 2):
+            if arr.dtype == object or arr.ndim not in (1, 2) or arr.size == 0:
                 return
             row = arr[min(rec.reader.row, len(arr) - 1)] if arr.ndim == 2 else arr
             tl = rec.timeline
             if len(row) in (tl.n, tl.n - tl.P) and not (row == tl.mask_id).any():
-                rec.finish(row)
+                try:
+                    rec.finish(row)
+                except RecordError as e:                 # the recording's failure, for the status: not the script's
+                    rec.failed, rec.done = str(e), True
         except (ValueError, TypeError):
             return                                       # not token ids this recording can read
 
     def write(self) -> None:
         """At exit: the trace to ``out`` and the status line for the command."""
         from engine.errors import UserError
-        rec, status = self.recorder, {}
+        rec, status, mode = self.recorder, {}, "w"
         try:
             if rec is None:
                 raise UserError("no model was called with the mask id in its input (give --mask-id, or check "
@@ -89,9 +97,14 @@ class State:
             tr = rec.save(self.cfg["out"])
             status = dict(nfe=tr.nfe, closed=rec.closed, tokens=tr.meta.generated_tokens)
         except UserError as e:
-            status = dict(error=str(e))
-        with open(self.cfg["status"], "w") as f:
-            json.dump(status, f)
+            status, mode = dict(error=str(e)), "x" if rec is None else "w"    # nothing seen: a sibling's stands
+        except OSError as e:                             # the trace's folder gone, the disk full
+            status = dict(error=f"the trace could not be written: {e}")
+        try:
+            with open(self.cfg["status"], mode) as f:
+                json.dump(status, f)
+        except FileExistsError:
+            pass
 
 
 def tokenizer_of(model):
@@ -160,7 +173,7 @@ class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     """From ``sitecustomize``: the settings from ``UNMASK_RECORD``, the import hook, the write at exit."""
     global STATE
-    STATE = State(json.loads(os.environ[ENV]))
+    STATE = State(json.loads(os.environ.pop(ENV)))     # this process's: its children are not recorded
     if TARGET in sys.modules:
         patch(sys.modules[TARGET])
     else:

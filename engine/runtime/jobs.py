@@ -19,13 +19,15 @@ _LOOP_LOCK = threading.Lock()
 
 def engine_loop() -> EngineLoop:
     """The process's engine loop, started on first use (``configure`` sets its limits first), and again with the
-    same limits after an entry point run in this process stopped it (``lifecycle.stop_all``: a CLI ``main`` called
-    from a test or a notebook, which later work must not find dead)."""
+    same limits and ledger after an entry point run in this process stopped it (``lifecycle.stop_all``: a CLI
+    ``main`` called from a test or a notebook, which later work must not find dead; the page's gate holds that
+    ledger, ``DecodeService.ledger``)."""
     global _LOOP
     with _LOOP_LOCK:
-        if _LOOP is None or _LOOP.stopped:
-            limits = (_LOOP.max_running, _LOOP.round_tokens) if _LOOP is not None else default_limits()
-            _LOOP = EngineLoop(*limits)
+        if _LOOP is None:
+            _LOOP = EngineLoop(*default_limits())
+        elif _LOOP.stopped:
+            _LOOP = EngineLoop(_LOOP.max_running, _LOOP.round_tokens, ledger=_LOOP.ledger)
         return _LOOP
 
 

@@ -7,8 +7,7 @@ record); the ``Runner`` (``engine/runtime/runner.py``) owns the canvas, the cach
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
-from dataclasses import fields as dataclass_fields
+from dataclasses import asdict, fields as dataclass_fields
 from typing import Iterator
 
 import numpy as np
@@ -28,8 +27,7 @@ from engine.records.trace import GENERIC_FIELDS, Reason, Revision, StepRecord, T
 
 
 def _host(x) -> np.ndarray:
-    """A host tensor's values as numpy (its own view: cheaper than ``np.asarray``'s way through ``__array__``), or
-    a list's or an array's as int64."""
+    """A host tensor's values as numpy (its view: cheaper than ``np.asarray``), or a list's or an array's as int64."""
     return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.int64)
 
 
@@ -38,8 +36,7 @@ class BlockContext:
 
     def __init__(self, runner: Runner, index: int, lo: int, hi: int):
         self.runner, self.index, self.lo, self.hi = runner, index, lo, hi
-        self.L = hi - lo
-        self.step = 0
+        self.L, self.step = hi - lo, 0
         self._snapshot()
 
     def _snapshot(self) -> None:
@@ -278,26 +275,29 @@ class Generation:
         return self.trace()
 
     def decode(self):
-        """The decode: yields its forward requests (``engine.runtime.scheduler``) and its records, in order."""
-        r, B = self.runner, self.cfg.block_size
-        self._clock = time.perf_counter()
-        self.policy.start(r)
-        first_lo = r.first_block(B)
-        start = first_lo if self.resume is None else (yield from self._resumed(first_lo, B))
-        if self.resume is None and not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
-            yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
+        """The decode: yields its forward requests (``engine.runtime.scheduler``) and its records, in order. What it
+        kept is released at every end: its last block, a Stop or its budget (closed at a yield), a failure."""
+        try:
+            r, B = self.runner, self.cfg.block_size
             self._clock = time.perf_counter()
-        for lo in range(start, r.end, B):
-            ctx = BlockContext(r, (lo - first_lo) // B, lo, min(lo + B, r.end))
-            yield from self._block(ctx)
-            if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
-                self.stopped_at = e
-                break
-            if not self.cfg.fuse_commit and ctx.hi < r.end and (yield from r.store(ctx.hi)):
-                yield self._record(ctx.emit("commit", None))
+            self.policy.start(r)
+            first_lo = r.first_block(B)
+            start = first_lo if self.resume is None else (yield from self._resumed(first_lo, B))
+            if self.resume is None and not self.cfg.fuse_commit and (yield from r.store(first_lo, "prefill")):
+                yield self._record(BlockContext(r, -1, first_lo, first_lo).emit("prefill", None))
                 self._clock = time.perf_counter()
-        self.wall_s += time.perf_counter() - self._clock
-        r.release()
+            for lo in range(start, r.end, B):
+                ctx = BlockContext(r, (lo - first_lo) // B, lo, min(lo + B, r.end))
+                yield from self._block(ctx)
+                if self.cfg.stop_at_eos and (e := r.finished_at()) is not None:
+                    self.stopped_at = e
+                    break
+                if not self.cfg.fuse_commit and ctx.hi < r.end and (yield from r.store(ctx.hi)):
+                    yield self._record(ctx.emit("commit", None))
+                    self._clock = time.perf_counter()
+            self.wall_s += time.perf_counter() - self._clock
+        finally:
+            self.runner.release()
 
     def _resumed(self, first_lo: int, B: int):
         """A branch's start: the forced token committed (record kind "force"); then the first block (on this

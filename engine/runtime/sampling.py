@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from engine.runtime.device import host, rand_like_rows
-from engine.models.memory import CHUNK, DEVICE_CHUNK, chunk_limit  # noqa: F401  (re-exported)
+from engine.models.memory import chunk_limit
 
 TOP_K = 5  # candidates recorded per position and forward (token ids + probabilities)
 

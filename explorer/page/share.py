@@ -58,6 +58,8 @@ def query_for(page: Page, tr) -> str:
 def url_values(page: Page, request) -> tuple[dict, bool]:
     """Control values from the URL (problems shown as a warning) and whether they ask for a run."""
     values, problems = parse_query(dict(request.query_params) if request else {}, page.models)
+    if "trace" in values and values["trace"] not in page.recorded:     # a stale link: not another run as if it
+        problems.append(f"trace={values.pop('trace')[:40]!r} is not offered here")
     if problems:  # the message is the visitor's own text: escaped, never rendered as HTML
         gr.Warning(html.escape("In the link: " + "; ".join(problems)[:600]))
     return values, any(k not in ("step", "pos", "branch", "tab", "trace") for k in values)

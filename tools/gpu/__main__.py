@@ -13,7 +13,8 @@
 4. ``mixed``: eight different rules in one round: ms and host syncs per round, tokens equal to each alone.
 5. ``compiled``: the compiled forward on the 8B width with a few layers (``FEW_LAYERS``).
 
-``--out DIR`` receives ``gpu_check.json`` (with ``tools/provenance.py``'s record; ``--commit`` names the commit
+A phase or decoder that raises is recorded in the JSON's ``errors`` and the next one runs; the check then exits 1
+with one line naming them. ``--out DIR`` receives ``gpu_check.json`` (with ``tools/provenance.py``'s record; ``--commit`` names the commit
 where the copy has no ``.git``); stdout gets a summary under 8 KB, stderr a line per step.
 """
 
@@ -153,6 +154,10 @@ def main(argv=None) -> None:
         out["seconds"][name] = round(time.perf_counter() - t0, 1)
         provenance.write(path, out, argv, commit=args.commit or None)
     print(summary(out))
+    failed = [*(out.get("rules") or {}).get("errors", {}), *out["errors"]]
+    if failed:      # the figures are kept, but a lease's script must see that the check did not pass
+        print(f"GPU check failed: an error in {', '.join(failed)} (see {path})", file=sys.stderr)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
