@@ -223,12 +223,16 @@ def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s:
         return out
 
 
+def gets(times: list[float]) -> str:
+    """A bystander's GETs: median and worst (none: the calls ended before its first GET did)."""
+    t = sorted(times)
+    return f"median {t[len(t) // 2] * 1000:.0f} ms, worst {t[-1] * 1000:.0f} ms" if t else "none ended"
+
+
 def crafted_row(c: dict, what: str) -> str:
-    loads, quiet = sorted(c["loads"]), sorted(c["quiet"])
     return (f"| {what} | {c['refused']} refused | {c['before']:.0f} → {c['after']:.0f} | "
-            f"{c['after'] - c['before']:+.1f} MiB; a bystander's GET median {loads[len(loads) // 2] * 1000:.0f} ms, "
-            f"worst {loads[-1] * 1000:.0f} ms ({len(loads)} GETs; before the calls: median "
-            f"{quiet[len(quiet) // 2] * 1000:.0f} ms, worst {quiet[-1] * 1000:.0f} ms) |")
+            f"{c['after'] - c['before']:+.1f} MiB; a bystander's GET {gets(c['loads'])} ({len(c['loads'])} GETs; "
+            f"before the calls: {gets(c['quiet'])}) |")
 
 
 def table(res: dict) -> str:
@@ -268,8 +272,9 @@ def main(argv=None) -> None:
         print(in_process(args.decodes, args.parallel))
         return
     space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
-    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, args.app_dir,
-                    args.page_runs, **space)))
+    res = run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, args.app_dir, args.page_runs, **space)
+    print(json.dumps(res))             # the figures whatever the table makes of them (a long run is not lost)
+    print(table(res))
 
 
 if __name__ == "__main__":
