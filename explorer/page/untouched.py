@@ -3,10 +3,10 @@
 A handler that returns ``{component: value}`` for some of its event's outputs leaves the others as they are; gradio
 6.31 (``Blocks.postprocess_data``) treats each of those as an empty update and, on the event loop, builds a new copy of
 the component from its constructor arguments, puts it in the session and rebuilds its config (signatures read, the
-API schema walked) only to send ``{"__type__": "update"}``: about 1 ms per output. A page Run's event has some sixty
-outputs (every view of every tab, the export, the forty controls) and sends one to five of them per message, fifteen
-messages a run: 40 Runs at once spent most of the server's CPU there, uncharged to anyone and stalling every other
-request (issue 74, point 4). ``skip_untouched`` hands gradio only the outputs a message sets and answers the others
+API schema walked) only to send ``{"__type__": "update"}``: about 1 ms per output. A page Run's event has 124
+outputs (every view of every tab, the export, the forty controls) and a message sets one to eight of them: about 1 s
+of the event loop's CPU per Run, uncharged to anyone; 40 Runs at once kept it there for most of their 171 s, every
+other request waiting (issue 74, point 4). ``skip_untouched`` hands gradio only the outputs a message sets and answers the others
 itself with what gradio would have sent: an empty update (``None`` for a ``gr.State``), which the browser ignores.
 """
 
