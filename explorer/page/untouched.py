@@ -6,8 +6,9 @@ the component from its constructor arguments, puts it in the session and rebuild
 API schema walked) only to send ``{"__type__": "update"}``: about 1 ms per output. A page Run's event has 124
 outputs (every view of every tab, the export, the forty controls) and a message sets one to eight of them: about 1 s
 of the event loop's CPU per Run, uncharged to anyone; 40 Runs at once kept it there for most of their 171 s, every
-other request waiting (issue 74, point 4). ``skip_untouched`` hands gradio only the outputs a message sets and answers the others
-itself with what gradio would have sent: an empty update (``None`` for a ``gr.State``), which the browser ignores.
+other request waiting (issue 74, point 4). ``skip_untouched`` hands gradio only the outputs a message sets and
+answers the others itself with what gradio would have sent: an empty update (``None`` for a ``gr.State``), which the
+browser ignores.
 """
 
 from __future__ import annotations
