@@ -14,7 +14,6 @@ import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from gradio.components.plot import PlotData
 
 from engine.records.trace import Trace
 
@@ -63,8 +62,6 @@ def dump(value) -> str:
         return "file " + hashlib.sha256(Path(value).read_bytes()).hexdigest()
     if isinstance(value, go.Figure):
         return value.to_json()
-    if isinstance(value, PlotData):               # a figure as the page sends it (its JSON, made while drawn)
-        return value.plot
     if isinstance(value, Trace):
         h = hashlib.sha256()
         for k, a in sorted(value.to_arrays().items()):

@@ -16,7 +16,6 @@ import uuid
 from dataclasses import dataclass
 
 import gradio as gr
-from gradio.components.plot import PlotData
 
 from engine import __version__ as ENGINE_VERSION
 from engine.catalogue import catalogue
@@ -100,17 +99,10 @@ def build_view_tabs(s, delta, txt) -> Views:
 
 
 def shown(v: Views, panels: dict, views: dict) -> dict:
-    """Rendered parts -> {component: value}, for the parts rendered (the others keep what they show). Each figure
-    goes as the JSON gradio sends (``gr.Plot.postprocess``), made here: a handler's drawing runs in a drawing
-    thread and is charged to its visitor (``worker.in_thread``); left to gradio, a class's forty Runs serialised
-    their figures in gradio's own threads, uncharged, forty threads wanting the event loop's GIL."""
+    """Rendered parts -> {component: value}, for the parts rendered (the others keep what they show)."""
     out = {getattr(v, k): val for k, val in panels.items()}
-    out.update({v.plots[k]: as_sent(val) for k, val in views.items()})
+    out.update({v.plots[k]: val for k, val in views.items()})
     return out
-
-
-def as_sent(fig):
-    return fig if fig is None or isinstance(fig, PlotData) else PlotData(type="plotly", plot=fig.to_json())
 
 
 def frame(page: Page, v: Views, tr, tab: str, k: int) -> dict:
