@@ -19,7 +19,7 @@ from explorer.glossary import GLOSSARY
 from explorer import recorded
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme
+from explorer.page import bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions, theme, untouched
 from explorer.page.context import STATE_TTL_S, Page, fairly, js, shown_error
 from explorer.page.run import RunParts, run_setting, show_stopped, show_trace
 from engine.catalogue.spec import parse_spec
@@ -78,6 +78,7 @@ def build_demo(page: Page) -> gr.Blocks:
         wire_stop(page, rp, [*runs, wire_load(demo, page, rp, bp, more)])
     hide_page_handlers(demo)
     guard_inputs(demo)
+    untouched.skip_untouched(demo)     # outputs a message leaves alone: nothing built on the event loop
     return demo
 
 

@@ -26,7 +26,7 @@ from explorer.page.compare import spec_of
 from explorer.page.context import Page, shown_error
 from explorer.page.share import query_for
 from explorer.page import fair, presence
-from explorer.page.worker import INTERVAL_S, DrawClock, follow, in_thread
+from explorer.page.worker import INTERVAL_S, STREAMING, DrawClock, follow, in_thread
 from explorer.render import render_panels, render_views
 from explorer.store import canonical_key
 from explorer.views import candidates, summary, text
@@ -236,17 +236,18 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             should_stop=should_stop)
         # the final drawing (every view of the tab, the scrubber's data, the export) must fit in the budget too
         k, clock = 0, DrawClock(budget)
-        async for f in follow(produce, budget, started=t0, reserve=clock.reserve):
-            last = f.value
-            if last is None:
-                continue
-            last.meta.run_id, last.meta.finished, last.meta.model = run_id, f.final, model
-            if f.limit:
-                last.meta.limit = f.limit
-            if not f.final:
-                parts, k = await clock.draw(frame, page, v, last, visible(box), k), k + 1
-                live.shown(last)
-                yield last, parts
+        with STREAMING:                      # its frames are spaced by how many runs stream (``frame_due``)
+            async for f in follow(produce, budget, started=t0, reserve=clock.reserve):
+                last = f.value
+                if last is None:
+                    continue
+                last.meta.run_id, last.meta.finished, last.meta.model = run_id, f.final, model
+                if f.limit:
+                    last.meta.limit = f.limit
+                if not f.final and clock.frame_due():
+                    parts, k = await clock.draw(frame, page, v, last, visible(box), k), k + 1
+                    live.shown(last)
+                    yield last, parts
         live.shown(None)           # it ran to its end (or a limit): nothing partial for Stop to show
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
@@ -254,7 +255,8 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
         live.end()
     if last is not None:
         if key is not None and not last.meta.limit:
-            page.store.put(key, last)   # run_id and finished are set again on every hit
+            await in_thread(page.store.put, key, last)   # off the event loop; run_id and finished are set
+            #                                               again on every hit
         async for out in finish(page, v, last, step_v, prev, box, deadline):
             yield out
 

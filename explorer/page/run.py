@@ -65,7 +65,8 @@ async def present(page: Page, rp: RunParts, stream, set_controls: bool = True):
     async for tr, parts in stream:
         if tr.meta.finished and described is not tr:
             described = tr
-            yield final_parts(page, rp, tr, parts, set_controls)
+            # its export files are written off the event loop, charged to the visitor as its drawing is
+            yield await in_thread(final_parts, page, rp, tr, parts, set_controls)
         else:
             yield {**parts, rp.trace: tr}
 

@@ -104,22 +104,54 @@ FINAL_RESERVE_S = 0.5   # at least this much of a request's budget is kept for i
 #                         browser's: a run's final frame draws every view of its tab, ~3-4 of its frames)
 
 
+FRAME_SHARE = 0.25      # the streamed frames of every run together take at most this share of the drawing's time
+
+
+class Streaming:
+    """How many runs stream frames now: each run's frames are spaced by their number (``DrawClock.frame_due``)."""
+
+    def __init__(self):
+        self.n, self._lock = 0, threading.Lock()
+
+    def __enter__(self):
+        with self._lock:
+            self.n += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self.n -= 1
+
+
+STREAMING = Streaming()
+
+
 class DrawClock:
     """How long a handler's drawing takes, so that ``follow`` stops the work early enough for the last drawing to
     end within the budget: ``reserve()`` is four times the newest drawing (at least FINAL_RESERVE_S, at most half
-    the budget); ``draw(fn, *args)`` draws off the event loop and times it. ``expected_s``: the drawing a handler
-    that draws only once, at the end, must reserve before it has timed any."""
+    the budget); ``draw(fn, *args)`` draws off the event loop and times it (its wait for a drawing thread
+    included: a busy server's drawing is slower); ``frame_due()`` says whether a streamed frame is due.
+    ``expected_s``: the drawing a handler that draws only once, at the end, must reserve before it has timed any."""
 
     def __init__(self, budget_s: float | None, expected_s: float = 0.0):
-        self.budget_s, self.last_s = budget_s, expected_s
+        self.budget_s, self.last_s, self.drawn_at = budget_s, expected_s, float("-inf")
 
     def reserve(self) -> float:
         return min(max(FINAL_RESERVE_S, 4 * self.last_s), (self.budget_s or 0.0) / 2)
 
+    def frame_due(self) -> bool:
+        """This run's next streamed frame is due: its last one ended INTERVAL_S ago, and long enough ago that if
+        every streaming run drew a frame as slow as it every so often, their frames would take FRAME_SHARE of the
+        time. Alone a run shows four frames a second; forty at once each show one every few seconds, and the
+        rest of the time goes to their decodes and last drawings (issue 74: a class of 40 page Runs spent it
+        drawing frames nobody had time to see). The first frame is drawn at once; the last drawing always."""
+        gap = max(INTERVAL_S, STREAMING.n * self.last_s / FRAME_SHARE)
+        return time.monotonic() - self.drawn_at >= gap
+
     async def draw(self, fn, *args):
         t0 = time.monotonic()
         out = await in_thread(fn, *args)
-        self.last_s = time.monotonic() - t0
+        self.drawn_at = time.monotonic()
+        self.last_s = self.drawn_at - t0
         return out
 
 

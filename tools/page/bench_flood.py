@@ -36,7 +36,8 @@ answers were cut at the budget (``limit``).
 ``--page-runs N``: N page Runs at once (gradio's queue, as the page sends them), each from its own /24
 (127.4.x.2) with its own free-text prompt (so each decodes: no trace cache), while a bystander GETs
 ``robots.txt`` every 0.2 s: the last answer, how many were refused, cut at the budget (the page's warning) or
-failed, and the bystander's slowest GET (issue 74: a class of 40 got its last answer at 30-130 s).
+failed, and the bystander's GETs: the slowest, the median, how many took over 100 ms (issue 74: a class of 40 got
+its last answer at 30-130 s).
 
 ``--extra N``: N ``call/decode`` bodies carrying 240 000 extra numbers each (0.96 MB), eight at a time: how many
 were refused before parsing and the server's RSS before and after (issue 74, finding 5: +772 MiB for 60).
@@ -219,8 +220,9 @@ def page_runs(url: str, n: int) -> dict:
     return dict(last_s=max(r["seconds"] for r in rows), median_s=statistics.median(r["seconds"] for r in rows),
                 refused=sum(not r.get("ok") and "queue" in str(r.get("error")) for r in rows),
                 failed=sum(not r.get("ok") for r in rows), cut=sum(cut(r) for r in rows),
-                worst_get_s=max(gets, default=0.0), errors=sorted({str(r.get("error")) for r in rows
-                                                                   if not r.get("ok")})[:3])
+                worst_get_s=max(gets, default=0.0), median_get_s=statistics.median(gets) if gets else 0.0,
+                gets=len(gets), gets_over_100ms=sum(g > 0.1 for g in gets),
+                errors=sorted({str(r.get("error")) for r in rows if not r.get("ok")})[:3])
 
 
 def extra_inputs(url: str, pid: int, n: int) -> dict:

@@ -6,6 +6,7 @@ one client opens new sessions with one cheap call each, and while one session re
     python -m tools.page.bench_memory --sessions 0 --runs 0 --crafted 62     # nested JSON in a check box
     python -m tools.page.bench_memory --sessions 0 --runs 64 --parallel 16 --idle 30   # memory given back?
     python -m tools.page.bench_memory --decodes 64 --parallel 16      # in this process, around malloc_trim
+    python -m tools.page.bench_memory --sessions 200 --runs 64 --parallel 16 --crafted 20 --page-runs 40 --idle 600
 
 ``--crafted N``: N new sessions each send the page's Run with a ~0.9 MB nested list (``[[[...]]]`` pieces, under the
 body limit) as the value of a check box, four at a time, while a bystander GETs ``robots.txt`` every 0.2 s: RSS
@@ -13,6 +14,8 @@ before and after, and the bystander's times, beside its times over 3 s before (i
 the session before refusing it, and parsed and walked it on the server's event loop).
 
 ``--parallel K``: the Runs come from K sessions at once (K decodes in the engine together, K handler threads).
+``--page-runs N``: also N page Runs at once, each from its own /24 (``tools.page.bench_flood``'s class of 40), after
+the other calls.
 ``--idle S``: the app serves with ``UNMASK_SESSION_IDLE_S=S``; after the calls, RSS is read again once every
 session has been idle that long and the sweeper has passed (issue 74: RSS back within 100 MiB of its start).
 
@@ -191,7 +194,7 @@ def growth(series: list[float]) -> float:
 
 
 def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s: float = 0.0, app_dir: str = "",
-        **env) -> dict:
+        page_runs: int = 0, **env) -> dict:
     if idle_s:
         env["UNMASK_SESSION_IDLE_S"] = str(idle_s)
     with served(app_dir, start_s=600, **env) as app:
@@ -211,18 +214,25 @@ def run(sessions: int, runs: int, n_crafted: int = 0, parallel: int = 1, idle_s:
             if runs:
                 out["runs"] = measure(url, pid, runs, *event(cfg, "on_run"), one_session=True,
                                       parallel=parallel)
+            if page_runs:
+                from tools.page.bench_flood import page_runs as class_of
+                out["page_runs"] = dict(class_of(url, page_runs), n=page_runs, rss=rss_mib(pid))
         out["peak"] = peak.value
         if idle_s:
             out["idle"] = after_idle(pid, idle_s)
         return out
 
 
+def gets(times: list[float]) -> str:
+    """A bystander's GETs: median and worst (none: the calls ended before its first GET did)."""
+    t = sorted(times)
+    return f"median {t[len(t) // 2] * 1000:.0f} ms, worst {t[-1] * 1000:.0f} ms" if t else "none ended"
+
+
 def crafted_row(c: dict, what: str) -> str:
-    loads, quiet = sorted(c["loads"]), sorted(c["quiet"])
     return (f"| {what} | {c['refused']} refused | {c['before']:.0f} → {c['after']:.0f} | "
-            f"{c['after'] - c['before']:+.1f} MiB; a bystander's GET median {loads[len(loads) // 2] * 1000:.0f} ms, "
-            f"worst {loads[-1] * 1000:.0f} ms ({len(loads)} GETs; before the calls: median "
-            f"{quiet[len(quiet) // 2] * 1000:.0f} ms, worst {quiet[-1] * 1000:.0f} ms) |")
+            f"{c['after'] - c['before']:+.1f} MiB; a bystander's GET {gets(c['loads'])} ({len(c['loads'])} GETs; "
+            f"before the calls: {gets(c['quiet'])}) |")
 
 
 def table(res: dict) -> str:
@@ -234,6 +244,11 @@ def table(res: dict) -> str:
                         f"{growth(s):+.1f} MiB |")
     if res.get("crafted"):
         rows.append(crafted_row(res["crafted"], "crafted Runs (nested JSON in a check box), four at a time"))
+    c = res.get("page_runs")
+    if c:
+        rows.append(f"| {c['n']} page Runs at once, one /24 each | last answer {c['last_s']:.1f} s, {c['cut']} cut, "
+                    f"{c['refused']} refused | RSS after them {c['rss']:.0f} | bystander's slowest GET "
+                    f"{c['worst_get_s'] * 1000:.0f} ms |")
     if res.get("idle"):
         rows.append(f"| every session idle past UNMASK_SESSION_IDLE_S | RSS at start → peak → after idle | "
                     f"{res['start']:.0f} → {res['peak']:.0f} → {res['idle'][-1]:.0f} | "
@@ -247,6 +262,7 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--crafted", type=int, default=0, help="Runs from new sessions with nested JSON in a check box")
     ap.add_argument("--parallel", type=int, default=1, help="sessions calling at once")
+    ap.add_argument("--page-runs", type=int, default=0, help="page Runs at once, one /24 each (bench_flood's)")
     ap.add_argument("--idle", type=float, default=0.0, help="UNMASK_SESSION_IDLE_S; then RSS after that idle time")
     ap.add_argument("--decodes", type=int, default=0, help="instead of the app: this many decodes in this process "
                     "from --parallel threads, RSS before and after malloc_trim")
@@ -256,7 +272,9 @@ def main(argv=None) -> None:
         print(in_process(args.decodes, args.parallel))
         return
     space = {"SPACE_ID": "someone/unmask"} if args.crafted else {}          # as a Space serves it
-    print(table(run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, args.app_dir, **space)))
+    res = run(args.sessions, args.runs, args.crafted, args.parallel, args.idle, args.app_dir, args.page_runs, **space)
+    print(json.dumps(res))             # the figures whatever the table makes of them (a long run is not lost)
+    print(table(res))
 
 
 if __name__ == "__main__":
