@@ -122,7 +122,7 @@ def test_64_decodes_stay_under_the_budget(wide, monkeypatch):
 
 def test_a_decode_that_alone_passes_the_budget_is_refused(wide, monkeypatch):
     g = gen(wide, SPECS[0])
-    monkeypatch.setattr(LEDGER, "budget", lambda: decode_need(g.runner) // 2 + stats_reserve("cpu"))
+    monkeypatch.setattr(LEDGER, "budget", lambda: decode_need(g.runner) // 2)     # half its need, reserve aside
     h = configure(max_running=4).submit(Job(g.requests, need=decode_need(g.runner)))
     with pytest.raises(UserError, match="MiB of device memory at once"):
         h.result(timeout=60)
@@ -176,3 +176,17 @@ def test_an_idle_bucket_is_freed(monkeypatch):
     long = get_task("arith").problems("test", 1, seed=9)[0].prompt * 4      # other query shapes
     gen(tiny, "threshold:block_size=8,gen_length=8,use_cache=0", long).run()
     assert first - set(path.buckets), (first, set(path.buckets))
+
+
+def test_a_small_budget_is_not_refused_for_good_after_the_first_round(wide, monkeypatch):
+    """UNMASK_STATIC_MB=2048 on an accelerator (its chunk: 2.5 GiB of statistics temporaries at most): the first
+    decode runs, and so does the next, whose need is far within the budget (a fixed one-chunk reserve refused it,
+    "leaves -512 MiB"); the reserve is the round's scored rows, under a chunk."""
+    from engine.models import memory
+    monkeypatch.setenv("UNMASK_STATIC_MB", "2048")
+    monkeypatch.setattr(memory, "chunk_limit", lambda device: memory.DEVICE_CHUNK)    # as on "cuda"
+    loop = configure(max_running=4)
+    for _ in range(2):
+        g = gen(wide, SPECS[0])
+        assert loop.submit(Job(g.requests, need=decode_need(g.runner))).result(timeout=120) is not None
+    assert 0 < loop.round_reserve < 2 ** 30

@@ -29,7 +29,7 @@ from collections import deque
 from engine import settings
 from engine.errors import UserError
 from engine.runtime import ledger as accounts
-from engine.models.memory import LEDGER, request_bytes, stats_reserve
+from engine.models.memory import LEDGER, request_bytes, scored_elements, stats_reserve
 
 
 def client_of(item):
@@ -137,8 +137,9 @@ def within_budget(loop, chosen: list) -> list:
     byte ledger has left beside the statistics' temporaries (``stats_reserve``, once a round), in order (at least
     one: the others wait a round); ``loop.round_bytes`` counts them, so the round's peak is in the ledger while it
     runs, and ``loop.round_reserve`` keeps the temporaries set aside when seating decodes (``fits``)."""
-    req = chosen[0].request
-    reserve = loop.round_reserve = stats_reserve(req.adapter.device) if hasattr(req, "ids") else 0
+    forwards = [r.request for r in chosen if hasattr(r.request, "ids")]     # a Call first: Forwards may follow
+    reserve = loop.round_reserve = stats_reserve(forwards[0].adapter.device, scored_elements(forwards)) \
+        if forwards else 0
     budget = LEDGER.budget()                 # unbounded (a CPU by default): nothing to read of the ledger
     left, keep, used = (LEDGER.left() if budget < float("inf") else budget) - reserve, [], reserve
     for r in chosen:
@@ -156,8 +157,11 @@ def fits(loop, h, out: list) -> bool:
     graphs, buffers), the needs of the decodes the loop holds and its own (``Job.need``; unknown: while the ledger
     is within its budget). Else it waits, unless nothing else runs (one decode always may); one whose need passes
     the budget beside the model's own accounts ends with one line."""
-    acc, budget, need = LEDGER.accounts(), LEDGER.budget(), h.job.need
-    own = sum(v for k, v in acc.items() if k not in ("decodes", "round")) + loop.round_reserve   # set aside
+    budget, need = LEDGER.budget(), h.job.need
+    if budget == float("inf"):               # a CPU by default: nothing to refuse, no ledger to walk
+        return True
+    acc = LEDGER.accounts()
+    own = sum(v for k, v in acc.items() if k not in ("decodes", "round"))
     admitted = [x for x in out if hasattr(x, "job")]          # waiting decodes seated this step (not paused ones)
     if need and own + need > budget:
         loop.queues[h.job.client].remove(h)
@@ -166,6 +170,7 @@ def fits(loop, h, out: list) -> bool:
             f"leaves {(budget - own) / 2 ** 20:.0f} MiB beside the model's own buffers: try a shorter prompt, fewer "
             "new tokens or a smaller block"))
         return False
+    own += loop.round_reserve                # set aside for the running rounds' statistics, not in the refusal
     if not loop.running and not admitted:
         return True
     held = sum(x.handle.job.need for x in loop.running + loop.paused) + sum(x.job.need for x in admitted)
