@@ -208,3 +208,41 @@ def test_a_decode_whose_budget_passed_before_its_first_forward_answers_one_line_
         never_ran(Followed(None, final=True, limit="stopped after 20.0 s"), time.monotonic() - 20.2, 20)
     never_ran(Followed(object(), final=True, limit="stopped after 20.0 s"), time.monotonic() - 20.2, 20)
     never_ran(Followed(None, final=False), time.monotonic(), 20)
+
+
+def test_requests_waiting_for_their_stream_count_against_the_queues_bounds_and_wake_only_when_it_opens():
+    """Review of round seven: a request waits up to ``GRACE_S`` for its client's stream before the gate's bounds
+    applied, and each waiter polled every 10 ms, so streamless POSTs with sessions of their own choosing piled up
+    without bound on the event loop. Now they count against their pool's bound (the one past it is refused with
+    the queue's line), a request of another network still waits, and a waiter wakes when its stream opens."""
+    streams = Streams()
+    streams.installed = True
+
+    async def run():
+        gate = FairGate(concurrent=1, streams=streams, per_pool=3)
+        entered, refused = [], []
+
+        async def one(session, host):
+            try:
+                async with gate.slot("decode", visitor(session, host)):
+                    entered.append(session)
+            except Busy as e:
+                refused.append((session, str(e)))
+            except Gone:
+                pass
+        flood = [asyncio.create_task(one(f"s{i}", "10.0.7.1")) for i in range(5)]
+        other = asyncio.create_task(one("late", "10.0.9.1"))
+        await asyncio.sleep(0.05)
+        waiting = dict(gate.unopened)
+        t = time.monotonic()
+        streams.opened("late")
+        await other
+        woke = time.monotonic() - t
+        for task in flood:
+            task.cancel()
+        await asyncio.gather(*flood, return_exceptions=True)
+        return entered, refused, waiting, woke, gate
+    entered, refused, waiting, woke, gate = asyncio.run(run())
+    assert waiting == {"10.0.7.0/24": 3, "10.0.9.0/24": 1}
+    assert [s for s, _ in refused] == ["s3", "s4"] and all("queue is full" in line for _, line in refused)
+    assert entered == ["late"] and woke < 0.5 and empty(gate) and not gate.unopened and not streams.watchers

@@ -106,6 +106,7 @@ class FairGate:
     held: Counter = field(default_factory=Counter)        # (kind, session) -> its requests running or waiting
     queues: dict = field(default_factory=dict)            # path -> deque of _Waiter, oldest first
     holding: Counter = field(default_factory=Counter)     # path -> places it holds
+    unopened: Counter = field(default_factory=Counter)    # pool -> requests waiting for their client's stream
     active: int = 0
     _seq: itertools.count = field(default_factory=itertools.count)
 
@@ -145,7 +146,7 @@ class FairGate:
         self.held[key] += 1
         self.ledger.enter(path)
         try:
-            await presence.confirm(self.streams, session or None)
+            await self._confirm(path, session)
             await self._acquire(path, present, tell)
             try:
                 yield
@@ -156,6 +157,24 @@ class FairGate:
             self.held[key] -= 1
             if self.held[key] <= 0:
                 del self.held[key]
+
+    async def _confirm(self, path: tuple, session: str) -> None:
+        """``presence.confirm`` within the queue's bounds: requests whose stream is not open yet count against
+        their pool's and the total's (a flood of streamless POSTs, each with a session of its own choosing, would
+        otherwise wait ``GRACE_S`` each, unbounded, before the queue's limits apply)."""
+        s = self.streams
+        if s is None or not s.installed or not session or s.open.get(session):
+            return
+        pool, waiting = path[0], self.waiting + sum(self.unopened.values())
+        if self.unopened[pool] >= self.per_pool or waiting >= self.waiting_cap:
+            raise Busy(FULL.format(n=waiting, mine=self.unopened[pool], pool=pool))
+        self.unopened[pool] += 1
+        try:
+            await presence.confirm(s, session)
+        finally:
+            self.unopened[pool] -= 1
+            if self.unopened[pool] <= 0:
+                del self.unopened[pool]
 
     async def _acquire(self, path: tuple, present, tell=None) -> None:
         if not self.waiting and self.may_enter(path):

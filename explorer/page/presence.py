@@ -44,11 +44,14 @@ class Streams:
         self.installed = False
         self.open: Counter = Counter()
         self.closed_at: OrderedDict = OrderedDict()    # session -> time.monotonic() of its last close
+        self.watchers: dict = {}                       # session -> futures of requests waiting for its stream
 
     def opened(self, session: str) -> None:
         self.open[session] += 1
+        self._wake(session)
 
     def closed(self, session: str) -> None:
+        self._wake(session)
         self.open[session] -= 1
         if self.open[session] <= 0:
             del self.open[session]
@@ -56,6 +59,25 @@ class Streams:
         self.closed_at.move_to_end(session)
         while len(self.closed_at) > REMEMBERED:
             self.closed_at.popitem(last=False)
+
+    def _wake(self, session: str) -> None:
+        for fut in self.watchers.pop(session, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def change(self, session: str, timeout: float) -> None:
+        """Return when ``session``'s streams open or close, or after ``timeout`` seconds (on the event loop,
+        which is where the middleware calls ``opened`` and ``closed``: a wait costs no wake-ups meanwhile)."""
+        fut = asyncio.get_running_loop().create_future()
+        self.watchers.setdefault(session, set()).add(fut)
+        try:
+            await asyncio.wait({fut}, timeout=max(timeout, 0.0))
+        finally:
+            left = self.watchers.get(session)
+            if left is not None:
+                left.discard(fut)
+                if not left:
+                    del self.watchers[session]
 
     def present(self, session: str | None, since: float) -> bool:
         """Whether the client of a request of ``session`` that arrived at ``since`` (monotonic) is still there."""
@@ -70,7 +92,6 @@ class Streams:
 STREAMS = Streams()
 PRESENT: contextvars.ContextVar[Callable[[], bool]] = contextvars.ContextVar("unmask_present", default=lambda: True)
 ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("unmask_arrived", default=None)
-CONFIRM_POLL_S = 0.01  # how often a request's stream is looked for while it is not yet open
 
 
 def watch(streams: Streams | None, session: str | None) -> Callable[[], bool]:
@@ -98,7 +119,7 @@ async def confirm(streams: Streams | None, session: str | None) -> None:
     while not streams.open.get(session):
         if not streams.present(session, t0):
             raise Gone("the client left before its request was served")
-        await asyncio.sleep(CONFIRM_POLL_S)
+        await streams.change(session, t0 + GRACE_S - time.monotonic())
 
 
 def present() -> bool:
