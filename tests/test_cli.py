@@ -1,17 +1,38 @@
-"""The CLI contract other tools depend on: JSON keys, exit codes, one-line errors without tracebacks."""
+"""The CLI contract other tools depend on: JSON keys, exit codes, one-line errors without tracebacks.
+
+Most cases call ``engine.__main__.main`` in this process (a fresh interpreter costs 5-20 s of imports each); the
+process itself (its exit status and stderr as another tool sees them) is checked by the subprocess tests below."""
 
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
+from engine.__main__ import main
 
-def cli(*args):
+
+@pytest.fixture
+def cli(capsys):
+    """``python -m engine ARGS`` run in process: its exit status (main's return or argparse's SystemExit) and
+    what it wrote, read the way the subprocess's would be."""
+    def run(*args):
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+    return run
+
+
+def process(*args):
     return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_generate_json(sdar_dir, tmp_path):
+def test_generate_json(cli, sdar_dir, tmp_path):
     out = cli("generate", "--prompt", "Ann has 3 apples. She buys 5 more. How many apples does she have now?",
               "--model", str(sdar_dir), "--decoder", "threshold", "--tau", "0.8", "--block-size", "4",
               "--gen-length", "16", "--json", "--trace-out", str(tmp_path / "t.npz"))
@@ -35,7 +56,7 @@ def test_generate_json(sdar_dir, tmp_path):
     (["bench", "--n", "2", "--task", "nope"], "not a task name"),
     (["bench", "--task", "gsm8k", "--n", "5000", "--decoder", "ar:gen_length=16"], "1319 test problems"),
 ])
-def test_bad_arguments_fail_with_one_line(args, needle, sdar_dir):
+def test_bad_arguments_fail_with_one_line(cli, args, needle, sdar_dir):
     if "--model" not in args:
         args = args + ["--model", str(sdar_dir)]
     out = cli(*args)
@@ -44,7 +65,15 @@ def test_bad_arguments_fail_with_one_line(args, needle, sdar_dir):
     assert len(out.stderr.strip().splitlines()) == 1
 
 
-def test_bench_json(sdar_dir):
+@pytest.mark.parametrize("args,needle", [(["--decoder", "nope"], "unknown decoder"), (["--bogus"], "unrecognized")])
+def test_a_bad_argument_ends_the_process_with_exit_2_and_one_line(args, needle, sdar_dir):
+    """The process as a caller sees it: a user error (main's return) and an argparse error (its SystemExit)."""
+    out = process("generate", "--prompt", "x", "--model", str(sdar_dir), *args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert needle in out.stderr and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_bench_json(cli, sdar_dir):
     out = cli("bench", "--model", str(sdar_dir), "--n", "2", "--decoder", "ar",
               "--decoder", "threshold:tau=0.9,block_size=8", "--json")
     assert out.returncode == 0, out.stderr
@@ -55,7 +84,7 @@ def test_bench_json(sdar_dir):
     assert rows[0]["speedup"] == 1.0 and rows[0]["tpf"] == pytest.approx(1.0)
 
 
-def test_generate_s2d2_and_tspd_flags(sdar_dir):
+def test_generate_s2d2_and_tspd_flags(cli, sdar_dir):
     out = cli("generate", "--prompt", "Ann has 3 apples.", "--model", str(sdar_dir), "--decoder", "s2d2",
               "--preset", "sdar-a", "--router", "always", "--acceptance", "greedy", "--gen-length", "8", "--json")
     assert out.returncode == 0, out.stderr

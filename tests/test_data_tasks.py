@@ -3,8 +3,6 @@ graders, perturbed ones fail, code runs only sandboxed and only when asked, prom
 and the command-line bench runs them end to end on a tiny random checkpoint."""
 
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -131,25 +129,27 @@ def test_a_chat_model_gets_the_prompt_as_one_user_message(tmp_path):
     assert adapter.encode_prompt(p.prompt) == adapter.tokenizer(rendered, add_special_tokens=False).input_ids
 
 
-def test_bench_runs_gsm8k_and_a_folder_end_to_end_on_a_tiny_checkpoint(tmp_path):
+def test_bench_runs_gsm8k_and_a_folder_end_to_end_on_a_tiny_checkpoint(tmp_path, capsys):
+    """``python -m engine bench`` through its main in this process (the process's exit is test_cli's)."""
+    from engine.__main__ import main
     from tests.families import write_llada
     path, _ = write_llada(tmp_path / "llada")
     own = own_task(tmp_path / "mine")
+
+    def bench(*args):
+        capsys.readouterr()
+        code = main(["bench", "--model", str(path), "--decoder", "threshold:tau=0.9,block_size=8,gen_length=16",
+                     "--json", *args])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
     for task in ("gsm8k", str(own)):
-        out = subprocess.run([sys.executable, "-m", "engine", "bench", "--task", task, "--n", "1" if task != "gsm8k"
-                              else "3", "--model", str(path), "--decoder", "threshold:tau=0.9,block_size=8,gen_length=16",
-                              "--json"], capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stderr
-        (row,) = json.loads(out.stdout)
+        (row,) = bench("--task", task, "--n", "1" if task != "gsm8k" else "3")
         for key in ("accuracy", "accuracy_ci95", "nfe", "tpf", "tokens_per_s", "n", "n_prompts", "outcomes"):
             assert key in row
         assert row["n"] == (3 if task == "gsm8k" else 1)
     traces = tmp_path / "traces"                    # --traces: per problem its verdict, text and trace
-    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--task", "gsm8k", "--n", "2", "--model", str(path),
-                          "--decoder", "threshold:tau=0.9,block_size=8,gen_length=16", "--json", "--traces",
-                          str(traces)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    (row,) = json.loads(out.stdout)
+    (row,) = bench("--task", "gsm8k", "--n", "2", "--traces", str(traces))
     lines = [json.loads(x) for x in (traces / "problems.jsonl").read_text().splitlines()]
     assert [x["index"] for x in lines] == [0, 1] and all(Path(x["trace"]).is_file() for x in lines)
     assert "".join("1" if x["correct"] else "0" for x in lines) == row["outcomes"]

@@ -88,20 +88,21 @@ def test_on_policy_labels_compare_with_the_reference_decode(adapter, arith):
 
 def test_training_command_writes_a_controller_tspd_then_uses(tmp_path, arith):
     model_dir = write_sdar_checkpoint(tmp_path / "m")
-    out = main(["--model", str(model_dir), "--n-train", "4", "--n-val", "4", "--n-select", "4", "--rounds", "1",
+    # two problems a split (one at each block size, 16 and 8): the command's whole path, at half the decodes of four
+    out = main(["--model", str(model_dir), "--n-train", "2", "--n-val", "2", "--n-select", "2", "--rounds", "1",
                 "--epochs", "1"])
     card = json.loads((model_dir / "tspd_controller.json").read_text())
     ce = json.loads((model_dir / "ce.json").read_text())
     assert card["threshold"] == out["threshold"] in GRID
     assert card["threshold"] == operating_threshold(card["val_curve"], card["budget"])
     taus = [p["tau_s"] for p in card["val_curve"]]
-    assert taus == list(GRID[:len(taus)]) and len(card["rounds"]) == 1 and card["select_problems"] == 4
+    assert taus == list(GRID[:len(taus)]) and len(card["rounds"]) == 1 and card["select_problems"] == 2
     assert set(ce["params"]) == {"q_level", "q_vel", "r", "p0"} and ce["params"]["p0"] == pytest.approx(ce["scale"])
     adapter = load_model(str(model_dir), device="cpu")
     pol = build_decoder("tspd", block_size=8, gen_length=16)
     Generation(adapter, arith.problems("test", 1)[0].prompt, pol).run()
     assert pol.tau_s == card["threshold"] and pol.kparams.p0 == pytest.approx(ce["scale"])
-    again = main(["--model", str(model_dir), "--n-select", "4", "--reselect", "--budget", "1.0"])
+    again = main(["--model", str(model_dir), "--n-select", "2", "--reselect", "--budget", "1.0"])
     card2 = json.loads((model_dir / "tspd_controller.json").read_text())
     assert again["threshold"] == card2["threshold"] == min(GRID)      # any loss fits a budget of 100 %
     assert card2["reselected"]["budget"] == 1.0 and card2["rounds"] == card["rounds"] and len(card2["val_curve"]) == 13
