@@ -315,3 +315,24 @@ def test_the_app_stops_with_one_line_on_a_model_path_that_links_out(tmp_path):
     env = {**os.environ, "UNMASK_MODELS": str(link), "GRADIO_SERVER_PORT": "1", "UNMASK_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and out.stderr.strip().startswith("error: ") and "Traceback" not in out.stderr
+
+
+def test_a_round_cut_by_memory_rotates_as_one_cut_by_tokens(monkeypatch):
+    """Review of round seven: a round cut by its query tokens rotates which decodes run, but the byte budget's cut
+    came after the rotated picks were sorted, so the same low-index decodes always fit first and the last one
+    never ran. Four decodes of 2 query tokens, 4 tokens a round, memory for one request: each runs in 4 rounds."""
+    from types import SimpleNamespace
+    from engine.runtime import share
+    from engine.runtime.engine_loop import EngineLoop
+    from engine.runtime.scheduler import Forward
+    monkeypatch.setattr(share.LEDGER, "budget", lambda: 100)
+    monkeypatch.setattr(share.LEDGER, "left", lambda: 100)
+    monkeypatch.setattr(share, "request_bytes", lambda request: 60)
+    monkeypatch.setattr(share, "stats_reserve", lambda *a: 0)
+    loop = EngineLoop(max_running=4, round_tokens=4)
+    job = SimpleNamespace(client="one")
+    loop.running = [SimpleNamespace(name=i, handle=SimpleNamespace(job=job), request=Forward(
+        adapter=SimpleNamespace(device="cpu"), ids=torch.zeros(2), mask=None, pos=None, cache=None)) for i in range(4)]
+    ran = [[r.name for r in loop._chosen()] for _ in range(4)]
+    loop.running = []                                  # nothing for the process's exit to end
+    assert all(len(x) == 1 for x in ran) and sorted(sum(ran, [])) == [0, 1, 2, 3], ran

@@ -20,7 +20,9 @@ served again. A ``Group`` caps its own jobs running at once (a bench's ``--batch
 by ``round_tokens`` (always at least one request), taken in rotating order, so one huge prompt cannot starve the
 rest; when several flows run, the flows far ahead of the least served sit a round out. Device memory is the byte
 ledger's (``engine.models.memory``): a decode is seated, and a round's rows taken, only while they fit its budget
-(``share.fits``, ``share.within_budget``; the round's bytes are its ``round`` account while it runs). A job's
+(``share.fits``, ``share.within_budget``; the round's bytes are its ``round`` account while it runs); seating
+stops at the least served decode that does not fit, though a smaller one behind it would (it would otherwise
+starve behind a stream of small ones), and a cut round's rows rotate as its tokens do. A job's
 ``budget_s`` is wall time from its submission: past it the decode is stopped at the next round boundary with its
 last state.
 
@@ -340,7 +342,8 @@ class EngineLoop(EngineThread):
                 chosen.append(i)
                 used += cost[i]
         self._rotate = (self._rotate + 1) % n
-        return fair_share.within_budget(self, [self.running[i] for i in sorted(chosen)])
+        keep = {id(r) for r in fair_share.within_budget(self, [self.running[i] for i in chosen])}  # cut rotated too
+        return [self.running[i] for i in sorted(chosen) if id(self.running[i]) in keep]
 
     def _advance(self, r: _Running, result) -> bool:
         """Send the decode its result and run its rule to its next request, streaming what it yields on the way;
