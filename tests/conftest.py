@@ -120,6 +120,14 @@ def browser():
         b.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on its test item (``item.rep_call``): a browser fixture screenshots only a failed page."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
 @pytest.fixture(autouse=True)
 def _engine_loop_limits():
     """The process loop's limits as each test found them: a CLI run in this process (``bench --batch 1``) sets

@@ -25,7 +25,9 @@ def page(browser, request):
     pg = browser.new_page(viewport={"width": 1400, "height": 1400})
     yield pg
     ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or rep.failed:    # the page as it failed, for diagnosis (a passing page's costs ~1 s)
+        pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
     pg.close()
 
 

@@ -28,7 +28,9 @@ def page(browser, request):
     pg = browser.new_page(viewport={"width": 1500, "height": 1100})
     yield pg
     ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or rep.failed:    # the page as it failed, for diagnosis (a passing page's costs ~1 s)
+        pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
     pg.close()
 
 
