@@ -46,13 +46,10 @@ REST = [("sdar", "credit:block_size=4"), ("small", "simsd:block_size=4"),
     ("sdar", s) for s in ("klass:block_size=4,temperature=1", "remdm:block_size=4,steps=2,temperature=1,top_p=0.9",
                           "llada:block_size=4,steps=2", "eb:block_size=4", "prophet:block_size=4",
                           "subblock:block_size=4,sub_block=2", "credit:block_size=4")]
-# the 16 decodes a round: every decoder whose cache a layout must splice or grow per decode (Fast-dLLM's dual
-# and prefix caches, v2's sub-blocks), S2D2's verifier, and TSPD's window of logits kept per decode between forwards.
-# 16 of every decoder in every layout passed (216 cases, 0 failures) but took 92 s of CPU, this whole file 49 s,
-# much of it the 16 solo decodes each: make this SPECS to run them all
-SIXTEEN = [("llada", "threshold:tau=0.9,block_size=8,kv_cache=dual"),
-           ("llada", "llada:block_size=8,steps=4,kv_cache=prefix"), ("sdar", "subblock:block_size=4,sub_block=2"),
-           ("sdar", "s2d2:block_size=4,router=always"), ("sdar", "tspd:block_size=4,controller=heuristic")]
+# the 16 decodes a round, of every decoder, and of the caches a layout must splice or grow per decode
+# (Fast-dLLM's prefix cache besides the dual one above); the 16 solo decodes each cost most of it
+SIXTEEN = list(dict.fromkeys(SPECS + [("llada", "llada:block_size=8,steps=4,kv_cache=prefix"),
+                                      ("sdar", "tspd:block_size=4,controller=heuristic")]))
 # (layout, decodes, model, spec). The uniform canvas's forwards are calls (``scheduler.Call``), which neither a
 # layout nor the static path touches: one layout runs all there is of it
 CASES = [(layout, n, m, s) for layout in LAYOUTS
