@@ -162,15 +162,14 @@ class FairGate:
         """``presence.confirm`` within the queue's bounds: requests whose stream is not open yet count against
         their pool's and the total's (a flood of streamless POSTs, each with a session of its own choosing, would
         otherwise wait ``GRACE_S`` each, unbounded, before the queue's limits apply)."""
-        s = self.streams
-        if s is None or not s.installed or not session or s.open.get(session):
+        if not presence.unopened(self.streams, session):
             return
         pool, waiting = path[0], self.waiting + sum(self.unopened.values())
         if self.unopened[pool] >= self.per_pool or waiting >= self.waiting_cap:
             raise Busy(FULL.format(n=waiting, mine=self.unopened[pool], pool=pool))
         self.unopened[pool] += 1
         try:
-            await presence.confirm(s, session)
+            await presence.confirm(self.streams, session)
         finally:
             self.unopened[pool] -= 1
             if self.unopened[pool] <= 0:

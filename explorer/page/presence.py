@@ -110,13 +110,16 @@ def arrived() -> float | None:
     return ARRIVED.get()
 
 
+def unopened(streams: Streams | None, session: str | None) -> bool:
+    """Whether a request of ``session`` has its client's stream still to wait for (``confirm``)."""
+    return streams is not None and streams.installed and bool(session) and not streams.open.get(session)
+
+
 async def confirm(streams: Streams | None, session: str | None) -> None:
     """Return once the client of the request arriving now has its stream open; ``Gone`` if it closes it first or
     opens none within ``GRACE_S`` (a streamless POST: before, it decoded about two seconds for nobody)."""
-    if streams is None or not streams.installed or not session:
-        return
     t0 = time.monotonic()
-    while not streams.open.get(session):
+    while unopened(streams, session):
         if not streams.present(session, t0):
             raise Gone("the client left before its request was served")
         await streams.change(session, t0 + GRACE_S - time.monotonic())
