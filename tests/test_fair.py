@@ -150,6 +150,40 @@ def test_a_full_queue_sends_away_the_most_served_waiting_request():
     assert log == ["x", "b0", "d0", "a1", "a2"] and empty(gate)
 
 
+def test_a_newcomer_whose_stream_is_not_open_yet_takes_the_place_of_the_most_served_waiter():
+    """A full queue, the engine has charged A's pool, and C's request reaches the gate before its client's stream
+    opens (gradio's order under load: POST first, stream a moment later): its most served waiting request (a0's, charged) leaves for it,
+    as it would for a C whose stream was open (the bound on streamless requests refused C outright: CI, stop 81)."""
+    async def scenario():
+        streams = Streams()
+        streams.installed = True
+        gate, log, go, refused = FairGate(concurrent=1, spare=0, overflow=0, waiting_cap=3, per_pool=3,
+                                          streams=streams), [], asyncio.Event(), {}
+
+        async def run(name, req):
+            try:
+                await hold(gate, "run", req, log, name, go)
+            except Busy as e:
+                refused[name] = str(e)
+        for s in ("x", "a0", "a1", "a2"):
+            streams.opened(s)
+        tasks = [asyncio.create_task(run("x", visitor("x", "10.0.9.9")))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.create_task(run(f"a{i}", visitor(f"a{i}", "10.0.1.1"))) for i in range(3)]
+        await asyncio.sleep(0)
+        gate.ledger.charge(("10.0.1.0/24", "10.0.1.1", "a0"), 1.0)
+        tasks.append(asyncio.create_task(run("c", visitor("c", "10.0.3.1"))))   # its stream not open yet
+        await asyncio.sleep(0.01)
+        streams.opened("c")
+        await asyncio.sleep(0.01)
+        go.set()
+        await asyncio.gather(*tasks)
+        return log, refused, gate
+    log, refused, gate = asyncio.run(scenario())
+    assert set(refused) == {"a0"} and "served less" in refused["a0"], refused
+    assert log == ["x", "c", "a1", "a2"] and empty(gate)
+
+
 def test_a_waiter_whose_client_left_is_passed_over_and_holds_nothing():
     """b's stream opens and closes while its request waits: when the place frees it goes to c, and b's request
     ends with ``Gone``; a waiter cancelled by gradio holds nothing either."""

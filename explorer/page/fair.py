@@ -161,12 +161,15 @@ class FairGate:
     async def _confirm(self, path: tuple, session: str) -> None:
         """``presence.confirm`` within the queue's bounds: requests whose stream is not open yet count against
         their pool's and the total's (a flood of streamless POSTs, each with a session of its own choosing, would
-        otherwise wait ``GRACE_S`` each, unbounded, before the queue's limits apply)."""
+        otherwise wait ``GRACE_S`` each, unbounded, before the queue's limits apply). A full queue treats such a
+        newcomer as ``_make_room`` does: the most served waiting request leaves for one served less."""
         if not presence.unopened(self.streams, session):
             return
         pool, waiting = path[0], self.waiting + sum(self.unopened.values())
-        if self.unopened[pool] >= self.per_pool or waiting >= self.waiting_cap:
+        if self.unopened[pool] >= self.per_pool or (waiting >= self.waiting_cap and not self.queues):
             raise Busy(FULL.format(n=waiting, mine=self.unopened[pool], pool=pool))
+        if waiting >= self.waiting_cap:                   # the same rule as a full queue's: the most served goes
+            self._evict(path, [w for q in self.queues.values() for w in q])
         self.unopened[pool] += 1
         try:
             await presence.confirm(self.streams, session)
