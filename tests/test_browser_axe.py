@@ -36,3 +36,18 @@ def test_axe_finds_nothing_in_either_theme_at_either_size_with_each_panel_open(b
         finally:
             pg.close()
     assert found == [], "\n".join(found)
+
+
+def test_axe_reports_what_it_finds_on_a_page_with_known_faults(browser):
+    """Not vacuous: a page with an image without a text alternative, a nameless button and grey-on-white text
+    gets each of those rules back, with its nodes (only the violations come back whole, ``tools.page.axe``)."""
+    pg = browser.new_page()
+    try:
+        pg.set_content('<html lang="en"><head><title>t</title></head><body><main><img src="data:,">'
+                       '<button></button><p style="color:#bbb;background:#fff">faint</p></main></body></html>')
+        found = axe.violations(pg, "faults")
+        assert {f.split()[1] for f in found} >= {"image-alt", "button-name", "color-contrast"}, found
+        again = axe.violations(pg, "faults")               # axe-core injected once: the same answer
+        assert again == found, again
+    finally:
+        pg.close()
