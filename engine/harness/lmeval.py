@@ -36,7 +36,7 @@ from lm_eval.api.registry import register_model
 from engine.harness.bench import decode_problem
 from engine.decoders import build_decoder
 from engine.errors import ConfigError, UserError
-from engine.models.model import load_model
+from engine.models.model import load_model, read_config, resolve_model_path
 from engine.runtime.resources import cached_loader
 from engine.runtime.jobs import Scheduler
 from engine.runtime.lifecycle import stop_all
@@ -99,16 +99,39 @@ def request_sampling(gen_kwargs: dict, spec: dict) -> dict:
     return out
 
 
+DECODER = "threshold:tau=0.9,block_size=32"
+OWN = ("batch_size", "max_batch_size", "device", "seed", "trace_dir")     # UnmaskLM's arguments beside the SPEC
+
+
+def checked(pretrained: str, decoder: str, spec_keys: dict) -> tuple[str, dict]:
+    """(name, params) of the SPEC, once the model path and the SPEC are known good (``UserError`` otherwise),
+    without loading the model."""
+    if not pretrained:
+        raise ConfigError("unmask: --model_args needs pretrained=PATH (a local checkpoint or an embedded model)")
+    name, params = spec_of(str(decoder), spec_keys)
+    build_decoder(name, **params)
+    read_config(resolve_model_path(str(pretrained)))
+    return name, params
+
+
+def check_first() -> None:
+    """``checked`` on the command line's ``--model_args`` before lm_eval's own command line runs: that indexes
+    every task lm_eval ships (about 24 s of CPU) before it makes the model, so a bad argument took that long to be
+    told. Where the arguments come from elsewhere (a ``--config`` file), the model's own check tells."""
+    from lm_eval._cli import HarnessCLI
+    args = HarnessCLI().parse_args()
+    if getattr(args, "model", None) == "unmask" and isinstance(getattr(args, "model_args", None), dict):
+        keys = {k: v for k, v in args.model_args.items() if k not in OWN}
+        checked(str(keys.pop("pretrained", "")), str(keys.pop("decoder", DECODER)), keys)
+
+
 @register_model("unmask")
 class UnmaskLM(LM):
-    def __init__(self, pretrained: str = "", decoder: str = "threshold:tau=0.9,block_size=32", batch_size=8,
+    def __init__(self, pretrained: str = "", decoder: str = DECODER, batch_size=8,
                  max_batch_size=None, device: str | None = None, seed: int = 0, trace_dir: str = "",
                  **spec_keys) -> None:
         super().__init__()
-        if not pretrained:
-            raise ConfigError("unmask: --model_args needs pretrained=PATH (a local checkpoint or an embedded model)")
-        self.name, self.params = spec_of(str(decoder), spec_keys)
-        build_decoder(self.name, **self.params)          # a bad SPEC fails here, before the model loads
+        self.name, self.params = checked(pretrained, decoder, spec_keys)
         self.adapter = load_model(str(pretrained), device=usable(device))
         self.batch = max(1, int(batch_size)) if str(batch_size).isdigit() else 8
         self.seed, self.trace_dir = int(seed), Path(trace_dir) if trace_dir else None
@@ -180,6 +203,7 @@ def main(argv=None) -> None:
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
     try:
+        check_first()
         cli_evaluate()
     except UserError as e:               # a bad SPEC, model argument or model path: one line, exit 2
         print(f"error: {e}", file=sys.stderr)
