@@ -120,6 +120,25 @@ def browser():
         b.close()
 
 
+@pytest.fixture
+def pages(browser, request):
+    """New pages for one test (``pages(width, height)``), closed after it; a page is screenshot under artifacts/
+    only when the test failed (as it failed, for diagnosis: a passing page's screenshot costs up to a second)."""
+    opened = []
+
+    def new(width: int = 1400, height: int = 1400):
+        opened.append(browser.new_page(viewport={"width": width, "height": height}))
+        return opened[-1]
+    yield new
+    rep = getattr(request.node, "rep_call", None)
+    for i, pg in enumerate(opened):
+        if rep is None or rep.failed:
+            (ROOT / "artifacts").mkdir(exist_ok=True)
+            name = request.node.name + (f"-{i}" if i else "")
+            pg.screenshot(path=str(ROOT / "artifacts" / f"{name}.png"), full_page=True)
+        pg.close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Each phase's report on its test item (``item.rep_call``): a browser fixture screenshots only a failed page."""

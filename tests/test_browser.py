@@ -1,6 +1,7 @@
 """Browser tests: a real Chromium (Debian's, via Playwright) against the app on a free local port.
 
-Each test saves a screenshot under artifacts/. Skipped where Chromium or Playwright is missing; CI installs both.
+A failed test's page is screenshot under artifacts/ (conftest ``pages``). Skipped where Chromium or Playwright is
+missing; CI installs both.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "artifacts"
 pytestmark = pytest.mark.browser
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -21,14 +21,8 @@ if not Path(CHROMIUM).exists():
 
 
 @pytest.fixture
-def page(browser, request):
-    pg = browser.new_page(viewport={"width": 1400, "height": 1400})
-    yield pg
-    ARTIFACTS.mkdir(exist_ok=True)
-    rep = getattr(request.node, "rep_call", None)
-    if rep is None or rep.failed:    # the page as it failed, for diagnosis (a passing page's costs ~1 s)
-        pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
-    pg.close()
+def page(pages):
+    return pages()
 
 
 def step_label(pg) -> str:

@@ -15,7 +15,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 # a run long enough to stream (no stop at the end of the story) on a prompt the checker knows
 LINK = "?prompt=Tell+a+story+about+a+yak+named+Finn.&decoder=threshold&tau=0.99&block_size=4&gen_length=256" \
        "&stop_at_eos=0"
@@ -52,49 +51,44 @@ def streamed_busy(states: list[dict]) -> None:
     assert end["head"].split(" · ")[0] == end["label"], end           # one step counter
 
 
-def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(browser, server):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    try:
-        pg.add_init_script("document.addEventListener('DOMContentLoaded', " + WATCH + ")")
-        pg.goto(server + LINK)
-        pg.wait_for_function(IDLE, timeout=180_000)
-        pg.wait_for_function("() => window.__umScrub && window.__umScrub.run", timeout=60_000)
-        streamed_busy(seen(pg))
-        # the views line names the tabs this run leaves out (all but Decode for a threshold run), no others
-        from explorer.registry import TABS
-        shown = pg.evaluate("() => window.__umScrub.run.tabs")
-        named = pg.evaluate("() => [...document.querySelectorAll('#um-more-views [data-tab]')]"
-                            ".filter((e) => e.offsetParent !== null).map((e) => e.dataset.tab)")
-        assert set(named) == set(TABS) - set(shown) - {"Decode"} and "S2D2" in named, (named, shown)
-        run_before = pg.eval_on_selector("#text .um-text", "e => e.dataset.run")
-        pg.focus("#tau input[type=range]")                 # τ from the keys: one re-run when they rest
-        for _ in range(3):
-            pg.keyboard.press("ArrowLeft")
-        pg.wait_for_function("(r) => { const t = document.querySelector('#text .um-text'); "
-                             "return t && t.dataset.run !== r && t.dataset.finished === '1' && "
-                             "document.querySelector('#run').innerText.trim() === 'Run'; }",
-                             arg=run_before, timeout=180_000)
-        pg.wait_for_timeout(500)
-        states = seen(pg)
-        assert any(s["button"] == "Running…" for s in states), states
-        streamed_busy(states)
-        assert pg.evaluate("() => document.querySelectorAll('#text .um-text').length") == 1
-        # the keys on the page (focus off the controls): ← / → step, space plays; the scrubber's line says so
-        assert "← / → step" in pg.inner_text("#keys-help") and "space plays" in pg.inner_text("#keys-help")
-        pg.evaluate("() => document.activeElement.blur()")
-        n = pg.evaluate("() => window.__umScrub.step")
+def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(pages, server):
+    pg = pages(1500, 1000)
+    pg.add_init_script("document.addEventListener('DOMContentLoaded', " + WATCH + ")")
+    pg.goto(server + LINK)
+    pg.wait_for_function(IDLE, timeout=180_000)
+    pg.wait_for_function("() => window.__umScrub && window.__umScrub.run", timeout=60_000)
+    streamed_busy(seen(pg))
+    # the views line names the tabs this run leaves out (all but Decode for a threshold run), no others
+    from explorer.registry import TABS
+    shown = pg.evaluate("() => window.__umScrub.run.tabs")
+    named = pg.evaluate("() => [...document.querySelectorAll('#um-more-views [data-tab]')]"
+                        ".filter((e) => e.offsetParent !== null).map((e) => e.dataset.tab)")
+    assert set(named) == set(TABS) - set(shown) - {"Decode"} and "S2D2" in named, (named, shown)
+    run_before = pg.eval_on_selector("#text .um-text", "e => e.dataset.run")
+    pg.focus("#tau input[type=range]")                 # τ from the keys: one re-run when they rest
+    for _ in range(3):
         pg.keyboard.press("ArrowLeft")
-        pg.keyboard.press("ArrowLeft")
-        pg.keyboard.press("ArrowRight")
-        assert pg.evaluate("() => window.__umScrub.step") == n - 1
-        assert pg.inner_text("#step-label").startswith(f"step {n - 1} / ")
-        pg.keyboard.press("Home")                         # nothing of ours: the page may scroll
-        pg.evaluate("() => window.__umScrub.go(1)")
-        pg.keyboard.press(" ")
-        pg.wait_for_function("() => window.__umScrub.step >= 3", timeout=10_000)
-        pg.keyboard.press(" ")                            # pauses
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / "busy.png"))
-        pg.close()
+    pg.wait_for_function("(r) => { const t = document.querySelector('#text .um-text'); "
+                         "return t && t.dataset.run !== r && t.dataset.finished === '1' && "
+                         "document.querySelector('#run').innerText.trim() === 'Run'; }",
+                         arg=run_before, timeout=180_000)
+    pg.wait_for_timeout(500)
+    states = seen(pg)
+    assert any(s["button"] == "Running…" for s in states), states
+    streamed_busy(states)
+    assert pg.evaluate("() => document.querySelectorAll('#text .um-text').length") == 1
+    # the keys on the page (focus off the controls): ← / → step, space plays; the scrubber's line says so
+    assert "← / → step" in pg.inner_text("#keys-help") and "space plays" in pg.inner_text("#keys-help")
+    pg.evaluate("() => document.activeElement.blur()")
+    n = pg.evaluate("() => window.__umScrub.step")
+    pg.keyboard.press("ArrowLeft")
+    pg.keyboard.press("ArrowLeft")
+    pg.keyboard.press("ArrowRight")
+    assert pg.evaluate("() => window.__umScrub.step") == n - 1
+    assert pg.inner_text("#step-label").startswith(f"step {n - 1} / ")
+    pg.keyboard.press("Home")                         # nothing of ours: the page may scroll
+    pg.evaluate("() => window.__umScrub.go(1)")
+    pg.keyboard.press(" ")
+    pg.wait_for_function("() => window.__umScrub.step >= 3", timeout=10_000)
+    pg.keyboard.press(" ")                            # pauses
 

@@ -14,7 +14,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 LANDED = """(tab) => { const s = window.__umScrub, b = document.querySelector('#view-tabs [role=tab][aria-selected=true]');
   return s && s.run && s.run.run !== 'example' && b && b.innerText.trim() === tab; }"""
 WHERE = """() => { const t = document.getElementById('view-tabs').getBoundingClientRect();
@@ -23,22 +22,17 @@ WHERE = """() => { const t = document.getElementById('view-tabs').getBoundingCli
 
 
 @pytest.mark.parametrize("width, height, scrolled", [(1500, 1000, 791), (390, 844, 1774)])
-def test_a_views_link_lands_with_its_tab_in_sight_and_keeps_the_theme(browser, server, width, height, scrolled):
-    pg = browser.new_page(viewport={"width": width, "height": height})
-    try:
-        pg.goto(server + "?__theme=dark")
-        pg.wait_for_selector("#text .um-text[data-run='example']", timeout=60_000)
-        pg.wait_for_selector("#um-more-views li[data-tab='KLASS'] a", state="attached", timeout=30_000)
-        pg.evaluate(f"() => window.scrollTo(0, {scrolled})")
-        with pg.expect_navigation(timeout=30_000):
-            pg.eval_on_selector("#um-more-views li[data-tab='KLASS'] a", "a => a.click()")
-        pg.wait_for_function(LANDED, arg="KLASS", timeout=180_000)
-        pg.wait_for_timeout(800)                          # what the tab's figures draw after it opens
-        got = pg.evaluate(WHERE)
-        assert got["theme"] == "dark" and got["dark"], got
-        assert "__theme=dark" in got["link"], got
-        assert 0 <= got["top"] < got["height"] - 40, got  # the tab strip's top, and room under it, in sight
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / f"views-link-{width}.png"))
-        pg.close()
+def test_a_views_link_lands_with_its_tab_in_sight_and_keeps_the_theme(pages, server, width, height, scrolled):
+    pg = pages(width, height)
+    pg.goto(server + "?__theme=dark")
+    pg.wait_for_selector("#text .um-text[data-run='example']", timeout=60_000)
+    pg.wait_for_selector("#um-more-views li[data-tab='KLASS'] a", state="attached", timeout=30_000)
+    pg.evaluate(f"() => window.scrollTo(0, {scrolled})")
+    with pg.expect_navigation(timeout=30_000):
+        pg.eval_on_selector("#um-more-views li[data-tab='KLASS'] a", "a => a.click()")
+    pg.wait_for_function(LANDED, arg="KLASS", timeout=180_000)
+    pg.wait_for_timeout(800)                          # what the tab's figures draw after it opens
+    got = pg.evaluate(WHERE)
+    assert got["theme"] == "dark" and got["dark"], got
+    assert "__theme=dark" in got["link"], got
+    assert 0 <= got["top"] < got["height"] - 40, got  # the tab strip's top, and room under it, in sight

@@ -16,7 +16,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 # a run long enough to stop midway on a loaded machine (512 forwards: 64 per block of 32, no stop at the end of
 # the story), on a held-out prompt the checker knows
 SETTING = "?prompt=Tell+a+story+about+a+yak+named+Finn.&decoder=llada&block_size=32&steps=64&gen_length=256" \
@@ -40,49 +39,44 @@ WATCH = """() => { window.__umStopT = null; window.__umSaidT = null;
 WORDS_S = 0.5        # the issue's target: the stopped run's state in words within half a second of Stop
 
 
-def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(browser, server):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    try:
-        pg.goto(server + SETTING)                            # a link's run, then Run's: Stop ends either
-        for _ in range(2):
-            pg.wait_for_function(STREAMING, timeout=180_000)
-            pg.wait_for_timeout(800)                          # a few forwards in
-            pg.evaluate(WATCH)
-            t0 = time.monotonic()
-            pg.click("#stop")
-            try:
-                pg.wait_for_function("() => window.__umSaidT !== null", timeout=10_000)
-            except PlaywrightTimeout:                         # no words: the decode must have ended on its own
-                pg.wait_for_function(SETTLED, timeout=60_000)
-                assert not pg.locator("#text .um-ended").count(), "stopped, but no words at Stop"
-                pytest.skip("the decode ended on its own before Stop was pressed (a loaded machine)")
-            said_s = pg.evaluate("() => (window.__umSaidT - window.__umStopT) / 1000")
-            assert 0 <= said_s < WORDS_S, said_s              # the words at once, from the browser's last frame
+def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(pages, server):
+    pg = pages(1500, 1000)
+    pg.goto(server + SETTING)                            # a link's run, then Run's: Stop ends either
+    for _ in range(2):
+        pg.wait_for_function(STREAMING, timeout=180_000)
+        pg.wait_for_timeout(800)                          # a few forwards in
+        pg.evaluate(WATCH)
+        t0 = time.monotonic()
+        pg.click("#stop")
+        try:
+            pg.wait_for_function("() => window.__umSaidT !== null", timeout=10_000)
+        except PlaywrightTimeout:                         # no words: the decode must have ended on its own
             pg.wait_for_function(SETTLED, timeout=60_000)
-            if not pg.locator("#text .um-ended").count():   # seen twice under the full suite's load on 2 cores
-                pytest.skip("the decode ended on its own before Stop's cancel reached the server (a loaded machine)")
-            served_s = time.monotonic() - t0
-            ended = pg.inner_text("#text .um-ended")
-            assert ended.startswith("Stopped at step ") and "when you pressed Stop" in ended, ended
-            n = int(ended.split("Stopped at step ")[1].split(",")[0])
-            label = pg.inner_text("#step-label")
-            assert label == f"step {n} / {n} (stopped)", label
-            pg.wait_for_timeout(1500)                         # nothing of the stopped request comes after
-            assert pg.inner_text("#step-label") == label and pg.locator("#text .um-ended").count() == 1
-            assert pg.inner_text("#run").strip() == "Run"
-            cards = [e.lower() for e in pg.eval_on_selector_all("#summary .um-card-l", "es => es.map(e => e.innerText)")]
-            assert "checker" not in cards, cards
-            pg.evaluate("() => window.__umScrub.go(1)")       # the steps decoded scrub
-            assert pg.inner_text("#step-label") == f"step 1 / {n} (stopped)"
-            assert pg.inner_text("#text .um-step").startswith(f"step 1 / {n}")
-            assert pg.locator("#text .um-ended").count() == 1     # the words stay while scrubbing
-            print(f"stopped run said in words {said_s:.3f} s after Stop was clicked (page clock); the server's "
-                  f"stopped run, scrubbable, {served_s:.2f} s after")
-            pg.click("#run")                                  # decoded again: it streams, not the cache's
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / "stopped.png"))
-        pg.close()
+            assert not pg.locator("#text .um-ended").count(), "stopped, but no words at Stop"
+            pytest.skip("the decode ended on its own before Stop was pressed (a loaded machine)")
+        said_s = pg.evaluate("() => (window.__umSaidT - window.__umStopT) / 1000")
+        assert 0 <= said_s < WORDS_S, said_s              # the words at once, from the browser's last frame
+        pg.wait_for_function(SETTLED, timeout=60_000)
+        if not pg.locator("#text .um-ended").count():   # seen twice under the full suite's load on 2 cores
+            pytest.skip("the decode ended on its own before Stop's cancel reached the server (a loaded machine)")
+        served_s = time.monotonic() - t0
+        ended = pg.inner_text("#text .um-ended")
+        assert ended.startswith("Stopped at step ") and "when you pressed Stop" in ended, ended
+        n = int(ended.split("Stopped at step ")[1].split(",")[0])
+        label = pg.inner_text("#step-label")
+        assert label == f"step {n} / {n} (stopped)", label
+        pg.wait_for_timeout(1500)                         # nothing of the stopped request comes after
+        assert pg.inner_text("#step-label") == label and pg.locator("#text .um-ended").count() == 1
+        assert pg.inner_text("#run").strip() == "Run"
+        cards = [e.lower() for e in pg.eval_on_selector_all("#summary .um-card-l", "es => es.map(e => e.innerText)")]
+        assert "checker" not in cards, cards
+        pg.evaluate("() => window.__umScrub.go(1)")       # the steps decoded scrub
+        assert pg.inner_text("#step-label") == f"step 1 / {n} (stopped)"
+        assert pg.inner_text("#text .um-step").startswith(f"step 1 / {n}")
+        assert pg.locator("#text .um-ended").count() == 1     # the words stay while scrubbing
+        print(f"stopped run said in words {said_s:.3f} s after Stop was clicked (page clock); the server's "
+              f"stopped run, scrubbable, {served_s:.2f} s after")
+        pg.click("#run")                                  # decoded again: it streams, not the cache's
 
 
 def test_the_browsers_stop_words_are_the_servers(browser):

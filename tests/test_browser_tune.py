@@ -14,7 +14,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 COVERED = """() => { const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
   const p = document.getElementById('um-tune-peek'), shown = p && getComputedStyle(p).display !== 'none';
   const meets = (a, b) => !(a[2] <= b[0] || b[2] <= a[0] || a[3] <= b[1] || b[3] <= a[1]);
@@ -24,24 +23,19 @@ COVERED = """() => { const box = (e) => { const b = e.getBoundingClientRect(); r
 
 # a lecture projector's 1280 × 720 at 150 % zoom (853 × 480 CSS px), and a phone
 @pytest.mark.parametrize("size", [(853, 480), (390, 844)])
-def test_typing_in_the_tau_box_never_pins_the_preview_over_run_or_stop(browser, server, size):
-    pg = browser.new_page(viewport=dict(zip(("width", "height"), size)))
-    try:
-        ux.opened(pg, server)
-        box = pg.locator("#tau input[type=number]")
-        box.scroll_into_view_if_needed()
-        if size[0] > 500:
-            pg.evaluate("() => window.scrollTo(0, 0)")       # Run, Stop and the tour button on screen with the box
-        box.click()
-        box.fill("")
-        box.type("0.5")                                      # input events, no change until the box loses focus
-        ran = "() => { const p = document.getElementById('um-tune-peek'); return (p && getComputedStyle(p).display " \
-              "!== 'none') || document.getElementById('tune-note').innerText.includes('τ 0.50'); }"
-        pg.wait_for_function(ran, timeout=10_000)             # the preview's time is bench_tune's, not this test's
-        got = pg.evaluate(COVERED)
-        assert got["shown"] or "τ 0.50" in got["note"], got  # the preview ran (then a re-run may clear its note)
-        assert got["covered"] == [], got
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / f"tau_box_{size[0]}.png"))
-        pg.close()
+def test_typing_in_the_tau_box_never_pins_the_preview_over_run_or_stop(pages, server, size):
+    pg = pages(*size)
+    ux.opened(pg, server)
+    box = pg.locator("#tau input[type=number]")
+    box.scroll_into_view_if_needed()
+    if size[0] > 500:
+        pg.evaluate("() => window.scrollTo(0, 0)")       # Run, Stop and the tour button on screen with the box
+    box.click()
+    box.fill("")
+    box.type("0.5")                                      # input events, no change until the box loses focus
+    ran = "() => { const p = document.getElementById('um-tune-peek'); return (p && getComputedStyle(p).display " \
+          "!== 'none') || document.getElementById('tune-note').innerText.includes('τ 0.50'); }"
+    pg.wait_for_function(ran, timeout=10_000)             # the preview's time is bench_tune's, not this test's
+    got = pg.evaluate(COVERED)
+    assert got["shown"] or "τ 0.50" in got["note"], got  # the preview ran (then a re-run may clear its note)
+    assert got["covered"] == [], got
