@@ -126,8 +126,8 @@ def pages(browser, request):
     only when the test failed (as it failed, for diagnosis: a passing page's screenshot costs up to a second)."""
     opened = []
 
-    def new(width: int = 1400, height: int = 1400):
-        opened.append(browser.new_page(viewport={"width": width, "height": height}))
+    def new(width: int = 1400, height: int = 1400, **options):      # options: Playwright's (color_scheme, ...)
+        opened.append(browser.new_page(viewport={"width": width, "height": height}, **options))
         return opened[-1]
     yield new
     rep = getattr(request.node, "rep_call", None)

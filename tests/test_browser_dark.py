@@ -23,7 +23,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 
 def checked(pg, where: str, figures: bool = True) -> dict:
@@ -61,49 +60,41 @@ CHROME = """() => [...document.querySelectorAll('#output-col .js-plotly-plot')].
 
 
 @pytest.mark.parametrize("scheme, query", [("dark", ""), ("light", "?__theme=dark")])
-def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(browser, server, scheme, query):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme=scheme)
-    try:
-        ux.opened(pg, server, query)
-        checked(pg, "opening run")
-        found = axe.violations(pg, f"{scheme}: opening run") if axe else []
-        chrome = pg.evaluate(CHROME)
-        clear = [-1e9 < c["bar"] <= c["svg_top"] + 1 and c["label"] <= c["svg_top"] + 1 for c in chrome]
-        assert chrome and all(clear), chrome
-        if scheme == "dark":         # the tour's card and the views its stops open (S2D2's, the canvas, edits)
-            from explorer.page.tour import STOPS
-            pg.click("#tour-start")
-            for i in range(len(STOPS)):
-                if i:
-                    pg.click("#tour-next")
-                ux.at_stop(pg, i)
-                checked(pg, f"tour stop {i + 1}", figures=False)
-                found += axe.violations(pg, f"tour stop {i + 1}", "#output-col") if axe else []
-            found += axe.panels(pg, "dark, at the tour's end") if axe else []
-        assert found == [], "\n".join(found)       # axe-core's WCAG 2.1 AA rules (tools.page.axe)
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / f"dark-{scheme}.png"))
-        pg.close()
+def test_dark_mode_keeps_aa_contrast_in_the_text_scrubber_figures_and_tour(pages, server, scheme, query):
+    pg = pages(1500, 1000, color_scheme=scheme)
+    ux.opened(pg, server, query)
+    checked(pg, "opening run")
+    found = axe.violations(pg, f"{scheme}: opening run") if axe else []
+    chrome = pg.evaluate(CHROME)
+    clear = [-1e9 < c["bar"] <= c["svg_top"] + 1 and c["label"] <= c["svg_top"] + 1 for c in chrome]
+    assert chrome and all(clear), chrome
+    if scheme == "dark":         # the tour's card and the views its stops open (S2D2's, the canvas, edits)
+        from explorer.page.tour import STOPS
+        pg.click("#tour-start")
+        for i in range(len(STOPS)):
+            if i:
+                pg.click("#tour-next")
+            ux.at_stop(pg, i)
+            checked(pg, f"tour stop {i + 1}", figures=False)
+            found += axe.violations(pg, f"tour stop {i + 1}", "#output-col") if axe else []
+        found += axe.panels(pg, "dark, at the tour's end") if axe else []
+    assert found == [], "\n".join(found)       # axe-core's WCAG 2.1 AA rules (tools.page.axe)
 
 
 TOASTS = "() => [...document.querySelectorAll('[data-testid=toast-body]')].map((e) => e.innerText)"
 
 
-def test_the_light_theme_keeps_its_colours_and_gradios_api_link_passes(browser, server):
+def test_the_light_theme_keeps_its_colours_and_gradios_api_link_passes(pages, server):
     """The dark rules apply only under gradio's .dark: the light page draws what it drew before them. The page is
     opened as gradio's own "Use via API" link opens it (?view=api): no word about an unknown parameter."""
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000}, color_scheme="light")
-    try:
-        ux.opened(pg, server, "?view=api")
-        contrast.settled(pg)
-        assert not any("Ignored" in t for t in pg.evaluate(TOASTS)), pg.evaluate(TOASTS)
-        got = pg.evaluate("""() => { const cs = (s, p) => getComputedStyle(document.querySelector(s))[p];
-          return {dark: document.body.classList.contains('dark'), button: cs('#prev', 'backgroundColor'),
-                  step: cs('#text .um-step', 'color'), panel: cs('.js-plotly-plot .main-svg', 'backgroundColor'),
-                  legend: cs('#legend .um-legend', 'color'), mask: cs('#legend .um-mask', 'backgroundColor')}; }""")
-        assert got == {"dark": False, "button": "rgb(247, 247, 247)", "step": "rgb(102, 102, 102)",
-                       "panel": "rgb(255, 255, 255)", "legend": "rgb(85, 85, 85)",
-                       "mask": "rgba(0, 0, 0, 0)"}, got
-    finally:
-        pg.close()
+    pg = pages(1500, 1000, color_scheme="light")
+    ux.opened(pg, server, "?view=api")
+    contrast.settled(pg)
+    assert not any("Ignored" in t for t in pg.evaluate(TOASTS)), pg.evaluate(TOASTS)
+    got = pg.evaluate("""() => { const cs = (s, p) => getComputedStyle(document.querySelector(s))[p];
+      return {dark: document.body.classList.contains('dark'), button: cs('#prev', 'backgroundColor'),
+              step: cs('#text .um-step', 'color'), panel: cs('.js-plotly-plot .main-svg', 'backgroundColor'),
+              legend: cs('#legend .um-legend', 'color'), mask: cs('#legend .um-mask', 'backgroundColor')}; }""")
+    assert got == {"dark": False, "button": "rgb(247, 247, 247)", "step": "rgb(102, 102, 102)",
+                   "panel": "rgb(255, 255, 255)", "legend": "rgb(85, 85, 85)",
+                   "mask": "rgba(0, 0, 0, 0)"}, got
