@@ -9,6 +9,7 @@ import asyncio
 import copy
 import json
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -141,3 +142,35 @@ def test_a_run_ended_by_a_limit_says_so_in_its_text(parts):
     tr.meta.finished, tr.meta.limit = True, "stopped after 30.0 s, to end within the time budget"
     html = decode_tab.finished(page, rp.views, tr, None, None)[rp.views.text]
     assert "Stopped at step 4, by a limit (stopped after 30.0 s" in html and "Run decodes" not in html
+
+
+def test_a_stop_as_the_run_ends_on_its_own_shows_the_finished_run_not_its_last_frame(parts, monkeypatch):
+    """Stop pressed while a run that decoded to its end is being drawn (seconds on a loaded machine): gradio
+    cancels that drawing, so Stop's handler draws the finished run (its end, not "stopped"); it used to draw
+    nothing, leaving the page on its last streamed frame with the browser's words of a stop, never settled."""
+    full, page, rp = parts
+    drawing, draw = threading.Event(), decode_tab.finished
+
+    def slow(*args, **kw):              # the final drawing of a loaded machine
+        drawing.set()
+        time.sleep(0.5)
+        return draw(*args, **kw)
+    monkeypatch.setattr(decode_tab, "finished", slow)
+    box = {"tab": "Decode"}
+
+    async def main():
+        async def run():
+            async for _ in decode_tab.decode(page, rp.views, full.meta.prompt, None, "llada", {}, None, box, None):
+                pass
+        task = asyncio.create_task(run())
+        while not drawing.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        return await show_stopped(page, rp, box, None)
+
+    out = asyncio.run(main())
+    tr = out[rp.trace]
+    n = len(full.records)
+    assert len(tr.records) == n and tr.meta.finished and tr.meta.limit != scrub.STOPPED
+    assert f"step {n} / {n}" in out[rp.views.text] and "Stopped at step" not in out[rp.views.text]
+    assert "partial" not in box and "fresh" not in box

@@ -228,8 +228,10 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             hit = None if live.fresh else await in_thread(page.store.get, key)
             if hit is not None:  # decoded before: explore at once, no model call
                 hit.meta.run_id, hit.meta.finished, hit.meta.model, hit.meta.cached = run_id, True, model, True
+                live.shown(hit)
                 async for out in finish(page, v, hit, step_v, prev, box, deadline):
                     yield out
+                live.drawn(hit)
                 return
         produce = lambda should_stop: page.service.stream(  # noqa: E731
             prompt_v, decoder_v, params, model, page=True, client=fair.client(), every_s=INTERVAL_S,
@@ -248,7 +250,7 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
                     parts, k = await clock.draw(frame, page, v, last, visible(box), k), k + 1
                     live.shown(last)
                     yield last, parts
-        live.shown(None)           # it ran to its end (or a limit): nothing partial for Stop to show
+        live.shown(last)   # it ran to its end (or a limit): a Stop during the final drawing shows it as it ended
     except UserError as e:  # shown to this visitor; the server goes on
         raise shown_error(str(e)) from None
     finally:
@@ -259,13 +261,16 @@ async def decode(page: Page, v: Views, prompt_v, model_v, decoder_v, params, ste
             #                                               again on every hit
         async for out in finish(page, v, last, step_v, prev, box, deadline):
             yield out
+        live.drawn(last)
 
 
 class Live:
     """A streaming run's marks in the page's tab box (one dict per visitor, mutated in place: Stop's handler
     reads them while the run's request is being cancelled, ``explorer.page.run.show_stopped``): ``live`` the run
-    still streaming, ``partial`` the last frame it showed. A run stopped by the visitor leaves ``fresh``: the next
-    run of the same setting is decoded, not taken from the cache (the visitor wants to watch it decode)."""
+    still streaming, ``partial`` the last frame it showed (or its final one until its final drawing is sent: a
+    Stop pressed as the run ends on its own cancels that drawing, and Stop's handler draws it instead). A run
+    stopped by the visitor leaves ``fresh``: the next run of the same setting is decoded, not taken from the cache
+    (the visitor wants to watch it decode)."""
 
     def __init__(self, box, run_id: str):
         self.box = box if isinstance(box, dict) else {}
@@ -278,6 +283,11 @@ class Live:
             self.box.pop("partial", None)
         else:
             self.box["partial"] = tr
+
+    def drawn(self, tr) -> None:
+        """The run's final drawing is sent: nothing left for Stop to show (unless a newer run's frame is there)."""
+        if self.box.get("partial") is tr:
+            del self.box["partial"]
 
     def end(self) -> None:
         """The request is over (finished, failed or cancelled): its worker has stopped."""

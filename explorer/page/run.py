@@ -104,8 +104,9 @@ async def show_stopped(page: Page, rp: RunParts, box, prev) -> dict:
     """Stop was pressed (gradio cancels the run's request): once that request has ended, the partial run it last
     showed becomes the run shown, finished as far as it went: its text says where it stopped and what it left
     undecided (``explorer.scrub.ended_line``), the slider scrubs its steps, the checker stays silent, and the next
-    Run decodes again (``decode_tab.Live``). Nothing when no run was streaming (Stop on a finished run, or on one
-    still waiting for the model)."""
+    Run decodes again (``decode_tab.Live``). A run that had ended on its own, its final drawing cut by the cancel,
+    is drawn as it ended. Nothing when no run was streaming (Stop on a finished run, or on one still waiting for the
+    model)."""
     if not isinstance(box, dict):
         return {rp.trace: gr.skip()}
     t0 = time.monotonic()
@@ -116,7 +117,8 @@ async def show_stopped(page: Page, rp: RunParts, box, prev) -> dict:
     tr = box.pop("partial", None)
     if tr is None:
         return {rp.trace: gr.skip()}
-    box["fresh"] = True
-    tr.meta.finished, tr.meta.limit = True, STOPPED
+    if not tr.meta.finished:     # else it ended on its own (its end or a limit) while its final drawing was cut
+        box["fresh"] = True
+        tr.meta.finished, tr.meta.limit = True, STOPPED
     return await in_thread(lambda: final_parts(page, rp, tr, finished(page, rp.views, tr, None, prev, box=box),
                                                set_controls=False))
