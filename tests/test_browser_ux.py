@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tools.page import bench_ux as ux
+from tools.page import contrast
 
 try:       # axe-core through axe-playwright-python (requirements-test.txt)
     import axe_playwright_python  # noqa: F401
@@ -64,32 +65,37 @@ def agrees(shown: dict, stop) -> None:
     assert shown["tabs"] == tabs_shown(tr), (stop.title, shown["tabs"])
 
 
-def test_every_tour_stop_shows_its_own_run_everywhere_with_its_view_and_text_together(browser, server):
-    """At a lecture projector's 1280 × 720: each stop's tab, view and card on screen together, and the eight things
-    that describe the run shown agree with the stop's run, walking forward and back across runs."""
+def test_every_tour_stop_shows_its_own_run_everywhere_with_its_view_and_text_together(pages, server):
+    """At a lecture projector's 1280 × 720, in dark mode: each stop's tab, view and card on screen together, and the
+    eight things that describe the run shown agree with the stop's run, walking forward and back across runs. At
+    each stop the dark theme holds (test_browser_dark's checks: AA contrast of the card and the views the stops
+    open, S2D2's, the canvas, edits; axe-core finds nothing)."""
     from explorer.page.tour import STOPS
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-    try:
-        ux.opened(page, server)
-        rows = ux.tour(page)
-        for r, stop in zip(rows, STOPS):
-            assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
-            assert r["errors"] == [], r                                # no error toast on the way
-            assert r["text_in_card"] == stop.text, r                   # words about the text come with it
-            agrees(r["shown"], stop)
-        for name in {r["example"] for r in rows}:
-            steps = [r["step"] for r in rows if r["example"] == name]
-            assert steps == sorted(set(steps)), (name, steps)        # forward within one run
-        for i in range(len(STOPS) - 2, 4, -1):                       # back across every change of run
-            page.click("#tour-back")
-            ux.at_stop(page, i)
-            agrees(ux.shown_run(page), STOPS[i])
-        page.click("#tour-close")
-        page.click("#prev")                                          # the scrubber moves the run shown
-        page.wait_for_timeout(500)
-        agrees(ux.shown_run(page), type(STOPS[5])(**{**STOPS[5].__dict__, "step": lambda tr: STOPS[5].step(tr) - 1}))
-    finally:
-        page.close()
+    page = pages(1280, 720, color_scheme="dark")
+    ux.opened(page, server)
+    found = []
+
+    def dark(i):
+        assert contrast.dark_problems(page, figures=False) == [], f"tour stop {i + 1}"
+        found.extend(axe.violations(page, f"tour stop {i + 1}", "#output-col") if axe else [])
+    rows = ux.tour(page, each=dark)
+    assert found == [], "\n".join(found)       # axe-core's WCAG 2.1 AA rules (tools.page.axe)
+    for r, stop in zip(rows, STOPS):
+        assert r["tab"] == r["wanted_tab"] and r["view_in_sight"] and r["card_in_sight"] and not r["overlap"], r
+        assert r["errors"] == [], r                                # no error toast on the way
+        assert r["text_in_card"] == stop.text, r                   # words about the text come with it
+        agrees(r["shown"], stop)
+    for name in {r["example"] for r in rows}:
+        steps = [r["step"] for r in rows if r["example"] == name]
+        assert steps == sorted(set(steps)), (name, steps)        # forward within one run
+    for i in range(len(STOPS) - 2, 4, -1):                       # back across every change of run
+        page.click("#tour-back")
+        ux.at_stop(page, i)
+        agrees(ux.shown_run(page), STOPS[i])
+    page.click("#tour-close")
+    page.click("#prev")                                          # the scrubber moves the run shown
+    page.wait_for_timeout(500)
+    agrees(ux.shown_run(page), type(STOPS[5])(**{**STOPS[5].__dict__, "step": lambda tr: STOPS[5].step(tr) - 1}))
 
 
 def test_a_tab_with_nothing_for_the_run_is_hidden(page, server):

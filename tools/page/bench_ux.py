@@ -95,9 +95,10 @@ def at_stop(pg, i: int) -> None:
     pg.wait_for_timeout(400)
 
 
-def tour(pg) -> list[dict]:
+def tour(pg, each=None) -> list[dict]:
     """Every stop in turn: the open tab, whether the stop's view and its text card are both inside the viewport,
-    whether they overlap, the run and step shown, and what the page says of the run (``shown_run``)."""
+    whether they overlap, the run and step shown, and what the page says of the run (``shown_run``). ``each(i)``:
+    called at stop i once that is read (a test's further checks of the same stop)."""
     from explorer.page.tour import STOPS
     out = []
     pg.click("#tour-start")
@@ -117,6 +118,8 @@ def tour(pg) -> list[dict]:
                         example=stop.example, step=pg.evaluate("() => window.__umScrub.step"),
                         errors=pg.evaluate("() => [...document.querySelectorAll('.toast-body')].map(t => t.innerText)"
                                            ".filter(t => /error/i.test(t))"), shown=shown_run(pg)))
+        if each is not None:
+            each(i)
     return out
 
 

@@ -86,6 +86,38 @@ def failures(m: dict) -> list[dict]:
     return [x for x in m["texts"] + m["controls"] if x["ratio"] < x["need"]]
 
 
+# the mask map's "masked" colour composited over the page's own background: its contrast ratio to the page
+MASKED_CELL = r"""() => { const gd = document.querySelector('#mask-plot .js-plotly-plot'); if (!gd) return null;
+  const rgba = (c) => /rgba?\(([^)]+)\)/.exec(c)[1].split(',').map(Number);
+  const [r, g, b, a] = rgba(gd.data[0].colorscale[0][1]), bg = rgba(getComputedStyle(document.body).backgroundColor);
+  const lin = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = (c) => 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
+  const cell = [r, g, b].map((v, i) => v * (a ?? 1) + bg[i] * (1 - (a ?? 1)));
+  const [x, y] = [lum(cell), lum(bg)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); }"""
+PANELS = ("() => [...document.querySelectorAll('.js-plotly-plot .main-svg')].filter((e) => e.getClientRects().length)"
+          ".map((e) => getComputedStyle(e).backgroundColor)")
+
+
+def dark_problems(pg, figures: bool = True) -> list[str]:
+    """What the dark theme gets wrong on the page as it is now (empty: nothing), once it has settled: text or a
+    control under AA, a white figure panel, the mask map's masked cells a bright block (were 13:1) rather than a
+    dark grey. ``figures``: the page shows the figures (the masked cells are checked)."""
+    settled(pg)
+    m = measure(pg)
+    out = [] if m["dark"] else ["the page is not in dark mode"]
+    # not vacuous: the text view's chips, the summary, the scrubber's four buttons and its fields, the figures' axes
+    if len(m["texts"]) <= 60 or len(m["controls"]) < 6:
+        out.append(f"too little measured: {len(m['texts'])} texts, {len(m['controls'])} controls")
+    out += [f"{x['el']} {x['text']!r}: {x['ratio']}:1, needs {x['need']}:1" for x in failures(m)]
+    panels = pg.evaluate(PANELS)
+    if not set(panels) <= {"rgba(0, 0, 0, 0)"} or (figures and not panels):
+        out.append(f"figure panels {panels}")
+    cell = pg.evaluate(MASKED_CELL) if figures else None
+    if figures and not (cell and 1.1 < cell < 2):
+        out.append(f"the masked cells at {cell}:1 against the page")
+    return out
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
