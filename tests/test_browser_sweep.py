@@ -15,7 +15,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 
 def choose(pg, elem_id: str, option: str) -> None:
@@ -24,45 +23,39 @@ def choose(pg, elem_id: str, option: str) -> None:
     pg.get_by_role("option", name=re.compile("^" + re.escape(option))).first.click()
 
 
-def test_a_gsm8k_sweeps_wrong_answer_opens_as_its_run(browser, tmp_path):
+def test_a_gsm8k_sweeps_wrong_answer_opens_as_its_run(pages, tmp_path):
     from tests.families import write_llada
     model, _ = write_llada(tmp_path / "tinyllada")
     with running_app(tmp_path, UNMASK_MODELS=str(model), UNMASK_MAX_SECONDS="240") as (url, _):
-        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
-        try:
-            pg.goto(url)
-            pg.wait_for_selector("#text .um-text", timeout=120_000)
-            choose(pg, "model", "tinyllada")
-            pg.get_by_role("tab", name="Sweep").click()
-            choose(pg, "sweep-task", "gsm8k")
-            pg.get_by_label("dial values (τ, γ, η, ...)").fill("0.9")
-            pg.get_by_label("block sizes").fill("32")
-            pg.fill("#sweep-n input[type=number]", "10")
-            pg.press("#sweep-n input[type=number]", "Enter")
-            # the sweep's progress, drawn once: the most progress bars visible at one time while it runs
-            pg.evaluate("""() => { window.__umBars = 0; const tick = () => { window.__umBars = Math.max(
-              window.__umBars, [...document.querySelectorAll('.progress-level')].filter((e) => e.offsetParent !==
-              null).length); if (!window.__umBarsDone) requestAnimationFrame(tick); }; tick(); }""")
-            pg.click("#sweep")
-            pg.wait_for_function("() => document.querySelector('#sweep-table') && "
-                                 "document.querySelector('#sweep-table').innerText.includes('threshold:tau=0.9')",
-                                 timeout=240_000)
-            pg.wait_for_timeout(500)
-            assert pg.evaluate("() => { window.__umBarsDone = true; return window.__umBars; }") == 1
-            choose(pg, "sweep-point", "threshold:tau=0.9")
-            pg.wait_for_function("() => /wrong answers: [1-9]/.test(document.querySelector('#sweep-wrong')"
-                                 ".innerText)", timeout=30_000)
-            choose(pg, "sweep-wrong", "#")
-            pg.click("#sweep-open-wrong")
-            pg.wait_for_function("() => { const t = document.querySelector('#text .um-text'); return t && "
-                                 "t.dataset.run !== 'example' && t.dataset.finished === '1' && "
-                                 "t.innerText.includes('Question:'); }", timeout=120_000)
-            # the link of the run shown: the card's length and the seed the sweep gave the problem
-            pg.wait_for_function("() => /gen_length=256/.test(document.querySelector('#link').value) && "
-                                 "/seed=\\d+/.test(document.querySelector('#link').value)", timeout=30_000)
-            assert "10 problems per setting" in pg.inner_text("#sweep-table")
-        finally:
-            ARTIFACTS.mkdir(exist_ok=True)
-            pg.screenshot(path=str(ARTIFACTS / "test_a_gsm8k_sweeps_wrong_answer_opens_as_its_run.png"),
-                          full_page=True)
-            pg.close()
+        pg = pages(1500, 1100)                    # screenshot under artifacts/ if the test fails
+        pg.goto(url)
+        pg.wait_for_selector("#text .um-text", timeout=120_000)
+        choose(pg, "model", "tinyllada")
+        pg.get_by_role("tab", name="Sweep").click()
+        choose(pg, "sweep-task", "gsm8k")
+        pg.get_by_label("dial values (τ, γ, η, ...)").fill("0.9")
+        pg.get_by_label("block sizes").fill("32")
+        pg.fill("#sweep-n input[type=number]", "10")
+        pg.press("#sweep-n input[type=number]", "Enter")
+        # the sweep's progress, drawn once: the most progress bars visible at one time while it runs
+        pg.evaluate("""() => { window.__umBars = 0; const tick = () => { window.__umBars = Math.max(
+          window.__umBars, [...document.querySelectorAll('.progress-level')].filter((e) => e.offsetParent !==
+          null).length); if (!window.__umBarsDone) requestAnimationFrame(tick); }; tick(); }""")
+        pg.click("#sweep")
+        pg.wait_for_function("() => document.querySelector('#sweep-table') && "
+                             "document.querySelector('#sweep-table').innerText.includes('threshold:tau=0.9')",
+                             timeout=240_000)
+        pg.wait_for_timeout(500)
+        assert pg.evaluate("() => { window.__umBarsDone = true; return window.__umBars; }") == 1
+        choose(pg, "sweep-point", "threshold:tau=0.9")
+        pg.wait_for_function("() => /wrong answers: [1-9]/.test(document.querySelector('#sweep-wrong')"
+                             ".innerText)", timeout=30_000)
+        choose(pg, "sweep-wrong", "#")
+        pg.click("#sweep-open-wrong")
+        pg.wait_for_function("() => { const t = document.querySelector('#text .um-text'); return t && "
+                             "t.dataset.run !== 'example' && t.dataset.finished === '1' && "
+                             "t.innerText.includes('Question:'); }", timeout=120_000)
+        # the link of the run shown: the card's length and the seed the sweep gave the problem
+        pg.wait_for_function("() => /gen_length=256/.test(document.querySelector('#link').value) && "
+                             "/seed=\\d+/.test(document.querySelector('#link').value)", timeout=30_000)
+        assert "10 problems per setting" in pg.inner_text("#sweep-table")

@@ -85,9 +85,10 @@ def test_a_process_that_exits_while_the_engine_thread_is_inside_torch_exits_0_wi
         assert json.loads(out.stdout) == list(range(30000))
 
 
-def test_the_bench_command_exits_0_with_its_json_whole_run_after_run():
-    """The issue's command (``--n 2``, the embedded model), 4 runs two at a time (two rounds: run after run); the
-    benchmark ``python -m tools.bench_exits`` runs 50 (docs/security.md gives its figures). Each run is a fresh
-    interpreter (15-20 CPU-seconds here): the regression test of the exit is the one above, inside torch."""
-    res = runs(4, n=2, parallel=2)
-    assert res["codes"] == {0: 4} and res["broken"] == 0, res
+def test_the_bench_command_exits_0_with_its_json_whole_two_runs_at_once():
+    """The issue's command (``--n 2``, the embedded model), two runs at once (the aborts came while other work
+    loaded the cores); the benchmark ``python -m tools.bench_exits`` runs 50 (docs/security.md gives its figures).
+    Each run is a fresh interpreter (7 CPU-seconds on a quiet machine, 15-20 under the suite's load): the
+    regression test of the exit is the one above, inside torch."""
+    res = runs(2, n=2, parallel=2)
+    assert res["codes"] == {0: 2} and res["broken"] == 0, res
