@@ -76,3 +76,28 @@ def test_a_gif_whose_visitor_left_stops_between_frames_and_is_not_kept(tmp_path)
     assert not d.gifs and not list(Path(d.path).glob("*.gif"))          # nothing kept for a later request
     assert d.write_gif(tr) is not None                                  # a visitor who stays gets it
     d.remove()
+
+
+
+def test_a_shared_example_is_written_once_and_again_only_when_its_files_went(tmp_path, monkeypatch):
+    """Every page open exports the opening example: a frozen (shared) trace's files are written once and served
+    again while they stand as written; a plain trace is written each time; a file the cap removed is written
+    again."""
+    import os
+    from pathlib import Path
+
+    from engine.records.frozen import freeze
+    from engine.records.trace import Trace
+    from explorer import export_dir
+    path = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llada.npz"
+    shared, plain = freeze(Trace.load(path)), Trace.load(path)
+    writes, real = [], export_dir.export_files
+    monkeypatch.setattr(export_dir, "export_files", lambda tr, d: writes.append(tr) or real(tr, d))
+    d = export_dir.ExportDir(str(tmp_path))
+    first = d.write(shared)
+    assert d.write(shared) == first and len(writes) == 1              # served again, not written
+    d.write(plain), d.write(plain)
+    assert len(writes) == 3                                            # a run's own trace: written each time
+    os.unlink(first[2])                                                # the cap took one
+    assert d.write(shared) == first and len(writes) == 4 and all(os.path.isfile(p) for p in first)
+    d.remove()
