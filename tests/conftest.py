@@ -147,6 +147,20 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{rep.when}", rep)
 
 
+# a browser test whose page waited past its timeout runs once more (pytest-rerunfailures: "R" in the progress line,
+# "N rerun" in the summary, both attempts' reports kept). On two loaded cores a page sometimes never shows a run
+# (seen about once in three full runs, each time a different test; the screenshot of the last, test_browser.py's
+# scrubbing test: "Running..." and an empty text view 60 s after its link's page opened): a hang kept visible in the
+# output, not a red CI for a suite whose every other check passed. Any other failure fails at once.
+RERUN_BROWSER = dict(reruns=1, only_rerun=["TimeoutError"])
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.flaky(**RERUN_BROWSER))
+
+
 @pytest.fixture(autouse=True)
 def _engine_loop_limits():
     """The process loop's limits as each test found them: a CLI run in this process (``bench --batch 1``) sets
