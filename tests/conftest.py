@@ -123,16 +123,25 @@ def browser():
 @pytest.fixture
 def pages(browser, request):
     """New pages for one test (``pages(width, height)``), closed after it; a page is screenshot under artifacts/
-    only when the test failed (as it failed, for diagnosis: a passing page's screenshot costs up to a second)."""
-    opened = []
+    only when the test failed (as it failed, for diagnosis: a passing page's screenshot costs up to a second), and
+    its script errors and console errors are printed then (in the failure's report: a page that never shows its run
+    may have thrown)."""
+    opened, said = [], []
 
     def new(width: int = 1400, height: int = 1400, **options):      # options: Playwright's (color_scheme, ...)
-        opened.append(browser.new_page(viewport={"width": width, "height": height}, **options))
-        return opened[-1]
+        pg = browser.new_page(viewport={"width": width, "height": height}, **options)
+        i = len(opened)
+        pg.on("pageerror", lambda e: said.append(f"page {i} threw: {e}"))
+        pg.on("console", lambda m: m.type == "error" and said.append(f"page {i} console: {m.text[:300]}"))
+        opened.append(pg)
+        return pg
     yield new
     rep = getattr(request.node, "rep_call", None)
+    failed = rep is None or rep.failed
+    if failed and said:
+        print("\n".join(["the pages' script and console errors:", *said[-30:]]))
     for i, pg in enumerate(opened):
-        if rep is None or rep.failed:
+        if failed:
             (ROOT / "artifacts").mkdir(exist_ok=True)
             name = request.node.name + (f"-{i}" if i else "")
             pg.screenshot(path=str(ROOT / "artifacts" / f"{name}.png"), full_page=True)
