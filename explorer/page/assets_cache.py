@@ -17,6 +17,8 @@ import gzip
 
 import brotli
 
+from explorer.page.bodylimit import route_path
+
 PREFIX = "/assets/"
 MAX_ONE, MAX_ALL = 8 << 20, 64 << 20     # bytes before compression: gradio's largest script is about 4 MiB
 QUALITY = 5                              # brotli's; made once per asset, so a little denser than gradio's 4
@@ -25,10 +27,7 @@ PASSED = (b"content-type", b"etag", b"last-modified")    # the original answer's
 
 def encoding(scope) -> str | None:
     """The encoding a request for a kept asset gets (br, gzip or identity); None: not one to keep."""
-    path, root = scope.get("path", ""), scope.get("root_path", "")
-    if root and path.startswith(root):                 # served below a proxy's prefix
-        path = path[len(root):]
-    if scope.get("type") != "http" or scope.get("method") != "GET" or not path.startswith(PREFIX):
+    if scope.get("type") != "http" or scope.get("method") != "GET" or not route_path(scope).startswith(PREFIX):
         return None
     headers = dict(scope.get("headers") or [])
     if any(h in headers for h in (b"range", b"if-none-match", b"if-modified-since", b"if-range")):

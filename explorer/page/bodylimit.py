@@ -59,12 +59,17 @@ ROUTES = [(_GET, re.compile(p)) for p in (
     r"/gradio_api/queue/join", r"/gradio_api/cancel", r"/gradio_api/reset/?", r"/gradio_api/call/[^/]+/?")]
 
 
-def allowed(scope) -> bool:
-    """The request's method and path are those of a route the app uses (below any ``root_path``)."""
+def route_path(scope) -> str:
+    """The request's path below any ``root_path`` (a proxy's prefix): the app's own route."""
     path, root = scope.get("path", ""), scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root):] or "/"
-    method = scope.get("method", "")
+    return path
+
+
+def allowed(scope) -> bool:
+    """The request's method and path are those of a route the app uses."""
+    method, path = scope.get("method", ""), route_path(scope)
     return any(method in methods and pattern.fullmatch(path) for methods, pattern in ROUTES)
 
 
