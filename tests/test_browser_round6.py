@@ -27,11 +27,9 @@ from tools.page import axe  # noqa: E402  (needs axe_playwright_python)
 
 BLOCKS = ("#model-card", "#decoder-info")
 PENDING = ", ".join(f"{b} .pending" for b in BLOCKS)
-# while either block is marked pending: every transition under the settings column run to its end (a fade just
-# started reads its first frame's full opacity), then the two blocks' text measured (tools.page.contrast) and
-# each block's scrolling; null until gradio marks one
+# while either block is marked pending (fades shown at their end state: contrast.without_fades), the two blocks'
+# text measured (tools.page.contrast) and each block's scrolling; null until gradio marks one
 DURING = """([measure, blocks, pending]) => { if (!document.querySelector(pending)) return null;
-  for (const a of document.getElementById('params-col').getAnimations({subtree: true})) a.finish();
   const m = eval(measure)(blocks.map((b) => b + ' [data-testid=markdown]'));
   const scrolls = blocks.map((b) => { const e = document.querySelector(b), cs = getComputedStyle(e);
     return {block: b, scrollable: /auto|scroll/.test(cs.overflowY + cs.overflowX) &&
@@ -52,6 +50,7 @@ def test_a_model_switch_keeps_aa_while_gradio_marks_the_card_pending_and_after(b
     try:
         ux.opened(pg, server)
         contrast.settled(pg)
+        contrast.without_fades(pg)      # axe during the update reads each fade's end, not a frame of it
         switch_model(pg, "unmask-uniform-small")
         during = pg.wait_for_function(DURING, arg=[contrast.MEASURE, list(BLOCKS), PENDING], polling="raf",
                                       timeout=60_000).json_value()

@@ -82,6 +82,16 @@ def settled(pg) -> None:
         pg.wait_for_timeout(300)
 
 
+# every CSS transition and animation at its end state at once: gradio fades its status tracker in over 0.1 s (text
+# of a tracker 0.06 opaque read 1.1:1 to axe in a loaded run) and fades a pending output; what the eye reads, and
+# what the checks measure, is where each fade ends, not a frame inside it
+NO_FADES = "*, *::before, *::after { transition: none !important; animation: none !important; }"
+
+
+def without_fades(pg) -> None:
+    pg.add_style_tag(content=NO_FADES)
+
+
 def failures(m: dict) -> list[dict]:
     return [x for x in m["texts"] + m["controls"] if x["ratio"] < x["need"]]
 
