@@ -307,7 +307,10 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
         if tab == "Canvas":
             assert "[PAD]" not in page.inner_text("#text") and "RIGHT" in page.inner_text("#summary").upper()
         if tab == "TSPD + CE":        # the slider at the step the view's title names, no second step named
-            title = page.evaluate("() => document.querySelector('#traj-plot .js-plotly-plot').layout.title.text")
+            # read once drawn: a late update of the server's views redraws the figure (its element is replaced)
+            title = page.wait_for_function("() => { const g = document.querySelector('#traj-plot .js-plotly-plot');"
+                                           " return g && g.layout && g.layout.title && g.layout.title.text; }",
+                                           timeout=30_000).json_value()
             assert "slider" not in title and f"step={page.evaluate('() => window.__umScrub.step')}" in \
                 links[tab, dec], title
 
