@@ -138,7 +138,9 @@ if __name__ == "__main__":
         raise SystemExit(2) from None
     startup.settle_heap()         # no collection walks the start-up heap again: the event loop never stalls on it
     # no allowed_paths: gradio serves only the files a handler returned (copied into its own cache)
-    demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE")).launch(
+    demo.queue(default_concurrency_limit=4, max_size=settings.get("UNMASK_QUEUE"))
+    startup.quiet_queue(demo._queue)    # gradio polls for work every 1 ms while idle (explorer.page.startup)
+    demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_kwargs())
     # launch returns once the server has closed (Ctrl-C): the engine thread ends at its round boundary and the
