@@ -164,10 +164,18 @@ def pytest_runtest_makereport(item, call):
 RERUN_BROWSER = dict(reruns=1, only_rerun=["TimeoutError"])
 
 
+# the modules that start a browser, an app or many clients run first: pytest-xdist hands each worker a whole module
+# at a time (``--dist loadfile``, in this order: pyproject's ``--no-loadscope-reorder``), so the run ends on short
+# in-process modules with both cores busy; its own order (most tests first) left single-test modules such as the
+# GSM8K sweep's page (50 s) for the end, one core idle 35 s while the other finished it
+HEAVY = ("browser", "load", "ray")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.flaky(**RERUN_BROWSER))
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in HEAVY))      # stable: files stay whole
 
 
 @pytest.fixture(autouse=True)
