@@ -53,7 +53,7 @@ def cpu_after(proc, settle_s: float, window_s: float = 2.0) -> float:
 
 def test_an_idle_server_sleeps(app):
     """No visitor, no work: the server wakes only to poll gradio's queue, every 10 ms (gradio's own 1 ms kept it at
-    6.8 % of a core: 0.20 CPU-s in these 3 s; 0.06 now; explorer.page.startup.quiet_queue)."""
+    6.8 % of a core: 0.18 CPU-s in these 3 s; 0.04 now; explorer.page.startup.quiet_queue)."""
     _, proc = app
     idle = cpu_after(proc, settle_s=1, window_s=3)
     print(f"idle server: {idle:.2f} CPU-s in 3 s")

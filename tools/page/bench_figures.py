@@ -105,7 +105,8 @@ def page_html(figs: list[tuple[str, str, int, dict]], width: int) -> str:
             "F.forEach((f) => { const ax = f.layout.xaxis; if (narrow && ax && ax.type === 'category') "
             "Object.assign(ax, {nticks: 6, tickangle: -90}); });"
             "window.drawn = Promise.all(F.map((f, i) => Plotly.newPlot('f' + i, f.data, f.layout, "
-            "{responsive: true, staticPlot: true}))).then(() => Promise.all(F.map((f, i) => { const gd = document.getElementById("
+            "{responsive: true, staticPlot: true})))"
+            ".then(() => Promise.all(F.map((f, i) => { const gd = document.getElementById("
             "'f' + i); const u = narrow && legendUnder(gd, true); return (u ? Plotly.relayout(gd, u) : Promise.resolve())"
             + ".then(() => { const w = titleWrap(gd); return w ? Plotly.relayout(gd, w) : null; })" * 4 + "; })));"
             # the page's legend_under.js, as scrub.js applies it after each draw
