@@ -49,6 +49,7 @@ def decoder_values(args) -> dict:
 
 
 def _cmd_generate(args) -> None:
+    catalogue.validate(args.decoder, decoder_values(args))    # a bad decoder or value: one line before torch loads
     from engine.decoders import build_decoder
     from engine.runtime.loop import Generation
     from engine.models.model import load_model

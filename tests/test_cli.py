@@ -6,6 +6,7 @@ process itself (its exit status and stderr as another tool sees them) is checked
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -71,6 +72,17 @@ def test_a_bad_argument_ends_the_process_with_exit_2_and_one_line(args, needle, 
     out = process("generate", "--prompt", "x", "--model", str(sdar_dir), *args)
     assert out.returncode == 2 and out.stdout == ""
     assert needle in out.stderr and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_decoder_or_value_answers_before_torch_loads():
+    """The catalogue (torch-free) checks a decoder and its values first: the line comes in a fraction of a second,
+    not after the 4-5 CPU-s of importing torch and transformers."""
+    code = ("import sys; from engine.__main__ import main; rc = main(['generate', '--prompt', 'x', *sys.argv[1:]]); "
+            "print(rc, 'torch' in sys.modules)")
+    for bad in (["--decoder", "nope"], ["--tau", "2"], ["--block-size", "0"]):
+        out = subprocess.run([sys.executable, "-c", code, *bad], capture_output=True, text=True, timeout=120,
+                             cwd=Path(__file__).resolve().parent.parent)
+        assert out.stdout.split() == ["2", "False"], (bad, out.stdout, out.stderr[-500:])
 
 
 def test_bench_json(cli, sdar_dir):
