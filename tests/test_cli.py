@@ -6,7 +6,6 @@ process itself (its exit status and stderr as another tool sees them) is checked
 import json
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -80,8 +79,7 @@ def test_a_bad_decoder_or_value_answers_before_torch_loads():
     code = ("import sys; from engine.__main__ import main; rc = main(['generate', '--prompt', 'x', *sys.argv[1:]]); "
             "print(rc, 'torch' in sys.modules)")
     for bad in (["--decoder", "nope"], ["--tau", "2"], ["--block-size", "0"]):
-        out = subprocess.run([sys.executable, "-c", code, *bad], capture_output=True, text=True, timeout=120,
-                             cwd=Path(__file__).resolve().parent.parent)
+        out = subprocess.run([sys.executable, "-c", code, *bad], capture_output=True, text=True, timeout=120)
         assert out.stdout.split() == ["2", "False"], (bad, out.stdout, out.stderr[-500:])
 
 
