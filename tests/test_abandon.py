@@ -22,7 +22,7 @@ PATHS = ("decode", "decode-unopened", "branch", "compare", "sweep", "run", "page
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("abandon"), UNMASK_MAX_SECONDS="60") as (url, proc):
+    with running_app(tmp_path_factory.mktemp("abandon"), forked=True, UNMASK_MAX_SECONDS="60") as (url, proc):
         yield url, proc, json.load(urllib.request.urlopen(url + "config", timeout=30))
 
 

@@ -26,7 +26,7 @@ def choose(pg, elem_id: str, option: str) -> None:
 def test_a_gsm8k_sweeps_wrong_answer_opens_as_its_run(pages, tmp_path):
     from tests.families import write_llada
     model, _ = write_llada(tmp_path / "tinyllada")
-    with running_app(tmp_path, UNMASK_MODELS=str(model), UNMASK_MAX_SECONDS="240") as (url, _):
+    with running_app(tmp_path, forked=True, UNMASK_MODELS=str(model), UNMASK_MAX_SECONDS="240") as (url, _):
         pg = pages(1500, 1100)                    # screenshot under artifacts/ if the test fails
         pg.goto(url)
         pg.wait_for_selector("#text .um-text", timeout=120_000)

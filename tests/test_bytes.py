@@ -59,7 +59,7 @@ def send_big(port: int, path: str, chunked: bool, size: int = MB50) -> bytes:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("bytes")
-    with running_app(workdir, SPACE_ID="someone/unmask") as (url, proc):
+    with running_app(workdir, forked=True, SPACE_ID="someone/unmask") as (url, proc):
         yield url, proc, workdir
 
 

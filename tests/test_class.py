@@ -26,7 +26,7 @@ def test_a_full_queue_refuses_the_newest_of_the_most_served_pool(tmp_path):
     A's pool the most served (the engine charged its decodes), so A's newest waiting request leaves for it."""
     env = dict(UNMASK_MAX_RUNNING="2", UNMASK_WAITING="6", UNMASK_PER_ADDRESS="4", UNMASK_MAX_SECONDS="10")
     sources = ["127.0.0.1"] * 14 + ["127.0.1.2"] * 4 + ["127.0.2.3"]   # three networks
-    with running_app(tmp_path, **env) as (url, _):
+    with running_app(tmp_path, forked=True, **env) as (url, _):
         outs, threads = [{"source": s} for s in sources], []
         for o in outs:                                  # in order: each reaches the gate before the next is sent
             gate = Gate(1)
@@ -52,6 +52,6 @@ def test_every_model_request_reaches_the_fair_queue_past_gradios_forty_events(tm
     from tools.page.bench_visitors import measure_full
     # a wait counts in the budget: at 20 s none ends before the queue has filled
     env = dict(UNMASK_MAX_RUNNING="2", UNMASK_PER_ADDRESS="50", UNMASK_MAX_SECONDS="20")
-    with running_app(tmp_path, **env) as (url, proc):
+    with running_app(tmp_path, forked=True, **env) as (url, proc):
         full = measure_full(url, proc.pid, 70)
     assert full["turned_away"] == 0 and 10 <= full["refused_full"] <= 12, full

@@ -61,7 +61,7 @@ def updated_session(url: str, cfg: dict) -> str:
 
 
 def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_traceback(tmp_path):
-    with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
+    with running_app(tmp_path, forked=True, UNMASK_MAX_SECONDS="3") as (url, _):
         cfg = json.load(urllib.request.urlopen(url + "config"))
         session = updated_session(url, cfg)
         log = tmp_path / "app.log"

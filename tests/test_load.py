@@ -39,7 +39,7 @@ SPECS = ["threshold:tau=0.9,block_size=8", "s2d2:preset=sdar-a", "llada:block_si
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     # ten clients share the loopback address here, with the app's default settings (the fair queue orders them)
-    with running_app(tmp_path_factory.mktemp("load")) as (url, proc):
+    with running_app(tmp_path_factory.mktemp("load"), forked=True) as (url, proc):
         yield url, proc
 
 
@@ -252,7 +252,7 @@ def test_a_flooding_session_cannot_hold_the_queue(tmp_path):
     """One client submits 20 heavy decodes at a 3 s budget: all but one running and one waiting are refused at
     once with the page's message, and a second visitor's decode is served within 6 s (round robin: it waits for
     the running one only). Bounded: 20 + 1 calls, loopback, 60 s."""
-    with running_app(tmp_path, UNMASK_MAX_SECONDS="3") as (url, _):
+    with running_app(tmp_path, forked=True, UNMASK_MAX_SECONDS="3") as (url, _):
         flood = gradio_client.Client(url, verbose=False)
         jobs = [flood.submit(PROMPTS[0], HEAVY, api_name="/decode") for _ in range(20)]
         deadline = time.time() + 30

@@ -119,7 +119,7 @@ def test_the_page_opens_a_recorded_trace_and_scrubs_it(folder, tmp_path):
     from tools.local_app import running_app
     from tools.page.bench_ux import launch
     llada = Trace.load(folder / "llada.npz")
-    with running_app(tmp_path, UNMASK_TRACES=str(folder)) as (url, _), sync_api.sync_playwright() as p:
+    with running_app(tmp_path, forked=True, UNMASK_TRACES=str(folder)) as (url, _), sync_api.sync_playwright() as p:
         b = launch(p)
         pg = b.new_page(viewport={"width": 1400, "height": 1400})
         pg.goto(url)

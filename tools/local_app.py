@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tools.app_forkserver import fork_app
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -22,15 +24,20 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(workdir: Path, root: Path = ROOT, start_s: float = 120, **env_extra):
+def running_app(workdir: Path, root: Path = ROOT, start_s: float = 120, forked: bool = False, **env_extra):
     """The real app (python app.py of the checkout at ``root``) on a free loopback port; yields (URL, process),
-    stops it afterwards. ``start_s``: how long its start may take (a loaded machine's import of torch is slow)."""
+    stops it afterwards. ``start_s``: how long its start may take (a loaded machine's import of torch is slow).
+    ``forked``: a fork of a process with torch and transformers imported (``tools.app_forkserver``, the tests'
+    way: about half a start's CPU), not a fresh interpreter."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                UNMASK_CACHE_DIR=str(workdir / "cache"), GRADIO_ANALYTICS_ENABLED="False", UNMASK_THREADS="1")
     env.update(env_extra)
-    log = open(workdir / "app.log", "w")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if forked:
+        proc = fork_app(str(root), env, str(workdir / "app.log"))
+    else:
+        with open(workdir / "app.log", "w") as log:
+            proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + start_s
     while time.time() < deadline:

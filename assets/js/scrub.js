@@ -186,6 +186,18 @@ function askServer() {      // the visible views the server draws itself, at the
   if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
 }
 
+// a figure gradio dropped: one sent while its tab was being opened (a link's tab, a cached run whose pieces
+// arrive at once) can land before the tab's figure exists, which then shows gradio's empty box for good. Once a
+// run has been shown a moment, each visible view of it in that state is asked of the server again, once a run.
+let shownAt = 0, refilled = new Set();
+function refill() {
+  if (!run || performance.now() - shownAt < 300) return;
+  const ids = (run.views || []).filter((id) => { const e = document.getElementById(id);
+    return !refilled.has(id) && visible(e) && !e.querySelector('.js-plotly-plot') && e.querySelector('.empty'); });
+  ids.forEach((id) => refilled.add(id));
+  if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
+}
+
 // a run stopped before its end (Stop, a request limit) says so beside its step too: its last step is not the text's
 const stepLabel = () => `step ${step} / ${run.n}` + (run.ended ? ' (stopped)' : '');
 function go(s) { if (run) { step = Math.min(Math.max(1, s | 0), run.n); draw(); } }
@@ -208,6 +220,7 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   // no run to scrub (one is streaming): the text view's line counts its steps, the slider waits for the total
   if (!run) { label.textContent = 'step – / –'; return; }
   document.dispatchEvent(new CustomEvent('um-run', {detail: run}));     // others that follow the run shown
+  shownAt = performance.now(); refilled = new Set(); setTimeout(refill, 400);
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = stepLabel(); posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -392,7 +405,7 @@ addEventListener('scroll', busy, {passive: true});
 // gradio's placeholder of an empty file box names a plain div (an aria-label without a role, which assistive
 // technology ignores: axe's aria-prohibited-attr): it is a picture of an empty box, so it gets the image role
 const named = () => document.querySelectorAll('div.empty[aria-label]:not([role])').forEach((e) => e.setAttribute('role', 'img'));
-new MutationObserver(() => { load(); bind(); follow(); placeMore(); hideTabs(); named(); busy(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
+new MutationObserver(() => { load(); bind(); follow(); placeMore(); hideTabs(); named(); busy(); refill(); }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-key']});
 window.__umScrub = {go, select, get step() { return step; }, get sel() { return sel; }, get run() { return run; },
   textHtml, candHtml};
 load(); bind(); follow(); placeMore(); hideTabs(); named();

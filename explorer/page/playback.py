@@ -28,7 +28,9 @@ SCRUBBER = """<div class='um-scrub' data-kept='""" + ",".join(KEPT_KEYS) + """'>
 <div class='um-link-row'><label>Link to this run at this step
 <input class='um-link' id='link' readonly></label><button class='um-copy' id='copy-link'>Copy</button></div>"""
 
-SERVER_VIEWS = {v.elem_id: v.name for v in VIEWS if v.scrub == "server"}
+# what an ask may name: any view (the browser asks for the visible "server" views at each settled step, and for a
+# visible view of the run shown that gradio left empty: assets/js/scrub.js ``refill``)
+ASKABLE = {v.elem_id: v.name for v in VIEWS}
 
 
 def build_playback() -> gr.HTML:
@@ -47,7 +49,8 @@ def stale(box: dict, seq) -> bool:
 
 def settled(views, tr, box, evt: gr.EventData):
     """The step settled in the browser: remember it (a tab opened later draws there) and draw the visible views
-    the browser cannot move itself. The event's data comes from the browser, so every field is checked."""
+    it names (those it cannot move itself, or found empty). The event's data comes from the browser, so every
+    field is checked."""
     data = getattr(evt, "_data", None)
     data = data if isinstance(data, dict) else {}
     step, pos, ids = data.get("step"), data.get("pos"), data.get("views")
@@ -59,7 +62,7 @@ def settled(views, tr, box, evt: gr.EventData):
         if stale(box, data.get("seq")):
             return nothing
         box["step"], box["pos"] = step, pos         # where "Branch here" branches from
-    names = {SERVER_VIEWS[i] for i in ids if isinstance(i, str) and i in SERVER_VIEWS}
+    names = {ASKABLE[i] for i in ids if isinstance(i, str) and i in ASKABLE}
     n = len(tr.records)
     if not names or n == 0:
         return nothing
