@@ -33,6 +33,8 @@ def serve() -> None:
         __import__(name)
     # a fork copies one thread: a library that had started another would leave its lock state behind
     assert threading.active_count() == 1, [t.name for t in threading.enumerate()]
+    early = sorted(m for m in sys.modules if m.split(".")[0] in ("gradio", "engine", "explorer", "app"))
+    assert not early, f"read settings at import, so imported by each fork, not before: {early[:5]}"
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)           # forks are reaped by the kernel: no zombies to wait on
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
