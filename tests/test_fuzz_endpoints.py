@@ -4,6 +4,7 @@ never anything else. Run in-process against the real page (create_app), bounded 
 
 import asyncio
 import inspect
+from pathlib import Path
 
 import gradio as gr
 from gradio.helpers import special_args
@@ -79,6 +80,25 @@ def test_browser_driven_events_never_drop_the_latest_request(demo):
     box = {}
     assert [stale(box, n) for n in (1, 3, 2, 3, 4)] == [False, False, True, True, False]
     assert not stale(box, None) and not stale(box, True) and box["seq"] == 4   # unnumbered asks are drawn
+
+
+def test_an_ask_draws_the_server_views_and_the_open_tabs_but_no_other_tabs_view():
+    """The browser asks again for a view of the open tab that gradio left empty (assets/js/scrub.js ``refill``):
+    drawn at the asked step; a view the browser moves itself in another tab is not drawn for any ask, so one ask
+    draws at most one tab's views beside the "server" ones."""
+    from types import SimpleNamespace
+    from engine.records.trace import Trace
+    from explorer.page.playback import settled
+    from explorer.registry import VIEWS
+    tr = Trace.load(Path(__file__).resolve().parent.parent / "assets" / "examples" / "tspd.npz")
+    views = SimpleNamespace(plots={v.name: v.elem_id for v in VIEWS})       # a plot by its view's name
+
+    def ask(tab, ids, seq):
+        evt = SimpleNamespace(_data={"step": 2, "pos": None, "views": ids, "seq": seq})
+        return sorted(k for k, v in settled(views, tr, {"tab": tab}, evt).items() if not isinstance(v, type(gr.skip())))
+    assert ask("TSPD + CE", ["ce-plot", "traj-plot"], 1) == ["ce-plot", "traj-plot"]
+    assert ask("Decode", ["ce-plot", "traj-plot", "mask-plot"], 2) == ["mask-plot", "traj-plot"]
+    assert ask("Decode", ["verifier-plot", "kv-plot", "nope", 3], 3) == []
 
 
 def test_a_value_a_control_cannot_take_is_a_short_message_without_a_traceback(demo):

@@ -12,7 +12,7 @@ import gradio as gr
 from explorer.page.context import js
 from explorer.render import render_views
 from explorer.state import KEPT_KEYS
-from explorer.registry import VIEWS
+from explorer.registry import VIEWS, names_in
 
 SCRUBBER = """<div class='um-scrub' data-kept='""" + ",".join(KEPT_KEYS) + """'>
 <button class='um-prev' id='prev' title='previous step'>◀</button>
@@ -28,8 +28,10 @@ SCRUBBER = """<div class='um-scrub' data-kept='""" + ",".join(KEPT_KEYS) + """'>
 <div class='um-link-row'><label>Link to this run at this step
 <input class='um-link' id='link' readonly></label><button class='um-copy' id='copy-link'>Copy</button></div>"""
 
-# what an ask may name: any view (the browser asks for the visible "server" views at each settled step, and for a
-# visible view of the run shown that gradio left empty: assets/js/scrub.js ``refill``)
+# what an ask may name: the "server" views (the browser asks for the visible ones at each settled step), and a
+# view of the open tab (the browser asks again for one gradio left empty: assets/js/scrub.js ``refill``), so an
+# ask draws at most one tab's views beside the server's
+SERVER_VIEWS = {v.name for v in VIEWS if v.scrub == "server"}
 ASKABLE = {v.elem_id: v.name for v in VIEWS}
 
 
@@ -62,7 +64,8 @@ def settled(views, tr, box, evt: gr.EventData):
         if stale(box, data.get("seq")):
             return nothing
         box["step"], box["pos"] = step, pos         # where "Branch here" branches from
-    names = {ASKABLE[i] for i in ids if isinstance(i, str) and i in ASKABLE}
+    tab = names_in(box.get("tab") if isinstance(box, dict) else None)
+    names = {ASKABLE[i] for i in ids if isinstance(i, str) and i in ASKABLE} & (SERVER_VIEWS | tab)
     n = len(tr.records)
     if not names or n == 0:
         return nothing
