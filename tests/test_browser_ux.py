@@ -286,8 +286,8 @@ def test_the_views_line_is_under_the_tab_strip_and_its_links_open_runs_that_fill
     (arithmetic on the uniform model, its first answer slot selected: a right answer, no [PAD]) and TSPD + CE
     (opened at its fan's step); each tab's every visible figure has points. That every link is its decoder's
     pre-baked setting, which fills the tab, is tests/test_more_views.py's. TSPD's link opens twice: the second run
-    comes from the cache, its figures sent at once as the tab opens (gradio left the first empty, about two times in
-    three, until assets/js/scrub.js asked for it again)."""
+    comes from the cache, its figures sent at once as the tab opens (gradio left its trajectory figure empty in 3
+    opens of 4, until assets/js/scrub.js asked for it again)."""
     ux.opened(page, server)
     got = page.evaluate(VIEWS_LINE)
     assert got["line"] is not None and 0 <= got["line"] - got["strip"] < 40, got
