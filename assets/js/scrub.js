@@ -180,10 +180,10 @@ function draw() {
 // every ask is sent (gradio's "always_last" replays the first deferred ask's data, not the last's) and numbered:
 // the server draws an ask only if it is newer than the last it drew, so a late stale one never overwrites
 let asked = 0;
+const ask = (ids) => { if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked}); };
 function askServer() {      // the visible views the server draws itself, at the settled step
   if (!run) return;         // a new run began streaming since
-  const ids = run.server.filter((id) => visible(plotOf(id)) || visible(document.getElementById(id)));
-  if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
+  ask(run.server.filter((id) => visible(plotOf(id)) || visible(document.getElementById(id))));
 }
 
 // a figure gradio dropped: one sent while its tab was being opened (a link's tab, a cached run whose pieces
@@ -195,7 +195,7 @@ function refill() {
   const ids = (run.views || []).filter((id) => { const e = document.getElementById(id);
     return !refilled.has(id) && visible(e) && !e.querySelector('.js-plotly-plot') && e.querySelector('.empty'); });
   ids.forEach((id) => refilled.add(id));
-  if (ids.length) trigger('submit', {step, pos: sel, views: ids, seq: ++asked});
+  ask(ids);
 }
 
 // a run stopped before its end (Stop, a request limit) says so beside its step too: its last step is not the text's
