@@ -394,13 +394,17 @@ const placeMore = () => { const src = document.querySelector('#more-views .um-mo
   document.getElementById('more-views').style.display = 'none'; };
 // while a run is on (the Run button says "Running…") and Run is out of sight, a sign pinned at the bottom says so:
 // a re-run started from a dial far below Run (a phone) shows it where the visitor is
-const busy = () => { const b = document.getElementById('run'); if (!b) return;
+// Run's box is read only while a run is on, once a frame: read on every DOM mutation it forced a layout each time
+// (0.6 s of the page's main thread over the tour's ten moves)
+const busyNow = () => { busyQueued = false; const b = document.getElementById('run'); if (!b) return;
   let sign = document.getElementById('um-busy');
   if (!sign) { sign = document.createElement('div'); sign.id = 'um-busy'; sign.setAttribute('role', 'status');
     sign.textContent = 'Running… the text view above updates'; document.body.appendChild(sign); }
-  const r = b.getBoundingClientRect(), seen = r.bottom > 0 && r.top < innerHeight;
-  const want = b.innerText.trim().startsWith('Running') && !seen ? 'block' : 'none';
+  const on = b.textContent.trim().startsWith('Running'), r = on && b.getBoundingClientRect();
+  const want = on && !(r.bottom > 0 && r.top < innerHeight) ? 'block' : 'none';
   if (sign.style.display !== want) sign.style.display = want; };
+let busyQueued = false;
+const busy = () => { if (!busyQueued) { busyQueued = true; requestAnimationFrame(busyNow); } };
 addEventListener('scroll', busy, {passive: true});
 // gradio's placeholder of an empty file box names a plain div (an aria-label without a role, which assistive
 // technology ignores: axe's aria-prohibited-attr): it is a picture of an empty box, so it gets the image role
