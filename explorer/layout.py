@@ -124,9 +124,13 @@ def wire_views(views, trace_state) -> None:
                    plots, show_progress="hidden")
 
 
+# Run's label says whether a run is on, set in the browser: as server functions (a run's first and last step) each
+# was a round trip through the queue, and at each step of a server function gradio's page refreshes the loading
+# status of every component an event has read or written, each found by a walk of the whole layout
+RUNNING, IDLE = "() => 'Running…'", "() => 'Run'"
 # Run: the text view scrolls into sight (on a phone it is below the bar) and the button says a run is on
 RUN_STARTS = """() => { const t = document.getElementById('text'); if (t && t.getBoundingClientRect().top >
-  window.innerHeight * 0.6) t.scrollIntoView({block: 'start'}); }"""
+  window.innerHeight * 0.6) t.scrollIntoView({block: 'start'}); return 'Running…'; }"""
 
 
 def session_of(request) -> str | None:
@@ -145,19 +149,18 @@ def wire_runs(page, rp: RunParts, sw) -> list:
             yield out
 
     inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
-    running, idle = (lambda: gr.Button("Running…")), (lambda: gr.Button("Run"))
     # the events Stop cancels are the runs themselves: gradio's cancel of a chain's last step (Run's idle) leaves
     # the run before it going
-    events = [c.run.click(running, None, c.run, js=RUN_STARTS, show_progress="hidden")
+    events = [c.run.click(None, None, c.run, js=RUN_STARTS, show_progress="hidden")
               .then(on_run, inputs, rp.outputs, **model_run(rp))]
-    events[0].then(idle, None, c.run, show_progress="hidden")
+    events[0].then(None, None, c.run, js=IDLE, show_progress="hidden")
     for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
         if isinstance(comp, gr.Slider):     # the button says a run is on, as for Run itself
-            ev = comp.release(running, None, c.run, show_progress="hidden").then(on_run, inputs, rp.outputs,
-                                                                                  **model_run(rp))
+            ev = comp.release(None, None, c.run, js=RUNNING, show_progress="hidden").then(on_run, inputs, rp.outputs,
+                                                                                       **model_run(rp))
             events.append(ev)
-            ev.then(idle, None, c.run, show_progress="hidden")
-    events.append(wire_pick(rp, on_run, running, idle))
+            ev.then(None, None, c.run, js=IDLE, show_progress="hidden")
+    events.append(wire_pick(rp, on_run))
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
@@ -202,7 +205,7 @@ def wire_stop(page, rp: RunParts, events: list) -> None:
                                                         show_progress="hidden")
 
 
-def wire_pick(rp: RunParts, on_run, running, idle):
+def wire_pick(rp: RunParts, on_run):
     """A held-out problem picked runs at once (the prompt box takes it too), so the old text never stands under
     the new prompt; the event, for Stop to cancel."""
     c, v = rp.controls, rp.views
@@ -215,9 +218,9 @@ def wire_pick(rp: RunParts, on_run, running, idle):
             yield out
 
     picks = [v.tab, rp.previous, c.examples, c.model, c.decoder, *c.components]
-    ev = c.examples.input(running, None, c.run, js=RUN_STARTS, show_progress="hidden") \
+    ev = c.examples.input(None, None, c.run, js=RUN_STARTS, show_progress="hidden") \
         .then(on_pick, picks, rp.outputs, **model_run(rp))
-    ev.then(idle, None, c.run, show_progress="hidden")
+    ev.then(None, None, c.run, js=IDLE, show_progress="hidden")
     return ev
 
 
