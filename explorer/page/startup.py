@@ -88,6 +88,12 @@ PROGRESS_POLL_S = 0.05
 
 def quiet_queue(queue) -> None:
     """Gradio's queue (``demo.queue()``'s, once made) polls at ``IDLE_POLL_S`` when free, ``PROGRESS_POLL_S`` for
-    progress messages when no event runs."""
+    progress messages when no event runs, and keeps no traffic summary."""
     queue.sleep_when_free = IDLE_POLL_S
     queue.progress_update_sleep_when_free = PROGRESS_POLL_S
+    # gradio recomputes the summary of its /monitoring page (which explorer.page.bodylimit refuses to serve) with
+    # pandas over its last 10 000 events after every event: each event cost the server more than the one before
+    # (930 calls on one app: 100 empty events 4.6 CPU-s among the first, 21.4 among the last; 0.63 and 0.67 without
+    # it), so one visitor's clicks slowed every later visitor's events
+    queue.compute_analytics_summary = lambda records: queue.cached_event_analytics_summary
+    queue.ANALYTICS_MAX_EVENTS = 1          # the per-event records it keeps for that page
