@@ -2,7 +2,8 @@
 (a Run, Branch here, the tour, a Sweep, opening its point): every event the page has, the browser-only ones too,
 with hostile values, file data naming files outside the app, the wrong number of inputs, and a second event
 stream on one session. Each call ends with a message (never an error without one), the server logs at most 1 KB
-per call and no traceback. One app for the module (marked ``load``)."""
+per call and no traceback; an event costs the server no more after ~900 events than among the first. One app for the
+module (marked ``load``)."""
 
 from __future__ import annotations
 
