@@ -75,7 +75,7 @@ def test_hostile_calls_after_every_update_get_a_message_a_short_log_and_no_trace
             spent = cpu_seconds(proc.pid)
             try:
                 done = call(url, dep["id"], data, session)
-                if not data:                # the same request each time: the page's browser-only events
+                if not data:          # no inputs: the browser-only events (and a one-input event sent none)
                     costs.append(cpu_seconds(proc.pid) - spent)
             except urllib.error.HTTPError as e:      # a body over UNMASK_MAX_BODY (413), or with more lists
                 # and objects than any request of the page (400: file data in many inputs): refused before it is kept
