@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import html
 import time
+from types import MappingProxyType
 
 from pathlib import Path
 
 import gradio as gr
 
-from engine.catalogue import catalogue
 from engine.errors import UserError
 from explorer.glossary import GLOSSARY
-from explorer import recorded
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
 from explorer.page import assets_cache, bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions
 from explorer.page import theme, untouched
 from explorer.page.context import STATE_TTL_S, Page, fairly, js, shown_error
-from explorer.page.run import RunParts, run_setting, show_stopped, show_trace
+from explorer.page.run import RunParts, controls_of, run_setting, show_stopped, show_trace, shown_first, start_at
 from engine.catalogue.spec import parse_spec
 
 CSS_PATH = Path(__file__).resolve().parent.parent / "assets" / "style.css"
@@ -66,6 +65,7 @@ def build_demo(page: Page) -> gr.Blocks:
                 sh = share.build_share()
             with gr.Column(scale=1, min_width=300, elem_id="params-col"):
                 c = controls.build_params(page, bar)
+                start_at(page, c, shown_first(page, {}))
         register_api(page)
         rp = RunParts(views, c, sh.export, trace_state, previous)
         controls.wire_controls(page, c)
@@ -148,18 +148,20 @@ def wire_runs(page, rp: RunParts, sw) -> list:
                 page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False, session=session_of(request))):
             yield out
 
-    inputs = [v.tab, rp.previous, c.prompt, c.model, c.decoder, *c.components]
+    inputs = [v.tab, rp.previous, *rp.setting]
     # the events Stop cancels are the runs themselves: gradio's cancel of a chain's last step (Run's idle) leaves
     # the run before it going
     events = [c.run.click(None, None, c.run, js=RUN_STARTS, show_progress="hidden")
-              .then(on_run, inputs, rp.outputs, **model_run(rp))]
+              .then(on_run, inputs, rp.run_outputs, **model_run(rp))]
     events[0].then(None, None, c.run, js=IDLE, show_progress="hidden")
-    for comp in c.components:  # changing a decoding parameter re-runs on release (cached runs return at once)
-        if isinstance(comp, gr.Slider):     # the button says a run is on, as for Run itself
-            ev = comp.release(None, None, c.run, js=RUNNING, show_progress="hidden").then(on_run, inputs, rp.outputs,
-                                                                                       **model_run(rp))
-            events.append(ev)
-            ev.then(None, None, c.run, js=IDLE, show_progress="hidden")
+    # changing a decoding parameter re-runs on release (cached runs return at once), the button saying a run is on
+    # as for Run itself; one event for every slider, so a release during a run waits for it and then runs the
+    # controls as they are then (a page's fifty-nine chains of three events made it a third of the page's events)
+    released = gr.on([comp.release for comp in c.components if isinstance(comp, gr.Slider)], None, None, c.run,
+                     js=RUNNING, show_progress="hidden") \
+        .then(on_run, inputs, rp.run_outputs, trigger_mode="always_last", **model_run(rp))
+    events.append(released)
+    released.then(None, None, c.run, js=IDLE, show_progress="hidden")
     events.append(wire_pick(rp, on_run))
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
@@ -201,7 +203,7 @@ def wire_stop(page, rp: RunParts, events: list) -> None:
 
     # its words come at once from the browser's last frame (stop_words.js); the server's stopped run follows
     rp.controls.stop.click(lambda: gr.Button("Run"), None, rp.controls.run, cancels=events, js=js("stop_words.js"),
-                           show_progress="hidden").then(on_stop, [rp.views.tab, rp.previous], rp.outputs,
+                           show_progress="hidden").then(on_stop, [rp.views.tab, rp.previous], rp.run_outputs,
                                                         show_progress="hidden")
 
 
@@ -219,9 +221,15 @@ def wire_pick(rp: RunParts, on_run):
 
     picks = [v.tab, rp.previous, c.examples, c.model, c.decoder, *c.components]
     ev = c.examples.input(None, None, c.run, js=RUN_STARTS, show_progress="hidden") \
-        .then(on_pick, picks, rp.outputs, **model_run(rp))
+        .then(on_pick, picks, rp.run_outputs, **model_run(rp))
     ev.then(None, None, c.run, js=IDLE, show_progress="hidden")
     return ev
+
+
+def quiet(rp: RunParts) -> dict:
+    """An event that sets the controls without a spinner: its loading status kept on the text view alone, which
+    gradio's page refreshes at every step of every later event (``RunParts.run_outputs``)."""
+    return dict(show_progress="hidden", show_progress_on=[rp.views.text])
 
 
 def wire_tour(page, rp: RunParts, card, bp, more) -> None:
@@ -245,35 +253,53 @@ def wire_tour(page, rp: RunParts, card, bp, more) -> None:
     outs = [idx, text, box, back, nxt, *rp.outputs, bp.out, *bp.figs, more]
     for button, move in ((rp.controls.tour, lambda i: 0), (nxt, lambda i: i + 1), (back, lambda i: i - 1)):
         button.click(lambda i, b, p, move=move: show(move(i if isinstance(i, int) else -1), b, p),
-                     [idx, v.tab, rp.previous], outs, show_progress="hidden").then(None, js=tour.POINT_JS)
+                     [idx, v.tab, rp.previous], outs, **quiet(rp)).then(None, js=tour.POINT_JS)
     close.click(lambda: (gr.Column(visible=False), -1), None, [box, idx], show_progress="hidden",
                 js="() => document.querySelectorAll('.um-tour-target').forEach(e => "
                    "e.classList.remove('um-tour-target'))")
 
 
+NO_LINK = MappingProxyType(dict(values=MappingProxyType({}), run=False))  # a link's events called without one
+
+
+def link_controls(page, c, lk) -> dict:
+    """The controls a link sets: its values, or (a link without a run: a step, a tab, a recorded trace) the
+    setting of the run it shows."""
+    lk = lk if isinstance(lk, dict) else NO_LINK
+    values = lk["values"]
+    if not lk["run"]:
+        shown = shown_first(page, values)
+        return controls_of(page, c, shown) if shown is not None else {c.prompt: gr.skip()}
+    return {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
+            c.decoder: values.get("decoder", gr.skip()),
+            **{comp: values[k] for k, comp in c.values.items() if k in values}}
+
+
 def wire_load(demo, page, rp: RunParts, bp, more):
+    """A plain page load shows the pre-baked run (``shown_first``) under the controls built at its setting
+    (``start_at``) and writes no control; a link (``link``, None on a plain load) then sets the controls and, where
+    it asks for one, runs its setting (its branch too)."""
     c, v = rp.controls, rp.views
-    autorun, step_from_url, branch_from_url = gr.State(False), gr.State(None), gr.State(None)
+    link = gr.State(None)
 
     def load(tab_box, request: gr.Request = None):  # gradio injects the request by its annotation
         values, run = share.url_values(page, request)
         # a link that asks for a run: its request (and budget) starts here, at the page's load
-        out = {c.prompt: values.get("prompt", gr.skip()), c.model: values.get("model", gr.skip()),
-               c.run: gr.Button("Running…") if run else gr.skip(),      # a link's run: the button says so
-               c.decoder: values.get("decoder", gr.skip()), autorun: time.monotonic() if run else False,
-               step_from_url: values.get("step"),
-               branch_from_url: values.get("branch")}
-        out.update({comp: values[k] for k, comp in c.values.items() if k in values})
+        out = {c.run: gr.Button("Running…") if run else gr.skip(),      # a link's run: the button says so
+               link: dict(values=values, run=time.monotonic() if run else False) if values else None}
         if isinstance(tab_box, dict) and values.get("tab"):   # a link's tab: opened once its run, filling it, shows
             tab_box["tab"] = values["tab"]
-        example = None if run else recorded.on_load(page, values) or \
-            page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER))
+        example = None if run else shown_first(page, values)
         if example is not None:   # a pre-baked run, shown before any model call
-            out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box))
+            out.update(show_trace(page, rp, example, None, None, example=True, box=tab_box, set_controls=False))
         return out
 
-    async def maybe_run(request: gr.Request, go, step_v, branch_v, box, prev, prompt_v, model_v, decoder_v,
-                        *values):
+    def set_link(lk):
+        return link_controls(page, c, lk)
+
+    async def maybe_run(request: gr.Request, lk, box, prev, prompt_v, model_v, decoder_v, *values):
+        lk = lk if isinstance(lk, dict) else NO_LINK
+        go, step_v, branch_v = lk["run"], lk["values"].get("step"), lk["values"].get("branch")
         if not go:
             yield {rp.trace: gr.skip()}
             return
@@ -282,7 +308,7 @@ def wire_load(demo, page, rp: RunParts, bp, more):
         async def linked():
             # a link to a branch: its base run is shown, then the branch, in the same event and one budget (the
             # base run may take half of it; the branch has what is left)
-            shown, t0 = None, min(go, time.monotonic()) if isinstance(go, float) else time.monotonic()
+            shown, t0 = None, min(go, time.monotonic())
             base_budget = page.service.max_seconds / 2 if branch_v else None
             async for out in run_setting(page, rp, parse, prompt_v, model_v,
                                          step_v if isinstance(step_v, int) else None, box, prev,
@@ -299,11 +325,13 @@ def wire_load(demo, page, rp: RunParts, bp, more):
         except Exception:
             yield {c.run: gr.Button("Run")}     # the link's run is over, refused or not: the button says so
             raise
-        yield {c.run: gr.Button("Run")}         # in this event: a page load without a link sends nothing more
+        yield {c.run: gr.Button("Run")}
 
-    linked_run = demo.load(load, v.tab, [autorun, step_from_url, branch_from_url, c.run, *rp.outputs]) \
-        .then(maybe_run, [autorun, step_from_url, branch_from_url, v.tab, rp.previous, c.prompt, c.model, c.decoder,
-                          *c.components], [*rp.outputs, bp.out, *bp.figs, more, c.run], **model_run(rp))
+    demo.load(load, v.tab, [link, c.run, *rp.run_outputs])
+    # a state's change event fires only when an event changed it: a plain load (None to None) starts neither
+    linked_run = link.change(set_link, link, rp.setting, **quiet(rp)) \
+        .then(maybe_run, [link, v.tab, rp.previous, *rp.setting], [*rp.outputs, bp.out, *bp.figs, more, c.run],
+              **model_run(rp))
     linked_run.then(None, js=branch.show_js("branch-out"))            # a link's branch: its result in sight
     return linked_run            # for Stop to cancel
 

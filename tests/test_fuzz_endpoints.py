@@ -138,3 +138,38 @@ def test_runs_label_is_set_in_the_browser_around_each_run(demo):
     assert starts == ends and starts >= 3, said                      # each run's start has its end
     followed = {fn.trigger_after for fn in demo.fns.values() if fn.fn is not None and fn.trigger_after is not None}
     assert {fn._id for fn in label if fn.fn is None and "'Running…'" in fn.js} <= followed   # and a run after it
+
+
+def test_a_plain_load_a_run_and_a_release_keep_the_controls_out_of_the_pages_loading_status(demo):
+    """At every step of every event (its start, its queue, each streamed frame, its end) gradio's page refreshes
+    the loading status of each component that an event run so far has shown progress on (its outputs, or its
+    ``show_progress_on``), finding each by a walk of the whole layout. The load wrote the ninety controls (most of
+    them hidden) with the example: nine tenths of those walks for the rest of the visit, 1.2-1.4 s of the browser's
+    main thread on opening the page. The load writes none of them now (they are built at the example's setting); a
+    link sets them in its own events, which a plain load does not start; and the sliders' releases are one chain,
+    not fifty-nine."""
+    cfg = demo.get_config_file()
+    order = {}
+
+    def walk(node):
+        order.setdefault(node["id"], len(order))
+        for child in node.get("children") or []:
+            walk(child)
+    walk(cfg["layout"])
+    deps = {d["id"]: d for d in cfg["dependencies"]}
+    shows = lambda d: set(d.get("show_progress_on") or d["outputs"])                 # noqa: E731
+    load = next(d for d in deps.values() if ["load"] == [t[1] for t in d["targets"]])
+    run = next(d for d in deps.values() if d.get("api_name") == "on_run")
+    controls = set(run["inputs"][2:])            # the prompt, model, decoder and every parameter
+    assert len(controls) > 90 and not (set(load["outputs"]) | shows(run)) & controls
+    walked = sum(order[i] for i in shows(load) | shows(run))
+    assert walked < sum(order[i] for i in controls) / 5, walked     # 2 508 nodes a step; 25 627 with the controls
+    later = {d["trigger_after"] for d in deps.values() if d.get("trigger_after") is not None}
+    assert load["id"] not in later               # nothing follows the load itself; a link's change does
+    chain = [d for d in deps.values() if d.get("api_name") == "maybe_run"]
+    starts = deps[chain[0]["trigger_after"]]
+    assert len(chain) == 1 and [t[1] for t in starts["targets"]] == ["change"]
+    assert set(starts["targets"][0][:1]) <= set(load["outputs"])     # the state the load sets for a link
+    releases = [d for d in deps.values() if any(t[1] == "release" for t in d["targets"])]
+    sliders = {c["id"] for c in cfg["components"] if c["type"] == "slider"} & controls
+    assert len(releases) == 1 and {t[0] for t in releases[0]["targets"]} == sliders and len(sliders) > 50

@@ -185,7 +185,7 @@ def act(demo, page, check) -> list[str]:
     tr = next(v for v in outs[-1].values() if isinstance(v, Trace) and v.meta.finished)
     done.append(f"Run: {tr.meta.decoder}, {len(tr.records)} forwards")
     check(done[-1])
-    load, linked = handler(demo, "load"), handler(demo, "maybe_run")
+    load, set_link, linked = handler(demo, "load"), handler(demo, "set_link"), handler(demo, "maybe_run")
     for tab, names in tab_decoders().items():       # each link of "views this run leaves out"
         for name in names:
             query = href(page, tab, name)
@@ -193,6 +193,9 @@ def act(demo, page, check) -> list[str]:
                 continue
             req = SimpleNamespace(session_hash="A", client=None, query_params=dict(parse_qsl(query[1:])))
             shown = load.fn({"tab": None}, req)
+            lk = next(v for c, v in shown.items() if c in set_link.inputs)
+            assert lk and lk["run"], query                 # a link of a decoder's tab runs it
+            shown.update(set_link.fn(lk))
             got = call(demo, linked, req, {c: v for c, v in shown.items() if not isinstance(v, type(gr.skip()))})
             done.append(f"link {tab}/{name}: {len(got)} answers")
             check(done[-1])

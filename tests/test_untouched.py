@@ -26,7 +26,7 @@ def run_event(tmp_path_factory):
     page = Page(DecodeService(default_model="tiny", max_seconds=30), {}, export_dir=ExportDir(str(tmp)),
                 models=("tiny",))
     demo = build_demo(page)
-    fn = next(f for f in demo.fns.values() if f.name == "on_run")
+    fn = next(f for f in demo.fns.values() if f.name == "maybe_run")      # a link's run: it sets the controls too
     by_id = {getattr(c, "elem_id", None): c for c in fn.outputs}
     plot = next(c for c in fn.outputs if isinstance(c, gr.Plot))
     # a streamed frame, a finished run's first piece (a prop update among them), one skipped output, and one

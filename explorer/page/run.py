@@ -12,6 +12,7 @@ import gradio as gr
 
 from engine.catalogue import catalogue
 from engine.errors import UserError
+from explorer import recorded
 from explorer.page.context import Page, shown_error
 from explorer.page.controls import decoder_choices
 from explorer.page.decode_tab import Views, decode, finished
@@ -28,26 +29,55 @@ class RunParts:
     previous: gr.State        # the run shown before it (the delta's reference)
 
     @property
+    def run_outputs(self) -> list:
+        """What a run made from the controls as they are writes (Run, a slider's release, a picked problem, Stop):
+        not the controls. gradio's page marks an event's outputs (or its ``show_progress_on``) as loading at each of
+        its steps and keeps refreshing them at every step of every later event, each found by a walk of the whole
+        layout: the ninety controls, most of them hidden, were nine tenths of those walks."""
+        return [*self.views.outputs, self.export, self.trace, self.previous]
+
+    @property
     def outputs(self) -> list:
+        """What a run that sets the controls to its own setting writes (a link, the tour, the Sweep's Open)."""
+        return [*self.run_outputs, *self.setting]
+
+    @property
+    def setting(self) -> list:
         c = self.controls
-        return [*self.views.outputs, self.export, self.trace, self.previous, c.prompt, c.model, c.decoder,
-                *c.components]
+        return [c.prompt, c.model, c.decoder, *c.components]
 
 
-def controls_of(page: Page, c, tr) -> dict:
-    """The controls set to the run's own setting (the preset is left alone: choosing one rewrites the others)."""
+def controls_of(page: Page, c, tr, menu: bool = True) -> dict:
+    """The controls set to the run's own setting (the preset is left alone: choosing one rewrites the others);
+    ``menu``: the decoder's with the menu of the run's model (a uniform run's model has its own), else its value."""
     m = tr.meta
     out = {c.prompt: m.prompt}
     model = m.model if m.model in page.models else None
     if model:
         out[c.model] = model
-    if m.decoder in catalogue.DECODERS:   # with the run's model's menu (a uniform run's model has its own)
-        menu = decoder_choices(page.model_infos.get(model or page.default_model))
-        out[c.decoder] = gr.Dropdown(choices=menu, value=m.decoder)
+    if m.decoder in catalogue.DECODERS:
+        choices = decoder_choices(page.model_infos.get(model or page.default_model))
+        out[c.decoder] = gr.Dropdown(choices=choices, value=m.decoder) if menu else m.decoder
     for k, v in m.params.items():
         if k in c.values and k != "preset":
             out[c.values[k]] = v
     return out
+
+
+def shown_first(page: Page, values: dict):
+    """The run a page load shows before any model call (None: none): the operator's recorded trace (the one the
+    link names, else the first), else the pre-baked example of the link's decoder, the default's on a plain load."""
+    return recorded.on_load(page, values) or page.example_traces.get(values.get("decoder", catalogue.DEFAULT_DECODER))
+
+
+def start_at(page: Page, c, tr) -> None:
+    """The controls' first values, as the page is built: the setting of ``tr``, the run a plain page load shows,
+    so that the load itself writes no control (``RunParts.run_outputs``); None: the controls' defaults."""
+    if tr is None:
+        return
+    for comp, v in controls_of(page, c, tr, menu=False).items():   # a component made here would be drawn here
+        comp.value = comp.postprocess(v)
+    c.decoder.choices = decoder_choices(page.model_infos.get(c.model.value))      # the opening model's menu
 
 
 def final_parts(page: Page, rp: RunParts, tr, parts: dict, set_controls: bool = True) -> dict:
@@ -88,12 +118,14 @@ async def run_setting(page: Page, rp: RunParts, parse, prompt_v, model_v, step_v
         yield out
 
 
-def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool, box=None) -> dict:
+def show_trace(page: Page, rp: RunParts, tr, step_v: int | None, prev, example: bool, box=None,
+               set_controls: bool = True) -> dict:
     """A stored trace (the pre-baked example, a tour stop) as the run shown; with the page's tab box, drawn in
     the open tab (or the first with something to show). Its times are another moment's: the tile says cached."""
     if not tr.meta.cached:          # a pre-baked example is marked already: it is shared, and frozen
         tr.meta.cached = True
-    return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example, box=box))
+    return final_parts(page, rp, tr, finished(page, rp.views, tr, step_v, prev, example=example, box=box),
+                       set_controls)
 
 
 STOP_WAIT_S = 5.0    # how long Stop waits for the cancelled run's request to end (its worker stops at its next
