@@ -137,19 +137,32 @@ TUNE = """async ([dial, v0, dv, sym]) => { const r = document.querySelector('#' 
           seen(gd) || (seen(peek) && !!pm && pm.x.length === marks.x.length)]; }"""
 
 
+QUIET_S = 3.0
+
+
 def tune_by_eye(pg, dial: str = "tau", v0: float = 0.9, dv: float = -0.08, sym: str = "τ") -> dict:
-    """Drag a dial (τ over the opening example by default; input events, no release) from v0 in 10 steps of dv:
-    the overlay's latency per event, its note and its marks, how many requests the page sent meanwhile, and
-    whether the preview is in sight (the map itself, or its pinned copy carrying the same marks)."""
+    """Drag a dial (τ over the opening example by default; input events, no release) from v0 in 10 steps of dv,
+    once the page has sent nothing for QUIET_S: the overlay's latency per event, its note and its marks, the
+    requests the page sent meanwhile (``sent``: address and body), and whether the preview is in sight (the map
+    itself, or its pinned copy carrying the same marks)."""
     import statistics
+    import time
     sent = []
-    listener = lambda r: sent.append(r.url)  # noqa: E731
+    listener = lambda r: sent.append(f"{r.url} {(r.post_data or '')[:80]}")  # noqa: E731
     pg.wait_for_selector("#conf-plot .js-plotly-plot", timeout=60_000)   # drawn after the text on a busy machine
+    # what the page still had to send from before is not the drag's: after a link's run is shown the scrubber asks
+    # for its server-drawn views ~2.4 s later (a CI run's drag, started sooner, counted that ask)
     pg.on("request", listener)
+    quiet_since, deadline = time.monotonic(), time.monotonic() + 30
+    while time.monotonic() < deadline and (sent or time.monotonic() - quiet_since < QUIET_S):
+        if sent:
+            sent.clear()
+            quiet_since = time.monotonic()
+        pg.wait_for_timeout(100)
     times, note, marks, preview = pg.evaluate(TUNE, [dial, v0, dv, sym])
     pg.remove_listener("request", listener)
     return dict(median_ms=statistics.median(times), max_ms=max(times), note=note, marks=marks, requests=len(sent),
-                preview_in_sight=preview)
+                preview_in_sight=preview, sent=sent)
 
 
 def phone_run(pg, base: str) -> dict:
