@@ -18,8 +18,8 @@ from engine.errors import UserError
 from explorer.glossary import GLOSSARY
 from explorer.page import branch, compare, controls, decode_tab, masks, playback, share, sweep, tour
 from explorer.page.api import register_api
-from explorer.page import assets_cache, bodylimit, bounds, fair, more_views, presence, proxy, serverlog, sessions
-from explorer.page import theme, untouched
+from explorer.page import assets_cache, bodylimit, bounds, fair, frame_guard, more_views, presence, proxy, serverlog
+from explorer.page import sessions, theme, untouched
 from explorer.page.context import STATE_TTL_S, Page, fairly, js, shown_error
 from explorer.page.run import RunParts, controls_of, run_setting, show_stopped, show_trace, shown_first, start_at
 from engine.catalogue.spec import parse_spec
@@ -352,10 +352,11 @@ def launch_kwargs() -> dict:
 def middleware() -> list:
     """Request bodies bounded and uploads refused, outermost (``bodylimit``); each session's open event streams
     counted (``presence.Presence``: a gone client's work stops); the page's scripts and styles served from memory,
-    compressed once (``assets_cache``); on a Space without a named proxy, the visitor's address read from the
-    platform's ``X-Forwarded-For`` (``proxy``)."""
+    compressed once (``assets_cache``); the page's frame guard first in its head (``frame_guard``); on a Space
+    without a named proxy, the visitor's address read from the platform's ``X-Forwarded-For`` (``proxy``)."""
     from starlette.middleware import Middleware
-    out = [Middleware(bodylimit.BodyLimit), Middleware(presence.Presence), Middleware(assets_cache.AssetCache)]
+    out = [Middleware(bodylimit.BodyLimit), Middleware(presence.Presence), Middleware(assets_cache.AssetCache),
+           Middleware(frame_guard.FrameGuard)]
     if proxy.mode() == "space":
         out.append(Middleware(proxy.SpaceClient))
     return out

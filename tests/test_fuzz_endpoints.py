@@ -140,6 +140,20 @@ def test_runs_label_is_set_in_the_browser_around_each_run(demo):
     assert {fn._id for fn in label if fn.fn is None and "'Running…'" in fn.js} <= followed   # and a run after it
 
 
+def test_no_event_shows_progress_on_more_than_one_control(demo):
+    """gradio's page keeps each progress target any event has had, walking the layout for each at every step of
+    every later event: a switch of decoder (each tour stop's, a link's) showed progress on the ninety controls it
+    rewrites, so after it every status message walked ten times the nodes (the tour's main thread: 6.7 of 24 s in
+    those walks, 1.0 s after). Each event now marks the one block a visitor watches (the decoder's card)."""
+    cfg = demo.get_config_file()
+    run = next(d for d in cfg["dependencies"] if d.get("api_name") == "on_run")
+    controls = set(run["inputs"][2:])
+    wide = {d["id"]: len(set(d.get("show_progress_on") or d["outputs"]) & controls) for d in cfg["dependencies"]}
+    assert max(wide.values()) <= 1, {i: n for i, n in wide.items() if n > 1}
+    switch = [d for d in cfg["dependencies"] if len(set(d["outputs"]) & controls) > 80]
+    assert len(switch) >= 2                                # not vacuous: events that write every control remain
+
+
 def test_a_plain_load_a_run_and_a_release_keep_the_controls_out_of_the_pages_loading_status(demo):
     """At every step of every event (its start, its queue, each streamed frame, its end) gradio's page refreshes
     the loading status of each component that an event run so far has shown progress on (its outputs, or its

@@ -183,8 +183,9 @@ def test_the_forwarded_for_walk_is_bounded_in_entries_and_bytes():
 def test_off_a_space_the_app_adds_no_header_rule_and_on_a_space_it_does(monkeypatch):
     from explorer.layout import middleware
     from explorer.page.assets_cache import AssetCache
+    from explorer.page.frame_guard import FrameGuard
     monkeypatch.delenv("UNMASK_TRUSTED_PROXIES", raising=False)
     monkeypatch.delenv("SPACE_ID", raising=False)
-    assert [m.cls for m in middleware()] == [BodyLimit, Presence, AssetCache]
+    assert [m.cls for m in middleware()] == [BodyLimit, Presence, AssetCache, FrameGuard]
     monkeypatch.setenv("SPACE_ID", "someone/unmask")
-    assert [m.cls for m in middleware()] == [BodyLimit, Presence, AssetCache, SpaceClient]
+    assert [m.cls for m in middleware()] == [BodyLimit, Presence, AssetCache, FrameGuard, SpaceClient]

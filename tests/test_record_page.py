@@ -20,9 +20,8 @@ from explorer.state import parse_query
 from explorer.views.summary import render_summary
 from tests.record_loops import remdm_cap
 from tests.test_record import PROMPT
+from tools.bench.browser import CHROMIUM
 from tools.record_examples import llada_generate
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")

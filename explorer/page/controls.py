@@ -264,10 +264,16 @@ def example_prompt(choice):
 
 
 def wire_controls(page, c: Controls) -> None:
-    c.decoder.change(partial(on_decoder, c.keys), c.decoder, [c.decoder_info, *c.boxes.values(), *c.components])
+    # gradio's page keeps every progress target an event ever had, and walks the layout for each of them at every
+    # step of every later event: a switch of decoder (the tour's, a link's) marks the decoder's card alone, not the
+    # ninety controls it rewrites (which would make each later status message walk ten times the nodes)
+    card = dict(show_progress_on=[c.decoder_info])
+    c.decoder.change(partial(on_decoder, c.keys), c.decoder, [c.decoder_info, *c.boxes.values(), *c.components],
+                     **card)
     c.decoder.input(partial(decoder_defaults, c.keys), [c.decoder, *c.components], c.components,
-                    show_progress="hidden")
-    c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components)
+                    show_progress="hidden", **card)
+    c.values["preset"].change(partial(on_preset, c.keys), c.values["preset"], c.components, show_progress="hidden",
+                              **card)
     c.model.change(partial(on_model, page), [c.model, c.decoder], [c.examples, c.model_card, c.decoder])
     c.model.input(partial(prompt_for_model, page), [c.model, c.prompt], c.prompt, show_progress="hidden")
     c.examples.change(example_prompt, c.examples, c.prompt)
