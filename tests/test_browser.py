@@ -266,7 +266,7 @@ def test_branch_here_forces_a_candidate_and_shows_both_futures(page, server):
     page.wait_for_function("() => document.querySelector('#position').value !== ''", timeout=15000)
     page.click("#branch-here")
     page.wait_for_selector(f"#branch-where >> text=after step {mid} of {n}", timeout=15000)
-    page.wait_for_function(f"() => {{ const r = document.querySelector('#branch-where').getBoundingClientRect(); "
+    page.wait_for_function("() => { const r = document.querySelector('#branch-where').getBoundingClientRect(); "
                            "return r.top >= -2 && r.top < innerHeight; }", timeout=5000)     # brought into sight
     page.wait_for_selector("#branch-where >> text=still masked", timeout=15000)
     page.locator("#branch-force label").last.click()
