@@ -1,7 +1,7 @@
 """The page's frame guard (``explorer.page.frame_guard``, ``assets/js/frame_guard.js``): the page's HTML carries the
 script first in its head, before any of gradio's scripts, under gradio's compression middleware as the app has it;
-nothing else is touched (another path, another method, an answer that is not HTML or not 200). A tiny Starlette app, as gradio serves its page; the
-browser side (an idle page asks for no frames) is ``tests/test_browser.py``."""
+nothing else is touched (another path, another method, an answer that is not HTML or not 200). A tiny Starlette
+app, as gradio serves its page; the browser side (an idle page asks for no frames) is ``tests/test_browser.py``."""
 
 from __future__ import annotations
 
