@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -118,6 +119,17 @@ def browser():
         b = launch(p)
         yield b
         b.close()
+
+
+SEEDS = itertools.count(1)
+
+
+@pytest.fixture
+def fresh_seed():
+    """A seed no earlier test of this worker put in a link. The page's cache serves an example's finished run whole
+    to every later visitor: a test that must see a run stream asks for its own seed (a greedy decode gives the same
+    run), or its rerun after a timeout would be served the first attempt's run (CI's red run: no streaming seen)."""
+    return next(SEEDS)
 
 
 @pytest.fixture

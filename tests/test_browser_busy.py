@@ -5,7 +5,6 @@ agree; ← / → step and space plays, as the scrubber's line says."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,10 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
-# a run long enough to stream (no stop at the end of the story) on a prompt the checker knows; each attempt its own
-# seed (a greedy decode: the same run), as the page's cache keeps an example's run for every visitor and a rerun
-# after a timeout would be served the first attempt's run whole, without streaming
+# a run long enough to stream (no stop at the end of the story) on a prompt the checker knows, at a seed of its own
+# (``fresh_seed``: a greedy decode, the same run, not served whole from the page's cache)
 LINK = "?prompt=Tell+a+story+about+a+yak+named+Finn.&decoder=threshold&tau=0.99&block_size=4&gen_length=256" \
        "&stop_at_eos=0&seed={}"
-ATTEMPT = itertools.count(1)
 # every distinct state of the button, the text's step line, the slider's label and the checker card, as painted
 # (looked at once an animation frame: what a person sees, not the DOM between two updates of one message)
 WATCH = """() => { window.__umSeen = []; const snap = () => { const b = document.querySelector('#run');
@@ -55,10 +52,10 @@ def streamed_busy(states: list[dict]) -> None:
     assert end["head"].split(" · ")[0] == end["label"], end           # one step counter
 
 
-def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(pages, server):
+def test_a_link_and_a_keyboard_retune_show_busy_and_the_keys_step_and_play(pages, server, fresh_seed):
     pg = pages(1500, 1000)
     pg.add_init_script("document.addEventListener('DOMContentLoaded', " + WATCH + ")")
-    pg.goto(server + LINK.format(next(ATTEMPT)))
+    pg.goto(server + LINK.format(fresh_seed))
     pg.wait_for_function(IDLE, timeout=180_000)
     pg.wait_for_function("() => window.__umScrub && window.__umScrub.run", timeout=60_000)
     streamed_busy(seen(pg))

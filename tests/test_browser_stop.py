@@ -17,9 +17,9 @@ sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(ux.CHROMIUM).exists():
     pytest.skip("Debian chromium not installed", allow_module_level=True)
 # a run long enough to stop midway on a quiet machine too (256 forwards over the whole canvas, no stop at the end of
-# the story), on a held-out prompt the checker knows
+# the story), on a held-out prompt the checker knows, at a seed of its own (``fresh_seed``: not served from the cache)
 SETTING = "?prompt=Tell+a+story+about+a+yak+named+Finn.&decoder=llada&block_size=32&gen_length=256&use_cache=0" \
-          "&stop_at_eos=0"
+          "&stop_at_eos=0&seed={}"
 STREAMING = "() => (document.querySelector('#text .um-step') || {innerText: ''}).innerText.startsWith('decoding…')"
 # the server's answer to Stop: the stopped run (the slider's label says so), or the run ended on its own before the
 # cancel landed (its label "step N / N", no words of a stop)
@@ -39,9 +39,9 @@ WATCH = """() => { window.__umStopT = null; window.__umSaidT = null;
 WORDS_S = 0.5        # the issue's target: the stopped run's state in words within half a second of Stop
 
 
-def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(pages, server):
+def test_stop_keeps_the_partial_run_in_words_scrubbable_and_run_again_decodes(pages, server, fresh_seed):
     pg = pages(1500, 1000)
-    pg.goto(server + SETTING)                            # a link's run, then Run's: Stop ends either
+    pg.goto(server + SETTING.format(fresh_seed))         # a link's run, then Run's: Stop ends either
     for _ in range(2):
         pg.wait_for_function(STREAMING, timeout=180_000)
         pg.wait_for_timeout(800)                          # a few forwards in
