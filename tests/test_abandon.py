@@ -26,6 +26,10 @@ def app(tmp_path_factory):
         yield url, proc, json.load(urllib.request.urlopen(url + "config", timeout=30))
 
 
+# once more on a failure: the stop is noticed about 1 s after leaving, and the check reads [1, 3] s, so a loaded
+# host that notices at 1.5 s reads ~0.5 CPU-s there (seen once, 0.81, with a per-test CPU ledger beside the suite);
+# work left running reads ~2 CPU-s in both attempts
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("path", PATHS)
 def test_a_gone_clients_work_stops(app, path):
     url, proc, cfg = app
