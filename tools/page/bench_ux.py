@@ -49,13 +49,22 @@ def controls(pg) -> list[str]:
     return pg.evaluate(CONTROLS)
 
 
+# the decoder's own box of controls shown with a control in it (a page without such a box: true)
+BOX_SHOWN = """(id) => { const b = document.getElementById(id); if (!b) return true;
+  const shown = (e) => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+  return shown(b) && [...b.querySelectorAll('input, textarea, select')].some(shown); }"""
+
+
 def choose_decoder(pg, name: str) -> None:
-    """Pick a decoder in the menu by its value (the menu shows plain words)."""
+    """Pick a decoder in the menu by its value (the menu shows plain words); return once its card describes it and
+    its own box of controls is shown (the card's words can land first: a count of the controls read then saw 14 of
+    S2D2's 32)."""
     from engine.catalogue import catalogue
     pg.click("#decoder input")
     pg.get_by_role("option", name=catalogue.menu_label(name)).click()
     pg.wait_for_function("(t) => document.querySelector('#decoder-info').innerText.includes(t)",
                          arg=catalogue.DECODERS[name].summary.split("**")[1], timeout=20_000)
+    pg.wait_for_function(BOX_SHOWN, arg=f"box-{name}", timeout=20_000)
 
 
 def choose_model(pg, name: str, decoder: str) -> None:
