@@ -169,10 +169,11 @@ def pytest_runtest_makereport(item, call):
 
 
 # a browser test whose page waited past its timeout runs once more (pytest-rerunfailures: "R" in the progress line,
-# "N rerun" in the summary, the first attempt's traceback under "rerun test summary info": pyproject's addopts). On two loaded cores a page sometimes never shows a run
-# (seen about once in three full runs, each time a different test; the screenshot of the last, test_browser.py's
-# scrubbing test: "Running..." and an empty text view 60 s after its link's page opened): a hang kept visible in the
-# output, not a red CI for a suite whose every other check passed. Any other failure fails at once.
+# "N rerun" in the summary, the first attempt's traceback under "rerun test summary info": pyproject's addopts). On
+# two loaded cores a page sometimes never shows a run (seen about once in three full runs, each time a different
+# test; the screenshot of the last, test_browser.py's scrubbing test: "Running..." and an empty text view 60 s after
+# its link's page opened): a hang kept visible in the output, not a red CI for a suite whose every other check
+# passed. Any other failure fails at once.
 RERUN_BROWSER = dict(reruns=1, only_rerun=["TimeoutError"])
 
 
