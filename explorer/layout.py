@@ -127,7 +127,8 @@ def wire_views(views, trace_state) -> None:
 # Run's label says whether a run is on, set in the browser: as server functions (a run's first and last step) each
 # was a round trip through the queue, and at each step of a server function gradio's page refreshes the loading
 # status of every component an event has read or written, each found by a walk of the whole layout
-RUNNING, IDLE = "() => 'Running…'", "() => 'Run'"
+RUNNING_WORD = "Running…"
+RUNNING, IDLE = f"() => '{RUNNING_WORD}'", "() => 'Run'"
 # Run: the text view scrolls into sight (on a phone it is below the bar) and the button says a run is on
 RUN_STARTS = """() => { const t = document.getElementById('text'); if (t && t.getBoundingClientRect().top >
   window.innerHeight * 0.6) t.scrollIntoView({block: 'start'}); return 'Running…'; }"""
@@ -148,6 +149,14 @@ def wire_runs(page, rp: RunParts, sw) -> list:
                 page, rp, parse, prompt_v, model_v, None, box, prev, set_controls=False, session=session_of(request))):
             yield out
 
+    async def on_release(request: gr.Request, box, prev, prompt_v, model_v, decoder_v, *values):
+        """A slider's run. gradio defers a release during a run until that run ends, after the run's idle step
+        has said "Run" (``trigger_mode="always_last"``), so the deferred run says it is on in its first frame."""
+        on = {c.run: gr.Button(RUNNING_WORD)}
+        async for out in on_run(request, box, prev, prompt_v, model_v, decoder_v, *values):
+            yield {**out, **on}
+            on = {}
+
     inputs = [v.tab, rp.previous, *rp.setting]
     # the events Stop cancels are the runs themselves: gradio's cancel of a chain's last step (Run's idle) leaves
     # the run before it going
@@ -159,7 +168,7 @@ def wire_runs(page, rp: RunParts, sw) -> list:
     # controls as they are then (a page's fifty-nine chains of three events made it a third of the page's events)
     released = gr.on([comp.release for comp in c.components if isinstance(comp, gr.Slider)], None, None, c.run,
                      js=RUNNING, show_progress="hidden") \
-        .then(on_run, inputs, rp.run_outputs, trigger_mode="always_last", **model_run(rp))
+        .then(on_release, inputs, [*rp.run_outputs, c.run], trigger_mode="always_last", **model_run(rp))
     events.append(released)
     released.then(None, None, c.run, js=IDLE, show_progress="hidden")
     events.append(wire_pick(rp, on_run))
