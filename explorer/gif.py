@@ -59,9 +59,13 @@ def layout(frames: list[list[dict]], font, words) -> dict[int, tuple[int, int, i
     """(x, y, width) of every slot's box, the widest it gets in any frame, wrapped to the frame width: boxes
     never move between frames."""
     widest: dict[int, int] = {}
+    width: dict[str, int] = {}     # by text: a 200-step run's 40 000 chips have a few hundred texts (1.6 s -> 0.1)
     for row in frames:
         for c in row:
-            widest[c["pos"]] = max(widest.get(c["pos"], 28), int(font.getlength(words(label(c)))) + 10)
+            text = words(label(c))
+            if text not in width:
+                width[text] = int(font.getlength(text)) + 10
+            widest[c["pos"]] = max(widest.get(c["pos"], 28), width[text])
     boxes, x, y = {}, PAD, PAD + ROW
     for pos in sorted(widest):
         if x + widest[pos] > WIDTH - PAD:
@@ -133,6 +137,8 @@ def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None, sh
     fonts = load_fonts()
     rows = [chips(d, s, None) for s in range(g.n_steps)]
     boxes = layout(rows, fonts[0], fonts[2])
+    if should_stop is not None and should_stop():       # a visitor gone while the frames were laid out
+        return None
     t0 = time.perf_counter()
     last = paletted(frame(trace, d, g, g.n_steps - 1, rows[-1], boxes, fonts))
     most = MAX_FRAMES
