@@ -5,6 +5,12 @@ app, as gradio serves its page; the browser side (an idle page asks for no frame
 
 from __future__ import annotations
 
+import asyncio
+import json
+import shutil
+import subprocess
+
+import pytest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse, JSONResponse
@@ -12,6 +18,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from explorer.page import frame_guard
+from explorer.page.context import js
 from gradio.brotli_middleware import BrotliMiddleware
 
 PAGE = "<!doctype html><html lang='en'><head><meta charset='utf-8'><script>window.g = 1;</script></head>" + \
@@ -49,8 +56,56 @@ def test_anything_else_goes_through_untouched():
     assert client(page="<p>no head</p>").get("/").text == "<p>no head</p>"
 
 
-def test_the_guard_diverts_the_status_trackers_frames_only():
-    """The script itself: only a caller from gradio's status-tracker chunk is diverted to a 100 ms timer."""
-    js = frame_guard.SCRIPT.decode()
-    assert r"/\/statustracker-[^/]*\.js/" in js and "setTimeout(() => f(performance.now()), 100)" in js
-    assert ": frame(f)" in js                                   # every other caller gets a real frame
+def test_an_answer_it_does_not_rewrite_is_passed_on_as_it_comes():
+    """A stream at ``/`` (not plain HTML) reaches the client chunk by chunk: the app sends its second chunk only
+    once the first has gone out (a guard that held every answer of ``/`` until its end would never let it)."""
+    async def serve():
+        first_out, got = asyncio.Event(), []
+
+        async def stream(scope, receive, send):
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": b"one", "more_body": True})
+            await asyncio.wait_for(first_out.wait(), 5)
+            await send({"type": "http.response.body", "body": b"two"})
+
+        async def send(message):
+            got.append(message.get("body"))
+            if message.get("body") == b"one":
+                first_out.set()
+        await frame_guard.FrameGuard(stream)({"type": "http", "method": "GET", "path": "/"}, None, send)
+        return got
+    assert asyncio.run(serve()) == [None, b"one", b"two"]
+
+
+# the script run in node (Playwright's own, or the system's) with stand-ins for the browser's frame functions: a
+# caller whose stack is in the tracker's chunk, two of its frames (one cancelled), and a frame of another caller
+DIVERTED = """const vm = require('vm'); globalThis.window = globalThis; const log = [], ticks = [];
+window.requestAnimationFrame = (f) => { log.push('frame'); return 1; };
+window.cancelAnimationFrame = (id) => log.push('cancel ' + id);
+GUARD
+const tracker = vm.runInThisContext('(ask) => ask()', {filename: 'http://h/assets/statustracker-Ab1.js'});
+const a = tracker(() => requestAnimationFrame((t) => ticks.push(['a', typeof t])));
+const b = tracker(() => requestAnimationFrame(() => ticks.push(['b'])));
+const c = requestAnimationFrame(() => ticks.push(['c']));
+cancelAnimationFrame(b); cancelAnimationFrame(c);
+setTimeout(() => console.log(JSON.stringify({a, b, c, log, ticks})), 300);"""
+
+
+def node() -> str:
+    try:
+        from playwright._impl._driver import compute_driver_executable
+        return str(compute_driver_executable()[0])
+    except ImportError:
+        return shutil.which("node") or pytest.skip("no node to run the script in")
+
+
+def test_the_guard_diverts_the_status_trackers_frames_only_and_cancels_its_own():
+    """The script itself: a frame asked for from gradio's status-tracker chunk runs from a timer (a negative
+    number, so cancelling it stops that timer); every other caller's frame and cancel reach the browser's."""
+    code = DIVERTED.replace("GUARD", js("frame_guard.js"))
+    out = json.loads(subprocess.run([node(), "-e", code], capture_output=True, text=True, timeout=30,
+                                    check=True).stdout)
+    assert out["a"] < 0 and out["b"] < 0 and out["a"] != out["b"] and out["c"] == 1
+    assert out["ticks"] == [["a", "number"]]                  # b was cancelled; c is the browser's to run
+    assert out["log"] == ["frame", "cancel 1"]                # only c reached the browser's frame functions

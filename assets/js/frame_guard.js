@@ -5,8 +5,11 @@
 // in an idle headless Chromium. The tracker's frames only tick its timer (shown to a tenth of a second): they run
 // from a 100 ms timer here, which draws nothing. Every other caller gets real frames.
 (() => {
-  const frame = window.requestAnimationFrame.bind(window);
+  const frame = window.requestAnimationFrame.bind(window), cancel = window.cancelAnimationFrame.bind(window);
   const tracker = /\/statustracker-[^/]*\.js/;
+  // a diverted frame's number is its timer's, negated: never a real frame's (those count up from 1), so cancelling
+  // it stops that timer and no other caller's frame
   window.requestAnimationFrame = (f) => (tracker.test(new Error().stack || "")
-    ? setTimeout(() => f(performance.now()), 100) : frame(f));
+    ? -setTimeout(() => f(performance.now()), 100) : frame(f));
+  window.cancelAnimationFrame = (id) => (id < 0 ? clearTimeout(-id) : cancel(id));
 })();

@@ -18,6 +18,7 @@ import gzip
 import brotli
 
 from explorer.page.bodylimit import route_path
+from explorer.page.held import headers_of, held
 
 PREFIX = "/assets/"
 MAX_ONE, MAX_ALL = 8 << 20, 64 << 20     # bytes before compression: gradio's largest script is about 4 MiB
@@ -62,30 +63,21 @@ class AssetCache:
     async def fill(self, key, scope, receive, send):
         """The app answers; a whole 200 answer small enough is compressed (off the event loop), kept and sent, any
         other answer is passed on as it comes."""
-        start, parts, keep = None, [], None
-
-        async def capture(message):
-            nonlocal start, keep
-            if message["type"] == "http.response.start":
-                start, headers = message, dict(message.get("headers") or [])
-                size = int(headers.get(b"content-length", b"-1") or -1)
-                keep = message["status"] == 200 and b"content-encoding" not in headers and \
-                    0 <= size <= MAX_ONE and self.total + size <= MAX_ALL
-                if not keep:
-                    await send(message)
-            elif keep:
-                parts.append(message.get("body", b""))
-            else:
-                await send(message)
-        await self.app(scope, receive, capture)
-        if not keep:
+        def small(start: dict) -> bool:
+            headers = headers_of(start)
+            size = int(headers.get(b"content-length", b"-1") or -1)
+            return start["status"] == 200 and b"content-encoding" not in headers and \
+                0 <= size <= MAX_ONE and self.total + size <= MAX_ALL
+        answer = await held(self.app, scope, receive, send, small)
+        if answer is None:
             return
-        body = await asyncio.to_thread(compressed, b"".join(parts), key[1])
+        start, plain = answer
+        body = await asyncio.to_thread(compressed, plain, key[1])
         headers = [(k, v) for k, v in start.get("headers") or [] if k in PASSED]
         headers += [(b"content-length", str(len(body)).encode()), (b"vary", b"Accept-Encoding")]
         if key[1] != "identity":
             headers.append((b"content-encoding", key[1].encode()))
         if key not in self.kept:
-            self.kept[key], self.total = (headers, body), self.total + sum(map(len, parts))
+            self.kept[key], self.total = (headers, body), self.total + len(plain)
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from explorer.page.bodylimit import route_path
 from explorer.page.context import js
+from explorer.page.held import headers_of, held
 
 SCRIPT = b"<script>" + js("frame_guard.js").encode() + b"</script>"
 
@@ -14,6 +15,13 @@ SCRIPT = b"<script>" + js("frame_guard.js").encode() + b"</script>"
 def guarded(body: bytes) -> bytes:
     """The page with the script first in its head (unchanged if it has no ``<head>``)."""
     return body.replace(b"<head>", b"<head>" + SCRIPT, 1)
+
+
+def html_page(start: dict) -> bool:
+    """An answer the guard rewrites: 200, plain (not yet compressed) HTML."""
+    headers = headers_of(start)
+    return start["status"] == 200 and b"content-encoding" not in headers and \
+        headers.get(b"content-type", b"").startswith(b"text/html")
 
 
 class FrameGuard:
@@ -25,22 +33,10 @@ class FrameGuard:
     async def __call__(self, scope, receive, send):
         if scope.get("type") != "http" or scope.get("method") != "GET" or route_path(scope) != "/":
             return await self.app(scope, receive, send)
-        start, parts = None, []
-
-        async def capture(message):
-            nonlocal start
-            if message["type"] == "http.response.start":
-                start = message
-            else:
-                parts.append(message)
-        await self.app(scope, receive, capture)
-        headers = dict(start.get("headers") or [])
-        if start["status"] != 200 or b"content-encoding" in headers or \
-                not headers.get(b"content-type", b"").startswith(b"text/html"):
-            for message in (start, *parts):
-                await send(message)
+        answer = await held(self.app, scope, receive, send, html_page)
+        if answer is None:
             return
-        body = guarded(b"".join(m.get("body", b"") for m in parts if m["type"] == "http.response.body"))
+        start, body = answer[0], guarded(answer[1])
         out = [(k, v) for k, v in start.get("headers") or [] if k != b"content-length"]
         await send({**start, "headers": out + [(b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -20,9 +20,10 @@ VIEWS_IN_SIGHT = ("#prompt", "#decoder", "#run", "#text")
 IN_VIEW = """(sel) => { const e = document.querySelector(sel); if (!e || !e.getClientRects().length) return false;
   const r = e.getBoundingClientRect(); return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight + 1 &&
   r.right <= innerWidth + 1 && r.height > 0; }"""
+# an element laid out and of some height (a hidden gradio block has no offset parent)
+SHOWN = "const shown = (e) => e && e.offsetParent !== null && e.getBoundingClientRect().height > 0;"
 # each visible control of the run bar and the parameter panel, by its component's elem_id (or the box's title)
-CONTROLS = """() => { const out = [];
-  const shown = (e) => e && e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+CONTROLS = """() => { const out = []; """ + SHOWN + """
   document.querySelectorAll('#run-bar [id], #params-col [id]').forEach((e) => {
     if (!shown(e) || !e.classList.contains('block') && e.tagName !== 'BUTTON') return;
     if (e.closest('[id^=box-]') && e.closest('[id^=box-]') !== e && !shown(e.closest('[id^=box-]'))) return;
@@ -50,8 +51,7 @@ def controls(pg) -> list[str]:
 
 
 # the decoder's own box of controls shown with a control in it (a page without such a box: true)
-BOX_SHOWN = """(id) => { const b = document.getElementById(id); if (!b) return true;
-  const shown = (e) => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+BOX_SHOWN = """(id) => { const b = document.getElementById(id); if (!b) return true; """ + SHOWN + """
   return shown(b) && [...b.querySelectorAll('input, textarea, select')].some(shown); }"""
 
 
