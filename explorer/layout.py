@@ -172,6 +172,14 @@ def wire_runs(page, rp: RunParts, sw) -> list:
     events.append(released)
     released.then(None, None, c.run, js=IDLE, show_progress="hidden")
     events.append(wire_pick(rp, on_run))
+    wire_sweep_opens(page, rp, sw)
+    return events
+
+
+def wire_sweep_opens(page, rp: RunParts, sw) -> None:
+    """The Sweep's Open (a setting on the current prompt) and Open this problem (a wrong answer as it was decoded):
+    each a run into the main views that sets the controls to its setting."""
+    c, v = rp.controls, rp.views
 
     async def open_point(request: gr.Request, box, prev, spec, prompt_v, model_v):
         """A sweep setting, decoded on the current prompt into the main views."""
@@ -201,7 +209,6 @@ def wire_runs(page, rp: RunParts, sw) -> list:
 
     sw.open_wrong.click(open_wrong, [v.tab, rp.previous, sw.result, sw.point, sw.wrong, c.model], rp.outputs,
                         **model_run(rp))
-    return events
 
 
 def wire_stop(page, rp: RunParts, events: list) -> None:
