@@ -137,7 +137,8 @@ def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None, sh
     fonts = load_fonts()
     rows = [chips(d, s, None) for s in range(g.n_steps)]
     boxes = layout(rows, fonts[0], fonts[2])
-    if should_stop is not None and should_stop():       # a visitor gone while the frames were laid out
+    stop = should_stop or (lambda: False)
+    if stop():       # a visitor gone while the frames were laid out
         return None
     t0 = time.perf_counter()
     last = paletted(frame(trace, d, g, g.n_steps - 1, rows[-1], boxes, fonts))
@@ -149,7 +150,7 @@ def decode_gif(trace, ms_per_frame: int = 450, budget_s: float | None = None, sh
         steps = sorted(set(np.linspace(0, g.n_steps - 1, most).astype(int).tolist()))
     frames = []
     for s in steps[:-1]:
-        if should_stop is not None and should_stop():
+        if stop():
             return None
         frames.append(paletted(frame(trace, d, g, s, rows[s], boxes, fonts)))
     frames.append(last)

@@ -130,8 +130,8 @@ def wire_views(views, trace_state) -> None:
 RUNNING_WORD = "Running…"
 RUNNING, IDLE = f"() => '{RUNNING_WORD}'", "() => 'Run'"
 # Run: the text view scrolls into sight (on a phone it is below the bar) and the button says a run is on
-RUN_STARTS = """() => { const t = document.getElementById('text'); if (t && t.getBoundingClientRect().top >
-  window.innerHeight * 0.6) t.scrollIntoView({block: 'start'}); return 'Running…'; }"""
+RUN_STARTS = f"""() => {{ const t = document.getElementById('text'); if (t && t.getBoundingClientRect().top >
+  window.innerHeight * 0.6) t.scrollIntoView({{block: 'start'}}); return '{RUNNING_WORD}'; }}"""
 
 
 def session_of(request) -> str | None:
@@ -301,7 +301,7 @@ def wire_load(demo, page, rp: RunParts, bp, more):
     def load(tab_box, request: gr.Request = None):  # gradio injects the request by its annotation
         values, run = share.url_values(page, request)
         # a link that asks for a run: its request (and budget) starts here, at the page's load
-        out = {c.run: gr.Button("Running…") if run else gr.skip(),      # a link's run: the button says so
+        out = {c.run: gr.Button(RUNNING_WORD) if run else gr.skip(),      # a link's run: the button says so
                link: dict(values=values, run=time.monotonic() if run else False) if values else None}
         if isinstance(tab_box, dict) and values.get("tab"):   # a link's tab: opened once its run, filling it, shows
             tab_box["tab"] = values["tab"]
