@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,30 @@ def browser():
         b.close()
 
 
+# ms between two checks of a page's waited condition. Playwright's default ("raf") checks it at every animation
+# frame, which keeps an otherwise idle page drawing 60 frames a second for as long as a test waits: about 0.2 CPU-s
+# a second of Chromium on this project's 2-core machines (1.7 CPU-s over 8 s against a 100 ms poll's ~0), taken
+# from the app and the other test worker. A wait that must catch a state lasting less than this asks for "raf".
+POLL_MS = 100
+
+
+def _poll_at_intervals():
+    """Every page's ``wait_for_function`` without a ``polling`` of its own checks every ``POLL_MS`` ms."""
+    import functools
+    try:
+        from playwright.sync_api import Frame, Page
+    except ImportError:                              # no Playwright: the browser modules skip themselves
+        return
+    for cls in (Page, Frame):
+        def patient(self, expression, *, arg=None, polling=None, timeout=None, _wait=cls.wait_for_function):
+            return _wait(self, expression, arg=arg, polling=POLL_MS if polling is None else polling, timeout=timeout)
+        cls.wait_for_function = functools.wraps(cls.wait_for_function)(patient)
+
+
+if os.environ.get("UNMASK_AB_RAF") != "1":
+    _poll_at_intervals()
+
+
 SEEDS = itertools.count(1)
 
 
@@ -211,3 +236,18 @@ def _outside_any_request():
     yield
     presence.ARRIVED.reset(arrived)
     presence.PRESENT.reset(present)
+
+
+def pytest_sessionstart(session):
+    """The host's speed when the run starts, beside the run's time at the end: a shared 2-core host runs this
+    suite about 1.5× slower on some days than on others (``tools.provenance.loop_ms``). Printed by the
+    controller only (a test worker's lines are not shown), and under ``-q`` too."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        from tools.provenance import loop_ms
+        reporter.write_line(f"host: reference loop {loop_ms()} ms at the start (tools/provenance.py's loop_ms)")
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tools.provenance import loop_ms
+    terminalreporter.write_line(f"host: reference loop {loop_ms()} ms at the end")

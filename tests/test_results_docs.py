@@ -50,6 +50,8 @@ def test_a_caption_reads_the_provenance_of_a_new_record(tmp_path, monkeypatch):
     assert "| 1.50 |" in text
     head = record["provenance"]["commit"]
     assert f"commit {head[:7]}" in text and "--n 2" in text and "torch" in text
+    m = record["provenance"]["machine"]
+    assert f"reference loop {m['loop_ms_at_start']} → {m['loop_ms_at_end']} ms" in text
     assert "Older than" not in text                       # measured at HEAD: nothing newer touched engine/
 
 
@@ -60,6 +62,7 @@ def test_provenance_has_what_a_reader_needs():
     assert p["versions"]["python"] and "torch" in p["versions"]
     m = p["machine"]
     assert m["cores"] >= 1 and m["cpu"] and len(m["load_at_start"]) == 3 and len(m["load_at_end"]) == 3
+    assert m["loop_ms_at_start"] > 0 and m["loop_ms_at_end"] > 0       # the host's speed, at start and at the end
     assert p["date"][:2] == "20"
     given = provenance.provenance([], commit="abc1234")
     assert given["commit"] == "abc1234"

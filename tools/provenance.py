@@ -2,8 +2,9 @@
 
 A record is ``{"provenance": {...}, **numbers}`` (numbers that are a list go under ``"rows"``). ``provenance``
 holds what a reader needs to trust or remake the figures: the commit and whether the tree had changes the commit
-lacks, the command line, the libraries' versions, the machine (CPU model, cores, load average when the process
-started and when it wrote; the GPU's name and driver where one is used) and the date. ``python -m tools.results``
+lacks, the command line, the libraries' versions, the machine (CPU model, cores, load average and the reference
+loop's time (``loop_ms``) when the process started and when it wrote; the GPU's name and driver where one is used)
+and the date. ``python -m tools.results``
 builds the docs' tables from these records and marks a table whose record is older than the code it measures.
 """
 
@@ -15,12 +16,30 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "gradio", "plotly")
 _LOAD_AT_START = os.getloadavg()          # imported with the benchmark, so this is the load it started under
+
+
+def loop_ms(n: int = 200_000, tries: int = 5) -> float:
+    """How fast one core of this machine runs Python now: the fastest of ``tries`` runs of a fixed loop of ``n``
+    additions, in ms (about 0.1 s in all). The load average misses a shared host's slow days: one 2-core machine of
+    this project ran the same suite in 758 s one day and 1 161 s another, one test of it in 23 s and 45 s; figures
+    of two records compare only at similar loop times."""
+    best = float("inf")
+    for _ in range(tries):
+        t, total = time.perf_counter(), 0
+        for i in range(n):
+            total += i
+        best = min(best, time.perf_counter() - t)
+    return round(best * 1e3, 1)
+
+
+_LOOP_AT_START = loop_ms()
 
 
 def git(*args: str) -> str:
@@ -70,7 +89,8 @@ def _has(program: str) -> bool:
 
 def machine() -> dict:
     return dict(cpu=cpu_model(), cores=os.cpu_count(), load_at_start=[round(x, 2) for x in _LOAD_AT_START],
-                load_at_end=[round(x, 2) for x in os.getloadavg()], system=platform.platform(), gpu=gpu())
+                load_at_end=[round(x, 2) for x in os.getloadavg()], loop_ms_at_start=_LOOP_AT_START,
+                loop_ms_at_end=loop_ms(), system=platform.platform(), gpu=gpu())
 
 
 def provenance(argv: list[str] | None = None, commit: str | None = None) -> dict:

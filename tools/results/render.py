@@ -77,7 +77,9 @@ def origin(table: Table, record: dict) -> tuple[str | None, str]:
         m = prov.get("machine") or {}
         gpu = (m.get("gpu") or {}).get("name")
         load = "load {} → {}".format(*(x[0] if x else "?" for x in (m.get("load_at_start"), m.get("load_at_end"))))
-        where = ", ".join(filter(None, [gpu, m.get("cpu"), f"{m.get('cores')} cores", load]))
+        loop = m.get("loop_ms_at_start") and "reference loop {} → {} ms".format(m["loop_ms_at_start"],
+                                                                               m.get("loop_ms_at_end"))
+        where = ", ".join(filter(None, [gpu, m.get("cpu"), f"{m.get('cores')} cores", load, loop]))
         tree = {True: "clean", False: "with uncommitted changes", None: "tree unknown"}[prov.get("clean")]
         torch = (prov.get("versions") or {}).get("torch")
         return prov.get("commit"), (f"commit {short(prov.get('commit'))} ({tree}), {prov.get('date', '?')[:10]}, "
