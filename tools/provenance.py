@@ -4,8 +4,8 @@ A record is ``{"provenance": {...}, **numbers}`` (numbers that are a list go und
 holds what a reader needs to trust or remake the figures: the commit and whether the tree had changes the commit
 lacks, the command line, the libraries' versions, the machine (CPU model, cores, load average and the reference
 loop's time (``loop_ms``) when the process started and when it wrote; the GPU's name and driver where one is used)
-and the date. ``python -m tools.results``
-builds the docs' tables from these records and marks a table whose record is older than the code it measures.
+and the date. ``python -m tools.results`` builds the docs' tables from these records and marks a table whose
+record is older than the code it measures.
 """
 
 from __future__ import annotations
