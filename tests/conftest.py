@@ -236,16 +236,21 @@ def _outside_any_request():
     presence.PRESENT.reset(present)
 
 
+def _say_host_speed(config, when: str) -> None:
+    """The host's speed at the run's start or end, beside the run's time: a shared 2-core host runs this suite
+    about 1.5× slower on some days than on others (``tools.provenance.loop_ms``). Said by the controller only (a
+    test worker's lines are not shown, so it neither measures nor says), and under ``-q`` too."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or hasattr(config, "workerinput"):
+        return
+    from tools import provenance
+    ms = provenance.LOOP_MS_AT_START if when == "start" else provenance.loop_ms()     # measured at its import
+    reporter.write_line(f"host: reference loop {ms} ms at the {when} (tools/provenance.py's loop_ms)")
+
+
 def pytest_sessionstart(session):
-    """The host's speed when the run starts, beside the run's time at the end: a shared 2-core host runs this
-    suite about 1.5× slower on some days than on others (``tools.provenance.loop_ms``). Printed by the
-    controller only (a test worker's lines are not shown), and under ``-q`` too."""
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not hasattr(session.config, "workerinput"):
-        from tools.provenance import loop_ms
-        reporter.write_line(f"host: reference loop {loop_ms()} ms at the start (tools/provenance.py's loop_ms)")
+    _say_host_speed(session.config, "start")
 
 
-def pytest_terminal_summary(terminalreporter):
-    from tools.provenance import loop_ms
-    terminalreporter.write_line(f"host: reference loop {loop_ms()} ms at the end")
+def pytest_terminal_summary(terminalreporter, config):
+    _say_host_speed(config, "end")
