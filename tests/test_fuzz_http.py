@@ -65,19 +65,21 @@ def updated_session(url: str, cfg: dict) -> str:
 
 def two_streams(url: str, cfg: dict, session: str) -> bool:
     """Two event streams on one session at once: a stream that finds its session's events taken ends (or waits)
-    without a result; whether both ended and one answered."""
+    without a result; whether both ended and one answered. The waiting one is left after 5 s without a line (a
+    browser that closed its tab): the answer comes at once, and the waiting one's next line is a heartbeat, every
+    15 s (this file alone: 37.4 -> 32.2 s)."""
     ended = []
 
     def stream(dep):
         try:
-            ended.append(call(url, dep["id"], [None] * len(dep["inputs"]), session, timeout_s=20, total_s=20))
+            ended.append(call(url, dep["id"], [None] * len(dep["inputs"]), session, timeout_s=5, total_s=20))
         except (RuntimeError, OSError):
             ended.append(None)
     streams = [threading.Thread(target=stream, args=(d,)) for d in cfg["dependencies"][:2]]
     for t in streams:
         t.start()
     for t in streams:
-        t.join(90)        # a waiting stream ends by its next heartbeat after 20 s (every 15 s)
+        t.join(90)
     return len(ended) == 2 and any(ended)
 
 
