@@ -103,9 +103,10 @@ from tools.local_app import free_port, running_app  # noqa: E402,F401  (the test
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     """The real app on a loopback port with its default settings, one per test worker, shared by every browser
-    test module that worker runs: each test opens its own page (a fresh session), and a start costs about 12
+    test module that worker runs: each test opens its own page (a fresh session). A fork of the worker's fork
+    server (``tools.app_forkserver``, which the worker's other app starts use too): about half a fresh start's 12
     CPU-seconds. A test that needs other settings or a fresh process starts its own (``running_app``)."""
-    with running_app(tmp_path_factory.mktemp("app")) as (url, _):      # the app's default settings
+    with running_app(tmp_path_factory.mktemp("app"), forked=True) as (url, _):      # the app's default settings
         yield url
 
 

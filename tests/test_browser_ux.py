@@ -169,8 +169,10 @@ def test_the_preview_of_a_dragged_dial_is_in_sight_on_a_projector_and_a_phone(br
             assert not [c for c in own if meets(peek, c)], (size, peek, own)    # nor its note, nor ◀ ▶
             if size[0] > 500:
                 assert not [c for c in settings if meets(peek, c)], (size, peek)
+        except AssertionError:           # the page as it failed, for diagnosis (a passing page's costs ~1 s)
             ARTIFACTS.mkdir(exist_ok=True)
             pg.screenshot(path=str(ARTIFACTS / f"tau_peek_{size[0]}x{size[1]}.png"))
+            raise
         finally:
             pg.close()
 
