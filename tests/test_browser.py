@@ -296,13 +296,18 @@ def test_an_idle_page_asks_for_no_animation_frames(page, server):
     """gradio 6.31's loading tracker, removed while still pending, asked for a frame 60 times a second for as long
     as the page stayed open (~7 % of a core in an idle headless Chromium): the frame guard gives its timer ticks a
     100 ms timer instead (``explorer.page.frame_guard``). Counted at the browser's own requestAnimationFrame, under
-    the guard; the page is opened and its example shown first."""
+    the guard; the page is opened and its example shown first. Nor does the open ask the server to draw again the
+    views its load event sent: before, ``refill`` took the figures still being drawn (Plotly loads 1-2 s into an
+    open) for dropped ones and asked for all four at every open, each figure drawn twice."""
+    asks = []
+    page.on("request", lambda r: r.method == "POST" and '"views"' in (r.post_data or "") and asks.append(r.post_data))
     page.add_init_script(COUNT_FRAMES)
     page.goto(server)
     page.wait_for_selector("#text .um-text[data-run='example']", timeout=30000)
     page.wait_for_selector("#mask-plot .js-plotly-plot", timeout=30000)
-    page.wait_for_timeout(3000)                      # the scrubber's views are asked for and drawn
+    page.wait_for_timeout(3000)                      # the figures drawn, and refill's look at them (3 s at most)
     before = page.evaluate("() => window.__frames()")
     page.wait_for_timeout(2000)
-    # before the guard: about 120; a loaded machine's late drawing (the scrubber's views) may ask for a few
+    # before the guard: about 120; a loaded machine's late drawing may ask for a few
     assert page.evaluate("() => window.__frames()") - before <= 20
+    assert asks == [], asks

@@ -187,11 +187,16 @@ function askServer() {      // the visible views the server draws itself, at the
 }
 
 // a figure gradio dropped: one sent while its tab was being opened (a link's tab, a cached run whose pieces
-// arrive at once) can land before the tab's figure exists, which then shows gradio's empty box for good. Once a
-// run has been shown a moment, each visible view of it in that state is asked of the server again, once a run.
-let shownAt = 0, refilled = new Set();
+// arrive at once) can land before the tab's figure exists, which then shows gradio's empty box for good. Once the
+// figures sent with a run have had their turn (one drawn since it was shown and none for 300 ms, or 3 s without
+// any: an open's first figures wait for Plotly to load, 1-2 s), each visible view still empty is asked of the server
+// again, once a run. Looked at sooner, every open asked for the four figures it was about to draw (drawn twice).
+let shownAt = 0, drawnAt = 0, refilled = new Set(), refillTimer = 0;
 function refill() {
-  if (!run || performance.now() - shownAt < 300) return;
+  if (!run) return;
+  const now = performance.now();
+  if (drawnAt > shownAt ? now - drawnAt < 300 : now - shownAt < 3000) {
+    clearTimeout(refillTimer); refillTimer = setTimeout(refill, 150); return; }
   const ids = (run.views || []).filter((id) => { const e = document.getElementById(id);
     return !refilled.has(id) && visible(e) && !e.querySelector('.js-plotly-plot') && e.querySelector('.empty'); });
   ids.forEach((id) => refilled.add(id));
@@ -220,7 +225,7 @@ function load() {   // a new run (or a new step of one) has a new short key: the
   // no run to scrub (one is streaming): the text view's line counts its steps, the slider waits for the total
   if (!run) { label.textContent = 'step – / –'; return; }
   document.dispatchEvent(new CustomEvent('um-run', {detail: run}));     // others that follow the run shown
-  shownAt = performance.now(); refilled = new Set(); setTimeout(refill, 400);
+  shownAt = performance.now(); refilled = new Set(); refill();
   step = run.step; sel = null; range.max = Math.max(1, run.n); range.value = step;
   label.textContent = stepLabel(); posBox.value = ''; link.value = url();
   if (!run.example) { history.replaceState(null, '', url()); localGradients(); }
@@ -372,7 +377,7 @@ function thinTicks(gd) {
 const follow = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
   if (gd.__umFollow || !gd.on) return;
   gd.__umFollow = true;
-  gd.on('plotly_afterplot', () => { if (run) moveShapes(gd); localGradients(); thinTicks(gd); });
+  gd.on('plotly_afterplot', () => { drawnAt = performance.now(); if (run) moveShapes(gd); localGradients(); thinTicks(gd); });
 });
 // only the view tabs with something to show for the run (the run's data lists them)
 const hideTabs = () => { if (run && run.tabs) document.querySelectorAll('#view-tabs [role=tab]').forEach((b) => {
