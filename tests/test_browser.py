@@ -298,7 +298,7 @@ def test_an_idle_page_asks_for_no_animation_frames(page, server):
     100 ms timer instead (``explorer.page.frame_guard``). Counted at the browser's own requestAnimationFrame, under
     the guard; the page is opened and its example shown first. Nor does the open ask the server to draw again the
     views its load event sent: before, ``refill`` took the figures still being drawn (Plotly loads 1-2 s into an
-    open) for dropped ones and asked for all four at every open, each figure drawn twice."""
+    open) for dropped ones and asked for all four at every open: the server drew them twice."""
     asks = []
     page.on("request", lambda r: r.method == "POST" and '"views"' in (r.post_data or "") and asks.append(r.post_data))
     page.add_init_script(COUNT_FRAMES)
