@@ -92,8 +92,8 @@ def test_a_bystander_is_answered_while_large_bodies_are_checked():
     """While 1 MiB adversarial bodies are checked one after another, the event loop keeps turning: a ticker's
     longest gap and a bystander's GET through the same middleware both stay under 100 ms (the issue's target;
     wall time less the loop's waits for a core while other jobs held it, ``tests/clocks.py``: the check itself
-    takes under 12 ms). 64 KiB bodies first, and
-    no more sent once a gap is too long, so a quadratic check fails in seconds."""
+    takes under 12 ms). 64 KiB bodies first, and no more sent once a gap is too long, so a quadratic check fails in
+    seconds."""
     bodies = list(adversarial(64 * KIB).values()) + list(adversarial(MIB).values()) * 2
 
     middle = BodyLimit(answer, limit=MIB)
