@@ -121,9 +121,9 @@ def test_a_bystander_is_answered_while_forty_page_runs_draw(parts):
     """Forty page Runs stream and draw at once (their frames and their last drawing, the page's real figures), the
     heap settled as the app settles it once built (``startup.settle_heap``): the event loop's longest gap and a
     bystander's GET stay under 100 ms (the issue's target; wall time less the loop's waits for a core held by other
-    jobs, ``tests/clocks.py``), and a full collection takes under 30 ms of CPU. Before, the drawing took asyncio's six default threads and a full
-    collection walked the whole start-up heap (0.17 s of CPU in this process), stopping the event loop with every
-    other thread: gaps of 0.8-1.8 s here."""
+    jobs, ``tests/clocks.py``), and a full collection takes under 30 ms of CPU. Before, the drawing took asyncio's
+    six default threads and a full collection walked the whole start-up heap (0.17 s of CPU in this process),
+    stopping the event loop with every other thread: gaps of 0.8-1.8 s here."""
     full, rp = parts
     page = Page(Quick(full, forwards=6, pause_s=0.05), {})
 
